@@ -1,0 +1,5 @@
+"""fedqueue: an ActivityPub delivery service."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"

@@ -1,0 +1,89 @@
+"""Operator commands: serve, migrate, actor create."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+from typing import Any
+
+import uvicorn
+
+from fedqueue.logs import configure_logging
+from fedqueue.settings import Settings, load_settings
+from fedqueue.storage import Store, check_actor_name
+from fedqueue.storage.migrate import upgrade_to_head
+from fedqueue.urls import Urls
+from fedqueue.web.app import create_app
+
+Subparsers = Any  # argparse's _SubParsersAction is private
+
+
+def register(commands: Subparsers) -> None:
+    serve = commands.add_parser("serve", help="HTTP app and delivery worker in one process")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--no-worker", action="store_true", help="serve HTTP only")
+    serve.set_defaults(run=run_serve)
+
+    migrate = commands.add_parser("migrate", help="bring the schema to head")
+    migrate.set_defaults(run=run_migrate)
+
+    actor = commands.add_parser("actor", help="local actors")
+    actor_commands = actor.add_subparsers(dest="actor_command", required=True, metavar="ACTION")
+    create = actor_commands.add_parser("create", help="create a local actor with a fresh key pair")
+    create.add_argument("name")
+    create.set_defaults(run=run_actor_create)
+
+
+def prepared_settings() -> Settings:
+    """Settings for a command that uses the database: loaded, logged, schema at head."""
+    settings = load_settings()
+    configure_logging(settings)
+    upgrade_to_head(settings.database_url)
+    return settings
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    prepared_settings()
+    logging.getLogger("fedqueue").info("schema is at head")
+    return 0
+
+
+def run_actor_create(args: argparse.Namespace) -> int:
+    check_actor_name(args.name)
+    settings = prepared_settings()
+
+    async def create() -> dict[str, str]:
+        store = Store.open(settings.database_url)
+        try:
+            created = await store.actors.create(args.name)
+        finally:
+            await store.close()
+        return {
+            "id": Urls(settings.base_url).actor(created.actor.name),
+            "name": args.name,
+            "token": created.token,
+        }
+
+    print(json.dumps(asyncio.run(create())))
+    return 0
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    settings = prepared_settings()
+
+    async def serve() -> None:
+        store = Store.open(settings.database_url)
+        try:
+            app = create_app(settings, store)
+            config = uvicorn.Config(
+                app, host=args.host, port=args.port, log_config=None, access_log=False, lifespan="on"
+            )
+            await uvicorn.Server(config).serve()
+        finally:
+            await store.close()
+
+    asyncio.run(serve())
+    return 0

@@ -1,0 +1,63 @@
+"""Key pairs and bearer tokens for local actors (pure: no storage, no network)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes, PublicKeyTypes
+
+from fedqueue.errors import InvalidInput
+
+RSA_BITS = 2048
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    private_pem: str
+    public_pem: str
+
+
+def generate_key_pair() -> KeyPair:
+    """A fresh RSA-2048 key pair as PKCS#8 / SubjectPublicKeyInfo PEM strings."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=RSA_BITS)
+    private_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    public_pem = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    return KeyPair(private_pem=private_pem, public_pem=public_pem)
+
+
+def load_private_key(pem: str) -> PrivateKeyTypes:
+    return serialization.load_pem_private_key(pem.encode(), password=None)
+
+
+def load_public_key(pem: str) -> PublicKeyTypes:
+    """Parse a PEM public key (SubjectPublicKeyInfo or PKCS#1); InvalidInput if it is not one."""
+    try:
+        return serialization.load_pem_public_key(pem.strip().encode())
+    except (ValueError, TypeError) as exc:
+        raise InvalidInput(f"not a usable public key: {exc}") from None
+
+
+def new_token() -> str:
+    """A bearer token with 256 bits of randomness."""
+    return secrets.token_urlsafe(32)
+
+
+def hash_token(token: str) -> str:
+    """Tokens are stored as SHA-256: they are random, so a slow hash buys nothing."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def token_matches(token: str, token_hash: str) -> bool:
+    """Constant-time comparison of a presented token against a stored hash."""
+    return hmac.compare_digest(hash_token(token), token_hash)

@@ -1,0 +1,126 @@
+"""Settings: defaults from config/fedqueue.toml, overridden by FEDQUEUE_* environment variables.
+
+Validation happens once at start-up; any problem becomes a single-line SettingsError naming
+the setting, so `fedqueue serve` never starts half-configured.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from fedqueue.errors import SettingsError
+
+ENV_PREFIX = "FEDQUEUE_"
+_REPO_CONFIG = Path(__file__).resolve().parent.parent / "config" / "fedqueue.toml"
+
+
+class Settings(BaseSettings):
+    """Every setting fedqueue reads. Defaults live only in config/fedqueue.toml."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
+
+    base_url: str
+    database_url: str
+    admin_token: str
+    allow_private_addresses: bool
+    log_format: Literal["text", "json"]
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+
+    retry_base_seconds: float = Field(gt=0)
+    retry_max_attempts: int = Field(ge=1, le=100)
+    retry_cap_seconds: float = Field(gt=0)
+
+    lease_seconds: float = Field(gt=0)
+    claim_batch_size: int = Field(ge=1, le=10_000)
+    poll_interval_seconds: float = Field(gt=0)
+    shutdown_grace_seconds: float = Field(ge=0)
+
+    connect_timeout_seconds: float = Field(gt=0)
+    total_timeout_seconds: float = Field(gt=0)
+    max_concurrency: int = Field(ge=1)
+    max_concurrency_per_host: int = Field(ge=1)
+    max_document_bytes: int = Field(ge=1024)
+
+    @field_validator("base_url")
+    @classmethod
+    def _origin_only(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError("must be an http(s) origin such as https://example.org")
+        if parts.path not in ("", "/") or parts.query or parts.fragment:
+            raise ValueError("must be an origin only, without a path, query or fragment")
+        return f"{parts.scheme}://{parts.netloc}"
+
+    @field_validator("database_url")
+    @classmethod
+    def _async_driver(cls, value: str) -> str:
+        if not value.startswith(("sqlite+aiosqlite://", "postgresql+asyncpg://")):
+            raise ValueError("must start with sqlite+aiosqlite:// or postgresql+asyncpg://")
+        return value
+
+    @property
+    def host(self) -> str:
+        """The host (with port, if any) of base_url: the domain part of acct: URIs."""
+        return urlsplit(self.base_url).netloc
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _TomlDefaults(settings_cls))
+
+
+class _TomlDefaults(PydanticBaseSettingsSource):
+    """The lowest-priority source: the TOML defaults file."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self._values().get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return self._values()
+
+    def _values(self) -> dict[str, Any]:
+        path = config_path()
+        try:
+            with path.open("rb") as handle:
+                return tomllib.load(handle)
+        except FileNotFoundError:
+            raise SettingsError(f"config file {path} not found (set FEDQUEUE_CONFIG)") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def config_path() -> Path:
+    """FEDQUEUE_CONFIG, else ./config/fedqueue.toml, else the one shipped beside the package."""
+    explicit = os.environ.get(f"{ENV_PREFIX}CONFIG")
+    if explicit:
+        return Path(explicit)
+    local = Path("config") / "fedqueue.toml"
+    return local if local.is_file() else _REPO_CONFIG
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read and validate all settings; raise SettingsError with one line on the first problem."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        name = str(error["loc"][0]) if error["loc"] else "settings"
+        label = f"{ENV_PREFIX}{name.upper()}"
+        if error["type"] == "extra_forbidden":
+            raise SettingsError(f"{label}: unknown setting in {config_path()}") from None
+        message = error["msg"].removeprefix("Value error, ")
+        raise SettingsError(f"{label}: {message} (got {error.get('input')!r})") from None

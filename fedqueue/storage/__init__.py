@@ -1,0 +1,27 @@
+"""The storage boundary: the only package that imports SQLAlchemy.
+
+`Store` groups one repository per concern; each method is named for what it means to the
+caller (`enqueue`, `claim`, `record`, `insert_inbound_if_new`, ...), never for SQL.
+"""
+
+from __future__ import annotations
+
+from fedqueue.storage.actors import ActorStore, CreatedActor, LocalActor, check_actor_name
+from fedqueue.storage.database import Database, StorageUnavailable
+
+__all__ = ["CreatedActor", "LocalActor", "StorageUnavailable", "Store", "check_actor_name"]
+
+
+class Store:
+    """Every repository over one database connection pool."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self.actors = ActorStore(database)
+
+    @classmethod
+    def open(cls, database_url: str) -> Store:
+        return cls(Database.open(database_url))
+
+    async def close(self) -> None:
+        await self.database.dispose()

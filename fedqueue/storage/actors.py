@@ -1,0 +1,108 @@
+"""Local actors: creation, lookup, token checks. Private keys leave only as signing keys."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
+from sqlalchemy import insert, select
+from sqlalchemy.exc import IntegrityError
+
+from fedqueue import keys
+from fedqueue.errors import Duplicate, InvalidInput, NotFound
+from fedqueue.storage.database import Database
+from fedqueue.storage.tables import ActorRow
+
+ACTOR_NAME = re.compile(r"[a-z0-9_]{1,64}")
+_actors = ActorRow.__table__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class LocalActor:
+    """What anyone may know about a local actor (no private key, no token)."""
+
+    name: str
+    public_key_pem: str
+    auto_accept_follows: bool
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class CreatedActor:
+    actor: LocalActor
+    token: str
+
+
+def check_actor_name(name: str) -> str:
+    """Return `name` if it is a valid local actor name, else raise InvalidInput."""
+    if not ACTOR_NAME.fullmatch(name):
+        raise InvalidInput(f"invalid actor name {name!r}: use 1-64 of a-z, 0-9 and _")
+    return name
+
+
+class ActorStore:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def create(self, name: str) -> CreatedActor:
+        """A new actor with a fresh RSA-2048 key pair; the token is returned once, stored hashed."""
+        check_actor_name(name)
+        pair = keys.generate_key_pair()
+        token = keys.new_token()
+        try:
+            async with self._db.transaction() as conn:
+                await conn.execute(
+                    insert(_actors).values(
+                        name=name,
+                        private_key_pem=pair.private_pem,
+                        public_key_pem=pair.public_pem,
+                        token_hash=keys.hash_token(token),
+                    )
+                )
+        except IntegrityError:
+            raise Duplicate(f"actor {name!r} exists already") from None
+        return CreatedActor(actor=await self.get(name), token=token)
+
+    async def get(self, name: str) -> LocalActor:
+        async with self._db.reading() as conn:
+            row = (
+                await conn.execute(
+                    select(
+                        _actors.c.name,
+                        _actors.c.public_key_pem,
+                        _actors.c.auto_accept_follows,
+                        _actors.c.created_at,
+                    ).where(_actors.c.name == name)
+                )
+            ).first()
+        if row is None:
+            raise NotFound(f"no local actor named {name!r}")
+        return LocalActor(
+            name=row.name,
+            public_key_pem=row.public_key_pem,
+            auto_accept_follows=row.auto_accept_follows,
+            created_at=row.created_at,
+        )
+
+    async def names(self) -> list[str]:
+        async with self._db.reading() as conn:
+            return list((await conn.execute(select(_actors.c.name).order_by(_actors.c.name))).scalars())
+
+    async def token_is_valid(self, name: str, token: str) -> bool:
+        """Constant-time check of an outbox bearer token; False for unknown actors too."""
+        async with self._db.reading() as conn:
+            stored = (await conn.execute(select(_actors.c.token_hash).where(_actors.c.name == name))).scalar()
+        # Compare against a dummy for unknown actors so timing does not reveal which names exist.
+        return keys.token_matches(token, stored or "0" * 64) and stored is not None
+
+    async def signing_key(self, name: str) -> PrivateKeyTypes:
+        """The actor's private key, loaded for signing only."""
+        async with self._db.reading() as conn:
+            pem = (
+                await conn.execute(select(_actors.c.private_key_pem).where(_actors.c.name == name))
+            ).scalar()
+        if pem is None:
+            raise NotFound(f"no local actor named {name!r}")
+        return keys.load_private_key(pem)

@@ -1,0 +1,90 @@
+"""The database connection: the one place that knows SQLite from PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry
+
+from fedqueue.errors import FedqueueError, SettingsError
+
+
+class StorageUnavailable(FedqueueError):
+    """The database cannot be reached or opened."""
+
+
+class Database:
+    """An async engine plus the few facts callers need about its dialect."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.is_postgres = engine.dialect.name == "postgresql"
+        self.is_sqlite = engine.dialect.name == "sqlite"
+
+    @classmethod
+    def open(cls, url: str, *, pool_size: int = 10) -> Database:
+        """Create the engine; SQLite gets WAL, a busy timeout and enforced foreign keys."""
+        try:
+            if url.startswith("sqlite"):
+                engine = create_async_engine(url, connect_args={"timeout": 30})
+                event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+            else:
+                engine = create_async_engine(url, pool_size=pool_size, max_overflow=pool_size)
+        except (ArgumentError, ValueError) as exc:
+            raise SettingsError(f"FEDQUEUE_DATABASE_URL: {exc}") from None
+        return cls(engine)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncConnection]:
+        """One short transaction; committed on success, rolled back on any error.
+
+        On SQLite the transaction starts with BEGIN IMMEDIATE so that a read followed by a
+        write in the same transaction cannot fail half-way with "database is locked".
+        """
+        try:
+            async with self.engine.connect() as conn:
+                if self.is_sqlite:
+                    await conn.exec_driver_sql("BEGIN IMMEDIATE")
+                else:
+                    await conn.begin()
+                try:
+                    yield conn
+                except BaseException:
+                    await conn.rollback()
+                    raise
+                await conn.commit()
+        except OperationalError as exc:
+            raise StorageUnavailable(f"database error: {_first_line(exc)}") from exc
+
+    @asynccontextmanager
+    async def reading(self) -> AsyncIterator[AsyncConnection]:
+        """A connection for reads only (no write lock on SQLite)."""
+        try:
+            async with self.engine.connect() as conn:
+                yield conn
+        except OperationalError as exc:
+            raise StorageUnavailable(f"database error: {_first_line(exc)}") from exc
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()
+
+
+def _sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
+    # pysqlite's own transaction handling would BEGIN lazily and defeat BEGIN IMMEDIATE.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def _first_line(exc: DBAPIError | Any) -> str:
+    return str(getattr(exc, "orig", exc)).splitlines()[0]

@@ -1,0 +1,250 @@
+"""The whole data model, as SQLModel tables. Only the storage package imports this.
+
+Outbound: outbox -> deliveries (one per activity and inbox) -> hosts, remote_actors.
+Inbound: inbound_activities -> inbox_items (one per local recipient) -> inbox_cursors; followers.
+Admin: audit_log.
+
+The outbox table is a public contract (the transactional outbox): apps may INSERT into it
+inside their own transactions, so every column an app need not fill has a server default.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+    text,
+)
+from sqlmodel import Field, SQLModel
+
+from fedqueue.storage.types import BigId, UTCDateTime
+
+URI = String(2048)
+NAME = String(64)
+HOST = String(255)
+STATE = String(16)
+
+
+def _created() -> Column[datetime]:
+    return Column(UTCDateTime(), nullable=False, server_default=func.current_timestamp())
+
+
+class ActorRow(SQLModel, table=True):
+    """A local actor: its key pair and the hash of its outbox bearer token."""
+
+    __tablename__ = "actors"
+
+    id: int | None = Field(default=None, sa_column=Column(BigId, primary_key=True))
+    name: str = Field(sa_column=Column(NAME, nullable=False, unique=True))
+    private_key_pem: str = Field(sa_column=Column(Text, nullable=False))
+    public_key_pem: str = Field(sa_column=Column(Text, nullable=False))
+    token_hash: str = Field(sa_column=Column(String(64), nullable=False))
+    auto_accept_follows: bool = Field(
+        default=True, sa_column=Column(Boolean, nullable=False, server_default=text("true"))
+    )
+    created_at: datetime | None = Field(default=None, sa_column=_created())
+
+
+class OutboxRow(SQLModel, table=True):
+    """An activity handed to fedqueue by a local app (HTTP or a direct INSERT).
+
+    An app INSERTs `actor` (a local actor's name) and `activity` (JSON text), optionally
+    `inboxes` (a JSON array of inbox URLs that replaces addressing). The worker validates the
+    row, fills `activity_id`, `activity_type` and `object_id`, and fans it out.
+    `state`: pending -> expanding -> expanded, or rejected (see `error`) or duplicate.
+    """
+
+    __tablename__ = "outbox"
+    __table_args__ = (Index("ix_outbox_state_id", "state", "id"),)
+
+    id: int | None = Field(default=None, sa_column=Column(BigId, primary_key=True))
+    actor: str = Field(sa_column=Column(NAME, nullable=False))
+    activity: str = Field(sa_column=Column(Text, nullable=False))
+    inboxes: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    activity_id: str | None = Field(default=None, sa_column=Column(URI, nullable=True, unique=True))
+    activity_type: str | None = Field(default=None, sa_column=Column(NAME, nullable=True))
+    object_id: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
+    state: str = Field(
+        default="pending", sa_column=Column(STATE, nullable=False, server_default=text("'pending'"))
+    )
+    error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    fanout_cursor: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    lease_owner: str | None = Field(default=None, sa_column=Column(NAME, nullable=True))
+    lease_until: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+    created_at: datetime | None = Field(default=None, sa_column=_created())
+    expanded_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+
+
+class DeliveryRow(SQLModel, table=True):
+    """One (activity, inbox) pair, tracked until it is delivered, dead or coalesced."""
+
+    __tablename__ = "deliveries"
+    __table_args__ = (
+        UniqueConstraint("outbox_id", "inbox", name="uq_deliveries_outbox_inbox"),
+        Index("ix_deliveries_due", "state", "next_attempt_at"),
+        Index("ix_deliveries_inbox_object", "inbox", "object_id"),
+        Index("ix_deliveries_host_state", "host", "state"),
+    )
+
+    id: int | None = Field(default=None, sa_column=Column(BigId, primary_key=True))
+    outbox_id: int = Field(
+        sa_column=Column(BigId, ForeignKey("outbox.id", ondelete="CASCADE"), nullable=False)
+    )
+    inbox: str = Field(sa_column=Column(URI, nullable=False))
+    host: str = Field(sa_column=Column(HOST, nullable=False))
+    actor: str = Field(sa_column=Column(NAME, nullable=False))
+    activity_type: str = Field(sa_column=Column(NAME, nullable=False))
+    object_id: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
+    state: str = Field(
+        default="queued", sa_column=Column(STATE, nullable=False, server_default=text("'queued'"))
+    )
+    attempts: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
+    next_attempt_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    lease_owner: str | None = Field(default=None, sa_column=Column(NAME, nullable=True))
+    lease_until: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+    last_status: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
+    last_error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    coalesced_by: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
+    created_at: datetime | None = Field(default=None, sa_column=_created())
+    last_attempt_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+    delivered_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+
+
+class HostRow(SQLModel, table=True):
+    """Health and admin flags of one remote host (`example.org` or `example.org:8443`)."""
+
+    __tablename__ = "hosts"
+
+    host: str = Field(sa_column=Column(HOST, primary_key=True))
+    consecutive_failures: int = Field(
+        default=0, sa_column=Column(Integer, nullable=False, server_default="0")
+    )
+    first_failure_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+    last_failure_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+    last_success_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+    circuit: str = Field(
+        default="closed", sa_column=Column(STATE, nullable=False, server_default=text("'closed'"))
+    )
+    circuit_until: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+    recovery_allowance: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
+    unavailable: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=text("false"))
+    )
+    paused: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=text("false"))
+    )
+    blocked: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=text("false"))
+    )
+    signature_scheme: str = Field(
+        default="unknown", sa_column=Column(STATE, nullable=False, server_default=text("'unknown'"))
+    )
+    scheme_checked_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+
+
+class RemoteActorRow(SQLModel, table=True):
+    """Cache of fetched remote actor documents and keys; `error` rows are a short negative cache."""
+
+    __tablename__ = "remote_actors"
+    __table_args__ = (Index("ix_remote_actors_key_id", "key_id"),)
+
+    uri: str = Field(sa_column=Column(URI, primary_key=True))
+    inbox: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
+    shared_inbox: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
+    key_id: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
+    public_key_pem: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    document: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    fetched_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    expires_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
+class GoneInboxRow(SQLModel, table=True):
+    """An inbox that answered 410 Gone: skipped until its actor is seen again."""
+
+    __tablename__ = "gone_inboxes"
+
+    inbox: str = Field(sa_column=Column(URI, primary_key=True))
+    gone_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
+class InboundActivityRow(SQLModel, table=True):
+    """A verified activity received from a remote server, stored once per activity id."""
+
+    __tablename__ = "inbound_activities"
+
+    id: int | None = Field(default=None, sa_column=Column(BigId, primary_key=True))
+    activity_id: str = Field(sa_column=Column(URI, nullable=False, unique=True))
+    actor_uri: str = Field(sa_column=Column(URI, nullable=False))
+    activity_type: str = Field(sa_column=Column(NAME, nullable=False))
+    body: str = Field(sa_column=Column(Text, nullable=False))
+    key_id: str = Field(sa_column=Column(URI, nullable=False))
+    received_at: datetime | None = Field(default=None, sa_column=_created())
+
+
+class InboxItemRow(SQLModel, table=True):
+    """An inbound activity addressed to one local actor; `id` is the pull cursor."""
+
+    __tablename__ = "inbox_items"
+    __table_args__ = (
+        UniqueConstraint("inbound_id", "actor", name="uq_inbox_items_inbound_actor"),
+        Index("ix_inbox_items_actor_id", "actor", "id"),
+    )
+
+    id: int | None = Field(default=None, sa_column=Column(BigId, primary_key=True))
+    inbound_id: int = Field(
+        sa_column=Column(BigId, ForeignKey("inbound_activities.id", ondelete="CASCADE"), nullable=False)
+    )
+    actor: str = Field(sa_column=Column(NAME, nullable=False))
+
+
+class InboxCursorRow(SQLModel, table=True):
+    """How far one consumer (a local app) has read one actor's inbox."""
+
+    __tablename__ = "inbox_cursors"
+
+    actor: str = Field(sa_column=Column(NAME, primary_key=True))
+    consumer: str = Field(sa_column=Column(NAME, primary_key=True))
+    last_item_id: int = Field(default=0, sa_column=Column(BigId, nullable=False, server_default="0"))
+    updated_at: datetime | None = Field(default=None, sa_column=_created())
+
+
+class FollowerRow(SQLModel, table=True):
+    """A remote actor following a local one. `state`: pending (manual approval) or accepted."""
+
+    __tablename__ = "followers"
+
+    actor: str = Field(sa_column=Column(NAME, primary_key=True))
+    follower_uri: str = Field(sa_column=Column(URI, primary_key=True))
+    inbox: str = Field(sa_column=Column(URI, nullable=False))
+    shared_inbox: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
+    follow_activity_id: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
+    state: str = Field(
+        default="accepted", sa_column=Column(STATE, nullable=False, server_default=text("'accepted'"))
+    )
+    created_at: datetime | None = Field(default=None, sa_column=_created())
+
+
+class AuditRow(SQLModel, table=True):
+    """One admin action: who, what and when."""
+
+    __tablename__ = "audit_log"
+
+    id: int | None = Field(default=None, sa_column=Column(BigId, primary_key=True))
+    at: datetime | None = Field(default=None, sa_column=_created())
+    who: str = Field(sa_column=Column(String(255), nullable=False))
+    action: str = Field(sa_column=Column(NAME, nullable=False))
+    target: str = Field(sa_column=Column(URI, nullable=False))
+    detail: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+
+
+METADATA = SQLModel.metadata

@@ -1,0 +1,92 @@
+"""The Starlette application: routes from each web module, one error mapping for all."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from fedqueue.errors import (
+    Duplicate,
+    FedqueueError,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    TooLarge,
+    Unauthorized,
+)
+from fedqueue.settings import Settings
+from fedqueue.storage import StorageUnavailable, Store
+from fedqueue.web import actors
+from fedqueue.web.responses import JSONResponse, error_response
+
+log = logging.getLogger("fedqueue.web")
+
+#: Most specific first: the first class in an error's MRO found here decides the status.
+_STATUS_BY_ERROR: dict[type[FedqueueError], int] = {
+    Unauthorized: 401,
+    Forbidden: 403,
+    TooLarge: 413,
+    NotFound: 404,
+    Duplicate: 409,
+    InvalidInput: 400,
+    StorageUnavailable: 503,
+}
+
+
+def status_for(error: FedqueueError) -> int:
+    for cls in type(error).__mro__:
+        if cls in _STATUS_BY_ERROR:
+            return _STATUS_BY_ERROR[cls]
+    return 500
+
+
+async def _fedqueue_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, FedqueueError)
+    status = status_for(exc)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 and "token" in str(exc) else None
+    return error_response(status, str(exc), headers)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return error_response(exc.status_code, exc.detail, dict(exc.headers or {}))
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return error_response(500, "internal error")
+
+
+async def healthz(request: Request) -> Response:
+    store: Store = request.app.state.store
+    async with store.database.reading() as _conn:
+        pass
+    return JSONResponse({"status": "ok"})
+
+
+def create_app(settings: Settings, store: Store) -> Starlette:
+    """The ASGI app over an open store; the caller owns the store's lifetime."""
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+
+    app = Starlette(
+        routes=[Route("/healthz", healthz, methods=["GET"]), *actors.routes],
+        exception_handlers={
+            FedqueueError: _fedqueue_error,
+            HTTPException: _http_error,
+            Exception: _unexpected,
+        },
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.store = store
+    return app

@@ -1,0 +1,49 @@
+"""Response helpers shared by every route module."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from fedqueue.settings import Settings
+from fedqueue.storage import Store
+from fedqueue.urls import Urls
+
+ACTIVITY_JSON = "application/activity+json"
+AS_CONTEXT = "https://www.w3.org/ns/activitystreams"
+SECURITY_CONTEXT = "https://w3id.org/security/v1"
+
+
+class JSONResponse(Response):
+    """JSON with a chosen media type (activity+json, jrd+json, plain json)."""
+
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def activity_response(content: dict[str, Any], status_code: int = 200) -> JSONResponse:
+    return JSONResponse(content, status_code=status_code, media_type=ACTIVITY_JSON)
+
+
+def error_response(status_code: int, reason: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """Every refusal looks the same: `{"error": "<one line>"}`."""
+    return JSONResponse({"error": reason.splitlines()[0] if reason else "error"}, status_code, headers)
+
+
+def settings_of(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def store_of(request: Request) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
+def urls_of(request: Request) -> Urls:
+    return Urls(settings_of(request).base_url)
