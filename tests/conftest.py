@@ -21,6 +21,7 @@ from sqlalchemy.engine import make_url
 from fedqueue.settings import Settings, load_settings
 from fedqueue.storage import Store
 from fedqueue.storage.migrate import upgrade_to_head
+from tests.loopback import LoopbackServer
 
 PG_URL_ENV = "FEDQUEUE_TEST_DATABASE_URL"
 REQUIRE_PG_ENV = "FEDQUEUE_REQUIRE_POSTGRES"
@@ -116,3 +117,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not any("postgres" in report.keywords for report in passed):
         print(f"\n{REQUIRE_PG_ENV}=1 but no PostgreSQL test passed", flush=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture
+async def remote() -> AsyncIterator[LoopbackServer]:
+    """A scripted remote server on 127.0.0.1."""
+    server = await LoopbackServer().start()
+    try:
+        yield server
+    finally:
+        await server.stop()

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from fedqueue.storage.actors import ActorStore, CreatedActor, LocalActor, check_actor_name
 from fedqueue.storage.database import Database, StorageUnavailable
+from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
 
-__all__ = ["CreatedActor", "LocalActor", "StorageUnavailable", "Store", "check_actor_name"]
+__all__ = ["CachedRemote", "CreatedActor", "LocalActor", "StorageUnavailable", "Store", "check_actor_name"]
 
 
 class Store:
@@ -18,6 +19,7 @@ class Store:
     def __init__(self, database: Database) -> None:
         self.database = database
         self.actors = ActorStore(database)
+        self.remote_actors = RemoteActorStore(database)
 
     @classmethod
     def open(cls, database_url: str) -> Store:

@@ -1,0 +1,217 @@
+"""The one outbound HTTP client: connection reuse, concurrency caps, size caps, address guard.
+
+Policy lives here; I/O is httpx over an aiohttp transport (measured faster on loopback than
+httpx's default transport, see README) and can be swapped for a mock transport in unit tests.
+
+The address guard works at two depths. `check_url` refuses URLs whose host is an IP literal
+in a forbidden range before any request is made; the aiohttp resolver refuses names that
+resolve to such addresses at connect time, so a DNS answer that changes between a check and
+the connection (rebinding) cannot slip through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import format_datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import httpx
+from aiohttp.abc import AbstractResolver, ResolveResult
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
+from httpx_aiohttp import AiohttpTransport
+
+from fedqueue import __version__
+from fedqueue.errors import FedqueueError, TooLarge
+from fedqueue.settings import Settings
+from fedqueue.signatures import GET_SIGNED_HEADERS, POST_SIGNED_HEADERS, sign_cavage
+
+ACTIVITY_JSON = "application/activity+json"
+ACCEPT_ACTIVITY = f'{ACTIVITY_JSON}, application/ld+json; profile="https://www.w3.org/ns/activitystreams"'
+
+
+class ForbiddenAddress(FedqueueError, OSError):
+    """A URL's host is, or resolves to, a loopback, private, link-local or reserved address."""
+
+
+class FetchError(FedqueueError):
+    """A remote document could not be fetched or used; the message says why, in one line."""
+
+
+@dataclass(frozen=True)
+class SigningIdentity:
+    """Who signs an outbound request: a local actor's key id and private key."""
+
+    key_id: str
+    private_key: PrivateKeyTypes
+
+
+def is_forbidden_ip(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return (
+        ip.is_private
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_multicast
+        or ip.is_reserved
+        or ip.is_unspecified
+        or not ip.is_global
+    )
+
+
+def host_of(url: str) -> str:
+    """The host as hosts are tracked: lower-case name, with the port when it is explicit."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    return f"{host}:{parts.port}" if parts.port else host
+
+
+def check_url(url: str, *, allow_private: bool) -> None:
+    """Refuse URLs that are not http(s) with a host, or whose host is a forbidden IP literal."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise FetchError(f"not an http(s) URL: {url[:200]!r}")
+    if allow_private:
+        return
+    try:
+        forbidden = is_forbidden_ip(parts.hostname)
+    except ValueError:
+        return  # a name: the resolver checks what it resolves to
+    if forbidden:
+        raise ForbiddenAddress(f"{parts.hostname} is a private or loopback address")
+
+
+class GuardedResolver(AbstractResolver):
+    """Resolves like aiohttp's default resolver, then drops forbidden addresses."""
+
+    def __init__(self) -> None:
+        self._inner = aiohttp.ThreadedResolver()
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        results = await self._inner.resolve(host, port, family)
+        allowed = [result for result in results if not is_forbidden_ip(result["host"])]
+        if not allowed:
+            raise ForbiddenAddress(f"{host} resolves only to private or loopback addresses")
+        return allowed
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
+def forbidden_cause(exc: BaseException) -> ForbiddenAddress | None:
+    """The ForbiddenAddress somewhere in an exception's cause chain, if any."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ForbiddenAddress):
+            return seen
+        seen = seen.__cause__ or seen.__context__ or getattr(seen, "os_error", None)
+    return None
+
+
+class HttpClient:
+    """Shared by every fetch and delivery of a process; close it with `aclose`."""
+
+    def __init__(self, settings: Settings, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.settings = settings
+        self.user_agent = f"fedqueue/{__version__} (+{settings.base_url})"
+        self.max_document_bytes = settings.max_document_bytes
+        self._total_timeout_s = settings.total_timeout_seconds
+        self._client = httpx.AsyncClient(
+            transport=transport or self._aiohttp_transport(settings),
+            timeout=httpx.Timeout(settings.total_timeout_seconds, connect=settings.connect_timeout_seconds),
+            headers={"User-Agent": self.user_agent},
+            follow_redirects=False,
+        )
+
+    @staticmethod
+    def _aiohttp_transport(settings: Settings) -> AiohttpTransport:
+        def session() -> aiohttp.ClientSession:
+            connector = aiohttp.TCPConnector(
+                limit=settings.max_concurrency,
+                limit_per_host=settings.max_concurrency_per_host,
+                resolver=None if settings.allow_private_addresses else GuardedResolver(),
+                ttl_dns_cache=60,
+            )
+            return aiohttp.ClientSession(connector=connector, auto_decompress=False)
+
+        return AiohttpTransport(client=session)
+
+    @asynccontextmanager
+    async def stream(
+        self, method: str, url: str, *, content: bytes | None = None, headers: dict[str, str] | None = None
+    ) -> AsyncIterator[httpx.Response]:
+        """A guarded request whose whole exchange (connect to last byte) has the total timeout."""
+        check_url(url, allow_private=self.settings.allow_private_addresses)
+        async with (
+            asyncio.timeout(self._total_timeout_s),
+            self._client.stream(method, url, content=content, headers=headers) as response,
+        ):
+            yield response
+
+    async def read_capped(self, response: httpx.Response, limit: int | None = None) -> bytes:
+        """The response body, or TooLarge as soon as it passes `limit` bytes."""
+        cap = limit or self.max_document_bytes
+        declared = response.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > cap:
+            raise TooLarge(f"response of {declared} bytes is over the {cap}-byte cap")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_raw():
+            size += len(chunk)
+            if size > cap:
+                raise TooLarge(f"response is over the {cap}-byte cap")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def describe_http_error(exc: BaseException) -> str:
+    """One line for a failed exchange, for logs and delivery rows."""
+    forbidden = forbidden_cause(exc)
+    if forbidden is not None:
+        return str(forbidden)
+    if isinstance(exc, TimeoutError | httpx.TimeoutException):
+        return "timed out"
+    text: Any = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
+def http_date(now: datetime) -> str:
+    """An IMF-fixdate (`Sun, 22 Nov 2026 04:00:00 GMT`)."""
+    return format_datetime(now.astimezone(UTC), usegmt=True)
+
+
+def signed_headers(
+    method: str,
+    url: str,
+    identity: SigningIdentity,
+    now: datetime,
+    *,
+    digest: str | None = None,
+    content_type: str | None = None,
+) -> dict[str, str]:
+    """Host, Date (and Digest, Content-Type for a body) plus a draft-cavage Signature over them.
+
+    `digest` is passed in so that a body sent to many inboxes is hashed once, not per inbox.
+    """
+    headers = {"host": urlsplit(url).netloc, "date": http_date(now)}
+    signed: tuple[str, ...] = GET_SIGNED_HEADERS
+    if digest is not None:
+        headers["digest"] = digest
+        headers["content-type"] = content_type or ACTIVITY_JSON
+        signed = POST_SIGNED_HEADERS
+    headers["signature"] = sign_cavage(method, url, headers, identity.private_key, identity.key_id, signed)
+    return headers

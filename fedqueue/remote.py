@@ -1,0 +1,210 @@
+"""Remote actors and keys: signed, guarded, size-capped fetches behind an expiring cache.
+
+A key is trusted only through its owner's actor document: when a key id names a separate key
+document (as GoToSocial serves), the owner named there is fetched too, and the key must be the
+one that actor document lists. So `RemoteKey.owner` is always an actor that claims the key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urldefrag, urlsplit
+
+import httpx
+
+from fedqueue.errors import TooLarge
+from fedqueue.net import (
+    ACCEPT_ACTIVITY,
+    FetchError,
+    HttpClient,
+    SigningIdentity,
+    describe_http_error,
+    signed_headers,
+)
+from fedqueue.storage import CachedRemote, Store
+from fedqueue.storage.types import utcnow
+
+ACTOR_TTL = timedelta(hours=24)
+FAILURE_TTL = timedelta(minutes=5)
+_JSON_TYPES = ("application/activity+json", "application/ld+json", "application/json")
+
+
+@dataclass(frozen=True)
+class RemoteActor:
+    uri: str
+    inbox: str
+    shared_inbox: str | None
+    key_id: str | None
+    public_key_pem: str | None
+
+
+@dataclass(frozen=True)
+class RemoteKey:
+    key_id: str
+    owner: str
+    public_key_pem: str
+
+
+def _same_origin(a: str, b: str) -> bool:
+    pa, pb = urlsplit(a), urlsplit(b)
+    return (pa.scheme, pa.netloc.lower()) == (pb.scheme, pb.netloc.lower())
+
+
+def _public_keys(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    keys = doc.get("publicKey")
+    if isinstance(keys, dict):
+        return [keys]
+    if isinstance(keys, list):
+        return [key for key in keys if isinstance(key, dict)]
+    return []
+
+
+def parse_actor(doc: Any, uri: str, key_id: str | None = None) -> RemoteActor:
+    """An actor document's inboxes and key (the one named `key_id`, else the first)."""
+    if not isinstance(doc, dict):
+        raise FetchError(f"actor document of {uri} is not a JSON object")
+    actor_id = doc.get("id")
+    if not isinstance(actor_id, str) or not _same_origin(actor_id, uri):
+        raise FetchError(f"actor document of {uri} has a missing or foreign id")
+    inbox = doc.get("inbox")
+    if not isinstance(inbox, str) or not _same_origin(inbox, actor_id):
+        raise FetchError(f"actor {actor_id} has no usable inbox")
+    endpoints = doc.get("endpoints")
+    shared = endpoints.get("sharedInbox") if isinstance(endpoints, dict) else None
+    keys = _public_keys(doc)
+    chosen = next((key for key in keys if key.get("id") == key_id), None) if key_id else None
+    chosen = chosen or (keys[0] if keys else None)
+    pem = chosen.get("publicKeyPem") if chosen else None
+    found_key_id = chosen.get("id") if chosen else None
+    return RemoteActor(
+        uri=actor_id,
+        inbox=inbox,
+        shared_inbox=shared if isinstance(shared, str) and _same_origin(shared, actor_id) else None,
+        key_id=found_key_id if isinstance(found_key_id, str) else None,
+        public_key_pem=pem if isinstance(pem, str) else None,
+    )
+
+
+class RemoteDirectory:
+    """Looks up remote actors and keys, from the cache when it is fresh."""
+
+    def __init__(self, store: Store, client: HttpClient, clock: Callable[[], datetime] = utcnow) -> None:
+        self._store = store
+        self._client = client
+        self._clock = clock
+
+    async def actor(self, uri: str, signer: SigningIdentity | None, *, refresh: bool = False) -> RemoteActor:
+        """The actor at `uri`; FetchError (also remembered for a few minutes) if it is unusable."""
+        uri = urldefrag(uri).url
+        now = self._clock()
+        if not refresh:
+            cached = await self._store.remote_actors.get(uri, now)
+            if cached is not None:
+                return self._from_cache(cached)
+        try:
+            doc, raw = await self.fetch_json(uri, signer)
+            actor = parse_actor(doc, uri)
+        except FetchError as exc:
+            await self._remember_failure(uri, str(exc), now)
+            raise
+        await self._remember(actor, raw, now)
+        return actor
+
+    async def key(self, key_id: str, signer: SigningIdentity | None, *, refresh: bool = False) -> RemoteKey:
+        """The public key `key_id` and the actor that claims it; FetchError if there is none."""
+        now = self._clock()
+        url = urldefrag(key_id).url
+        if not refresh:
+            cached = await self._store.remote_actors.by_key_id(key_id, now)
+            if cached is not None and cached.public_key_pem:
+                return RemoteKey(key_id=key_id, owner=cached.uri, public_key_pem=cached.public_key_pem)
+            failed = await self._store.remote_actors.get(url, now)
+            if failed is not None and failed.error is not None:
+                raise FetchError(failed.error)
+        try:
+            doc, raw = await self.fetch_json(url, signer)
+            if "publicKeyPem" in doc and "inbox" not in doc:  # a separate key document
+                owner = doc.get("owner")
+                if not isinstance(owner, str):
+                    raise FetchError(f"key document {key_id} names no owner")
+                url = owner
+                doc, raw = await self.fetch_json(url, signer)
+            actor = parse_actor(doc, url, key_id)
+            if actor.key_id != key_id or not actor.public_key_pem:
+                raise FetchError(f"actor {actor.uri} does not list key {key_id}")
+        except FetchError as exc:
+            await self._remember_failure(urldefrag(key_id).url, str(exc), now)
+            raise
+        await self._remember(actor, raw, now)
+        return RemoteKey(key_id=key_id, owner=actor.uri, public_key_pem=actor.public_key_pem)
+
+    async def fetch_json(self, url: str, signer: SigningIdentity | None) -> tuple[dict[str, Any], str]:
+        """A signed GET of an ActivityStreams document: (parsed object, raw text)."""
+        headers = {"accept": ACCEPT_ACTIVITY}
+        if signer is not None:
+            headers.update(signed_headers("GET", url, signer, self._clock()))
+        try:
+            async with self._client.stream("GET", url, headers=headers) as response:
+                if response.status_code != 200:
+                    raise FetchError(f"GET {url} answered {response.status_code}")
+                media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                if media_type not in _JSON_TYPES:
+                    raise FetchError(f"GET {url} answered {media_type or 'no content type'}, not JSON")
+                raw = await self._client.read_capped(response)
+        except TooLarge as exc:
+            raise FetchError(f"GET {url}: {exc}") from None
+        except (httpx.HTTPError, OSError, TimeoutError) as exc:
+            raise FetchError(f"GET {url} failed: {describe_http_error(exc)}") from None
+        try:
+            doc = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise FetchError(f"GET {url} gave malformed JSON") from None
+        if not isinstance(doc, dict):
+            raise FetchError(f"GET {url} gave JSON that is not an object")
+        return doc, raw.decode()
+
+    async def _remember(self, actor: RemoteActor, raw: str, now: datetime) -> None:
+        await self._store.remote_actors.put(
+            CachedRemote(
+                uri=actor.uri,
+                inbox=actor.inbox,
+                shared_inbox=actor.shared_inbox,
+                key_id=actor.key_id,
+                public_key_pem=actor.public_key_pem,
+                document=raw,
+                error=None,
+                fetched_at=now,
+                expires_at=now + ACTOR_TTL,
+            )
+        )
+
+    async def _remember_failure(self, uri: str, reason: str, now: datetime) -> None:
+        await self._store.remote_actors.put(
+            CachedRemote(
+                uri=uri,
+                inbox=None,
+                shared_inbox=None,
+                key_id=None,
+                public_key_pem=None,
+                document=None,
+                error=reason,
+                fetched_at=now,
+                expires_at=now + FAILURE_TTL,
+            )
+        )
+
+    @staticmethod
+    def _from_cache(cached: CachedRemote) -> RemoteActor:
+        if cached.error is not None or cached.inbox is None:
+            raise FetchError(cached.error or f"actor {cached.uri} has no inbox")
+        return RemoteActor(
+            uri=cached.uri,
+            inbox=cached.inbox,
+            shared_inbox=cached.shared_inbox,
+            key_id=cached.key_id,
+            public_key_pem=cached.public_key_pem,
+        )

@@ -1,0 +1,81 @@
+"""A real HTTP server on 127.0.0.1 with scripted answers: the "remote server" of integration tests."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass(frozen=True)
+class Recorded:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+Handler = Callable[[Recorded], Awaitable[web.StreamResponse] | web.StreamResponse]
+
+
+@dataclass
+class LoopbackServer:
+    """Answers each (method, path) with its handler (404 without one) and records every request."""
+
+    handlers: dict[tuple[str, str], Handler] = field(default_factory=dict)
+    requests: list[Recorded] = field(default_factory=list)
+    _runner: web.AppRunner | None = None
+    port: int = 0
+
+    @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def url(self, path: str) -> str:
+        return f"{self.origin}{path}"
+
+    def on(self, method: str, path: str, handler: Handler) -> None:
+        self.handlers[(method.upper(), path)] = handler
+
+    def serve_json(self, path: str, document: dict[str, Any], status: int = 200) -> None:
+        """GET `path` answers `document` as application/activity+json."""
+        body = json.dumps(document)
+        self.on(
+            "GET",
+            path,
+            lambda _r: web.Response(text=body, status=status, content_type="application/activity+json"),
+        )
+
+    def received(self, method: str, path: str) -> list[Recorded]:
+        return [r for r in self.requests if r.method == method and r.path == path]
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        recorded = Recorded(
+            method=request.method,
+            path=request.path_qs,
+            headers={k.lower(): v for k, v in request.headers.items()},
+            body=await request.read(),
+        )
+        self.requests.append(recorded)
+        handler = self.handlers.get((request.method, request.path))
+        if handler is None:
+            return web.Response(status=404, text="not found")
+        result = handler(recorded)
+        return result if isinstance(result, web.StreamResponse) else await result
+
+    async def start(self) -> LoopbackServer:
+        app = web.Application(client_max_size=16 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
