@@ -37,3 +37,7 @@ class Forbidden(InvalidInput):
 
 class TooLarge(InvalidInput):
     """A body or document is over its size cap."""
+
+
+class SignatureError(Unauthorized):
+    """A signature or a body digest is missing, malformed or does not verify; the message says which."""

@@ -1,17 +1,23 @@
 """HTTP request signatures: base strings, signing and verification (pure: no network).
 
-draft-cavage-http-signatures-12 as Mastodon sends and accepts it. Everything here works on
-plain values (method, URL, headers, body, keys); fetching keys and deciding which headers a
-request must sign are the callers' business.
+draft-cavage-http-signatures-12 as Mastodon sends and accepts it lives here; RFC 9421 lives in
+`signatures_rfc9421` and RFC 9530 Content-Digest in `content_digest`. This module is the one
+surface callers need for both: `sign_request`, `parse_request_signatures`, `verify_parsed` and
+`verify_any`. Everything works on plain values (method, URL, headers, body, keys); fetching
+keys, time windows, replay and which components a request must cover are the callers' business.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import format_datetime
+from typing import ClassVar, Literal, TypeAlias
 from urllib.parse import urlsplit
 
 from cryptography.exceptions import InvalidSignature
@@ -19,7 +25,61 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes, PublicKeyTypes
 
-from fedqueue.errors import Unauthorized
+from fedqueue.content_digest import check_content_digest, content_digest_header
+from fedqueue.errors import SignatureError
+from fedqueue.signatures_rfc9421 import (
+    DEFAULT_LABEL,
+    RFC9421_ALGORITHMS,
+    RFC9421_GET_COMPONENTS,
+    RFC9421_POST_COMPONENTS,
+    Rfc9421Algorithm,
+    Rfc9421Signature,
+    authority,
+    default_algorithm,
+    lower_headers,
+    parse_rfc9421_signatures,
+    rfc9421_signature_base,
+    sign_rfc9421,
+    sign_rfc9421_request,
+    verify_rfc9421,
+)
+
+__all__ = [
+    "CAVAGE_ALGORITHMS",
+    "DEFAULT_LABEL",
+    "GET_SIGNED_HEADERS",
+    "POST_SIGNED_HEADERS",
+    "RFC9421_ALGORITHMS",
+    "RFC9421_GET_COMPONENTS",
+    "RFC9421_POST_COMPONENTS",
+    "CavageSignature",
+    "ParsedSignature",
+    "Rfc9421Algorithm",
+    "Rfc9421Signature",
+    "SignatureError",
+    "SignatureScheme",
+    "authority",
+    "cavage_signing_string",
+    "check_content_digest",
+    "check_digest",
+    "content_digest_header",
+    "default_algorithm",
+    "parse_cavage_signature",
+    "parse_request_signatures",
+    "parse_rfc9421_signatures",
+    "request_target",
+    "rfc9421_signature_base",
+    "sha256_digest_header",
+    "sign_cavage",
+    "sign_request",
+    "sign_rfc9421",
+    "sign_rfc9421_request",
+    "signature_with_label",
+    "verify_any",
+    "verify_cavage",
+    "verify_parsed",
+    "verify_rfc9421",
+]
 
 #: What fedqueue signs on a POST, in Mastodon's order.
 POST_SIGNED_HEADERS = ("(request-target)", "host", "date", "digest", "content-type")
@@ -28,20 +88,32 @@ GET_SIGNED_HEADERS = ("(request-target)", "host", "date")
 CAVAGE_ALGORITHMS = frozenset({"rsa-sha256", "hs2019"})
 
 
-class SignatureError(Unauthorized):
-    """A signature is missing, malformed or does not verify; the message says which."""
-
-
 @dataclass(frozen=True)
 class CavageSignature:
     """A parsed `Signature` header."""
 
+    scheme: ClassVar[Literal["cavage"]] = "cavage"
     key_id: str
     algorithm: str
     headers: tuple[str, ...]
     signature: bytes
     created: int | None = None
     expires: int | None = None
+
+    @property
+    def covered(self) -> tuple[str, ...]:
+        """The signed header names in order, e.g. `("(request-target)", "host", "date", "digest")`."""
+        return self.headers
+
+    @property
+    def covers_body(self) -> bool:
+        """Whether the signature covers Digest, and so (once that is checked) the body."""
+        return "digest" in self.headers
+
+
+#: Either kind of parsed signature; tell them apart with isinstance (or `.scheme`).
+ParsedSignature: TypeAlias = CavageSignature | Rfc9421Signature
+SignatureScheme = Literal["cavage", "rfc9421"]
 
 
 def sha256_digest_header(body: bytes) -> str:
@@ -173,3 +245,125 @@ def verify_cavage(
             raise SignatureError(f"key type does not fit algorithm {signature.algorithm}")
     except InvalidSignature:
         raise SignatureError("signature does not verify against the actor's key") from None
+
+
+def check_digest(value: str, body: bytes) -> None:
+    """Raise SignatureError unless the `Digest` (RFC 3230) value has a SHA-256 that matches `body`."""
+    for entry in value.split(","):
+        algorithm, _, encoded = entry.strip().partition("=")
+        if algorithm.lower() == "sha-256":
+            expected = base64.b64encode(hashlib.sha256(body).digest()).decode()
+            if not hmac.compare_digest(expected, encoded.strip()):
+                raise SignatureError("Digest SHA-256 does not match the body")
+            return
+    raise SignatureError("Digest has no SHA-256 value")
+
+
+def sign_request(
+    scheme: SignatureScheme,
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    body: bytes | None,
+    private_key: PrivateKeyTypes,
+    key_id: str,
+    now: datetime,
+) -> dict[str, str]:
+    """The headers to add so the request is signed under `scheme`; `body=None` means no body (a GET).
+
+    `url` and `method` must be exactly what will be sent. cavage adds Host and Date when
+    `headers` lack them, Digest with a body, and Signature; rfc9421 adds Content-Digest with a
+    body, Signature-Input and Signature (label sig1, created from `now`, keyid, alg).
+    """
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    if scheme == "rfc9421":
+        return sign_rfc9421_request(method, url, headers, body, private_key, key_id, int(now.timestamp()))
+    lowered = lower_headers(headers)
+    added: dict[str, str] = {}
+    # Host and Date are signed, so they must be sent exactly as signed: hand them back to set.
+    if "host" not in lowered:
+        added["Host"] = lowered["host"] = authority(url)
+    if "date" not in lowered:
+        added["Date"] = lowered["date"] = format_datetime(now.astimezone(UTC), usegmt=True)
+    signed: Sequence[str] = GET_SIGNED_HEADERS
+    if body is not None:
+        added["Digest"] = lowered["digest"] = sha256_digest_header(body)
+        signed = [name for name in POST_SIGNED_HEADERS if name != "content-type" or name in lowered]
+    added["Signature"] = sign_cavage(method, url, lowered, private_key, key_id, signed)
+    return added
+
+
+def parse_request_signatures(headers: Mapping[str, str]) -> list[ParsedSignature]:
+    """Every signature a request carries ([] if unsigned); SignatureError if one is malformed.
+
+    A Signature-Input header means RFC 9421 (as Mastodon decides); otherwise a Signature
+    header is draft-cavage.
+    """
+    lowered = lower_headers(headers)
+    if "signature-input" in lowered:
+        return list(parse_rfc9421_signatures(lowered))
+    if "signature" in lowered:
+        return [parse_cavage_signature(lowered["signature"])]
+    return []
+
+
+def verify_parsed(
+    parsed: ParsedSignature,
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    public_key: PublicKeyTypes,
+) -> None:
+    """Raise SignatureError unless `parsed` verifies and any digest it covers matches `body`.
+
+    Pass b"" as the body of a request without one.
+    """
+    lowered = lower_headers(headers)
+    if isinstance(parsed, CavageSignature):
+        if parsed.covers_body:
+            check_digest(lowered.get("digest", ""), body)
+        verify_cavage(method, url, lowered, parsed, public_key)
+        return
+    if parsed.covers_body:
+        if "content-digest" not in lowered:
+            raise SignatureError("signed header 'content-digest' is missing from the request")
+        check_content_digest(lowered["content-digest"], body)
+    verify_rfc9421(method, url, lowered, parsed, public_key)
+
+
+def verify_any(
+    parsed: Sequence[ParsedSignature],
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    public_keys: Mapping[str, PublicKeyTypes],
+) -> ParsedSignature:
+    """The first signature (in header order) that verifies under its key in `public_keys` (by key id).
+
+    Signatures whose key id is not in `public_keys` are skipped; SignatureError names each
+    failure if none verifies.
+    """
+    failures: list[str] = []
+    for signature in parsed:
+        key = public_keys.get(signature.key_id) if signature.key_id is not None else None
+        if key is None:
+            failures.append(f"{signature.key_id!r}: no key given")
+            continue
+        try:
+            verify_parsed(signature, method, url, headers, body, key)
+        except SignatureError as exc:
+            failures.append(f"{signature.key_id!r}: {exc}")
+        else:
+            return signature
+    raise SignatureError("no signature verifies: " + ("; ".join(failures) or "the request is not signed"))
+
+
+def signature_with_label(parsed: Sequence[ParsedSignature], label: str) -> Rfc9421Signature:
+    """The RFC 9421 signature labelled `label`; SignatureError if there is none."""
+    for signature in parsed:
+        if isinstance(signature, Rfc9421Signature) and signature.label == label:
+            return signature
+    raise SignatureError(f"the request has no signature labelled {label!r}")
