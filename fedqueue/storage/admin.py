@@ -401,6 +401,8 @@ class AdminStore:
             async with self._db.transaction() as conn:
                 ids = list((await conn.execute(batch)).scalars())
                 if not ids:
+                    if total == 0:  # nothing to retry is still an action someone took
+                        await _audit_row(conn, who, "retry_dead", target, {"count": 0}, now)
                     break
                 await conn.execute(
                     update(_deliveries)
