@@ -41,6 +41,7 @@ RETRYABLE = ("queued", "failed", "dead")
 #: States a cancel may start from; a `sending` row loses its lease, so the worker's result is dropped.
 CANCELLABLE = ("queued", "sending", "failed")
 MAX_PAGE = 500
+MAX_ID = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,7 @@ class AdminStore:
         actor: str | None = None,
         activity_type: str | None = None,
         delivery_state: str | None = None,
+        outbox_id: int | None = None,
     ) -> tuple[list[ActivitySummary], str | None]:
         """Newest activities first with counts of their deliveries per state; keyset-paged by outbox id."""
         _check_state(delivery_state)
@@ -177,6 +179,8 @@ class AdminStore:
         query = select(_outbox).order_by(_outbox.c.id.desc()).limit(limit + 1)
         if after is not None:
             query = query.where(_outbox.c.id < after)
+        if outbox_id is not None:
+            query = query.where(_outbox.c.id == _check_id(outbox_id, "activity"))
         if actor:
             query = query.where(_outbox.c.actor == actor)
         if activity_type:
@@ -207,6 +211,13 @@ class AdminStore:
         ]
         next_cursor = str(page[-1].id) if len(rows) > limit else None
         return items, next_cursor
+
+    async def activity(self, outbox_id: int) -> ActivitySummary:
+        """One activity with its delivery counts."""
+        items, _ = await self.activities(limit=1, outbox_id=outbox_id)
+        if not items:
+            raise NotFound(f"no activity {outbox_id}")
+        return items[0]
 
     async def _counts_by_outbox(self, conn: AsyncConnection, ids: list[int]) -> dict[int, dict[str, int]]:
         if not ids:
@@ -258,6 +269,7 @@ class AdminStore:
         return DeliveryPage(items, str(page[-1].id) if len(rows) > limit else None)
 
     async def delivery(self, delivery_id: int) -> DeliveryView:
+        _check_id(delivery_id)
         async with self._db.reading() as conn:
             row = (
                 await conn.execute(
@@ -479,6 +491,7 @@ class AdminStore:
         return await self.host(host)
 
     async def _state_of(self, conn: AsyncConnection, delivery_id: int) -> tuple[str, int]:
+        _check_id(delivery_id)
         row = (
             await conn.execute(
                 select(_deliveries.c.state, _deliveries.c.attempts).where(_deliveries.c.id == delivery_id)
@@ -487,6 +500,13 @@ class AdminStore:
         if row is None:
             raise NotFound(f"no delivery {delivery_id}")
         return row.state, row.attempts
+
+
+def _check_id(row_id: int, noun: str = "delivery") -> int:
+    """Ids beyond a 64-bit integer cannot exist; refusing them early keeps drivers from overflowing."""
+    if not 1 <= row_id <= MAX_ID:
+        raise NotFound(f"no {noun} {row_id}")
+    return row_id
 
 
 def _check_host(host: str) -> str:

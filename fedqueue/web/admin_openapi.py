@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fedqueue.storage.admin import DELIVERY_STATES, MAX_PAGE
+from fedqueue.storage.admin import DELIVERY_STATES, MAX_ID, MAX_PAGE
 
 _ERROR = {"$ref": "#/components/responses/Error"}
 _UNAUTHORIZED = {"$ref": "#/components/responses/Unauthorized"}
@@ -37,7 +37,12 @@ def _op(summary: str, ok: dict[str, Any], parameters: list[dict[str, Any]] | Non
 _LIMIT = _query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE}, "page size")
 _CURSOR = _query("cursor", {"type": "string", "pattern": "^[0-9]{1,18}$"}, "next_cursor of the previous page")
 _STATE = {"type": "string", "enum": list(DELIVERY_STATES)}
-_DELIVERY_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}
+_DELIVERY_ID = {
+    "name": "id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "integer", "minimum": 1, "maximum": MAX_ID},
+}
 _HOST = {
     "name": "host",
     "in": "path",
@@ -161,7 +166,14 @@ def _paths() -> dict[str, Any]:
             "get": _op(
                 "One activity's fan-out (its status_url)",
                 _json({"type": "object"}),
-                [{"name": "id", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}],
+                [
+                    {
+                        "name": "id",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_ID},
+                    }
+                ],
             )
         },
         "/admin/deliveries": {

@@ -14,7 +14,6 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from fedqueue.errors import NotFound
 from fedqueue.storage.admin import DELIVERY_STATES
 from fedqueue.storage.stats import Bucket
 from fedqueue.web.admin_auth import (
@@ -113,11 +112,9 @@ async def overview(request: Request) -> Response:
 async def activity_page(request: Request) -> Response:
     store = store_of(request)
     outbox_id = request.path_params["id"]
-    items, _ = await store.admin.activities(limit=1, cursor=str(outbox_id + 1))
-    if not items or items[0].outbox_id != outbox_id:
-        raise NotFound(f"no activity {outbox_id}")
+    activity = await store.admin.activity(outbox_id)
     page = await store.admin.deliveries(activity=str(outbox_id), limit=500)
-    return render(request, "activity.html", activity=items[0], deliveries=page.items)
+    return render(request, "activity.html", activity=activity, deliveries=page.items)
 
 
 async def host_page(request: Request) -> Response:
