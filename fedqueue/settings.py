@@ -49,6 +49,8 @@ class Settings(BaseSettings):
     max_concurrency_per_host: int = Field(ge=1)
     max_document_bytes: int = Field(ge=1024)
 
+    dashboard_session_hours: float = Field(gt=0, le=24 * 30)
+
     @field_validator("base_url")
     @classmethod
     def _origin_only(cls, value: str) -> str:

@@ -7,8 +7,10 @@ caller (`enqueue`, `claim`, `record`, `insert_inbound_if_new`, ...), never for S
 from __future__ import annotations
 
 from fedqueue.storage.actors import ActorStore, CreatedActor, LocalActor, check_actor_name
+from fedqueue.storage.admin import AdminStore
 from fedqueue.storage.database import Database, StorageUnavailable
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
+from fedqueue.storage.stats import StatsStore
 
 __all__ = ["CachedRemote", "CreatedActor", "LocalActor", "StorageUnavailable", "Store", "check_actor_name"]
 
@@ -20,6 +22,8 @@ class Store:
         self.database = database
         self.actors = ActorStore(database)
         self.remote_actors = RemoteActorStore(database)
+        self.admin = AdminStore(database)
+        self.stats = StatsStore(database)
 
     @classmethod
     def open(cls, database_url: str) -> Store:

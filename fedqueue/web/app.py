@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -21,9 +22,11 @@ from fedqueue.errors import (
     TooLarge,
     Unauthorized,
 )
+from fedqueue.metrics import Metrics
 from fedqueue.settings import Settings
 from fedqueue.storage import StorageUnavailable, Store
-from fedqueue.web import actors
+from fedqueue.web import actors, admin_api, dashboard, metrics
+from fedqueue.web.admin_auth import AdminAuthMiddleware
 from fedqueue.web.responses import JSONResponse, error_response
 
 log = logging.getLogger("fedqueue.web")
@@ -71,15 +74,25 @@ async def healthz(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
-def create_app(settings: Settings, store: Store) -> Starlette:
-    """The ASGI app over an open store; the caller owns the store's lifetime."""
+def create_app(settings: Settings, store: Store, recorder: Metrics | None = None) -> Starlette:
+    """The ASGI app over an open store; the caller owns the store's lifetime.
+
+    `recorder` is the process's Metrics, shared with the worker when both run in one process.
+    """
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
 
     app = Starlette(
-        routes=[Route("/healthz", healthz, methods=["GET"]), *actors.routes],
+        routes=[
+            Route("/healthz", healthz, methods=["GET"]),
+            *actors.routes,
+            *metrics.routes,
+            *admin_api.routes,
+            *dashboard.routes,
+        ],
+        middleware=[Middleware(AdminAuthMiddleware, settings=settings, login_page=dashboard.login_page)],
         exception_handlers={
             FedqueueError: _fedqueue_error,
             HTTPException: _http_error,
@@ -89,4 +102,5 @@ def create_app(settings: Settings, store: Store) -> Starlette:
     )
     app.state.settings = settings
     app.state.store = store
+    app.state.metrics = recorder or Metrics()
     return app

@@ -1,0 +1,180 @@
+"""In-process counters and histograms the worker and the inbox feed, and their Prometheus text.
+
+One `Metrics` object lives per process (app.state.metrics, handed to the worker). Gauges that
+describe the shared queue (depth per state, oldest due delivery, hosts per circuit state) are
+read from the database at scrape time instead, so they are right whichever process did the work.
+
+`delivery_outcome` also writes the one structured log line per delivery outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+log = logging.getLogger("fedqueue.delivery")
+
+#: Seconds from the outbox write to the 2xx: from instant to a day of retries.
+LATENCY_BUCKETS_S = (
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
+    1800.0,
+    3600.0,
+    21600.0,
+    86400.0,
+)
+ATTEMPT_BUCKETS = (1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0, 50.0)
+
+
+@dataclass
+class Histogram:
+    buckets: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        self.counts = [0] * len(self.buckets)
+
+    def observe(self, value: float) -> None:
+        for i, bound in enumerate(self.buckets):
+            if value <= bound:
+                self.counts[i] += 1
+        self.total += value
+        self.count += 1
+
+
+@dataclass
+class Metrics:
+    """What happened in this process since it started; every method is cheap and never raises."""
+
+    outcomes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    schemes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    inbox: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+    latency: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS_S))
+    attempts: Histogram = field(default_factory=lambda: Histogram(ATTEMPT_BUCKETS))
+
+    def delivery_outcome(
+        self,
+        outcome: str,
+        *,
+        attempts: int,
+        scheme: str | None = None,
+        latency_s: float | None = None,
+        delivery_id: int | None = None,
+        inbox: str | None = None,
+        status: int | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Record one attempt's outcome (delivered, failed, dead, coalesced, ...) and log it.
+
+        `latency_s` (outbox write to 2xx) only for `delivered`; `attempts` is the delivery's
+        attempt count so far, observed once the delivery is final (delivered or dead);
+        `scheme` is the signature scheme the POST was signed with (None when nothing was sent).
+        """
+        self.outcomes[outcome] += 1
+        if scheme:
+            self.schemes[scheme] += 1
+        if latency_s is not None and outcome == "delivered":
+            self.latency.observe(max(0.0, latency_s))
+        if outcome in ("delivered", "dead"):
+            self.attempts.observe(float(attempts))
+        log.info(
+            "delivery %s",
+            outcome,
+            extra={
+                "event": "delivery",
+                "outcome": outcome,
+                "delivery_id": delivery_id,
+                "inbox": inbox,
+                "status": status,
+                "attempts": attempts,
+                "scheme": scheme,
+                "latency_s": latency_s,
+                "error": error,
+            },
+        )
+
+    def inbox_result(self, accepted: bool, reason: str) -> None:
+        """Record one inbox POST: accepted (reason e.g. 'new', 'duplicate') or refused (why)."""
+        self.inbox[("accepted" if accepted else "refused", reason)] += 1
+
+    def render(self) -> list[str]:
+        """This process's counters and histograms in Prometheus text exposition format."""
+        lines: list[str] = []
+        lines += _family(
+            "fedqueue_deliveries_total",
+            "counter",
+            "Delivery attempts by outcome (this process).",
+            ((({"outcome": k}), v) for k, v in sorted(self.outcomes.items())),
+        )
+        lines += _family(
+            "fedqueue_signature_scheme_total",
+            "counter",
+            "Signed delivery POSTs by signature scheme (this process).",
+            (({"scheme": k}, v) for k, v in sorted(self.schemes.items())),
+        )
+        lines += _family(
+            "fedqueue_inbox_requests_total",
+            "counter",
+            "Inbox POSTs by result and reason (this process).",
+            (({"result": r, "reason": why}, v) for (r, why), v in sorted(self.inbox.items())),
+        )
+        lines += _histogram(
+            "fedqueue_delivery_latency_seconds", "Seconds from the outbox write to the 2xx.", self.latency
+        )
+        lines += _histogram(
+            "fedqueue_delivery_attempts", "Attempts a delivery took, once delivered or dead.", self.attempts
+        )
+        return lines
+
+
+def gauge(name: str, help_text: str, samples: Iterable[tuple[dict[str, str], float]]) -> list[str]:
+    """A gauge family in text format."""
+    return _family(name, "gauge", help_text, samples)
+
+
+def _family(
+    name: str, kind: str, help_text: str, samples: Iterable[tuple[dict[str, str], float]]
+) -> list[str]:
+    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+    lines += [f"{name}{_labels(labels)} {_number(value)}" for labels, value in samples]
+    return lines
+
+
+def _histogram(name: str, help_text: str, histogram: Histogram) -> list[str]:
+    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
+    for bound, count in zip(histogram.buckets, histogram.counts, strict=True):
+        lines.append(f'{name}_bucket{{le="{_number(bound)}"}} {count}')
+    lines.append(f'{name}_bucket{{le="+Inf"}} {histogram.count}')
+    lines.append(f"{name}_sum {_number(histogram.total)}")
+    lines.append(f"{name}_count {histogram.count}")
+    return lines
+
+
+def _labels(labels: dict[str, str]) -> str:
+    if not labels:
+        return ""
+    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(value: float) -> str:
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return str(int(value)) if float(value).is_integer() else repr(float(value))

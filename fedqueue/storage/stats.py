@@ -1,0 +1,114 @@
+"""Aggregates read at scrape time (/metrics) and for the dashboard's overview."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import and_, case, func, select
+
+from fedqueue.storage.database import Database
+from fedqueue.storage.tables import DeliveryRow, HostRow
+from fedqueue.storage.types import utcnow
+
+_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
+_hosts = HostRow.__table__  # type: ignore[attr-defined]
+
+#: States whose rows are still waiting for the worker.
+DUE_STATES = ("queued", "failed")
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    by_state: dict[str, int]
+    oldest_due_age_s: float
+    hosts_by_circuit: dict[str, int]
+    hosts_paused: int
+    hosts_blocked: int
+
+
+@dataclass(frozen=True)
+class Bucket:
+    start: datetime
+    delivered: int
+    failed: int
+
+
+class StatsStore:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def queue(self, now: datetime | None = None) -> QueueStats:
+        """Depth per state, age of the oldest due delivery (0 when none) and hosts per circuit state."""
+        now = now or utcnow()
+        async with self._db.reading() as conn:
+            by_state = {
+                state: int(n)
+                for state, n in (
+                    await conn.execute(
+                        select(_deliveries.c.state, func.count()).group_by(_deliveries.c.state)
+                    )
+                ).all()
+            }
+            oldest = (
+                await conn.execute(
+                    select(func.min(_deliveries.c.next_attempt_at)).where(
+                        _deliveries.c.state.in_(DUE_STATES), _deliveries.c.next_attempt_at <= now
+                    )
+                )
+            ).scalar()
+            circuits = {
+                circuit: int(n)
+                for circuit, n in (
+                    await conn.execute(select(_hosts.c.circuit, func.count()).group_by(_hosts.c.circuit))
+                ).all()
+            }
+            flags = (
+                await conn.execute(
+                    select(
+                        func.sum(case((_hosts.c.paused, 1), else_=0)),
+                        func.sum(case((_hosts.c.blocked, 1), else_=0)),
+                    )
+                )
+            ).one()
+        if isinstance(oldest, str):  # SQLite's MIN() loses the column type
+            oldest = datetime.fromisoformat(oldest).replace(tzinfo=now.tzinfo)
+        age = max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0
+        return QueueStats(
+            by_state=by_state,
+            oldest_due_age_s=age,
+            hosts_by_circuit=circuits,
+            hosts_paused=int(flags[0] or 0),
+            hosts_blocked=int(flags[1] or 0),
+        )
+
+    async def last_hour(self, now: datetime | None = None, buckets: int = 12) -> list[Bucket]:
+        """Deliveries that succeeded and that failed (last attempt failed) per bucket of the last hour.
+
+        There is no per-attempt history, so a failure counts once, at its latest attempt.
+        """
+        now = now or utcnow()
+        width = timedelta(hours=1) / buckets
+        starts = [now - timedelta(hours=1) + i * width for i in range(buckets)]
+        delivered_at = _deliveries.c.delivered_at
+        attempted_at = _deliveries.c.last_attempt_at
+        failed = _deliveries.c.state.in_(("failed", "dead"))
+        columns = []
+        for i, start in enumerate(starts):
+            end = start + width
+            columns.append(
+                func.sum(case((and_(delivered_at >= start, delivered_at < end), 1), else_=0)).label(f"d{i}")
+            )
+            columns.append(
+                func.sum(case((and_(failed, attempted_at >= start, attempted_at < end), 1), else_=0)).label(
+                    f"f{i}"
+                )
+            )
+        since = starts[0]
+        query = select(*columns).where((delivered_at >= since) | (attempted_at >= since))
+        async with self._db.reading() as conn:
+            row = (await conn.execute(query)).one()
+        return [
+            Bucket(start=start, delivered=int(row[2 * i] or 0), failed=int(row[2 * i + 1] or 0))
+            for i, start in enumerate(starts)
+        ]

@@ -1,0 +1,185 @@
+"""The admin JSON API under /admin: views of activities, deliveries and hosts, and the actions.
+
+Authentication happens before any of these run (`admin_auth.AdminAuthMiddleware`); handlers
+only take the caller's name for the audit log. The OpenAPI document is `admin_openapi`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from fedqueue.errors import InvalidInput
+from fedqueue.storage.admin import ActivitySummary, AuditEntry, DeliveryView, HostView
+from fedqueue.urls import Urls
+from fedqueue.web.admin_auth import session_of
+from fedqueue.web.admin_openapi import openapi_document
+from fedqueue.web.responses import JSONResponse, store_of, urls_of
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def activity_json(item: ActivitySummary, urls: Urls) -> dict[str, Any]:
+    return {
+        "id": item.outbox_id,
+        "activity": item.activity_id,
+        "actor": item.actor,
+        "type": item.activity_type,
+        "state": item.state,
+        "error": item.error,
+        "created_at": iso(item.created_at),
+        "counts": item.counts,
+        "total": item.total,
+        "complete": item.complete,
+        "status_url": urls.status(item.outbox_id),
+    }
+
+
+def delivery_json(item: DeliveryView) -> dict[str, Any]:
+    data = asdict(item)
+    for key in ("next_attempt_at", "created_at", "last_attempt_at", "delivered_at"):
+        data[key] = iso(data[key])
+    data["activity"] = data.pop("activity_id")
+    return data
+
+
+def host_json(item: HostView) -> dict[str, Any]:
+    return {
+        "host": item.host,
+        "circuit": item.circuit,
+        "consecutive_failures": item.consecutive_failures,
+        "failing_since": iso(item.failing_since),
+        "last_failure_at": iso(item.last_failure_at),
+        "last_success_at": iso(item.last_success_at),
+        "paused": item.paused,
+        "blocked": item.blocked,
+        "unavailable": item.unavailable,
+        "signature_scheme": item.signature_scheme,
+        "counts": item.counts,
+        "in_trouble": item.in_trouble,
+    }
+
+
+def audit_json(item: AuditEntry) -> dict[str, Any]:
+    return {**asdict(item), "at": iso(item.at)}
+
+
+def int_param(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 9:
+        raise InvalidInput(f"query parameter {name!r} must be a positive integer")
+    return int(raw)
+
+
+def str_param(request: Request, name: str) -> str | None:
+    return request.query_params.get(name) or None
+
+
+async def list_activities(request: Request) -> Response:
+    items, cursor = await store_of(request).admin.activities(
+        limit=int_param(request, "limit", 50),
+        cursor=str_param(request, "cursor"),
+        actor=str_param(request, "actor"),
+        activity_type=str_param(request, "type"),
+        delivery_state=str_param(request, "delivery_state"),
+    )
+    urls = urls_of(request)
+    return JSONResponse({"items": [activity_json(i, urls) for i in items], "next_cursor": cursor})
+
+
+async def list_deliveries(request: Request) -> Response:
+    page = await store_of(request).admin.deliveries(
+        state=str_param(request, "state"),
+        host=str_param(request, "host"),
+        activity=str_param(request, "activity"),
+        cursor=str_param(request, "cursor"),
+        limit=int_param(request, "limit", 100),
+    )
+    return JSONResponse({"items": [delivery_json(i) for i in page.items], "next_cursor": page.next_cursor})
+
+
+async def get_delivery(request: Request) -> Response:
+    return JSONResponse(delivery_json(await store_of(request).admin.delivery(request.path_params["id"])))
+
+
+async def retry_delivery(request: Request) -> Response:
+    who = session_of(request).who
+    return JSONResponse(
+        delivery_json(await store_of(request).admin.retry(request.path_params["id"], who=who))
+    )
+
+
+async def cancel_delivery(request: Request) -> Response:
+    who = session_of(request).who
+    return JSONResponse(
+        delivery_json(await store_of(request).admin.cancel(request.path_params["id"], who=who))
+    )
+
+
+async def list_hosts(request: Request) -> Response:
+    hosts = await store_of(request).admin.hosts(limit=int_param(request, "limit", 100))
+    return JSONResponse({"items": [host_json(h) for h in hosts]})
+
+
+async def get_host(request: Request) -> Response:
+    return JSONResponse(host_json(await store_of(request).admin.host(request.path_params["host"])))
+
+
+def host_action(action: str) -> Callable[[Request], Awaitable[Response]]:
+    """A handler for one host flag action: pause, resume, block or unblock."""
+
+    async def handler(request: Request) -> Response:
+        method = getattr(store_of(request).admin, action)
+        host: HostView = await method(request.path_params["host"], who=session_of(request).who)
+        return JSONResponse(host_json(host))
+
+    return handler
+
+
+HOST_ACTIONS = ("pause", "resume", "block", "unblock")
+
+
+async def retry_host_dead(request: Request) -> Response:
+    host = request.path_params["host"]
+    count = await store_of(request).admin.retry_dead(who=session_of(request).who, host=host)
+    return JSONResponse({"host": host.lower(), "retried": count})
+
+
+async def retry_all_dead(request: Request) -> Response:
+    count = await store_of(request).admin.retry_dead(who=session_of(request).who)
+    return JSONResponse({"retried": count})
+
+
+async def audit(request: Request) -> Response:
+    entries = await store_of(request).admin.audit_log(limit=int_param(request, "limit", 100))
+    return JSONResponse({"items": [audit_json(e) for e in entries]})
+
+
+async def openapi(request: Request) -> Response:
+    return JSONResponse(openapi_document(urls_of(request).base_url))
+
+
+routes = [
+    Route("/admin/openapi.json", openapi, methods=["GET"]),
+    Route("/admin/activities", list_activities, methods=["GET"]),
+    Route("/admin/deliveries", list_deliveries, methods=["GET"]),
+    Route("/admin/deliveries/{id:int}", get_delivery, methods=["GET"]),
+    Route("/admin/deliveries/{id:int}/retry", retry_delivery, methods=["POST"]),
+    Route("/admin/deliveries/{id:int}/cancel", cancel_delivery, methods=["POST"]),
+    Route("/admin/dead/retry", retry_all_dead, methods=["POST"]),
+    Route("/admin/hosts", list_hosts, methods=["GET"]),
+    Route("/admin/hosts/{host}", get_host, methods=["GET"]),
+    Route("/admin/hosts/{host}/dead/retry", retry_host_dead, methods=["POST"]),
+    *(Route(f"/admin/hosts/{{host}}/{a}", host_action(a), methods=["POST"]) for a in HOST_ACTIONS),
+    Route("/admin/audit", audit, methods=["GET"]),
+]

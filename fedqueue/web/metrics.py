@@ -1,0 +1,47 @@
+"""GET /metrics: this process's counters plus queue gauges read from the database at scrape time."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from fedqueue.metrics import Metrics, gauge
+from fedqueue.storage.admin import CIRCUIT_STATES, DELIVERY_STATES
+from fedqueue.web.responses import store_of
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def metrics_of(request: Request) -> Metrics:
+    metrics: Metrics = request.app.state.metrics
+    return metrics
+
+
+async def metrics_endpoint(request: Request) -> Response:
+    stats = await store_of(request).stats.queue()
+    lines = metrics_of(request).render()
+    lines += gauge(
+        "fedqueue_queue_depth",
+        "Deliveries per state.",
+        (({"state": s}, stats.by_state.get(s, 0)) for s in DELIVERY_STATES),
+    )
+    lines += gauge(
+        "fedqueue_oldest_due_delivery_age_seconds",
+        "Age of the oldest queued or failed delivery that is due now (0: none).",
+        [({}, round(stats.oldest_due_age_s, 3))],
+    )
+    lines += gauge(
+        "fedqueue_hosts",
+        "Remote hosts per circuit state.",
+        (({"circuit": c}, stats.hosts_by_circuit.get(c, 0)) for c in CIRCUIT_STATES),
+    )
+    lines += gauge(
+        "fedqueue_hosts_flagged",
+        "Remote hosts an admin paused or blocked.",
+        [({"flag": "paused"}, stats.hosts_paused), ({"flag": "blocked"}, stats.hosts_blocked)],
+    )
+    return PlainTextResponse("\n".join(lines) + "\n", media_type=CONTENT_TYPE)
+
+
+routes = [Route("/metrics", metrics_endpoint, methods=["GET"])]

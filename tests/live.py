@@ -1,0 +1,75 @@
+"""A real `fedqueue serve` process on a free loopback port, over a SQLite file: a live instance."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+
+@dataclass(frozen=True)
+class LiveInstance:
+    origin: str
+    database_url: str
+    admin_token: str
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@contextmanager
+def live_instance(tmp_path: Path, admin_token: str, timeout_s: float = 30.0) -> Iterator[LiveInstance]:
+    """Start `fedqueue serve`, wait for /healthz, stop it (SIGTERM, then kill) afterwards."""
+    port = free_port()
+    origin = f"http://127.0.0.1:{port}"
+    database_url = f"sqlite+aiosqlite:///{tmp_path / 'live.db'}"
+    env = {
+        **os.environ,
+        "FEDQUEUE_DATABASE_URL": database_url,
+        "FEDQUEUE_BASE_URL": origin,
+        "FEDQUEUE_ADMIN_TOKEN": admin_token,
+        "FEDQUEUE_ALLOW_PRIVATE_ADDRESSES": "true",
+        "FEDQUEUE_LOG_LEVEL": "WARNING",
+    }
+    log = (tmp_path / "serve.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fedqueue", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"fedqueue serve exited: {(tmp_path / 'serve.log').read_text()}")
+            try:
+                if httpx.get(f"{origin}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("fedqueue serve did not answer /healthz in time")
+            time.sleep(0.1)
+        yield LiveInstance(origin=origin, database_url=database_url, admin_token=admin_token)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()

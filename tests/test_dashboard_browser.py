@@ -1,0 +1,119 @@
+"""The dashboard in a real headless Chromium: log in, see the failing host, press retry.
+
+Skipped when Chromium or Playwright is missing, unless FEDQUEUE_REQUIRE_BROWSER=1 (CI), which
+turns a missing browser into a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from fedqueue.storage import Store
+from fedqueue.storage.seeding import SeededDelivery, seed_activity, seed_host
+from tests.live import free_port, live_instance
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TOKEN = "browser-admin-token"
+
+
+def _require_browser() -> None:
+    missing = [
+        what
+        for what, present in (
+            (str(CHROMIUM), CHROMIUM.exists()),
+            ("the playwright package", importlib.util.find_spec("playwright") is not None),
+        )
+        if not present
+    ]
+    if not missing:
+        return
+    message = f"browser test needs {' and '.join(missing)}"
+    if os.environ.get("FEDQUEUE_REQUIRE_BROWSER") == "1":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+async def _seed_failing_host(database_url: str, inbox: str) -> int:
+    store = Store.open(database_url)
+    try:
+        host = inbox.split("/")[2]
+        await seed_host(
+            store.database, host, circuit="open", consecutive_failures=6, signature_scheme="cavage"
+        )
+        _, ids = await seed_activity(
+            store.database,
+            "alice",
+            "http://127.0.0.1/actors/alice/activities/1",
+            [SeededDelivery(inbox, "dead", attempts=20, last_error="connection refused")],
+        )
+        return ids[0]
+    finally:
+        await store.close()
+
+
+async def _state_of(database_url: str, delivery_id: int) -> str:
+    store = Store.open(database_url)
+    try:
+        return (await store.admin.delivery(delivery_id)).state
+    finally:
+        await store.close()
+
+
+@pytest.mark.browser
+def test_an_admin_logs_in_sees_the_failing_host_and_retries_its_delivery(tmp_path: Path) -> None:
+    _require_browser()
+    from playwright.sync_api import expect, sync_playwright
+
+    failing_inbox = f"http://127.0.0.1:{free_port()}/inbox"
+    host = failing_inbox.split("/")[2]
+    with live_instance(tmp_path, TOKEN) as live:
+        delivery_id = asyncio.run(_seed_failing_host(live.database_url, failing_inbox))
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page()
+                page.set_default_timeout(15_000)
+                response = page.goto(f"{live.origin}/admin/")
+                assert response is not None and response.status == 401
+
+                page.fill("input[name=token]", "not the token")
+                page.click("button[type=submit]")
+                expect(page.locator("#login-error")).to_have_text("Wrong admin token.")
+
+                page.fill("input[name=token]", TOKEN)
+                page.click("button[type=submit]")
+                expect(page.locator(f'#hosts tr[data-host="{host}"]')).to_contain_text("open")
+                cookie = next(c for c in page.context.cookies() if c["name"] == "fedqueue_admin")
+                assert cookie["httpOnly"] and cookie["secure"] and cookie["sameSite"] == "Strict"
+
+                page.click(f'#hosts tr[data-host="{host}"] a')
+                row = page.locator(f'#deliveries tr[data-delivery="{delivery_id}"]')
+                expect(row).to_have_attribute("data-state", "dead")
+                expect(row).to_contain_text("connection refused")
+                row.get_by_role("button", name="Retry").click()
+                # Queued, or already further along if a worker picked it up at once.
+                expect(row).to_have_attribute("data-state", re.compile("queued|sending|failed|delivered"))
+            finally:
+                browser.close()
+        assert asyncio.run(_state_of(live.database_url, delivery_id)) in (
+            "queued",
+            "sending",
+            "failed",
+            "delivered",
+        )

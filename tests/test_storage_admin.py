@@ -1,0 +1,198 @@
+"""Admin views and actions on both engines: what an admin sees and what each action changes."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from fedqueue.errors import InvalidInput, NotFound
+from fedqueue.storage import Store
+from fedqueue.storage.admin import CANCELLED
+from fedqueue.storage.seeding import SeededDelivery, seed_activity, seed_host
+from fedqueue.storage.types import utcnow
+
+GOOD = "https://good.example/inbox"
+BAD = "https://bad.example/inbox"
+DOWN = "https://down.example/inbox"
+
+
+async def _fanout(store: Store, n: int = 1) -> tuple[int, list[int]]:
+    return await seed_activity(
+        store.database,
+        "alice",
+        f"https://local.example/activities/{n}",
+        [
+            SeededDelivery(GOOD, "delivered", attempts=1, last_status=202),
+            SeededDelivery(BAD, "dead", attempts=20, last_status=500, last_error="HTTP 500"),
+            SeededDelivery(DOWN, "failed", attempts=3, last_error="connection refused"),
+        ],
+    )
+
+
+async def test_activities_show_counts_per_state_newest_first(store: Store) -> None:
+    first, _ = await _fanout(store, 1)
+    second, _ = await _fanout(store, 2)
+    items, cursor = await store.admin.activities()
+    assert [a.outbox_id for a in items] == [second, first]
+    assert cursor is None
+    assert items[0].counts == {"delivered": 1, "dead": 1, "failed": 1}
+    assert items[0].total == 3
+    assert not items[0].complete
+    page, cursor = await store.admin.activities(limit=1)
+    assert [a.outbox_id for a in page] == [second]
+    assert cursor is not None
+    page, cursor = await store.admin.activities(limit=1, cursor=cursor)
+    assert [a.outbox_id for a in page] == [first]
+    assert cursor is None
+
+
+async def test_activities_filter_by_a_delivery_state(store: Store) -> None:
+    failing, _ = await _fanout(store)
+    await seed_activity(
+        store.database, "alice", "https://local.example/ok", [SeededDelivery(GOOD, "delivered")]
+    )
+    items, _ = await store.admin.activities(delivery_state="dead")
+    assert [a.outbox_id for a in items] == [failing]
+    with pytest.raises(InvalidInput, match="unknown delivery state"):
+        await store.admin.activities(delivery_state="lost")
+
+
+async def test_deliveries_page_with_a_cursor_and_filters(store: Store) -> None:
+    outbox_id, ids = await _fanout(store)
+    await _fanout(store, 2)
+    page = await store.admin.deliveries(limit=4)
+    assert len(page.items) == 4
+    assert page.next_cursor is not None
+    rest = await store.admin.deliveries(limit=4, cursor=page.next_cursor)
+    assert len(rest.items) == 2
+    assert rest.next_cursor is None
+    seen = [d.id for d in page.items + rest.items]
+    assert seen == sorted(seen, reverse=True)
+
+    dead = await store.admin.deliveries(state="dead", host="bad.example", activity=str(outbox_id))
+    assert [d.id for d in dead.items] == [ids[1]]
+    assert dead.items[0].last_error == "HTTP 500"
+    by_uri = await store.admin.deliveries(activity="https://local.example/activities/1")
+    assert {d.id for d in by_uri.items} == set(ids)
+    with pytest.raises(InvalidInput, match="invalid cursor"):
+        await store.admin.deliveries(cursor="abc")
+
+
+async def test_hosts_are_listed_worst_first_with_counts(store: Store) -> None:
+    await _fanout(store)
+    since = utcnow() - timedelta(hours=2)
+    await seed_host(
+        store.database,
+        "down.example",
+        circuit="open",
+        consecutive_failures=7,
+        first_failure_at=since,
+        signature_scheme="cavage",
+    )
+    hosts = await store.admin.hosts()
+    assert [h.host for h in hosts] == ["down.example", "bad.example", "good.example"]
+    down = hosts[0]
+    assert down.circuit == "open"
+    assert down.consecutive_failures == 7
+    assert down.failing_since == since
+    assert down.signature_scheme == "cavage"
+    assert down.counts["failed"] == 1
+    assert down.in_trouble
+    assert hosts[1].counts["dead"] == 1
+    assert hosts[2].circuit == "closed"
+    assert not hosts[2].in_trouble
+    with pytest.raises(NotFound):
+        await store.admin.host("nowhere.example")
+
+
+async def test_retry_requeues_a_dead_delivery_now_and_audits_it(store: Store) -> None:
+    _, ids = await _fanout(store)
+    now = utcnow()
+    retried = await store.admin.retry(ids[1], who="cli:root", now=now)
+    assert retried.state == "queued"
+    assert retried.attempts == 0
+    assert retried.next_attempt_at == now
+    assert retried.last_error == "HTTP 500"  # kept until the next attempt says otherwise
+    [entry] = await store.admin.audit_log()
+    assert (entry.who, entry.action, entry.target) == ("cli:root", "retry", f"delivery:{ids[1]}")
+    assert json.loads(entry.detail or "{}") == {"from": "dead", "attempts": 20}
+
+
+async def test_a_delivered_delivery_cannot_be_retried_and_nothing_is_audited(store: Store) -> None:
+    _, ids = await _fanout(store)
+    with pytest.raises(InvalidInput, match="is delivered"):
+        await store.admin.retry(ids[0], who="x")
+    with pytest.raises(NotFound):
+        await store.admin.retry(999_999, who="x")
+    assert await store.admin.audit_log() == []
+
+
+async def test_retry_dead_of_one_host_or_all_in_batches_skips_cancelled(store: Store) -> None:
+    for n in range(5):
+        await _fanout(store, n)
+    _, ids = await _fanout(store, 99)
+    await store.admin.cancel(ids[2], who="x")  # the failed one, now dead by hand
+    seen: list[int] = []
+    count = await store.admin.retry_dead(who="x", host="bad.example", batch_size=2, progress=seen.append)
+    assert count == 6
+    assert seen == [2, 4, 6]
+    assert (await store.admin.deliveries(state="dead", host="bad.example")).items == []
+    assert await store.admin.retry_dead(who="x") == 0  # the cancelled one stays dead
+    cancelled = await store.admin.delivery(ids[2])
+    assert (cancelled.state, cancelled.last_error) == ("dead", CANCELLED)
+    actions = [e.action for e in await store.admin.audit_log()]
+    assert actions == ["retry_dead"] * 4 + ["cancel"]
+
+
+async def test_cancel_makes_a_delivery_dead_with_a_reason(store: Store) -> None:
+    _, ids = await _fanout(store)
+    cancelled = await store.admin.cancel(ids[2], who="api")
+    assert cancelled.state == "dead"
+    assert cancelled.last_error == CANCELLED
+    with pytest.raises(InvalidInput):
+        await store.admin.cancel(ids[0], who="api")
+
+
+async def test_pause_resume_block_create_the_host_row_and_audit(store: Store) -> None:
+    _, ids = await _fanout(store)
+    paused = await store.admin.pause("Down.Example", who="api")
+    assert paused.paused
+    assert (await store.admin.resume("down.example", who="api")).paused is False
+    blocked = await store.admin.block("down.example", who="api")
+    assert blocked.blocked
+    assert await store.admin.is_blocked("down.example")
+    assert not await store.admin.is_blocked("good.example")
+    killed = await store.admin.delivery(ids[2])
+    assert (killed.state, killed.last_error) == ("dead", "host blocked by admin")
+    assert not (await store.admin.unblock("down.example", who="api")).blocked
+    entries = await store.admin.audit_log()
+    assert [(e.action, e.target) for e in entries] == [
+        ("unblock", "host:down.example"),
+        ("block", "host:down.example"),
+        ("resume", "host:down.example"),
+        ("pause", "host:down.example"),
+    ]
+    assert json.loads(entries[1].detail or "{}")["deliveries_dead"] == 1
+    with pytest.raises(InvalidInput, match="invalid host"):
+        await store.admin.pause("https://x/", who="api")
+
+
+async def test_queue_stats_count_states_circuits_and_the_oldest_due(store: Store) -> None:
+    await seed_activity(
+        store.database,
+        "alice",
+        "https://local.example/a",
+        [SeededDelivery(GOOD, "delivered"), SeededDelivery(BAD, "queued")],
+        now=utcnow() - timedelta(minutes=5),
+    )
+    await seed_host(store.database, "bad.example", circuit="open", paused=True)
+    stats = await store.stats.queue()
+    assert stats.by_state == {"delivered": 1, "queued": 1}
+    assert 290 < stats.oldest_due_age_s < 400
+    assert stats.hosts_by_circuit == {"open": 1}
+    assert (stats.hosts_paused, stats.hosts_blocked) == (1, 0)
+    buckets = await store.stats.last_hour()
+    assert len(buckets) == 12
+    assert sum(b.delivered for b in buckets) == 1
