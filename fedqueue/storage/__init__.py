@@ -8,9 +8,22 @@ from __future__ import annotations
 
 from fedqueue.storage.actors import ActorStore, CreatedActor, LocalActor, check_actor_name
 from fedqueue.storage.database import Database, StorageUnavailable
+from fedqueue.storage.followers import Follower, FollowerStore
+from fedqueue.storage.inbox import InboxEntry, InboxStore, NewInbound, Pulled
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
 
-__all__ = ["CachedRemote", "CreatedActor", "LocalActor", "StorageUnavailable", "Store", "check_actor_name"]
+__all__ = [
+    "CachedRemote",
+    "CreatedActor",
+    "Follower",
+    "InboxEntry",
+    "LocalActor",
+    "NewInbound",
+    "Pulled",
+    "StorageUnavailable",
+    "Store",
+    "check_actor_name",
+]
 
 
 class Store:
@@ -20,6 +33,8 @@ class Store:
         self.database = database
         self.actors = ActorStore(database)
         self.remote_actors = RemoteActorStore(database)
+        self.inbox = InboxStore(database)
+        self.followers = FollowerStore(database)
 
     @classmethod
     def open(cls, database_url: str) -> Store:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,9 +23,13 @@ from fedqueue.errors import (
     TooLarge,
     Unauthorized,
 )
+from fedqueue.inbound import UnsupportedMediaType
+from fedqueue.inbox_pruning import prune_forever
+from fedqueue.net import HttpClient
+from fedqueue.remote import RemoteDirectory
 from fedqueue.settings import Settings
 from fedqueue.storage import StorageUnavailable, Store
-from fedqueue.web import actors
+from fedqueue.web import actors, followers, inbox
 from fedqueue.web.responses import JSONResponse, error_response
 
 log = logging.getLogger("fedqueue.web")
@@ -32,6 +38,7 @@ log = logging.getLogger("fedqueue.web")
 _STATUS_BY_ERROR: dict[type[FedqueueError], int] = {
     Unauthorized: 401,
     Forbidden: 403,
+    UnsupportedMediaType: 415,
     TooLarge: 413,
     NotFound: 404,
     Duplicate: 409,
@@ -71,15 +78,36 @@ async def healthz(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
-def create_app(settings: Settings, store: Store) -> Starlette:
-    """The ASGI app over an open store; the caller owns the store's lifetime."""
+def create_app(settings: Settings, store: Store, directory: RemoteDirectory | None = None) -> Starlette:
+    """The ASGI app over an open store; the caller owns the store's lifetime.
+
+    `directory` (remote actors and keys, for inbox verification) is made in the lifespan
+    unless given; tests pass one because they run the app without a lifespan.
+    """
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
+        client: HttpClient | None = None
+        if directory is None:
+            client = HttpClient(settings)
+            app.state.directory = RemoteDirectory(store, client)
+        pruning = asyncio.create_task(prune_forever(store, settings))
+        try:
+            yield
+        finally:
+            pruning.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pruning
+            if client is not None:
+                await client.aclose()
 
     app = Starlette(
-        routes=[Route("/healthz", healthz, methods=["GET"]), *actors.routes],
+        routes=[
+            Route("/healthz", healthz, methods=["GET"]),
+            *actors.routes,
+            *inbox.routes,
+            *followers.routes,
+        ],
         exception_handlers={
             FedqueueError: _fedqueue_error,
             HTTPException: _http_error,
@@ -89,4 +117,5 @@ def create_app(settings: Settings, store: Store) -> Starlette:
     )
     app.state.settings = settings
     app.state.store = store
+    app.state.directory = directory
     return app
