@@ -83,13 +83,24 @@ class RemoteActor:
         return self.activity("Create", to=to, object=note)
 
     def signed(
-        self, path: str, doc: dict[str, Any] | bytes, *, now: datetime | None = None, key_id: str | None = None
+        self,
+        path: str,
+        doc: dict[str, Any] | bytes,
+        *,
+        now: datetime | None = None,
+        key_id: str | None = None,
+        content_type: str | None = None,
     ) -> tuple[dict[str, str], bytes]:
         """fedqueue's own signer (net.signed_headers): Host, Date, Digest, Content-Type, Signature."""
         body = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
         identity = SigningIdentity(key_id or self.key_id, keys.load_private_key(self.pair.private_pem))
         headers = signed_headers(
-            "POST", f"{LOCAL}{path}", identity, now or utcnow(), digest=sha256_digest_header(body)
+            "POST",
+            f"{LOCAL}{path}",
+            identity,
+            now or utcnow(),
+            digest=sha256_digest_header(body),
+            content_type=content_type,
         )
         return headers, body
 
