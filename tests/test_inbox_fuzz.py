@@ -11,7 +11,9 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from fedqueue import keys
 from fedqueue.net import HttpClient, SigningIdentity, signed_headers
