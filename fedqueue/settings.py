@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -50,6 +50,14 @@ class Settings(BaseSettings):
     max_document_bytes: int = Field(ge=1024)
 
     dashboard_session_hours: float = Field(gt=0, le=24 * 30)
+    inbox_max_body_bytes: int = Field(ge=1024, le=64 * 1024 * 1024)
+    inbox_max_json_depth: int = Field(ge=4, le=512)
+    signature_max_age_seconds: float = Field(gt=0)
+    signature_max_skew_seconds: float = Field(ge=0)
+    inbox_retention_days: float = Field(gt=0)
+    inbox_prune_interval_seconds: float = Field(gt=0)
+    inbox_pull_max_items: int = Field(ge=1, le=10_000)
+    followers_page_size: int = Field(ge=1, le=1000)
 
     @field_validator("base_url")
     @classmethod
@@ -67,6 +75,14 @@ class Settings(BaseSettings):
         if not value.startswith(("sqlite+aiosqlite://", "postgresql+asyncpg://")):
             raise ValueError("must start with sqlite+aiosqlite:// or postgresql+asyncpg://")
         return value
+
+    @model_validator(mode="after")
+    def _retention_outlives_the_signature_window(self) -> Settings:
+        # Pruned activity ids are forgotten; a replay must be refused by its date by then.
+        window = self.signature_max_age_seconds + self.signature_max_skew_seconds
+        if self.inbox_retention_days * 86400 <= window:
+            raise ValueError("inbox_retention_days must be longer than the signature window")
+        return self
 
     @property
     def host(self) -> str:

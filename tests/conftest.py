@@ -23,6 +23,8 @@ from fedqueue.storage import Store
 from fedqueue.storage.migrate import upgrade_to_head
 from tests.loopback import LoopbackServer
 
+pytest_plugins = ["tests.fediverse"]
+
 PG_URL_ENV = "FEDQUEUE_TEST_DATABASE_URL"
 REQUIRE_PG_ENV = "FEDQUEUE_REQUIRE_POSTGRES"
 ADMIN_TOKEN = "test-admin-token"

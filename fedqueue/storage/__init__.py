@@ -9,10 +9,23 @@ from __future__ import annotations
 from fedqueue.storage.actors import ActorStore, CreatedActor, LocalActor, check_actor_name
 from fedqueue.storage.admin import AdminStore
 from fedqueue.storage.database import Database, StorageUnavailable
+from fedqueue.storage.followers import Follower, FollowerStore
+from fedqueue.storage.inbox import InboxEntry, InboxStore, NewInbound, Pulled
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
 from fedqueue.storage.stats import StatsStore
 
-__all__ = ["CachedRemote", "CreatedActor", "LocalActor", "StorageUnavailable", "Store", "check_actor_name"]
+__all__ = [
+    "CachedRemote",
+    "CreatedActor",
+    "Follower",
+    "InboxEntry",
+    "LocalActor",
+    "NewInbound",
+    "Pulled",
+    "StorageUnavailable",
+    "Store",
+    "check_actor_name",
+]
 
 
 class Store:
@@ -24,6 +37,8 @@ class Store:
         self.remote_actors = RemoteActorStore(database)
         self.admin = AdminStore(database)
         self.stats = StatsStore(database)
+        self.inbox = InboxStore(database)
+        self.followers = FollowerStore(database)
 
     @classmethod
     def open(cls, database_url: str) -> Store:

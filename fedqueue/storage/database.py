@@ -6,7 +6,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import Table, event, text
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -73,6 +74,20 @@ class Database:
 
     async def dispose(self) -> None:
         await self.engine.dispose()
+
+    def upsert(self, table: Table) -> sqlite.Insert | postgresql.Insert:
+        """An INSERT that takes `on_conflict_do_nothing` / `on_conflict_do_update` on either engine."""
+        return postgresql.insert(table) if self.is_postgres else sqlite.insert(table)
+
+    async def serialize_in_transaction(self, conn: AsyncConnection, lock_key: int) -> None:
+        """Hold a lock until this transaction ends, so ids drawn under it commit in id order.
+
+        PostgreSQL draws sequence values outside transactions: without this, a reader could
+        see id 11 committed before id 10, move a cursor past 10 and never see it. SQLite
+        serializes writers anyway (BEGIN IMMEDIATE).
+        """
+        if self.is_postgres:
+            await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock_key})
 
 
 def _sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,10 +24,14 @@ from fedqueue.errors import (
     TooLarge,
     Unauthorized,
 )
+from fedqueue.inbound import UnsupportedMediaType
+from fedqueue.inbox_pruning import prune_forever
 from fedqueue.metrics import Metrics
+from fedqueue.net import HttpClient
+from fedqueue.remote import RemoteDirectory
 from fedqueue.settings import Settings
 from fedqueue.storage import StorageUnavailable, Store
-from fedqueue.web import actors, admin_api, dashboard, metrics
+from fedqueue.web import actors, admin_api, dashboard, followers, inbox, metrics
 from fedqueue.web.admin_auth import AdminAuthMiddleware
 from fedqueue.web.responses import JSONResponse, error_response
 
@@ -35,6 +41,7 @@ log = logging.getLogger("fedqueue.web")
 _STATUS_BY_ERROR: dict[type[FedqueueError], int] = {
     Unauthorized: 401,
     Forbidden: 403,
+    UnsupportedMediaType: 415,
     TooLarge: 413,
     NotFound: 404,
     Duplicate: 409,
@@ -74,20 +81,42 @@ async def healthz(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
-def create_app(settings: Settings, store: Store, recorder: Metrics | None = None) -> Starlette:
+def create_app(
+    settings: Settings,
+    store: Store,
+    *,
+    directory: RemoteDirectory | None = None,
+    recorder: Metrics | None = None,
+) -> Starlette:
     """The ASGI app over an open store; the caller owns the store's lifetime.
 
+    `directory` (remote actors and keys, for inbox verification) is made in the lifespan
+    unless given; tests pass one because they run the app without a lifespan.
     `recorder` is the process's Metrics, shared with the worker when both run in one process.
     """
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
+        client: HttpClient | None = None
+        if directory is None:
+            client = HttpClient(settings)
+            app.state.directory = RemoteDirectory(store, client)
+        pruning = asyncio.create_task(prune_forever(store, settings))
+        try:
+            yield
+        finally:
+            pruning.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pruning
+            if client is not None:
+                await client.aclose()
 
     app = Starlette(
         routes=[
             Route("/healthz", healthz, methods=["GET"]),
             *actors.routes,
+            *inbox.routes,
+            *followers.routes,
             *metrics.routes,
             *admin_api.routes,
             *dashboard.routes,
@@ -103,4 +132,5 @@ def create_app(settings: Settings, store: Store, recorder: Metrics | None = None
     app.state.settings = settings
     app.state.store = store
     app.state.metrics = recorder or Metrics()
+    app.state.directory = directory
     return app

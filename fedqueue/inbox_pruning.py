@@ -1,0 +1,26 @@
+"""Periodic pruning of inbox entries every consumer has seen (the only loop the inbox needs)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+
+from fedqueue.settings import Settings
+from fedqueue.storage import StorageUnavailable, Store
+from fedqueue.storage.types import utcnow
+
+log = logging.getLogger("fedqueue.inbox")
+
+
+async def prune_forever(store: Store, settings: Settings) -> None:
+    """Prune once per `inbox_prune_interval_seconds` until cancelled; a failed round is logged."""
+    retention = timedelta(days=settings.inbox_retention_days)
+    while True:
+        try:
+            pruned = await store.inbox.prune(utcnow(), retention)
+            if pruned:
+                log.info("pruned %d inbox entries older than %s", pruned, retention)
+        except StorageUnavailable as exc:
+            log.warning("inbox pruning skipped: %s", exc)
+        await asyncio.sleep(settings.inbox_prune_interval_seconds)

@@ -1,0 +1,129 @@
+"""Remote followers of local actors, and the outbox rows their follows cause."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import and_, delete, func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from fedqueue.errors import NotFound
+from fedqueue.follows import AddFollower, EnqueueActivity, RemoveAllFollows, RemoveFollower
+from fedqueue.storage.database import Database
+from fedqueue.storage.tables import FollowerRow, OutboxRow
+
+_followers = FollowerRow.__table__  # type: ignore[attr-defined]
+_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
+
+ACCEPTED = "accepted"
+PENDING = "pending"
+
+
+@dataclass(frozen=True)
+class Follower:
+    actor: str
+    follower_uri: str
+    inbox: str
+    shared_inbox: str | None
+    follow_activity_id: str | None
+    state: str
+    created_at: datetime
+
+
+async def add_follower(database: Database, conn: AsyncConnection, effect: AddFollower) -> None:
+    """Insert or refresh a follower; an accepted follow is never set back to pending."""
+    values = {
+        "inbox": effect.inbox,
+        "shared_inbox": effect.shared_inbox,
+        "follow_activity_id": effect.follow_activity_id,
+    }
+    state = ACCEPTED if effect.accepted else PENDING
+    statement = database.upsert(_followers).values(
+        actor=effect.actor, follower_uri=effect.follower_uri, state=state, **values
+    )
+    updates = {**values, "state": state} if effect.accepted else values
+    await conn.execute(
+        statement.on_conflict_do_update(index_elements=["actor", "follower_uri"], set_=updates)
+    )
+
+
+async def remove_follower(conn: AsyncConnection, effect: RemoveFollower) -> None:
+    where = _followers.c.follower_uri == effect.follower_uri
+    if effect.actor is not None:
+        where = and_(where, _followers.c.actor == effect.actor)
+    else:
+        where = and_(where, _followers.c.follow_activity_id == effect.follow_activity_id)
+    await conn.execute(delete(_followers).where(where))
+
+
+async def remove_all_follows(conn: AsyncConnection, effect: RemoveAllFollows) -> None:
+    await conn.execute(delete(_followers).where(_followers.c.follower_uri == effect.follower_uri))
+
+
+async def enqueue(conn: AsyncConnection, effect: EnqueueActivity) -> None:
+    """An outbox row, exactly as an outside app would INSERT it (the worker does the rest)."""
+    await conn.execute(
+        insert(_outbox).values(
+            actor=effect.actor,
+            activity=json.dumps(effect.activity, ensure_ascii=False),
+            inboxes=json.dumps(list(effect.inboxes)),
+        )
+    )
+
+
+class FollowerStore:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def get(self, actor: str, follower_uri: str) -> Follower:
+        async with self._db.reading() as conn:
+            row = (
+                await conn.execute(
+                    select(_followers).where(
+                        _followers.c.actor == actor, _followers.c.follower_uri == follower_uri
+                    )
+                )
+            ).first()
+        if row is None:
+            raise NotFound(f"{follower_uri} does not follow {actor}")
+        return Follower(**row._asdict())
+
+    async def count(self, actor: str) -> int:
+        """Accepted followers of `actor`."""
+        async with self._db.reading() as conn:
+            total = await conn.execute(
+                select(func.count())
+                .select_from(_followers)
+                .where(_followers.c.actor == actor, _followers.c.state == ACCEPTED)
+            )
+        return int(total.scalar_one())
+
+    async def page(self, actor: str, *, offset: int, limit: int, state: str = ACCEPTED) -> list[Follower]:
+        """Followers of `actor` in `state`, oldest follow first."""
+        async with self._db.reading() as conn:
+            rows = await conn.execute(
+                select(_followers)
+                .where(_followers.c.actor == actor, _followers.c.state == state)
+                .order_by(_followers.c.created_at, _followers.c.follower_uri)
+                .offset(offset)
+                .limit(limit)
+            )
+        return [Follower(**row._asdict()) for row in rows]
+
+    async def approve(self, actor: str, follower_uri: str, accept: EnqueueActivity) -> None:
+        """Manual approval: a pending follower becomes accepted and its Accept is queued, together."""
+        async with self._db.transaction() as conn:
+            changed = await conn.execute(
+                update(_followers)
+                .where(
+                    _followers.c.actor == actor,
+                    _followers.c.follower_uri == follower_uri,
+                    _followers.c.state == PENDING,
+                )
+                .values(state=ACCEPTED)
+            )
+            if changed.rowcount == 0:
+                raise NotFound(f"no pending follow of {actor} by {follower_uri}")
+            await enqueue(conn, accept)

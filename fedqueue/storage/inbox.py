@@ -1,0 +1,205 @@
+"""Inbound activities: stored once per activity id, one inbox item per local recipient, pulled by cursor."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import and_, delete, exists, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from fedqueue.follows import AddFollower, Effect, EnqueueActivity, RemoveAllFollows, RemoveFollower
+from fedqueue.storage import followers
+from fedqueue.storage.database import Database
+from fedqueue.storage.tables import HostRow, InboundActivityRow, InboxCursorRow, InboxItemRow
+
+_inbound = InboundActivityRow.__table__  # type: ignore[attr-defined]
+_items = InboxItemRow.__table__  # type: ignore[attr-defined]
+_cursors = InboxCursorRow.__table__  # type: ignore[attr-defined]
+_hosts = HostRow.__table__  # type: ignore[attr-defined]
+
+#: pg_advisory_xact_lock key serializing inbox item inserts (see Database.serialize_in_transaction).
+_INBOX_ORDER_LOCK = 0x66710001
+
+
+@dataclass(frozen=True)
+class NewInbound:
+    """A verified activity to store: who sent it (verified), with which key, for whom."""
+
+    activity_id: str
+    actor_uri: str
+    activity_type: str
+    body: str
+    key_id: str
+    recipients: tuple[str, ...]
+    received_at: datetime
+
+
+@dataclass(frozen=True)
+class InboxEntry:
+    """One pulled item: `cursor` orders it within the actor's inbox."""
+
+    cursor: int
+    activity_id: str
+    actor_uri: str
+    activity_type: str
+    body: str
+    key_id: str
+    received_at: datetime
+
+
+@dataclass(frozen=True)
+class Pulled:
+    entries: list[InboxEntry]
+    next_cursor: int
+
+
+class InboxStore:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def insert_inbound_if_new(self, inbound: NewInbound, effects: Sequence[Effect] = ()) -> bool:
+        """Store a verified activity and apply its effects in one transaction; False if a duplicate.
+
+        Idempotent by the UNIQUE activity id: a second delivery applies no effects again; it only
+        adds inbox items for local recipients the first delivery did not name (Mastodon delivers
+        one activity to several personal inboxes when a server has no shared inbox).
+        """
+        try:
+            async with self._db.transaction() as conn:
+                await self._db.serialize_in_transaction(conn, _INBOX_ORDER_LOCK)
+                inserted = await conn.execute(
+                    _inbound.insert()
+                    .returning(_inbound.c.id)
+                    .values(
+                        activity_id=inbound.activity_id,
+                        actor_uri=inbound.actor_uri,
+                        activity_type=inbound.activity_type,
+                        body=inbound.body,
+                        key_id=inbound.key_id,
+                        received_at=inbound.received_at,
+                    )
+                )
+                inbound_id = inserted.scalar_one()
+                await self._add_items(conn, inbound_id, inbound.recipients)
+                for effect in effects:
+                    await self._apply(conn, effect)
+            return True
+        except IntegrityError:
+            pass  # the activity id is stored already
+        async with self._db.transaction() as conn:
+            await self._db.serialize_in_transaction(conn, _INBOX_ORDER_LOCK)
+            existing = (
+                await conn.execute(select(_inbound.c.id).where(_inbound.c.activity_id == inbound.activity_id))
+            ).scalar()
+            if existing is not None:
+                await self._add_items(conn, existing, inbound.recipients)
+        return False
+
+    async def _add_items(self, conn: AsyncConnection, inbound_id: int, recipients: Sequence[str]) -> None:
+        for actor in sorted(set(recipients)):
+            await conn.execute(
+                self._db.upsert(_items)
+                .values(inbound_id=inbound_id, actor=actor)
+                .on_conflict_do_nothing(index_elements=["inbound_id", "actor"])
+            )
+
+    async def _apply(self, conn: AsyncConnection, effect: Effect) -> None:
+        if isinstance(effect, AddFollower):
+            await followers.add_follower(self._db, conn, effect)
+        elif isinstance(effect, RemoveFollower):
+            await followers.remove_follower(conn, effect)
+        elif isinstance(effect, RemoveAllFollows):
+            await followers.remove_all_follows(conn, effect)
+        elif isinstance(effect, EnqueueActivity):
+            await followers.enqueue(conn, effect)
+
+    async def host_is_blocked(self, host: str) -> bool:
+        """Whether an admin blocked `host` (hosts.blocked)."""
+        async with self._db.reading() as conn:
+            blocked = (await conn.execute(select(_hosts.c.blocked).where(_hosts.c.host == host))).scalar()
+        return bool(blocked)
+
+    async def pull(self, actor: str, consumer: str, after: int | None, limit: int) -> Pulled:
+        """Entries for `actor` after `after` (else after the consumer's stored cursor), oldest first.
+
+        Passing `after` acknowledges everything up to it: the stored cursor moves forward to it
+        (never back), so a consumer that restarts without its cursor resumes where it last
+        acknowledged. Each consumer has its own cursor; its first pull registers it.
+        """
+        async with self._db.transaction() as conn:
+            stored = (
+                await conn.execute(
+                    select(_cursors.c.last_item_id).where(
+                        _cursors.c.actor == actor, _cursors.c.consumer == consumer
+                    )
+                )
+            ).scalar()
+            newest = (await conn.execute(select(func.max(_items.c.id)))).scalar() or 0
+            after = None if after is None else min(after, newest)  # a cursor from the future skips nothing
+            acknowledged = max(stored or 0, after) if after is not None else stored or 0
+            await conn.execute(
+                self._db.upsert(_cursors)
+                .values(
+                    actor=actor,
+                    consumer=consumer,
+                    last_item_id=acknowledged,
+                    updated_at=func.current_timestamp(),
+                )
+                .on_conflict_do_update(
+                    index_elements=["actor", "consumer"],
+                    set_={"last_item_id": acknowledged, "updated_at": func.current_timestamp()},
+                )
+            )
+            start = after if after is not None else acknowledged
+            rows = await conn.execute(
+                select(
+                    _items.c.id,
+                    _inbound.c.activity_id,
+                    _inbound.c.actor_uri,
+                    _inbound.c.activity_type,
+                    _inbound.c.body,
+                    _inbound.c.key_id,
+                    _inbound.c.received_at,
+                )
+                .join(_inbound, _inbound.c.id == _items.c.inbound_id)
+                .where(_items.c.actor == actor, _items.c.id > start)
+                .order_by(_items.c.id)
+                .limit(limit)
+            )
+            entries = [
+                InboxEntry(
+                    cursor=row.id,
+                    activity_id=row.activity_id,
+                    actor_uri=row.actor_uri,
+                    activity_type=row.activity_type,
+                    body=row.body,
+                    key_id=row.key_id,
+                    received_at=row.received_at,
+                )
+                for row in rows
+            ]
+        return Pulled(entries=entries, next_cursor=entries[-1].cursor if entries else start)
+
+    async def prune(self, now: datetime, retention: timedelta) -> int:
+        """Delete items older than `retention` that every registered consumer of their actor has seen.
+
+        Activities left without items are deleted too (their ids are then forgotten: retention
+        is longer than the signature window, so a replay is refused by its date). Returns the
+        number of items deleted.
+        """
+        cutoff = now - retention
+        old = select(_inbound.c.id).where(_inbound.c.received_at < cutoff)
+        unseen = select(_cursors.c.actor).where(
+            _cursors.c.actor == _items.c.actor, _cursors.c.last_item_id < _items.c.id
+        )
+        async with self._db.transaction() as conn:
+            deleted = await conn.execute(delete(_items).where(_items.c.inbound_id.in_(old), ~exists(unseen)))
+            orphaned = and_(
+                _inbound.c.received_at < cutoff,
+                ~exists(select(_items.c.id).where(_items.c.inbound_id == _inbound.c.id)),
+            )
+            await conn.execute(delete(_inbound).where(orphaned))
+        return int(deleted.rowcount or 0)

@@ -1,0 +1,53 @@
+"""GET /actors/{name}/followers: an OrderedCollection of accepted followers, paged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from fedqueue.errors import InvalidInput
+from fedqueue.storage import check_actor_name
+from fedqueue.web.responses import AS_CONTEXT, activity_response, settings_of, store_of, urls_of
+
+
+async def followers_collection(request: Request) -> Response:
+    store, urls = store_of(request), urls_of(request)
+    name = check_actor_name(request.path_params["name"])
+    await store.actors.get(name)
+    collection = urls.followers(name)
+    total = await store.followers.count(name)
+    raw_page = request.query_params.get("page")
+    if raw_page is None:
+        doc: dict[str, Any] = {
+            "@context": AS_CONTEXT,
+            "id": collection,
+            "type": "OrderedCollection",
+            "totalItems": total,
+        }
+        if total:
+            doc["first"] = f"{collection}?page=1"
+        return activity_response(doc)
+    if not raw_page.isdigit() or not 1 <= int(raw_page) <= 1_000_000:
+        raise InvalidInput("query parameter 'page' must be a positive integer")
+    page = int(raw_page)
+    size = settings_of(request).followers_page_size
+    followers = await store.followers.page(name, offset=(page - 1) * size, limit=size)
+    doc = {
+        "@context": AS_CONTEXT,
+        "id": f"{collection}?page={page}",
+        "type": "OrderedCollectionPage",
+        "partOf": collection,
+        "totalItems": total,
+        "orderedItems": [follower.follower_uri for follower in followers],
+    }
+    if page * size < total:
+        doc["next"] = f"{collection}?page={page + 1}"
+    if page > 1:
+        doc["prev"] = f"{collection}?page={page - 1}"
+    return activity_response(doc)
+
+
+routes = [Route("/actors/{name}/followers", followers_collection, methods=["GET"])]

@@ -1,0 +1,237 @@
+"""The inbox: remote servers POST signed activities; local apps GET what arrived, by cursor.
+
+Receive runs the cheap refusals first (404, 413, 415, unsigned, stale, digest), then JSON
+(400), the block list (403), the key fetch and signature (401), and finally one transaction
+that stores the activity and its effects. It answers 202 without waiting on any delivery:
+an Accept is only an outbox row, sent later by the worker.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from fedqueue.errors import Forbidden, InvalidInput, NotFound, TooLarge, Unauthorized
+from fedqueue.follows import FollowerInboxes, effects_for
+from fedqueue.inbound import Activity, check_media_type, named_local_actors, parse_activity
+from fedqueue.net import FetchError, SigningIdentity, host_of
+from fedqueue.remote import RemoteDirectory
+from fedqueue.signatures import SignatureError
+from fedqueue.storage import NewInbound, Store, check_actor_name
+from fedqueue.storage.types import utcnow
+from fedqueue.urls import Urls
+from fedqueue.verify import (
+    InboundRequest,
+    KeyRecord,
+    KeyResolver,
+    TimeWindow,
+    check_owner,
+    precheck,
+    verify_signature,
+)
+from fedqueue.web.responses import JSONResponse, settings_of, store_of, urls_of
+
+log = logging.getLogger("fedqueue.inbox")
+
+CONSUMER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+DEFAULT_CONSUMER = "default"
+DEFAULT_PULL_LIMIT = 100
+#: More named local recipients than this in one activity are ignored beyond the first ones.
+MAX_NAMED_RECIPIENTS = 100
+
+
+def directory_of(request: Request) -> RemoteDirectory:
+    directory: RemoteDirectory = request.app.state.directory
+    return directory
+
+
+async def read_body(request: Request, cap: int) -> bytes:
+    """The request body, or TooLarge (413) as soon as it passes `cap` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > cap:
+        raise TooLarge(f"body of {declared} bytes is over the {cap}-byte limit")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > cap:
+            raise TooLarge(f"body is over the {cap}-byte limit")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def inbound_request(request: Request, base_url: str, body: bytes) -> InboundRequest:
+    """The request as the sender signed it: our public origin, the raw path and query."""
+    raw_path = request.scope.get("raw_path") or request.url.path.encode()
+    target = raw_path.decode("latin-1")
+    query = request.scope.get("query_string", b"").decode("latin-1")
+    headers: dict[str, str] = {}
+    for raw_name, raw_value in request.headers.raw:
+        name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1").strip()
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    url = f"{base_url}{target}?{query}" if query else f"{base_url}{target}"
+    return InboundRequest(method=request.method, url=url, headers=headers, body=body)
+
+
+def key_resolver(directory: RemoteDirectory, signer: SigningIdentity | None) -> KeyResolver:
+    """Keys through the directory's signed, guarded, cached fetch; fetch failures become 401s."""
+
+    async def resolve(key_id: str, refresh: bool) -> KeyRecord:
+        try:
+            return await directory.key(key_id, signer, refresh=refresh)
+        except FetchError as exc:
+            raise SignatureError(f"cannot use key {key_id}: {exc}") from None
+
+    return resolve
+
+
+async def fetch_signer(store: Store, urls: Urls, name: str | None) -> SigningIdentity | None:
+    """Who signs the key fetch (authorized fetch needs one): the addressed local actor, if any."""
+    if name is None:
+        return None
+    return SigningIdentity(urls.key_id(name), await store.actors.signing_key(name))
+
+
+async def receive(request: Request) -> Response:
+    settings, store, urls = settings_of(request), store_of(request), urls_of(request)
+    name = request.path_params.get("name")
+    local_names = set(await store.actors.names())
+    if name is not None and check_actor_name(name) not in local_names:
+        raise NotFound(f"no local actor named {name!r}")
+    body = await read_body(request, settings.inbox_max_body_bytes)
+    check_media_type(request.headers.get("content-type"))
+    signed = inbound_request(request, settings.base_url, body)
+    if signed.headers.get("host", "").lower() != settings.host.lower():
+        raise Unauthorized(f"request is for host {signed.headers.get('host', '')[:100]!r}, not this server")
+    window = TimeWindow(settings.signature_max_age_seconds, settings.signature_max_skew_seconds)
+    parsed = precheck(signed, utcnow(), window)
+    activity = parse_activity(
+        body, max_depth=settings.inbox_max_json_depth, anonymous_seed=signed.headers["signature"]
+    )
+    for host in sorted({host_of(activity.actor), host_of(parsed.key_id)}):
+        if await store.inbox.host_is_blocked(host):
+            raise Forbidden(f"host {host} is blocked here")
+    recipients = _recipients(activity, urls, name, local_names)
+    signer_name = name or (min(recipients) if recipients else None)
+    directory = directory_of(request)
+    verdict = await verify_signature(
+        parsed, key_resolver(directory, await fetch_signer(store, urls, signer_name))
+    )
+    check_owner(verdict, activity.actor)
+    effects = effects_for(
+        activity,
+        urls,
+        await _auto_accept(store, activity, urls, local_names),
+        await _follower_inboxes(directory, activity),
+    )
+    stored = await store.inbox.insert_inbound_if_new(
+        NewInbound(
+            activity_id=activity.id,
+            actor_uri=activity.actor,
+            activity_type=activity.type,
+            body=activity.text,
+            key_id=verdict.key_id,
+            recipients=tuple(sorted(recipients)),
+            received_at=utcnow(),
+        ),
+        effects,
+    )
+    log.info(
+        "inbox %s %s from %s (%s)", activity.type, activity.id, activity.actor, "new" if stored else "dup"
+    )
+    return JSONResponse({"status": "accepted" if stored else "duplicate"}, status_code=202)
+
+
+def _recipients(activity: Activity, urls: Urls, name: str | None, local_names: set[str]) -> set[str]:
+    """The addressed local actors; on the shared inbox with none named, every local actor.
+
+    fedqueue does not track whom local actors follow, so a followers-only post arriving at the
+    shared inbox cannot be narrowed down further; it goes to all rather than to none.
+    """
+    named = sorted(named_local_actors(activity, urls) & local_names)[:MAX_NAMED_RECIPIENTS]
+    recipients = set(named)
+    if name is not None:
+        recipients.add(name)
+    elif not recipients:
+        recipients = set(local_names)
+    return recipients
+
+
+async def _auto_accept(
+    store: Store, activity: Activity, urls: Urls, local_names: set[str]
+) -> dict[str, bool]:
+    if activity.type != "Follow":
+        return {}
+    target = activity.doc.get("object")
+    target_uri = target.get("id") if isinstance(target, dict) else target
+    name = urls.local_actor_name(target_uri) if isinstance(target_uri, str) else None
+    if name is None or name not in local_names:
+        return {}
+    return {name: (await store.actors.get(name)).auto_accept_follows}
+
+
+async def _follower_inboxes(directory: RemoteDirectory, activity: Activity) -> FollowerInboxes | None:
+    if activity.type != "Follow":
+        return None
+    try:
+        # Cached: the key fetch just fetched this actor (the key's owner is the actor).
+        actor = await directory.actor(activity.actor, None)
+    except FetchError as exc:
+        log.warning("follow from %s not recorded: %s", activity.actor, exc)
+        return None
+    return FollowerInboxes(inbox=actor.inbox, shared_inbox=actor.shared_inbox)
+
+
+def _bearer(request: Request) -> str:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("missing bearer token")
+    return token.strip()
+
+
+def _int_param(request: Request, name: str, default: int | None) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    if not raw.isdigit() or len(raw) > 18:
+        raise InvalidInput(f"query parameter {name!r} must be a non-negative integer")
+    return int(raw)
+
+
+async def pull(request: Request) -> Response:
+    """GET /actors/{name}/inbox?consumer=&cursor=&limit= with the actor's bearer token."""
+    settings, store = settings_of(request), store_of(request)
+    name = check_actor_name(request.path_params["name"])
+    if not await store.actors.token_is_valid(name, _bearer(request)):
+        raise Unauthorized("wrong bearer token for this actor")
+    consumer = request.query_params.get("consumer") or DEFAULT_CONSUMER
+    if not CONSUMER_NAME.fullmatch(consumer):
+        raise InvalidInput("consumer must be 1-64 of A-Z, a-z, 0-9, '_', '.', '-'")
+    limit = min(_int_param(request, "limit", DEFAULT_PULL_LIMIT) or 1, settings.inbox_pull_max_items)
+    pulled = await store.inbox.pull(name, consumer, _int_param(request, "cursor", None), limit)
+    items: list[dict[str, Any]] = [
+        {
+            "cursor": entry.cursor,
+            "id": entry.activity_id,
+            "type": entry.activity_type,
+            "actor": entry.actor_uri,
+            "key_id": entry.key_id,
+            "received_at": entry.received_at.isoformat(),
+            "activity": json.loads(entry.body),
+        }
+        for entry in pulled.entries
+    ]
+    return JSONResponse({"consumer": consumer, "items": items, "next_cursor": pulled.next_cursor})
+
+
+routes = [
+    Route("/actors/{name}/inbox", receive, methods=["POST"]),
+    Route("/actors/{name}/inbox", pull, methods=["GET"]),
+    Route("/inbox", receive, methods=["POST"]),
+]

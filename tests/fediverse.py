@@ -1,0 +1,163 @@
+"""A remote fediverse actor for inbox tests: its documents on the loopback server, its signed POSTs."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from starlette.applications import Starlette
+
+from fedqueue import keys
+from fedqueue.net import HttpClient, SigningIdentity, http_date, signed_headers
+from fedqueue.remote import RemoteDirectory
+from fedqueue.settings import Settings
+from fedqueue.signatures import cavage_signing_string, sha256_digest_header
+from fedqueue.storage import Store
+from fedqueue.storage.types import utcnow
+from fedqueue.web.app import create_app
+from tests.helpers import asgi_client
+from tests.loopback import LoopbackServer
+
+LOCAL = "http://127.0.0.1:8000"
+AS_PUBLIC = "https://www.w3.org/ns/activitystreams#Public"
+
+
+@dataclass
+class RemoteActor:
+    """`bob` on the loopback server: serves his actor document and signs what he sends."""
+
+    server: LoopbackServer
+    name: str = "bob"
+    pair: keys.KeyPair = field(default_factory=keys.generate_key_pair)
+    counter: int = 0
+
+    @property
+    def uri(self) -> str:
+        return self.server.url(f"/users/{self.name}")
+
+    @property
+    def key_id(self) -> str:
+        return f"{self.uri}#main-key"
+
+    @property
+    def inbox(self) -> str:
+        return f"{self.uri}/inbox"
+
+    def publish(self) -> RemoteActor:
+        """Serve the actor document (again, e.g. after a key rotation)."""
+        self.server.serve_json(
+            f"/users/{self.name}",
+            {
+                "@context": ["https://www.w3.org/ns/activitystreams", "https://w3id.org/security/v1"],
+                "id": self.uri,
+                "type": "Person",
+                "inbox": self.inbox,
+                "endpoints": {"sharedInbox": self.server.url("/inbox")},
+                "publicKey": {"id": self.key_id, "owner": self.uri, "publicKeyPem": self.pair.public_pem},
+            },
+        )
+        return self
+
+    def activity(self, kind: str = "Create", **fields: Any) -> dict[str, Any]:
+        self.counter += 1
+        doc: dict[str, Any] = {
+            "@context": "https://www.w3.org/ns/activitystreams",
+            "id": f"{self.uri}/activities/{self.counter}",
+            "type": kind,
+            "actor": self.uri,
+        }
+        doc.update(fields)
+        return doc
+
+    def note_to(self, *names: str) -> dict[str, Any]:
+        to = [f"{LOCAL}/actors/{name}" for name in names]
+        note = {"id": f"{self.uri}/notes/{self.counter + 1}", "type": "Note", "content": "hi", "to": to}
+        return self.activity("Create", to=to, object=note)
+
+    def signed(
+        self,
+        path: str,
+        doc: dict[str, Any] | bytes,
+        *,
+        now: datetime | None = None,
+        key_id: str | None = None,
+        content_type: str | None = None,
+    ) -> tuple[dict[str, str], bytes]:
+        """fedqueue's own signer (net.signed_headers): Host, Date, Digest, Content-Type, Signature."""
+        body = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
+        identity = SigningIdentity(key_id or self.key_id, keys.load_private_key(self.pair.private_pem))
+        headers = signed_headers(
+            "POST",
+            f"{LOCAL}{path}",
+            identity,
+            now or utcnow(),
+            digest=sha256_digest_header(body),
+            content_type=content_type,
+        )
+        return headers, body
+
+    def mastodon_signed(self, path: str, doc: dict[str, Any]) -> tuple[dict[str, str], bytes]:
+        """Exactly as Mastodon's Request#sign! builds it (app/lib/request.rb)."""
+        body = json.dumps(doc).encode()
+        headers = {
+            "User-Agent": "http.rb/5.1.1 (Mastodon/4.3.0; +https://mastodon.example/)",
+            "Host": "127.0.0.1:8000",
+            "Date": http_date(utcnow()),
+            "Accept-Encoding": "gzip",
+            "Digest": sha256_digest_header(body),
+            "Content-Type": "application/activity+json",
+        }
+        signed = ("(request-target)", "host", "date", "digest", "content-type")
+        base = cavage_signing_string(
+            "POST", f"{LOCAL}{path}", {k.lower(): v for k, v in headers.items()}, signed
+        )
+        private = keys.load_private_key(self.pair.private_pem)
+        assert isinstance(private, rsa.RSAPrivateKey)
+        raw = private.sign(base.encode(), padding.PKCS1v15(), hashes.SHA256())
+        headers["Signature"] = (
+            f'keyId="{self.key_id}",algorithm="rsa-sha256",headers="{" ".join(signed)}",'
+            f'signature="{base64.b64encode(raw).decode()}"'
+        )
+        return headers, body
+
+
+def hours_ago(hours: float) -> datetime:
+    return utcnow() - timedelta(hours=hours)
+
+
+@pytest.fixture
+async def directory(settings: Settings, store: Store) -> AsyncIterator[RemoteDirectory]:
+    client = HttpClient(settings)
+    try:
+        yield RemoteDirectory(store, client)
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+def app(settings: Settings, store: Store, directory: RemoteDirectory) -> Starlette:
+    return create_app(settings, store, directory=directory)
+
+
+@pytest.fixture
+async def client(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+    async with asgi_client(app) as opened:
+        yield opened
+
+
+@pytest.fixture
+def bob(remote: LoopbackServer) -> RemoteActor:
+    return RemoteActor(remote).publish()
+
+
+async def post(client: httpx.AsyncClient, path: str, signed: tuple[dict[str, str], bytes]) -> httpx.Response:
+    headers, body = signed
+    return await client.post(path, content=body, headers=headers)
