@@ -11,10 +11,10 @@ import sys
 from collections.abc import Sequence
 
 from fedqueue import __version__
-from fedqueue.cli import core
+from fedqueue.cli import core, status, worker
 from fedqueue.errors import FedqueueError
 
-MODULES = (core,)
+MODULES = (core, worker, status)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,10 +7,29 @@ caller (`enqueue`, `claim`, `record`, `insert_inbound_if_new`, ...), never for S
 from __future__ import annotations
 
 from fedqueue.storage.actors import ActorStore, CreatedActor, LocalActor, check_actor_name
+from fedqueue.storage.audience import AudienceStore
 from fedqueue.storage.database import Database, StorageUnavailable
+from fedqueue.storage.deliveries import Claimed, DeliveryStore, DeliveryView, Result, Target
+from fedqueue.storage.hosts import HostStore
+from fedqueue.storage.outbox import ActivityFacts, OutboxEntry, OutboxState, OutboxStore, Submitted
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
 
-__all__ = ["CachedRemote", "CreatedActor", "LocalActor", "StorageUnavailable", "Store", "check_actor_name"]
+__all__ = [
+    "ActivityFacts",
+    "CachedRemote",
+    "Claimed",
+    "CreatedActor",
+    "DeliveryView",
+    "LocalActor",
+    "OutboxEntry",
+    "OutboxState",
+    "Result",
+    "StorageUnavailable",
+    "Store",
+    "Submitted",
+    "Target",
+    "check_actor_name",
+]
 
 
 class Store:
@@ -20,6 +39,10 @@ class Store:
         self.database = database
         self.actors = ActorStore(database)
         self.remote_actors = RemoteActorStore(database)
+        self.outbox = OutboxStore(database)
+        self.deliveries = DeliveryStore(database)
+        self.hosts = HostStore(database)
+        self.audience = AudienceStore(database)
 
     @classmethod
     def open(cls, database_url: str) -> Store:

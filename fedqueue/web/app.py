@@ -23,7 +23,7 @@ from fedqueue.errors import (
 )
 from fedqueue.settings import Settings
 from fedqueue.storage import StorageUnavailable, Store
-from fedqueue.web import actors
+from fedqueue.web import actors, outbox, status
 from fedqueue.web.responses import JSONResponse, error_response
 
 log = logging.getLogger("fedqueue.web")
@@ -79,7 +79,7 @@ def create_app(settings: Settings, store: Store) -> Starlette:
         yield
 
     app = Starlette(
-        routes=[Route("/healthz", healthz, methods=["GET"]), *actors.routes],
+        routes=[Route("/healthz", healthz, methods=["GET"]), *actors.routes, *outbox.routes, *status.routes],
         exception_handlers={
             FedqueueError: _fedqueue_error,
             HTTPException: _http_error,
