@@ -47,7 +47,8 @@ async def insert_outbox_row(
     async with store.database.transaction() as conn:
         result = await conn.execute(
             text(
-                "INSERT INTO outbox (actor, activity, inboxes) VALUES (:actor, :activity, :inboxes) RETURNING id"
+                "INSERT INTO outbox (actor, activity, inboxes)"
+                " VALUES (:actor, :activity, :inboxes) RETURNING id"
             ),
             {
                 "actor": actor,

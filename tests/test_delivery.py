@@ -192,7 +192,7 @@ async def test_a_recovering_host_gets_the_probe_first_then_growing_concurrency(
     settings: Settings, store: Store, remote: LoopbackServer
 ) -> None:
     await store.actors.create("alice")
-    in_flight = {"now": 0, "peak_after_probe": 0, "seen": 0}
+    in_flight = {"now": 0}
     peaks: list[int] = []
 
     async def slow_ok(_r: Recorded) -> web.Response:

@@ -47,9 +47,11 @@ async def start_worker(settings: Settings, cwd: Path, **env: str) -> asyncio.sub
 
 
 async def wait_for_requests(remote: LoopbackServer, count: int, timeout_s: float = 30) -> None:
-    async with asyncio.timeout(timeout_s):
-        while len(remote.requests) < count:
-            await asyncio.sleep(0.05)
+    for _ in range(int(timeout_s / 0.05)):
+        if len(remote.requests) >= count:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"only {len(remote.requests)} of {count} requests arrived")
 
 
 async def test_a_worker_killed_mid_batch_loses_nothing_and_a_second_worker_delivers_it_all(
