@@ -6,12 +6,12 @@ from `hosts.signature_scheme`) can be switched in at a single place.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from datetime import datetime
 
 import httpx
-from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
 from fedqueue.addressing import strip_hidden
 from fedqueue.errors import TooLarge
@@ -64,13 +64,19 @@ class Keyring:
     def __init__(self, store: Store, urls: Urls) -> None:
         self._store = store
         self._urls = urls
-        self._keys: dict[str, PrivateKeyTypes] = {}
+        self._identities: dict[str, SigningIdentity] = {}
+        # One lock: a batch of concurrent sends must not load (and parse) the same key many times.
+        self._loading = asyncio.Lock()
 
     async def identity(self, actor: str) -> SigningIdentity:
-        key = self._keys.get(actor)
-        if key is None:
-            key = self._keys[actor] = await self._store.actors.signing_key(actor)
-        return SigningIdentity(key_id=self._urls.key_id(actor), private_key=key)
+        found = self._identities.get(actor)
+        if found is not None:
+            return found
+        async with self._loading:
+            if actor not in self._identities:
+                key = await self._store.actors.signing_key(actor)
+                self._identities[actor] = SigningIdentity(key_id=self._urls.key_id(actor), private_key=key)
+        return self._identities[actor]
 
 
 def sign_delivery(
