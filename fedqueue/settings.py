@@ -43,6 +43,11 @@ class Settings(BaseSettings):
     poll_interval_seconds: float = Field(gt=0)
     shutdown_grace_seconds: float = Field(ge=0)
 
+    circuit_failure_threshold: int = Field(ge=1)
+    circuit_open_seconds: float = Field(gt=0)
+    circuit_recovery_start: int = Field(ge=1)
+    host_unavailable_after_days: float = Field(gt=0)
+
     connect_timeout_seconds: float = Field(gt=0)
     total_timeout_seconds: float = Field(gt=0)
     max_concurrency: int = Field(ge=1)

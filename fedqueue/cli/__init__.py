@@ -11,10 +11,10 @@ import sys
 from collections.abc import Sequence
 
 from fedqueue import __version__
-from fedqueue.cli import admin, core
+from fedqueue.cli import admin, core, status, worker
 from fedqueue.errors import FedqueueError
 
-MODULES = (core, admin)
+MODULES = (core, worker, status, admin)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
+import signal
+from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
 
 from fedqueue.logs import configure_logging
+from fedqueue.net import HttpClient
 from fedqueue.settings import Settings, load_settings
 from fedqueue.storage import Store, check_actor_name
 from fedqueue.storage.migrate import upgrade_to_head
 from fedqueue.urls import Urls
 from fedqueue.web.app import create_app
+from fedqueue.worker import Worker
 
 Subparsers = Any  # argparse's _SubParsersAction is private
 
@@ -71,18 +76,48 @@ def run_actor_create(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Server(uvicorn.Server):
+    """uvicorn, but SIGTERM/SIGINT also stop the in-process worker, and the process exits 0."""
+
+    def __init__(self, config: uvicorn.Config, stop: asyncio.Event) -> None:
+        super().__init__(config)
+        self._stop = stop
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._request_exit)
+        try:
+            yield
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+
+    def _request_exit(self) -> None:
+        self.should_exit = True
+        self._stop.set()
+
+
 def run_serve(args: argparse.Namespace) -> int:
     settings = prepared_settings()
 
     async def serve() -> None:
         store = Store.open(settings.database_url)
+        client = HttpClient(settings)
+        stop = asyncio.Event()
+        worker = None if args.no_worker else asyncio.create_task(Worker(settings, store, client).run(stop))
         try:
             app = create_app(settings, store)
             config = uvicorn.Config(
                 app, host=args.host, port=args.port, log_config=None, access_log=False, lifespan="on"
             )
-            await uvicorn.Server(config).serve()
+            await _Server(config, stop).serve()
         finally:
+            stop.set()
+            if worker is not None:
+                await worker
+            await client.aclose()
             await store.close()
 
     asyncio.run(serve())

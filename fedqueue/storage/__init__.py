@@ -8,22 +8,34 @@ from __future__ import annotations
 
 from fedqueue.storage.actors import ActorStore, CreatedActor, LocalActor, check_actor_name
 from fedqueue.storage.admin import AdminStore
+from fedqueue.storage.audience import AudienceStore
 from fedqueue.storage.database import Database, StorageUnavailable
+from fedqueue.storage.deliveries import Claimed, DeliveryStore, DeliveryView, Result, Target
 from fedqueue.storage.followers import Follower, FollowerStore
+from fedqueue.storage.hosts import HostStore
 from fedqueue.storage.inbox import InboxEntry, InboxStore, NewInbound, Pulled
+from fedqueue.storage.outbox import ActivityFacts, OutboxEntry, OutboxState, OutboxStore, Submitted
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
 from fedqueue.storage.stats import StatsStore
 
 __all__ = [
+    "ActivityFacts",
     "CachedRemote",
+    "Claimed",
     "CreatedActor",
+    "DeliveryView",
     "Follower",
     "InboxEntry",
     "LocalActor",
     "NewInbound",
+    "OutboxEntry",
+    "OutboxState",
     "Pulled",
+    "Result",
     "StorageUnavailable",
     "Store",
+    "Submitted",
+    "Target",
     "check_actor_name",
 ]
 
@@ -39,6 +51,10 @@ class Store:
         self.stats = StatsStore(database)
         self.inbox = InboxStore(database)
         self.followers = FollowerStore(database)
+        self.outbox = OutboxStore(database)
+        self.deliveries = DeliveryStore(database)
+        self.hosts = HostStore(database)
+        self.audience = AudienceStore(database)
 
     @classmethod
     def open(cls, database_url: str) -> Store:

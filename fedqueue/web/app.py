@@ -31,7 +31,7 @@ from fedqueue.net import HttpClient
 from fedqueue.remote import RemoteDirectory
 from fedqueue.settings import Settings
 from fedqueue.storage import StorageUnavailable, Store
-from fedqueue.web import actors, admin_api, dashboard, followers, inbox, metrics
+from fedqueue.web import actors, admin_api, dashboard, followers, inbox, metrics, outbox, status
 from fedqueue.web.admin_auth import AdminAuthMiddleware
 from fedqueue.web.responses import JSONResponse, error_response
 
@@ -117,6 +117,8 @@ def create_app(
             *actors.routes,
             *inbox.routes,
             *followers.routes,
+            *outbox.routes,
+            *status.routes,
             *metrics.routes,
             *admin_api.routes,
             *dashboard.routes,

@@ -1,0 +1,76 @@
+"""Who an activity goes to (pure): recipients from its audience fields, inboxes from recipients.
+
+CONTRACT.md, Addressing: recipients come from to, cc, bto, bcc and audience; bto and bcc are
+stripped before sending; the public collection is no recipient; the sender's own followers
+collection expands to its followers; a sharedInbox is used where several recipients share it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+AUDIENCE_FIELDS = ("to", "cc", "bto", "bcc", "audience")
+HIDDEN_FIELDS = ("bto", "bcc")
+PUBLIC_FORMS = frozenset({"https://www.w3.org/ns/activitystreams#Public", "as:Public", "Public"})
+
+
+@dataclass(frozen=True)
+class Recipients:
+    """The audience of an activity: whether it addresses the sender's followers, and other URIs."""
+
+    followers: bool
+    actors: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class InboxChoice:
+    """One recipient's inboxes, as its actor document (or follower row) names them."""
+
+    inbox: str
+    shared_inbox: str | None
+
+
+def _uris(value: Any) -> Iterable[str]:
+    items = value if isinstance(value, list) else [value]
+    for item in items:
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict) and isinstance(item.get("id"), str):
+            yield item["id"]
+
+
+def recipients(activity: dict[str, Any], followers_uri: str, sender_uri: str) -> Recipients:
+    """The recipients of `activity`, in first-seen order, without Public, the sender and repeats."""
+    seen: dict[str, None] = {}
+    followers = False
+    for name in AUDIENCE_FIELDS:
+        for uri in _uris(activity.get(name)):
+            if uri in PUBLIC_FORMS or uri == sender_uri:
+                continue
+            if uri == followers_uri:
+                followers = True
+                continue
+            seen.setdefault(uri, None)
+    return Recipients(followers=followers, actors=tuple(seen))
+
+
+def strip_hidden(activity: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `activity` without bto and bcc, at the top and on an embedded object."""
+    stripped = {key: value for key, value in activity.items() if key not in HIDDEN_FIELDS}
+    inner = stripped.get("object")
+    if isinstance(inner, dict):
+        stripped["object"] = {key: value for key, value in inner.items() if key not in HIDDEN_FIELDS}
+    return stripped
+
+
+def choose_inboxes(choices: Sequence[InboxChoice]) -> list[str]:
+    """Distinct inboxes: a sharedInbox where two or more recipients share it, else each own inbox."""
+    sharing = Counter(choice.shared_inbox for choice in choices if choice.shared_inbox)
+    chosen: dict[str, None] = {}
+    for choice in choices:
+        shared = choice.shared_inbox
+        chosen.setdefault(shared if shared and sharing[shared] >= 2 else choice.inbox, None)
+    return list(chosen)

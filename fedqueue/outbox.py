@@ -1,0 +1,128 @@
+"""Intake: what makes an activity acceptable, shared by `POST /actors/{name}/outbox` and raw rows.
+
+The same rules apply whether an app POSTs or INSERTs: a JSON object with a type; an object
+that is not an activity is wrapped in a Create; the actor must be the outbox's actor and is
+filled in when absent; an id under BASE_URL is assigned when absent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from fedqueue.errors import InvalidInput
+from fedqueue.net import FetchError, check_url
+from fedqueue.storage import ActivityFacts
+from fedqueue.urls import Urls
+
+AS_CONTEXT = "https://www.w3.org/ns/activitystreams"
+ACTIVITY_TYPES = frozenset(
+    {
+        "Accept",
+        "Add",
+        "Announce",
+        "Arrive",
+        "Block",
+        "Create",
+        "Delete",
+        "Dislike",
+        "Flag",
+        "Follow",
+        "Ignore",
+        "Invite",
+        "Join",
+        "Leave",
+        "Like",
+        "Listen",
+        "Move",
+        "Offer",
+        "Read",
+        "Reject",
+        "Remove",
+        "TentativeAccept",
+        "TentativeReject",
+        "Travel",
+        "Undo",
+        "Update",
+        "View",
+        "EmojiReact",
+    }
+)
+_COPIED_TO_CREATE = ("to", "cc", "bto", "bcc", "audience", "published")
+
+
+def _actor_uri(value: Any) -> Any:
+    return value.get("id") if isinstance(value, dict) else value
+
+
+def _wrap_in_create(obj: dict[str, Any], actor_uri: str) -> dict[str, Any]:
+    obj.setdefault("attributedTo", actor_uri)
+    create: dict[str, Any] = {
+        "@context": obj.pop("@context", AS_CONTEXT),
+        "type": "Create",
+        "actor": actor_uri,
+    }
+    create.update({key: obj[key] for key in _COPIED_TO_CREATE if key in obj})
+    create["object"] = obj
+    return create
+
+
+def normalize(
+    raw: Any, actor_name: str, urls: Urls, new_token: Callable[[], str]
+) -> tuple[dict[str, Any], ActivityFacts]:
+    """The activity to store and its facts; InvalidInput with a one-line reason if unacceptable."""
+    if not isinstance(raw, dict):
+        raise InvalidInput("the activity must be a JSON object")
+    kind = raw.get("type")
+    if not isinstance(kind, str) or not kind:
+        raise InvalidInput("the activity has no type")
+    actor_uri = urls.actor(actor_name)
+    claimed = _actor_uri(raw.get("actor", actor_uri))
+    if claimed != actor_uri:
+        raise InvalidInput(f"the activity's actor {str(claimed)[:200]!r} is not {actor_uri}")
+    activity = dict(raw)
+    if kind not in ACTIVITY_TYPES:
+        activity.pop("actor", None)
+        if "id" not in activity:
+            activity["id"] = urls.activity(actor_name, new_token())
+        activity = _wrap_in_create(activity, actor_uri)
+    activity["actor"] = actor_uri
+    activity.setdefault("@context", AS_CONTEXT)
+    activity_id = activity.setdefault("id", urls.activity(actor_name, new_token()))
+    if not isinstance(activity_id, str) or not activity_id.startswith(("https://", "http://")):
+        raise InvalidInput("the activity's id must be an http(s) URL")
+    inner = activity.get("object")
+    object_id = inner if isinstance(inner, str) else _actor_uri(inner) if isinstance(inner, dict) else None
+    facts = ActivityFacts(
+        actor=actor_name,
+        activity_id=activity_id,
+        activity_type=activity["type"][:64],
+        object_id=object_id if isinstance(object_id, str) else None,
+    )
+    return activity, facts
+
+
+def parse_activity(text: str | bytes) -> Any:
+    """JSON text to a value; InvalidInput if it is not JSON."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise InvalidInput("the body is not valid JSON") from None
+
+
+def parse_inboxes(text: str) -> list[str]:
+    """An outbox row's explicit `inboxes`: a JSON array of http(s) URLs, in order, without repeats."""
+    value = parse_activity(text)
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise InvalidInput("inboxes must be a JSON array of URLs")
+    for inbox in value:
+        try:
+            check_url(inbox, allow_private=True)
+        except FetchError:
+            raise InvalidInput(f"inbox {inbox[:200]!r} is not an http(s) URL") from None
+    return list(dict.fromkeys(value))
+
+
+def dumps(activity: dict[str, Any]) -> str:
+    return json.dumps(activity, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,47 @@
+"""What fan-out reads: a local actor's accepted followers, and inboxes known to be gone (410)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy import delete, select
+
+from fedqueue.storage.database import Database
+from fedqueue.storage.tables import FollowerRow, GoneInboxRow
+
+_followers = FollowerRow.__table__  # type: ignore[attr-defined]
+_gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
+
+
+class AudienceStore:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def follower_inboxes(self, actor: str) -> list[tuple[str, str | None]]:
+        """(inbox, shared inbox) of every accepted follower of the local actor `actor`."""
+        async with self._db.reading() as conn:
+            rows = (
+                await conn.execute(
+                    select(_followers.c.inbox, _followers.c.shared_inbox)
+                    .where(_followers.c.actor == actor, _followers.c.state == "accepted")
+                    .order_by(_followers.c.created_at, _followers.c.follower_uri)
+                )
+            ).all()
+        return [(row.inbox, row.shared_inbox) for row in rows]
+
+    async def gone(self, inboxes: Iterable[str]) -> set[str]:
+        """Those of `inboxes` that answered 410 Gone and were not seen again since."""
+        names = list(set(inboxes))
+        found: set[str] = set()
+        async with self._db.reading() as conn:
+            for start in range(0, len(names), 500):
+                chunk = names[start : start + 500]
+                found.update(
+                    (await conn.execute(select(_gone.c.inbox).where(_gone.c.inbox.in_(chunk)))).scalars()
+                )
+        return found
+
+    async def forget_gone(self, inboxes: Iterable[str]) -> None:
+        """The actor behind these inboxes was seen again: deliver to them again."""
+        async with self._db.transaction() as conn:
+            await conn.execute(delete(_gone).where(_gone.c.inbox.in_(list(inboxes))))

@@ -1,0 +1,250 @@
+"""The outbox: activities handed in by local apps, and the leased expansion of each into deliveries.
+
+Rows arrive two ways: `submit` (the HTTP route, already validated) or a direct INSERT by an
+app (the transactional outbox; `activity_id` is NULL until the worker validates the row).
+Expansion is leased like a delivery: `claim_pending` marks rows `expanding` with an owner and
+`lease_until`; a worker that dies leaves the lease to expire and another one redoes the
+expansion, which is safe because delivery inserts are idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from fedqueue.storage.database import Database
+from fedqueue.storage.tables import OutboxRow
+
+_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
+NOTIFY_CHANNEL = "fedqueue_outbox"
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """The outbox row an activity id belongs to; `created` is False for a repeat submission."""
+
+    outbox_id: int
+    activity_id: str
+    actor: str
+    created: bool
+
+
+@dataclass(frozen=True)
+class ActivityFacts:
+    """What a validated activity contributes to its row and to every delivery of it."""
+
+    actor: str
+    activity_id: str
+    activity_type: str
+    object_id: str | None
+
+
+@dataclass(frozen=True)
+class OutboxEntry:
+    """A row claimed for expansion. `activity_id` is None for a raw row not yet validated."""
+
+    id: int
+    actor: str
+    activity: str
+    inboxes: str | None
+    activity_id: str | None
+    activity_type: str | None
+    object_id: str | None
+
+
+@dataclass(frozen=True)
+class OutboxState:
+    id: int
+    actor: str
+    activity_id: str | None
+    state: str
+    error: str | None
+
+    @property
+    def expanding(self) -> bool:
+        return self.state in ("pending", "expanding")
+
+
+class OutboxStore:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def submit(self, facts: ActivityFacts, activity_json: str, inboxes_json: str | None) -> Submitted:
+        """Store a validated activity once; a repeated activity id returns the first row."""
+        try:
+            async with self._db.transaction() as conn:
+                outbox_id = (
+                    await conn.execute(
+                        insert(_outbox)
+                        .values(
+                            actor=facts.actor,
+                            activity=activity_json,
+                            inboxes=inboxes_json,
+                            activity_id=facts.activity_id,
+                            activity_type=facts.activity_type,
+                            object_id=facts.object_id,
+                        )
+                        .returning(_outbox.c.id)
+                    )
+                ).scalar_one()
+        except IntegrityError:
+            async with self._db.reading() as conn:
+                row = (
+                    await conn.execute(
+                        select(_outbox.c.id, _outbox.c.actor).where(
+                            _outbox.c.activity_id == facts.activity_id
+                        )
+                    )
+                ).one()
+            return Submitted(row.id, facts.activity_id, row.actor, created=False)
+        return Submitted(outbox_id, facts.activity_id, facts.actor, created=True)
+
+    async def claim_pending(
+        self, owner: str, now: datetime, lease_seconds: float, limit: int
+    ) -> list[OutboxEntry]:
+        """Lease pending rows (and expansions whose lease ran out) to `owner`, oldest first."""
+        claimable = (
+            select(_outbox.c.id)
+            .where(
+                or_(
+                    _outbox.c.state == "pending",
+                    and_(_outbox.c.state == "expanding", _outbox.c.lease_until <= now),
+                )
+            )
+            .order_by(_outbox.c.id)
+            .limit(limit)
+        )
+        if self._db.is_postgres:
+            claimable = claimable.with_for_update(skip_locked=True)
+        async with self._db.transaction() as conn:
+            rows = (
+                await conn.execute(
+                    update(_outbox)
+                    .where(_outbox.c.id.in_(claimable.scalar_subquery()))
+                    .values(
+                        state="expanding",
+                        lease_owner=owner,
+                        lease_until=now + timedelta(seconds=lease_seconds),
+                    )
+                    .returning(
+                        _outbox.c.id,
+                        _outbox.c.actor,
+                        _outbox.c.activity,
+                        _outbox.c.inboxes,
+                        _outbox.c.activity_id,
+                        _outbox.c.activity_type,
+                        _outbox.c.object_id,
+                    )
+                )
+            ).all()
+        return sorted((OutboxEntry(**row._asdict()) for row in rows), key=lambda entry: entry.id)
+
+    async def renew(self, outbox_id: int, owner: str, until: datetime) -> bool:
+        """Extend an expansion lease; False if it is no longer ours."""
+        async with self._db.transaction() as conn:
+            result = await conn.execute(
+                update(_outbox)
+                .where(
+                    _outbox.c.id == outbox_id, _outbox.c.lease_owner == owner, _outbox.c.state == "expanding"
+                )
+                .values(lease_until=until)
+            )
+        return bool(result.rowcount)
+
+    async def accept(self, outbox_id: int, owner: str, facts: ActivityFacts, activity_json: str) -> bool:
+        """Fill a raw row's validated fields; False if its activity id is another row's (duplicate)."""
+        try:
+            async with self._db.transaction() as conn:
+                await conn.execute(
+                    update(_outbox)
+                    .where(_outbox.c.id == outbox_id, _outbox.c.lease_owner == owner)
+                    .values(
+                        activity=activity_json,
+                        activity_id=facts.activity_id,
+                        activity_type=facts.activity_type,
+                        object_id=facts.object_id,
+                    )
+                )
+        except IntegrityError:
+            return False
+        return True
+
+    async def finish(
+        self, outbox_id: int, owner: str, state: str, now: datetime, error: str | None = None
+    ) -> None:
+        """End an expansion: `expanded` (every delivery row is in), `rejected` or `duplicate`."""
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                update(_outbox)
+                .where(_outbox.c.id == outbox_id, _outbox.c.lease_owner == owner)
+                .values(state=state, error=error, lease_owner=None, lease_until=None, expanded_at=now)
+            )
+
+    async def activities(self, outbox_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+        """(actor name, activity JSON) of each row, for building request bodies."""
+        async with self._db.reading() as conn:
+            rows = (
+                await conn.execute(
+                    select(_outbox.c.id, _outbox.c.actor, _outbox.c.activity).where(
+                        _outbox.c.id.in_(outbox_ids)
+                    )
+                )
+            ).all()
+        return {row.id: (row.actor, row.activity) for row in rows}
+
+    async def state(self, ref: int | str) -> OutboxState | None:
+        """A row by outbox id or by activity id."""
+        where = _outbox.c.id == ref if isinstance(ref, int) else _outbox.c.activity_id == ref
+        async with self._db.reading() as conn:
+            row = (
+                await conn.execute(
+                    select(
+                        _outbox.c.id, _outbox.c.actor, _outbox.c.activity_id, _outbox.c.state, _outbox.c.error
+                    ).where(where)
+                )
+            ).first()
+        return None if row is None else OutboxState(**row._asdict())
+
+    async def has_pending(self, now: datetime) -> bool:
+        """Whether any row waits for expansion (pending, or expanding under an expired lease)."""
+        async with self._db.reading() as conn:
+            row = (
+                await conn.execute(
+                    select(_outbox.c.id)
+                    .where(
+                        or_(
+                            _outbox.c.state == "pending",
+                            and_(_outbox.c.state == "expanding", _outbox.c.lease_until <= now),
+                        )
+                    )
+                    .limit(1)
+                )
+            ).first()
+        return row is not None
+
+    @asynccontextmanager
+    async def notifications(self) -> AsyncIterator[asyncio.Event | None]:
+        """On PostgreSQL, an Event set whenever a row is inserted (LISTEN); None elsewhere."""
+        if not self._db.is_postgres:
+            yield None
+            return
+        wake = asyncio.Event()
+
+        def on_notify(*_args: Any) -> None:
+            wake.set()
+
+        async with self._db.engine.connect() as conn:
+            raw = await conn.get_raw_connection()
+            driver: Any = raw.driver_connection
+            await driver.add_listener(NOTIFY_CHANNEL, on_notify)
+            try:
+                yield wake
+            finally:
+                await driver.remove_listener(NOTIFY_CHANNEL, on_notify)

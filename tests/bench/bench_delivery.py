@@ -1,0 +1,163 @@
+"""Benchmark (not a test): deliveries/s from the outbox write until the receiver has them all.
+
+    .venv/bin/python -m tests.bench.bench_delivery [--sizes 1000 10000] \
+        [--postgres postgresql+asyncpg://postgres@127.0.0.1:5432/test]
+
+For each engine and size N: one actor, one activity fanned out to N distinct inboxes on a
+fast loopback receiver (its own process); the worker runs in burst mode. Beside it the raw
+bound: the same N signed POSTs from a bare loop over the same HttpClient, no database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import socket
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import asyncpg
+from aiohttp import web
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from fedqueue.net import HttpClient
+from fedqueue.send import Keyring, post, prepare_body
+from fedqueue.settings import Settings, load_settings
+from fedqueue.storage import Store
+from fedqueue.storage.migrate import upgrade_to_head
+from fedqueue.storage.types import utcnow
+from fedqueue.urls import Urls
+from fedqueue.worker import Worker
+
+
+def _receiver(port: int) -> None:
+    count = 0
+
+    async def inbox(_request: web.Request) -> web.Response:
+        nonlocal count
+        await _request.read()
+        count += 1
+        return web.Response(status=202)
+
+    async def counted(_request: web.Request) -> web.Response:
+        return web.Response(text=str(count))
+
+    app = web.Application()
+    app.router.add_post("/inbox/{n}", inbox)
+    app.router.add_get("/count", counted)
+    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def _wait_listening(port: int) -> None:
+    for _ in range(200):
+        try:
+            _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        return
+    raise RuntimeError("receiver did not start")
+
+
+async def _fresh_database(engine: str, pg_url: str | None, workdir: Path) -> str:
+    if engine == "sqlite":
+        url = f"sqlite+aiosqlite:///{workdir / f'bench-{uuid.uuid4().hex[:6]}.db'}"
+    else:
+        assert pg_url is not None
+        name = f"fq_bench_{uuid.uuid4().hex[:8]}"
+        conn = await asyncpg.connect(make_url(pg_url).set(drivername="postgresql").render_as_string(False))
+        await conn.execute(f'CREATE DATABASE "{name}"')
+        await conn.close()
+        url = make_url(pg_url).set(database=name).render_as_string(hide_password=False)
+    await asyncio.to_thread(upgrade_to_head, url)
+    return url
+
+
+async def _worker_run(settings: Settings, origin: str, n: int) -> float:
+    store = Store.open(settings.database_url)
+    client = HttpClient(settings)
+    try:
+        await store.actors.create("bench")
+        inboxes = json.dumps([f"{origin}/inbox/{i}" for i in range(n)])
+        activity = json.dumps({"type": "Like", "object": "https://example.org/n/1"})
+        started = time.perf_counter()
+        async with store.database.transaction() as conn:
+            await conn.execute(
+                text("INSERT INTO outbox (actor, activity, inboxes) VALUES ('bench', :a, :i)"),
+                {"a": activity, "i": inboxes},
+            )
+        await Worker(settings, store, client).run_burst()
+        return time.perf_counter() - started
+    finally:
+        await client.aclose()
+        await store.close()
+
+
+async def _raw_run(settings: Settings, origin: str, n: int) -> float:
+    """The bound: N signed POSTs over the same client, as concurrent as the client allows."""
+    store = Store.open(settings.database_url)
+    client = HttpClient(settings)
+    try:
+        identity = await Keyring(store, Urls(settings.base_url)).identity("bench")
+        prepared = prepare_body(json.dumps({"type": "Like", "object": "https://example.org/n/2"}))
+        started = time.perf_counter()
+        limit = asyncio.Semaphore(settings.max_concurrency)
+
+        async def one(i: int) -> None:
+            async with limit:
+                attempt = await post(client, f"{origin}/inbox/r{i}", prepared, identity, utcnow())
+                assert attempt.status == 202, attempt
+
+        await asyncio.gather(*(one(i) for i in range(n)))
+        return time.perf_counter() - started
+    finally:
+        await client.aclose()
+        await store.close()
+
+
+async def main(sizes: list[int], pg_url: str | None) -> None:
+    port = _free_port()
+    receiver = multiprocessing.Process(target=_receiver, args=(port,), daemon=True)
+    receiver.start()
+    await _wait_listening(port)
+    origin = f"http://127.0.0.1:{port}"
+    engines = ["sqlite"] + (["postgres"] if pg_url else [])
+    print(f"{'engine':<9} {'N':>6} {'worker/s':>9} {'raw/s':>7} {'ratio':>6}")
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for engine in engines:
+                for n in sizes:
+                    url = await _fresh_database(engine, pg_url, Path(tmp))
+                    settings = load_settings(
+                        database_url=url, allow_private_addresses=True, max_concurrency_per_host=256
+                    )
+                    worker_s = await _worker_run(settings, origin, n)
+                    raw_s = await _raw_run(settings, origin, n)
+                    print(
+                        f"{engine:<9} {n:>6} {n / worker_s:>9.0f} {n / raw_s:>7.0f} {raw_s / worker_s:>6.2f}",
+                        flush=True,
+                    )
+    finally:
+        receiver.terminate()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--postgres", default=None, help="a PostgreSQL URL to also benchmark on")
+    args = parser.parse_args()
+    asyncio.run(main(args.sizes, args.postgres))
+    sys.exit(0)
