@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Literal
 
 from fedqueue import structured_fields as sf
@@ -47,14 +47,19 @@ def parse_content_digest(value: str) -> dict[str, bytes]:
 
 def check_content_digest(value: str, body: bytes) -> None:
     """Raise SignatureError unless `value` has a sha-256/sha-512 digest and every such one matches `body`."""
-    digests = parse_content_digest(value)
+    match_digests("Content-Digest", parse_content_digest(value), body)
+
+
+def match_digests(field: str, digests: Mapping[str, bytes], body: bytes) -> None:
+    """Raise SignatureError unless `digests` (by lower-case algorithm) has a known one and all known match.
+
+    Shared by Content-Digest and the older Digest (RFC 3230), which differ only in syntax.
+    """
     known = [algorithm for algorithm in CONTENT_DIGEST_ALGORITHMS if algorithm in digests]
     if not known:
         offered = ", ".join(digests)
-        raise SignatureError(
-            f"Content-Digest offers no supported algorithm (sha-256, sha-512), only {offered}"
-        )
+        raise SignatureError(f"{field} offers no supported algorithm (sha-256, sha-512), only {offered}")
     # All known digests must match: checking only the weakest would let a sender pick it.
     for algorithm in known:
         if not hmac.compare_digest(_HASHES[algorithm](body), digests[algorithm]):
-            raise SignatureError(f"Content-Digest {algorithm} does not match the body")
+            raise SignatureError(f"{field} {algorithm} does not match the body")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import hmac
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,7 +24,12 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes, PublicKeyTypes
 
-from fedqueue.content_digest import check_content_digest, content_digest_header
+from fedqueue.content_digest import (
+    CONTENT_DIGEST_ALGORITHMS,
+    check_content_digest,
+    content_digest_header,
+    match_digests,
+)
 from fedqueue.errors import SignatureError
 from fedqueue.signatures_rfc9421 import (
     DEFAULT_LABEL,
@@ -74,6 +78,7 @@ __all__ = [
     "sign_request",
     "sign_rfc9421",
     "sign_rfc9421_request",
+    "signature_field_parts",
     "signature_with_label",
     "verify_any",
     "verify_cavage",
@@ -248,15 +253,60 @@ def verify_cavage(
 
 
 def check_digest(value: str, body: bytes) -> None:
-    """Raise SignatureError unless the `Digest` (RFC 3230) value has a SHA-256 that matches `body`."""
+    """Raise SignatureError unless `Digest` (RFC 3230) has a SHA-256/SHA-512 and each matches `body`."""
+    digests: dict[str, bytes] = {}
     for entry in value.split(","):
-        algorithm, _, encoded = entry.strip().partition("=")
-        if algorithm.lower() == "sha-256":
-            expected = base64.b64encode(hashlib.sha256(body).digest()).decode()
-            if not hmac.compare_digest(expected, encoded.strip()):
-                raise SignatureError("Digest SHA-256 does not match the body")
-            return
-    raise SignatureError("Digest has no SHA-256 value")
+        algorithm, separator, encoded = entry.strip().partition("=")
+        if not separator:
+            continue
+        name, encoded = algorithm.strip().lower(), encoded.strip()
+        if name not in CONTENT_DIGEST_ALGORITHMS:
+            digests[name] = b""  # named in the refusal if nothing known is offered
+            continue
+        try:
+            digests[name] = base64.b64decode(encoded, validate=True)
+        except ValueError:
+            raise SignatureError(f"Digest {name} is not valid base64") from None
+        # Mastodon compares the text, so a non-canonical encoding of the right bytes is refused too.
+        if base64.b64encode(digests[name]).decode() != encoded:
+            raise SignatureError(f"Digest {name} is not canonical base64")
+    match_digests("Digest", digests, body)
+
+
+def _signature_members(value: str) -> list[str]:
+    """The comma-separated members of a Signature field, not splitting inside quoted strings."""
+    members: list[str] = []
+    start, quoted, escaped = 0, False, False
+    for position, char in enumerate(value):
+        if escaped:
+            escaped = False
+        elif quoted and char == "\\":
+            escaped = True
+        elif char == '"':
+            quoted = not quoted
+        elif char == "," and not quoted:
+            members.append(value[start:position].strip())
+            start = position + 1
+    members.append(value[start:].strip())
+    return [member for member in members if member]
+
+
+def signature_field_parts(headers: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """The Signature field as (its draft-cavage value, its RFC 9421 value); None where absent.
+
+    Without Signature-Input the whole field is draft-cavage. With it, a sender may still send
+    both kinds on two Signature lines, which arrive joined by ", ": members whose value is a
+    byte sequence (`sig1=:...:`) are RFC 9421, the others (`keyId="..."`, ...) draft-cavage.
+    """
+    lowered = lower_headers(headers)
+    value = lowered.get("signature")
+    if value is None or "signature-input" not in lowered:
+        return value, None
+    cavage: list[str] = []
+    rfc9421: list[str] = []
+    for member in _signature_members(value):
+        (rfc9421 if member.partition("=")[2].lstrip().startswith(":") else cavage).append(member)
+    return ",".join(cavage) or None, ", ".join(rfc9421) or None
 
 
 def sign_request(
@@ -297,15 +347,18 @@ def sign_request(
 def parse_request_signatures(headers: Mapping[str, str]) -> list[ParsedSignature]:
     """Every signature a request carries ([] if unsigned); SignatureError if one is malformed.
 
-    A Signature-Input header means RFC 9421 (as Mastodon decides); otherwise a Signature
-    header is draft-cavage.
+    A Signature-Input header means RFC 9421 (as Mastodon decides), in header order; a
+    draft-cavage Signature beside it (see `signature_field_parts`) comes after those.
     """
     lowered = lower_headers(headers)
+    cavage, rfc9421 = signature_field_parts(lowered)
+    parsed: list[ParsedSignature] = []
     if "signature-input" in lowered:
-        return list(parse_rfc9421_signatures(lowered))
-    if "signature" in lowered:
-        return [parse_cavage_signature(lowered["signature"])]
-    return []
+        without = {name: value for name, value in lowered.items() if name != "signature"}
+        parsed.extend(parse_rfc9421_signatures(without | ({"signature": rfc9421} if rfc9421 else {})))
+    if cavage is not None:
+        parsed.append(parse_cavage_signature(cavage))
+    return parsed
 
 
 def verify_parsed(

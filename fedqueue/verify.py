@@ -1,32 +1,41 @@
 """Inbound signature policy: what a signed request must cover, when, and whose key it is.
 
-The policy is scheme-neutral. A `SignatureScheme` turns a request into a `ParsedSignature`
-(key id, what it covers as `Coverage` roles, created/expires, and a closure that checks the
-cryptography against a public key). draft-cavage is the one scheme here; RFC 9421 plugs in by
-adding its own scheme to `SCHEMES` (detected by its `Signature-Input` header).
+The policy is scheme-neutral. A `SignatureScheme` turns a request into `ParsedSignature`s
+(key id, what each covers as `Coverage` roles, created/expires, and a closure that checks the
+cryptography against a public key). Two schemes are in `SCHEMES`: draft-cavage (a `Signature`
+header) and RFC 9421 (`Signature-Input` and `Signature`). A request may carry several
+signatures, of one scheme or both; it is accepted when any one of them passes every check.
 
 Everything but `verify_signature` is pure, with `now` passed in. `verify_signature` resolves
-the key through an injected resolver and, when a check fails, resolves it once more with
-`refresh=True` (the remote may have rotated its key) before giving up.
+keys through an injected resolver and, when no signature verifies, resolves each key that
+failed a check once more with `refresh=True` (the remote may have rotated it) before giving up.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from enum import Enum
 from typing import Protocol
+from urllib.parse import urlsplit
 
 from cryptography.hazmat.primitives.asymmetric.types import PublicKeyTypes
 
 from fedqueue import keys
 from fedqueue.errors import InvalidInput
-from fedqueue.signatures import SignatureError, parse_cavage_signature, verify_cavage
+from fedqueue.signatures import (
+    CavageSignature,
+    Rfc9421Signature,
+    SignatureError,
+    check_content_digest,
+    parse_cavage_signature,
+    parse_rfc9421_signatures,
+    signature_field_parts,
+    verify_parsed,
+)
+from fedqueue.signatures import check_digest as check_rfc3230_digest
 
 
 class Coverage(Enum):
@@ -54,12 +63,16 @@ class ParsedSignature:
     """One signature on a request, before any key is looked up."""
 
     scheme: str
+    #: Which signature this is, for messages: the scheme, and for RFC 9421 the label.
+    label: str
     key_id: str
     covers: frozenset[Coverage]
     created: int | None
     expires: int | None
     #: Raises SignatureError unless the signature verifies under the given key.
     check: Callable[[PublicKeyTypes], None]
+    #: The refusal when a role a POST needs is not covered, in the scheme's own terms.
+    must_cover: Mapping[Coverage, str]
 
 
 class SignatureScheme(Protocol):
@@ -68,8 +81,8 @@ class SignatureScheme(Protocol):
     def applies(self, headers: Mapping[str, str]) -> bool:
         """Whether this request carries a signature of this scheme."""
 
-    def parse(self, request: InboundRequest) -> ParsedSignature:
-        """The request's signature; SignatureError if it is malformed."""
+    def parse(self, request: InboundRequest) -> list[ParsedSignature]:
+        """The request's signatures of this scheme; SignatureError if they are malformed."""
 
 
 class KeyRecord(Protocol):
@@ -104,48 +117,144 @@ class TimeWindow:
     max_skew_s: float
 
 
-_CAVAGE_COVERAGE = {role.value: role for role in Coverage}
+_CAVAGE_ROLES = {role.value: role for role in Coverage}
+_CAVAGE_NAMES = {role: f"signed headers must include {role.value}" for role in Coverage}
+_RFC9421_NAMES = {
+    Coverage.TARGET: "@method and @target-uri (or @method, @authority, @path and @query)",
+    Coverage.HOST: "@target-uri or @authority",
+    Coverage.DIGEST: "content-digest",
+    Coverage.DATE: "date",
+    Coverage.CREATED: "the created parameter",
+}
 
 
 class CavageScheme:
-    """draft-cavage-http-signatures-12, as Mastodon sends it (rsa-sha256, hs2019 with RSA)."""
+    """draft-cavage-http-signatures-12, as Mastodon sends it (rsa-sha256, hs2019 with RSA or Ed25519)."""
 
     name = "draft-cavage"
 
     def applies(self, headers: Mapping[str, str]) -> bool:
-        return "signature" in headers and "signature-input" not in headers
+        return signature_field_parts(headers)[0] is not None
 
-    def parse(self, request: InboundRequest) -> ParsedSignature:
-        signature = parse_cavage_signature(request.headers["signature"])
-        covers = frozenset(_CAVAGE_COVERAGE[name] for name in signature.headers if name in _CAVAGE_COVERAGE)
-
-        def check(public_key: PublicKeyTypes) -> None:
-            verify_cavage(request.method, request.url, request.headers, signature, public_key)
-
-        return ParsedSignature(
-            scheme=self.name,
-            key_id=signature.key_id,
-            covers=covers,
-            created=signature.created,
-            expires=signature.expires,
-            check=check,
-        )
+    def parse(self, request: InboundRequest) -> list[ParsedSignature]:
+        value = signature_field_parts(request.headers)[0]
+        if value is None:
+            raise SignatureError("request has no draft-cavage Signature")
+        signature = parse_cavage_signature(value)
+        covers = frozenset(_CAVAGE_ROLES[name] for name in signature.headers if name in _CAVAGE_ROLES)
+        return [_neutral(self.name, signature.key_id, signature, covers, _CAVAGE_NAMES, request)]
 
 
-SCHEMES: tuple[SignatureScheme, ...] = (CavageScheme(),)
+class Rfc9421Scheme:
+    """RFC 9421 as Mastodon accepts it: `created` and `keyid` required, each label a candidate."""
+
+    name = "rfc9421"
+
+    def applies(self, headers: Mapping[str, str]) -> bool:
+        return "signature-input" in headers
+
+    def parse(self, request: InboundRequest) -> list[ParsedSignature]:
+        value = signature_field_parts(request.headers)[1]
+        headers = {name: text for name, text in request.headers.items() if name != "signature"}
+        if value is not None:
+            headers["signature"] = value
+        parsed: list[ParsedSignature] = []
+        for signature in parse_rfc9421_signatures(headers):
+            if signature.key_id is None:
+                raise SignatureError(f"signature {signature.label} has no keyid parameter")
+            if signature.created is None:
+                raise SignatureError(f"signature {signature.label} has no created parameter")
+            covers = rfc9421_coverage(signature.covered, request.url) | {Coverage.CREATED}
+            must_cover = {
+                role: f"signature {signature.label} must cover {text}"
+                for role, text in _RFC9421_NAMES.items()
+            }
+            neutral = _neutral(self.name, signature.key_id, signature, covers, must_cover, request)
+            parsed.append(neutral)
+        return parsed
+
+
+def rfc9421_coverage(covered: Sequence[str], url: str) -> frozenset[Coverage]:
+    """The roles a list of RFC 9421 components fills for a request to `url`."""
+    names = set(covered)
+    path_and_query = "@path" in names and ("@query" in names or not urlsplit(url).query)
+    roles: set[Coverage] = set()
+    if "@method" in names and ("@target-uri" in names or "@request-target" in names or path_and_query):
+        roles.add(Coverage.TARGET)
+    if "@target-uri" in names or "@authority" in names:
+        roles.add(Coverage.HOST)
+    if "content-digest" in names:
+        roles.add(Coverage.DIGEST)
+    if "date" in names:
+        roles.add(Coverage.DATE)
+    return frozenset(roles)
+
+
+def _neutral(
+    scheme: str,
+    key_id: str,
+    signature: CavageSignature | Rfc9421Signature,
+    covers: frozenset[Coverage],
+    must_cover: Mapping[Coverage, str],
+    request: InboundRequest,
+) -> ParsedSignature:
+    """The scheme-neutral view of one parsed signature; its check is `signatures.verify_parsed`."""
+
+    def check(public_key: PublicKeyTypes) -> None:
+        verify_parsed(signature, request.method, request.url, request.headers, request.body, public_key)
+
+    label = scheme if isinstance(signature, CavageSignature) else f"{scheme} {signature.label}"
+    return ParsedSignature(
+        scheme=scheme,
+        label=label,
+        key_id=key_id,
+        covers=covers,
+        created=signature.created,
+        expires=signature.expires,
+        check=check,
+        must_cover=must_cover,
+    )
+
+
+SCHEMES: tuple[SignatureScheme, ...] = (Rfc9421Scheme(), CavageScheme())
 
 #: What every signed POST must cover; one of DATE or CREATED is required besides.
 POST_REQUIRED = (Coverage.TARGET, Coverage.HOST, Coverage.DIGEST)
 
 
-def parse_signature(
+def _one_line(failures: Sequence[tuple[str, str]], default: str) -> SignatureError:
+    """One failure as it is; several as "no signature is acceptable: label: reason; ..."."""
+    if not failures:
+        return SignatureError(default)
+    if len(failures) == 1:
+        return SignatureError(failures[0][1])
+    return SignatureError(
+        "no signature is acceptable: " + "; ".join(f"{label}: {why}" for label, why in failures)
+    )
+
+
+def parse_signatures(
     request: InboundRequest, schemes: tuple[SignatureScheme, ...] = SCHEMES
-) -> ParsedSignature:
-    """The request's signature under the first scheme that applies; SignatureError if none."""
+) -> list[ParsedSignature]:
+    """Every signature on the request, under each scheme that applies; SignatureError if none parses."""
+    parsed, failures = _parse_all(request, schemes)
+    if not parsed:
+        raise _one_line(failures, "request is not signed (no Signature header)")
+    return parsed
+
+
+def _parse_all(
+    request: InboundRequest, schemes: tuple[SignatureScheme, ...]
+) -> tuple[list[ParsedSignature], list[tuple[str, str]]]:
+    parsed: list[ParsedSignature] = []
+    failures: list[tuple[str, str]] = []
     for scheme in schemes:
         if scheme.applies(request.headers):
-            return scheme.parse(request)
-    raise SignatureError("request is not signed (no Signature header)")
+            try:
+                parsed.extend(scheme.parse(request))
+            except SignatureError as exc:
+                failures.append((scheme.name, str(exc)))
+    return parsed, failures
 
 
 def check_coverage(parsed: ParsedSignature, method: str) -> None:
@@ -154,7 +263,7 @@ def check_coverage(parsed: ParsedSignature, method: str) -> None:
         return
     for role in POST_REQUIRED:
         if role not in parsed.covers:
-            raise SignatureError(f"signed headers must include {role.value}")
+            raise SignatureError(parsed.must_cover[role])
     if Coverage.DATE not in parsed.covers and Coverage.CREATED not in parsed.covers:
         raise SignatureError("signed headers must include date (or (created))")
 
@@ -190,47 +299,35 @@ def _http_date(value: str) -> datetime:
     return parsed
 
 
-_DIGEST_ALGORITHMS = {"sha-256": hashlib.sha256, "sha-512": hashlib.sha512}
-
-
 def check_digest(headers: Mapping[str, str], body: bytes) -> None:
     """Each digest header present (`Digest`, `Content-Digest`) must name the body's hash."""
     if "digest" in headers:
-        _match_digest("Digest", _digest_entries(headers["digest"], structured=False), body)
+        check_rfc3230_digest(headers["digest"], body)
     if "content-digest" in headers:
-        _match_digest("Content-Digest", _digest_entries(headers["content-digest"], structured=True), body)
+        check_content_digest(headers["content-digest"], body)
 
 
-def _digest_entries(value: str, *, structured: bool) -> dict[str, str]:
-    entries: dict[str, str] = {}
-    for part in value.split(","):
-        name, sep, encoded = part.strip().partition("=")
-        if not sep:
-            continue
-        encoded = encoded.strip()
-        if structured:
-            encoded = encoded.removeprefix(":").removesuffix(":")
-        entries[name.strip().lower()] = encoded
-    return entries
+def precheck(
+    request: InboundRequest, now: datetime, window: TimeWindow, schemes: tuple[SignatureScheme, ...] = SCHEMES
+) -> list[ParsedSignature]:
+    """The signatures that pass everything needing no key: coverage, time window, digest (pure).
 
-
-def _match_digest(label: str, entries: Mapping[str, str], body: bytes) -> None:
-    known = [name for name in entries if name in _DIGEST_ALGORITHMS]
-    if not known:
-        raise SignatureError(f"{label} header has no SHA-256 or SHA-512 digest")
-    for name in known:
-        expected = base64.b64encode(_DIGEST_ALGORITHMS[name](body).digest()).decode()
-        if not hmac.compare_digest(expected, entries[name]):
-            raise SignatureError(f"{label} does not match the body")
-
-
-def precheck(request: InboundRequest, now: datetime, window: TimeWindow) -> ParsedSignature:
-    """Everything that needs no key: parse, required coverage, time window, digest (pure)."""
-    parsed = parse_signature(request)
-    check_coverage(parsed, request.method)
-    check_time(parsed, request.headers, now, window)
+    SignatureError if none does: one signature's reason as it is, several's joined on one line.
+    """
+    parsed, failures = _parse_all(request, schemes)
+    candidates: list[ParsedSignature] = []
+    for signature in parsed:
+        try:
+            check_coverage(signature, request.method)
+            check_time(signature, request.headers, now, window)
+        except SignatureError as exc:
+            failures.append((signature.label, str(exc)))
+        else:
+            candidates.append(signature)
+    if not candidates:
+        raise _one_line(failures, "request is not signed (no Signature header)")
     check_digest(request.headers, request.body)
-    return parsed
+    return candidates
 
 
 def _check_with(parsed: ParsedSignature, key: KeyRecord) -> None:
@@ -241,15 +338,62 @@ def _check_with(parsed: ParsedSignature, key: KeyRecord) -> None:
     parsed.check(public_key)
 
 
-async def verify_signature(parsed: ParsedSignature, resolve: KeyResolver) -> Verdict:
-    """Check the signature with its key; on failure re-fetch the key once (rotation), then give up."""
-    key = await resolve(parsed.key_id, False)
+async def verify_signature(
+    candidates: Sequence[ParsedSignature], resolve: KeyResolver, actor_uri: str
+) -> Verdict:
+    """The first signature that verifies under its key and whose key `actor_uri` owns.
+
+    Each key id is resolved once from the cache. Only when no signature passes is each key
+    that resolved but failed a check fetched once more (rotation) and its signatures tried
+    again; a failing first signature never costs a re-fetch when a later one verifies.
+    """
+    failures: dict[str, str] = {}
+    keys_by_id: dict[str, KeyRecord] = {}
+    stale: dict[str, None] = {}  # an ordered set: key ids worth one re-fetch
+    for parsed in candidates:
+        if parsed.key_id not in keys_by_id:
+            try:
+                keys_by_id[parsed.key_id] = await resolve(parsed.key_id, False)
+            except SignatureError as exc:
+                failures[parsed.label] = str(exc)
+                continue
+        verdict = _attempt(parsed, keys_by_id[parsed.key_id], actor_uri, failures, stale)
+        if verdict is not None:
+            return verdict
+    for key_id in stale:
+        try:
+            key = await resolve(key_id, True)
+        except SignatureError as exc:
+            failures.update((parsed.label, str(exc)) for parsed in candidates if parsed.key_id == key_id)
+            continue
+        for parsed in candidates:
+            if parsed.key_id == key_id:
+                verdict = _attempt(parsed, key, actor_uri, failures, {})
+                if verdict is not None:
+                    return verdict
+    raise _one_line(list(failures.items()), "request is not signed (no Signature header)")
+
+
+def _attempt(
+    parsed: ParsedSignature,
+    key: KeyRecord,
+    actor_uri: str,
+    failures: dict[str, str],
+    stale: dict[str, None],
+) -> Verdict | None:
     try:
         _check_with(parsed, key)
-    except SignatureError:
-        key = await resolve(parsed.key_id, True)
-        _check_with(parsed, key)
-    return Verdict(key_id=parsed.key_id, owner=key.owner, scheme=parsed.scheme)
+    except SignatureError as exc:
+        failures[parsed.label] = str(exc)
+        stale[parsed.key_id] = None
+        return None
+    verdict = Verdict(key_id=parsed.key_id, owner=key.owner, scheme=parsed.scheme)
+    try:
+        check_owner(verdict, actor_uri)
+    except SignatureError as exc:
+        failures[parsed.label] = str(exc)
+        return None
+    return verdict
 
 
 def check_owner(verdict: Verdict, actor_uri: str) -> None:

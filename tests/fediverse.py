@@ -11,15 +11,25 @@ from typing import Any
 
 import httpx
 import pytest
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
 from starlette.applications import Starlette
 
 from fedqueue import keys
+from fedqueue import structured_fields as sf
+from fedqueue.content_digest import content_digest_header
 from fedqueue.net import HttpClient, SigningIdentity, http_date, signed_headers
 from fedqueue.remote import RemoteDirectory
 from fedqueue.settings import Settings
-from fedqueue.signatures import cavage_signing_string, sha256_digest_header
+from fedqueue.signatures import (
+    RFC9421_POST_COMPONENTS,
+    Rfc9421Algorithm,
+    cavage_signing_string,
+    rfc9421_signature_base,
+    sha256_digest_header,
+    sign_request,
+    sign_rfc9421,
+)
 from fedqueue.storage import Store
 from fedqueue.storage.types import utcnow
 from fedqueue.web.app import create_app
@@ -28,6 +38,20 @@ from tests.loopback import LoopbackServer
 
 LOCAL = "http://127.0.0.1:8000"
 AS_PUBLIC = "https://www.w3.org/ns/activitystreams#Public"
+#: What a POST to the local inbox carries besides its signature.
+POST_HEADERS = {"Host": "127.0.0.1:8000", "Content-Type": "application/activity+json"}
+
+
+def ed25519_key_pair() -> keys.KeyPair:
+    """An Ed25519 key pair as PKCS#8 / SubjectPublicKeyInfo PEM, as an actor document would publish it."""
+    key = ed25519.Ed25519PrivateKey.generate()
+    private_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    public_pem = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return keys.KeyPair(private_pem=private_pem, public_pem=public_pem.decode())
 
 
 @dataclass
@@ -103,6 +127,56 @@ class RemoteActor:
             content_type=content_type,
         )
         return headers, body
+
+    def rfc9421_signed(
+        self, path: str, doc: dict[str, Any], *, now: datetime | None = None
+    ) -> tuple[dict[str, str], bytes]:
+        """fedqueue's own RFC 9421 signer (`sign_request("rfc9421")`): Content-Digest and the signature."""
+        body = json.dumps(doc).encode()
+        private = keys.load_private_key(self.pair.private_pem)
+        added = sign_request(
+            "rfc9421", "POST", f"{LOCAL}{path}", POST_HEADERS, body, private, self.key_id, now or utcnow()
+        )
+        return POST_HEADERS | added, body
+
+    def rfc9421_custom(
+        self,
+        path: str,
+        doc: dict[str, Any],
+        *,
+        components: tuple[str, ...] = RFC9421_POST_COMPONENTS,
+        created: datetime | None = None,
+        alg: Rfc9421Algorithm | None = None,
+        expires: datetime | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[dict[str, str], bytes]:
+        """An RFC 9421 POST signed over exactly `components`, with these parameters."""
+        body = json.dumps(doc).encode()
+        sent = POST_HEADERS | (headers or {}) | {"Content-Digest": content_digest_header(body)}
+        private = keys.load_private_key(self.pair.private_pem)
+        created_s = int((created or utcnow()).timestamp())
+        expires_s = int(expires.timestamp()) if expires is not None else None
+        url = f"{LOCAL}{path}"
+        added = sign_rfc9421(
+            "POST", url, sent, private, self.key_id, components, created_s, alg=alg, expires=expires_s
+        )
+        return sent | added, body
+
+    def rfc9421_without_created(self, path: str, doc: dict[str, Any]) -> tuple[dict[str, str], bytes]:
+        """A validly signed RFC 9421 POST without `created` (which fedqueue's signer always sets)."""
+        body = json.dumps(doc).encode()
+        sent = POST_HEADERS | {"Content-Digest": content_digest_header(body)}
+        signature_input = sf.InnerList(
+            tuple(sf.Item(name) for name in RFC9421_POST_COMPONENTS), (("keyid", self.key_id),)
+        )
+        base = rfc9421_signature_base("POST", f"{LOCAL}{path}", sent, signature_input)
+        private = keys.load_private_key(self.pair.private_pem)
+        assert isinstance(private, rsa.RSAPrivateKey)
+        raw = private.sign(base, padding.PKCS1v15(), hashes.SHA256())
+        return sent | {
+            "Signature-Input": f"sig1={sf.serialize_inner_list(signature_input)}",
+            "Signature": f"sig1={sf.serialize_bare_item(raw)}",
+        }, body
 
     def mastodon_signed(self, path: str, doc: dict[str, Any]) -> tuple[dict[str, str], bytes]:
         """Exactly as Mastodon's Request#sign! builds it (app/lib/request.rb)."""

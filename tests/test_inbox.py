@@ -122,8 +122,8 @@ def _wrong_digest(signed: tuple[dict[str, str], bytes]) -> tuple[dict[str, str],
             "signed headers must include digest",
         ),
         (_replace_in_signature("host date", "host date x-missing"), "'x-missing' is missing"),
-        (_change_body, "Digest does not match the body"),
-        (_wrong_digest, "Digest does not match the body"),
+        (_change_body, "Digest sha-256 does not match the body"),
+        (_wrong_digest, "Digest sha-256 does not match the body"),
     ],
 )
 async def test_a_tampered_request_is_refused_with_a_one_line_reason(

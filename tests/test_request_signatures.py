@@ -69,7 +69,7 @@ def test_a_cavage_get_signs_request_target_host_and_date_and_keeps_a_given_date(
 def test_a_tampered_body_fails_the_cavage_digest_check(rsa_key: rsa.RSAPrivateKey) -> None:
     headers = _post("cavage", rsa_key)
     [parsed] = parse_request_signatures(headers)
-    with pytest.raises(SignatureError, match="Digest SHA-256 does not match the body"):
+    with pytest.raises(SignatureError, match="Digest sha-256 does not match the body"):
         verify_parsed(parsed, "POST", URL, headers, b"{}", rsa_key.public_key())
 
 
@@ -135,12 +135,27 @@ def test_an_unsigned_request_has_no_signatures() -> None:
     assert parse_request_signatures({"Content-Type": "application/json"}) == []
 
 
-def test_signature_input_decides_rfc9421_even_beside_a_cavage_signature_header(
+def test_signature_input_without_its_signature_beside_a_cavage_signature_header_is_refused(
     rsa_key: rsa.RSAPrivateKey,
 ) -> None:
     headers = _post("cavage", rsa_key) | {"Signature-Input": 'sig1=("@method")'}
-    with pytest.raises(SignatureError, match="Signature is malformed"):
+    with pytest.raises(SignatureError, match="needs both Signature-Input and Signature"):
         parse_request_signatures(headers)
+
+
+def test_both_kinds_on_two_signature_lines_are_parsed_rfc9421_first(rsa_key: rsa.RSAPrivateKey) -> None:
+    cavage = _post("cavage", rsa_key)
+    rfc9421 = _post("rfc9421", rsa_key)
+    # Two Signature lines arrive joined by ", ", in either order.
+    for joined in (
+        f"{cavage['Signature']}, {rfc9421['Signature']}",
+        f"{rfc9421['Signature']}, {cavage['Signature']}",
+    ):
+        headers = cavage | rfc9421 | {"Signature": joined}
+        first, second = parse_request_signatures(headers)
+        assert (first.scheme, second.scheme) == ("rfc9421", "cavage")
+        verify_parsed(first, "POST", URL, headers, BODY, rsa_key.public_key())
+        verify_parsed(second, "POST", URL, headers, BODY, rsa_key.public_key())
 
 
 def test_verify_any_returns_the_signature_that_verifies(rsa_key: rsa.RSAPrivateKey) -> None:

@@ -1,24 +1,28 @@
-"""The inbound signature policy, pure: spec test vectors, coverage, time window, digest, key re-fetch."""
+"""The inbound signature policy, pure: spec test vectors, both schemes, coverage, time, digest, re-fetch."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
 from fedqueue import keys
-from fedqueue.signatures import SignatureError
+from fedqueue.signatures import SignatureError, sign_request
 from fedqueue.verify import (
+    Coverage,
     InboundRequest,
     KeyRecord,
     TimeWindow,
     Verdict,
     check_digest,
     check_owner,
-    parse_signature,
+    parse_signatures,
     precheck,
+    rfc9421_coverage,
     verify_signature,
 )
 
@@ -112,7 +116,7 @@ def test_the_spec_test_key_pair_is_what_the_spec_publishes() -> None:
 async def test_the_spec_all_headers_test_is_accepted() -> None:
     resolver = Resolver(SPEC_PUBLIC_KEY)
     parsed = precheck(spec_request(SPEC_ALL_HEADERS), SPEC_NOW, WINDOW)
-    verdict = await verify_signature(parsed, resolver)
+    verdict = await verify_signature(parsed, resolver, resolver.owner)
     assert verdict == Verdict(key_id="Test", owner=resolver.owner, scheme="draft-cavage")
     assert resolver.calls == [False]
 
@@ -120,8 +124,9 @@ async def test_the_spec_all_headers_test_is_accepted() -> None:
 @pytest.mark.parametrize("signature", [SPEC_DEFAULT, SPEC_BASIC])
 async def test_the_spec_default_and_basic_tests_verify_but_are_refused_for_a_post(signature: str) -> None:
     # Cryptographically valid ...
-    parsed = parse_signature(spec_request(signature))
-    assert (await verify_signature(parsed, Resolver(SPEC_PUBLIC_KEY))).key_id == "Test"
+    parsed = parse_signatures(spec_request(signature))
+    resolver = Resolver(SPEC_PUBLIC_KEY)
+    assert (await verify_signature(parsed, resolver, resolver.owner)).key_id == "Test"
     # ... but they do not sign the digest (Default: not even the target), so an inbox refuses them.
     with pytest.raises(SignatureError, match="signed headers must include"):
         precheck(spec_request(signature), SPEC_NOW, WINDOW)
@@ -147,10 +152,15 @@ def test_a_date_at_the_edges_of_the_window_is_accepted() -> None:
 @pytest.mark.parametrize(
     ("headers", "reason"),
     [
-        ({"digest": "SHA-256=X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPF="}, "Digest does not match"),
-        ({"digest": "MD5=abc"}, "no SHA-256"),
+        ({"digest": "SHA-256=Y48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE="}, "Digest sha-256 does not match"),
+        ({"digest": "SHA-256=X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPF="}, "not canonical base64"),
+        (
+            {"digest": "SHA-256=X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=, SHA-512=AAAA"},
+            "sha-512 does not",
+        ),
+        ({"digest": "MD5=abc"}, "Digest offers no supported algorithm"),
         ({"content-digest": "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:"}, None),
-        ({"content-digest": "sha-256=:AAAA:"}, "Content-Digest does not match"),
+        ({"content-digest": "sha-256=:AAAA:"}, "Content-Digest sha-256 does not match"),
     ],
 )
 def test_a_digest_is_checked_against_the_body(headers: dict[str, str], reason: str | None) -> None:
@@ -170,7 +180,7 @@ async def test_a_failing_check_refetches_the_key_once_and_accepts_a_rotated_key(
     stale = keys.generate_key_pair().public_pem  # what the cache still holds
     resolver = Resolver(stale, SPEC_PUBLIC_KEY)
     parsed = precheck(spec_request(SPEC_ALL_HEADERS), SPEC_NOW, WINDOW)
-    assert (await verify_signature(parsed, resolver)).key_id == "Test"
+    assert (await verify_signature(parsed, resolver, resolver.owner)).key_id == "Test"
     assert resolver.calls == [False, True]
 
 
@@ -178,7 +188,7 @@ async def test_a_bad_signature_is_refused_after_exactly_one_refetch() -> None:
     resolver = Resolver(SPEC_PUBLIC_KEY)
     parsed = precheck(spec_request(SPEC_ALL_HEADERS, host="evil.example"), SPEC_NOW, WINDOW)
     with pytest.raises(SignatureError, match="does not verify"):
-        await verify_signature(parsed, resolver)
+        await verify_signature(parsed, resolver, resolver.owner)
     assert resolver.calls == [False, True]
 
 
@@ -187,3 +197,84 @@ def test_the_key_owner_must_be_the_activitys_actor() -> None:
     check_owner(verdict, "https://a.example/users/x")
     with pytest.raises(SignatureError, match="not to the activity's actor"):
         check_owner(verdict, "https://a.example/users/admin")
+
+
+@pytest.mark.parametrize(
+    ("covered", "url", "roles"),
+    [
+        (("@method", "@target-uri"), "https://a.example/inbox", {Coverage.TARGET, Coverage.HOST}),
+        (("@method", "@authority", "@path"), "https://a.example/inbox", {Coverage.TARGET, Coverage.HOST}),
+        (("@method", "@authority", "@path"), "https://a.example/inbox?x=1", {Coverage.HOST}),
+        (
+            ("@method", "@authority", "@path", "@query"),
+            "https://a.example/inbox?x=1",
+            {Coverage.TARGET, Coverage.HOST},
+        ),
+        (
+            ("@target-uri", "content-digest", "date"),
+            "https://a.example/i",
+            {Coverage.HOST, Coverage.DIGEST, Coverage.DATE},
+        ),
+        (("@method", "@path"), "https://a.example/inbox", {Coverage.TARGET}),
+    ],
+)
+def test_rfc9421_components_fill_the_roles_a_post_needs(
+    covered: tuple[str, ...], url: str, roles: set[Coverage]
+) -> None:
+    assert rfc9421_coverage(covered, url) == roles
+
+
+RFC_URL = "https://example.com/inbox"
+
+
+def rfc9421_request(
+    key: PrivateKeyTypes, key_id: str | None = "Test", created: bool = True
+) -> InboundRequest:
+    headers = {"host": "example.com", "content-type": "application/activity+json"}
+    added = sign_request("rfc9421", "POST", RFC_URL, headers, SPEC_BODY, key, key_id or "", SPEC_NOW)
+    signed = headers | {name.lower(): value for name, value in added.items()}
+    if key_id is None:
+        signed["signature-input"] = signed["signature-input"].replace(';keyid=""', "")
+    if not created:
+        signed["signature-input"] = re.sub(r";created=\d+", "", signed["signature-input"])
+    return InboundRequest("POST", RFC_URL, signed, SPEC_BODY)
+
+
+SPEC_KEY = serialization.load_pem_private_key(SPEC_PRIVATE_KEY.encode(), None)
+
+
+async def test_an_rfc9421_request_passes_the_same_policy_and_names_its_scheme() -> None:
+    resolver = Resolver(SPEC_PUBLIC_KEY)
+    candidates = precheck(rfc9421_request(SPEC_KEY), SPEC_NOW, WINDOW)
+    assert [parsed.label for parsed in candidates] == ["rfc9421 sig1"]
+    verdict = await verify_signature(candidates, resolver, resolver.owner)
+    assert verdict == Verdict(key_id="Test", owner=resolver.owner, scheme="rfc9421")
+
+
+@pytest.mark.parametrize(
+    ("request_", "reason"),
+    [
+        (rfc9421_request(SPEC_KEY, key_id=None), "signature sig1 has no keyid parameter"),
+        (rfc9421_request(SPEC_KEY, created=False), "signature sig1 has no created parameter"),
+    ],
+)
+def test_an_rfc9421_signature_needs_keyid_and_created_as_mastodon_requires(
+    request_: InboundRequest, reason: str
+) -> None:
+    with pytest.raises(SignatureError, match=reason):
+        precheck(request_, SPEC_NOW, WINDOW)
+
+
+async def test_each_key_is_refetched_at_most_once_and_only_when_no_signature_verifies() -> None:
+    fresh = keys.generate_key_pair().public_pem
+    calls: list[tuple[str, bool]] = []
+
+    async def resolve(key_id: str, refresh: bool) -> KeyRecord:
+        calls.append((key_id, refresh))
+        return Key(key_id, "https://example.com/users/test", fresh)
+
+    cavage = parse_signatures(spec_request(SPEC_ALL_HEADERS))
+    rfc = parse_signatures(rfc9421_request(SPEC_KEY, key_id="Other"))
+    with pytest.raises(SignatureError, match=r"no signature is acceptable: draft-cavage: .*; rfc9421 sig1: "):
+        await verify_signature([*cavage, *rfc, *cavage], resolve, "https://example.com/users/test")
+    assert calls == [("Test", False), ("Other", False), ("Test", True), ("Other", True)]

@@ -31,7 +31,6 @@ from fedqueue.verify import (
     KeyRecord,
     KeyResolver,
     TimeWindow,
-    check_owner,
     precheck,
     verify_signature,
 )
@@ -110,20 +109,19 @@ async def receive(request: Request) -> Response:
     if signed.headers.get("host", "").lower() != settings.host.lower():
         raise Unauthorized(f"request is for host {signed.headers.get('host', '')[:100]!r}, not this server")
     window = TimeWindow(settings.signature_max_age_seconds, settings.signature_max_skew_seconds)
-    parsed = precheck(signed, utcnow(), window)
+    candidates = precheck(signed, utcnow(), window)
     activity = parse_activity(
         body, max_depth=settings.inbox_max_json_depth, anonymous_seed=signed.headers["signature"]
     )
-    for host in sorted({host_of(activity.actor), host_of(parsed.key_id)}):
+    # Any signature's key on a blocked host refuses the request: no fetch goes to such a host.
+    for host in sorted({host_of(activity.actor)} | {host_of(parsed.key_id) for parsed in candidates}):
         if await store.inbox.host_is_blocked(host):
             raise Forbidden(f"host {host} is blocked here")
     recipients = _recipients(activity, urls, name, local_names)
     signer_name = name or (min(recipients) if recipients else None)
     directory = directory_of(request)
-    verdict = await verify_signature(
-        parsed, key_resolver(directory, await fetch_signer(store, urls, signer_name))
-    )
-    check_owner(verdict, activity.actor)
+    resolve = key_resolver(directory, await fetch_signer(store, urls, signer_name))
+    verdict = await verify_signature(candidates, resolve, activity.actor)
     effects = effects_for(
         activity,
         urls,
