@@ -34,10 +34,12 @@ def _run(connection: Connection) -> None:
 
 async def _run_async() -> None:
     database = Database.open(_url())
-    async with database.engine.connect() as connection:
-        await connection.run_sync(_run)
-        await connection.commit()
-    await database.dispose()
+    try:
+        async with database.engine.connect() as connection:
+            await connection.run_sync(_run)
+            await connection.commit()
+    finally:
+        await database.dispose()
 
 
 if context.is_offline_mode():

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Table, event, text
+from sqlalchemy import Table, event, make_url, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
@@ -33,6 +34,7 @@ class Database:
         """Create the engine; SQLite gets WAL, a busy timeout and enforced foreign keys."""
         try:
             if url.startswith("sqlite"):
+                _check_sqlite_directory(url)
                 engine = create_async_engine(url, connect_args={"timeout": 30})
                 event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
             else:
@@ -88,6 +90,19 @@ class Database:
         """
         if self.is_postgres:
             await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock_key})
+
+
+def _check_sqlite_directory(url: str) -> None:
+    """Refuse a SQLite file in a missing directory up front, with the path in the message.
+
+    Left to the driver, the failed open surfaces from aiosqlite's thread after the event loop
+    has closed, as a traceback instead of a message.
+    """
+    database = make_url(url).database
+    if database and database != ":memory:" and not database.startswith("file:"):
+        directory = Path(database).expanduser().resolve().parent
+        if not directory.is_dir():
+            raise SettingsError(f"FEDQUEUE_DATABASE_URL: directory {directory} does not exist")
 
 
 def _sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
