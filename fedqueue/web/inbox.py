@@ -20,6 +20,7 @@ from starlette.routing import Route
 from fedqueue.errors import Forbidden, InvalidInput, NotFound, TooLarge, Unauthorized
 from fedqueue.follows import FollowerInboxes, effects_for
 from fedqueue.inbound import Activity, check_media_type, named_local_actors, parse_activity
+from fedqueue.inbound_health import heard_from
 from fedqueue.net import FetchError, SigningIdentity, host_of
 from fedqueue.remote import RemoteDirectory
 from fedqueue.signatures import SignatureError
@@ -124,6 +125,7 @@ async def receive(request: Request) -> Response:
         parsed, key_resolver(directory, await fetch_signer(store, urls, signer_name))
     )
     check_owner(verdict, activity.actor)
+    await heard_from(store, directory, activity.actor, verdict.key_id, utcnow())
     effects = effects_for(
         activity,
         urls,
