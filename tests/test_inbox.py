@@ -260,7 +260,7 @@ async def test_a_request_signed_for_another_host_is_refused(
     ("path", "body", "content_type", "status", "reason"),
     [
         ("/actors/nobody/inbox", b"{}", "application/activity+json", 404, "no local actor named 'nobody'"),
-        ("/actors/alice/inbox", b"x" * (1024 * 1024 + 1), "application/activity+json", 413, "byte limit"),
+        ("/actors/alice/inbox", b"x" * (1024 * 1024 + 1), "application/activity+json", 413, "byte cap"),
         ("/actors/alice/inbox", b"{}", "application/json", 415, "unsupported Content-Type"),
         ("/actors/alice/inbox", b"{}", "text/html", 415, "unsupported Content-Type"),
         ("/actors/alice/inbox", b"{}", "application/ld+json", 415, "ActivityStreams profile"),

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fedqueue.errors import Forbidden, InvalidInput, NotFound, TooLarge, Unauthorized
+from fedqueue.errors import Forbidden, InvalidInput, NotFound, Unauthorized
 from fedqueue.follows import FollowerInboxes, effects_for
 from fedqueue.inbound import Activity, check_media_type, named_local_actors, parse_activity
 from fedqueue.inbound_health import heard_from
@@ -36,6 +36,7 @@ from fedqueue.verify import (
     precheck,
     verify_signature,
 )
+from fedqueue.web.incoming import bearer_token, read_body
 from fedqueue.web.responses import JSONResponse, settings_of, store_of, urls_of
 
 log = logging.getLogger("fedqueue.inbox")
@@ -50,21 +51,6 @@ MAX_NAMED_RECIPIENTS = 100
 def directory_of(request: Request) -> RemoteDirectory:
     directory: RemoteDirectory = request.app.state.directory
     return directory
-
-
-async def read_body(request: Request, cap: int) -> bytes:
-    """The request body, or TooLarge (413) as soon as it passes `cap` bytes."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > cap:
-        raise TooLarge(f"body of {declared} bytes is over the {cap}-byte limit")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > cap:
-            raise TooLarge(f"body is over the {cap}-byte limit")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def inbound_request(request: Request, base_url: str, body: bytes) -> InboundRequest:
@@ -116,7 +102,7 @@ async def receive(request: Request) -> Response:
         body, max_depth=settings.inbox_max_json_depth, anonymous_seed=signed.headers["signature"]
     )
     for host in sorted({host_of(activity.actor), host_of(parsed.key_id)}):
-        if await store.inbox.host_is_blocked(host):
+        if await store.admin.is_blocked(host):
             raise Forbidden(f"host {host} is blocked here")
     recipients = _recipients(activity, urls, name, local_names)
     signer_name = name or (min(recipients) if recipients else None)
@@ -190,13 +176,6 @@ async def _follower_inboxes(directory: RemoteDirectory, activity: Activity) -> F
     return FollowerInboxes(inbox=actor.inbox, shared_inbox=actor.shared_inbox)
 
 
-def _bearer(request: Request) -> str:
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise Unauthorized("missing bearer token")
-    return token.strip()
-
-
 def _int_param(request: Request, name: str, default: int | None) -> int | None:
     raw = request.query_params.get(name)
     if raw is None or raw == "":
@@ -210,7 +189,7 @@ async def pull(request: Request) -> Response:
     """GET /actors/{name}/inbox?consumer=&cursor=&limit= with the actor's bearer token."""
     settings, store = settings_of(request), store_of(request)
     name = check_actor_name(request.path_params["name"])
-    if not await store.actors.token_is_valid(name, _bearer(request)):
+    if not await store.actors.token_is_valid(name, bearer_token(request)):
         raise Unauthorized("wrong bearer token for this actor")
     consumer = request.query_params.get("consumer") or DEFAULT_CONSUMER
     if not CONSUMER_NAME.fullmatch(consumer):

@@ -8,32 +8,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fedqueue.errors import Duplicate, TooLarge, Unauthorized
+from fedqueue.errors import Duplicate, Unauthorized
 from fedqueue.outbox import dumps, normalize, parse_activity
 from fedqueue.storage import check_actor_name
+from fedqueue.web.incoming import bearer_token, read_body
 from fedqueue.web.responses import JSONResponse, settings_of, store_of, urls_of
-
-
-def bearer_token(request: Request) -> str:
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise Unauthorized("missing bearer token")
-    return token.strip()
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, or TooLarge as soon as it passes `limit` bytes."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise TooLarge(f"body over the {limit}-byte cap")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise TooLarge(f"body over the {limit}-byte cap")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 async def post_outbox(request: Request) -> Response:
