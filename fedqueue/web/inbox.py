@@ -17,14 +17,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fedqueue.errors import Forbidden, InvalidInput, NotFound, Unauthorized
+from fedqueue.errors import Forbidden, InvalidInput, NotFound, TooLarge, Unauthorized
 from fedqueue.follows import FollowerInboxes, effects_for
-from fedqueue.inbound import Activity, check_media_type, named_local_actors, parse_activity
+from fedqueue.inbound import (
+    Activity,
+    UnsupportedMediaType,
+    check_media_type,
+    named_local_actors,
+    parse_activity,
+)
 from fedqueue.inbound_health import heard_from
+from fedqueue.metrics import Metrics
 from fedqueue.net import FetchError, SigningIdentity, host_of
 from fedqueue.remote import RemoteDirectory
 from fedqueue.signatures import SignatureError
-from fedqueue.storage import NewInbound, Store, check_actor_name
+from fedqueue.storage import NewInbound, StorageUnavailable, Store, check_actor_name
 from fedqueue.storage.types import utcnow
 from fedqueue.urls import Urls
 from fedqueue.verify import (
@@ -85,7 +92,42 @@ async def fetch_signer(store: Store, urls: Urls, name: str | None) -> SigningIde
     return SigningIdentity(urls.key_id(name), await store.actors.signing_key(name))
 
 
+#: Label of each refusal in `fedqueue_inbox_requests_total{reason}`: status class and a slug,
+#: never the error text (label values must stay few). The first class in an error's MRO decides.
+_REFUSAL_REASONS: dict[type[Exception], str] = {
+    NotFound: "404_unknown_actor",
+    TooLarge: "413_too_large",
+    UnsupportedMediaType: "415_media_type",
+    SignatureError: "401_signature",
+    Unauthorized: "401_unauthorized",
+    Forbidden: "403_blocked",
+    InvalidInput: "400_malformed",
+    StorageUnavailable: "503_unavailable",
+}
+
+
+def refusal_reason(error: Exception) -> str:
+    """The metrics label for why an inbox POST was refused."""
+    for cls in type(error).__mro__:
+        if cls in _REFUSAL_REASONS:
+            return _REFUSAL_REASONS[cls]
+    return "500_error"
+
+
 async def receive(request: Request) -> Response:
+    """POST /actors/{name}/inbox and /inbox; every answer is counted in the inbox metrics."""
+    metrics: Metrics = request.app.state.metrics
+    try:
+        stored = await _receive(request)
+    except Exception as exc:
+        metrics.inbox_result(False, refusal_reason(exc))
+        raise
+    metrics.inbox_result(True, "new" if stored else "duplicate")
+    return JSONResponse({"status": "accepted" if stored else "duplicate"}, status_code=202)
+
+
+async def _receive(request: Request) -> bool:
+    """Verify and store one inbound activity; True if new, False if a duplicate."""
     settings, store, urls = settings_of(request), store_of(request), urls_of(request)
     name = request.path_params.get("name")
     local_names = set(await store.actors.names())
@@ -133,7 +175,7 @@ async def receive(request: Request) -> Response:
     log.info(
         "inbox %s %s from %s (%s)", activity.type, activity.id, activity.actor, "new" if stored else "dup"
     )
-    return JSONResponse({"status": "accepted" if stored else "duplicate"}, status_code=202)
+    return stored
 
 
 def _recipients(activity: Activity, urls: Urls, name: str | None, local_names: set[str]) -> set[str]:
