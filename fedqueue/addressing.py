@@ -74,3 +74,8 @@ def choose_inboxes(choices: Sequence[InboxChoice]) -> list[str]:
         shared = choice.shared_inbox
         chosen.setdefault(shared if shared and sharing[shared] >= 2 else choice.inbox, None)
     return list(chosen)
+
+
+def is_public(activity: dict[str, Any]) -> bool:
+    """Whether `activity` is addressed to the public collection (in to, cc or audience)."""
+    return any(uri in PUBLIC_FORMS for name in ("to", "cc", "audience") for uri in _uris(activity.get(name)))

@@ -181,6 +181,8 @@ class RemoteDirectory:
                 expires_at=now + ACTOR_TTL,
             )
         )
+        # The actor answered: inboxes of it that once answered 410 Gone are worth trying again.
+        await self._store.audience.forget_gone(filter(None, (actor.inbox, actor.shared_inbox)))
 
     async def _remember_failure(self, uri: str, reason: str, now: datetime) -> None:
         await self._store.remote_actors.put(

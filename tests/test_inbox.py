@@ -260,7 +260,7 @@ async def test_a_request_signed_for_another_host_is_refused(
     ("path", "body", "content_type", "status", "reason"),
     [
         ("/actors/nobody/inbox", b"{}", "application/activity+json", 404, "no local actor named 'nobody'"),
-        ("/actors/alice/inbox", b"x" * (1024 * 1024 + 1), "application/activity+json", 413, "byte limit"),
+        ("/actors/alice/inbox", b"x" * (1024 * 1024 + 1), "application/activity+json", 413, "byte cap"),
         ("/actors/alice/inbox", b"{}", "application/json", 415, "unsupported Content-Type"),
         ("/actors/alice/inbox", b"{}", "text/html", 415, "unsupported Content-Type"),
         ("/actors/alice/inbox", b"{}", "application/ld+json", 415, "ActivityStreams profile"),
@@ -327,3 +327,37 @@ async def test_a_blocked_host_is_refused_with_403_before_any_key_fetch(
         client, "/actors/alice/inbox", bob.signed("/actors/alice/inbox", bob.note_to("alice"))
     )
     assert response.status_code == 202
+
+
+async def test_metrics_count_every_inbox_post_by_result_and_a_short_reason(
+    client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer
+) -> None:
+    await store.actors.create("alice")
+    activity = bob.note_to("alice")
+    path = "/actors/alice/inbox"
+    await post(client, path, bob.signed(path, activity))
+    await post(client, path, bob.signed(path, activity))  # a duplicate
+    await client.post(path, content=b"{}", headers={"content-type": "application/activity+json"})
+    await client.post(path, content=b"{}", headers={"content-type": "text/plain"})
+    await post(client, "/actors/nobody/inbox", bob.signed("/actors/nobody/inbox", activity))
+    mallory = RemoteActor(remote, name="mallory").publish()
+    forged = bob.note_to("alice")
+    await post(client, path, mallory.signed(path, {**forged, "id": f"{mallory.uri}/x"}, key_id=bob.key_id))
+    async with store.database.transaction() as conn:
+        await conn.execute(_hosts.insert().values(host=f"127.0.0.1:{remote.port}", blocked=True))
+    await post(client, path, bob.signed(path, bob.note_to("alice")))
+
+    text = (await client.get("/metrics")).text
+    counted = {
+        line.split(" ")[0]: line.split(" ")[1]
+        for line in text.splitlines()
+        if line.startswith("fedqueue_inbox_requests_total{")
+    }
+    assert counted == {
+        'fedqueue_inbox_requests_total{result="accepted",reason="new"}': "1",
+        'fedqueue_inbox_requests_total{result="accepted",reason="duplicate"}': "1",
+        'fedqueue_inbox_requests_total{result="refused",reason="401_signature"}': "2",  # unsigned, forged
+        'fedqueue_inbox_requests_total{result="refused",reason="415_media_type"}': "1",
+        'fedqueue_inbox_requests_total{result="refused",reason="404_unknown_actor"}': "1",
+        'fedqueue_inbox_requests_total{result="refused",reason="403_blocked"}': "1",
+    }

@@ -15,6 +15,7 @@ from fedqueue.storage.followers import Follower, FollowerStore
 from fedqueue.storage.hosts import HostStore
 from fedqueue.storage.inbox import InboxEntry, InboxStore, NewInbound, Pulled
 from fedqueue.storage.outbox import ActivityFacts, OutboxEntry, OutboxState, OutboxStore, Submitted
+from fedqueue.storage.published import PublishedStore
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
 from fedqueue.storage.stats import StatsStore
 
@@ -55,6 +56,7 @@ class Store:
         self.deliveries = DeliveryStore(database)
         self.hosts = HostStore(database)
         self.audience = AudienceStore(database)
+        self.published = PublishedStore(database)
 
     @classmethod
     def open(cls, database_url: str) -> Store:

@@ -42,6 +42,13 @@ class AudienceStore:
         return found
 
     async def forget_gone(self, inboxes: Iterable[str]) -> None:
-        """The actor behind these inboxes was seen again: deliver to them again."""
+        """The actor behind these inboxes was seen again: deliver to them again.
+
+        Called on every verified inbound request and actor fetch, so it writes only when one of
+        the inboxes is actually marked gone (a read is cheap; a write transaction is not on SQLite).
+        """
+        found = await self.gone(inboxes)
+        if not found:
+            return
         async with self._db.transaction() as conn:
-            await conn.execute(delete(_gone).where(_gone.c.inbox.in_(list(inboxes))))
+            await conn.execute(delete(_gone).where(_gone.c.inbox.in_(sorted(found))))

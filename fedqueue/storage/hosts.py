@@ -57,6 +57,25 @@ class HostStore:
             )
         return bool(result.rowcount)
 
+    async def probe_now(self, hosts: Iterable[str], now: datetime) -> list[str]:
+        """Make the next probe of these hosts due now, if their circuit is open; the hosts changed.
+
+        A verified inbound request shows a failing host may be back. The circuit stays open: only
+        a successful probe delivery closes it (mastodon/mastodon#31118), and a probe already out
+        (half_open) is left alone.
+        """
+        names = sorted(set(hosts))
+        if not names:
+            return []
+        async with self._db.transaction() as conn:
+            changed = await conn.execute(
+                update(_hosts)
+                .where(_hosts.c.host.in_(names), _hosts.c.circuit == OPEN, _hosts.c.circuit_until > now)
+                .values(circuit_until=now)
+                .returning(_hosts.c.host)
+            )
+            return sorted(changed.scalars())
+
     async def update(self, changes: Mapping[str, HealthChange]) -> None:
         """Apply each host's change to its current health, in one transaction (rows locked on PostgreSQL)."""
         if not changes:

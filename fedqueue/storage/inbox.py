@@ -13,12 +13,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from fedqueue.follows import AddFollower, Effect, EnqueueActivity, RemoveAllFollows, RemoveFollower
 from fedqueue.storage import followers
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import HostRow, InboundActivityRow, InboxCursorRow, InboxItemRow
+from fedqueue.storage.tables import InboundActivityRow, InboxCursorRow, InboxItemRow
 
 _inbound = InboundActivityRow.__table__  # type: ignore[attr-defined]
 _items = InboxItemRow.__table__  # type: ignore[attr-defined]
 _cursors = InboxCursorRow.__table__  # type: ignore[attr-defined]
-_hosts = HostRow.__table__  # type: ignore[attr-defined]
 
 #: pg_advisory_xact_lock key serializing inbox item inserts (see Database.serialize_in_transaction).
 _INBOX_ORDER_LOCK = 0x66710001
@@ -115,12 +114,6 @@ class InboxStore:
             await followers.remove_all_follows(conn, effect)
         elif isinstance(effect, EnqueueActivity):
             await followers.enqueue(conn, effect)
-
-    async def host_is_blocked(self, host: str) -> bool:
-        """Whether an admin blocked `host` (hosts.blocked)."""
-        async with self._db.reading() as conn:
-            blocked = (await conn.execute(select(_hosts.c.blocked).where(_hosts.c.host == host))).scalar()
-        return bool(blocked)
 
     async def pull(self, actor: str, consumer: str, after: int | None, limit: int) -> Pulled:
         """Entries for `actor` after `after` (else after the consumer's stored cursor), oldest first.

@@ -19,11 +19,19 @@ from starlette.routing import Route
 
 from fedqueue.errors import Forbidden, InvalidInput, NotFound, TooLarge, Unauthorized
 from fedqueue.follows import FollowerInboxes, effects_for
-from fedqueue.inbound import Activity, check_media_type, named_local_actors, parse_activity
+from fedqueue.inbound import (
+    Activity,
+    UnsupportedMediaType,
+    check_media_type,
+    named_local_actors,
+    parse_activity,
+)
+from fedqueue.inbound_health import heard_from
+from fedqueue.metrics import Metrics
 from fedqueue.net import FetchError, SigningIdentity, host_of
 from fedqueue.remote import RemoteDirectory
 from fedqueue.signatures import SignatureError
-from fedqueue.storage import NewInbound, Store, check_actor_name
+from fedqueue.storage import NewInbound, StorageUnavailable, Store, check_actor_name
 from fedqueue.storage.types import utcnow
 from fedqueue.urls import Urls
 from fedqueue.verify import (
@@ -34,6 +42,7 @@ from fedqueue.verify import (
     precheck,
     verify_signature,
 )
+from fedqueue.web.incoming import bearer_token, read_body
 from fedqueue.web.responses import JSONResponse, settings_of, store_of, urls_of
 
 log = logging.getLogger("fedqueue.inbox")
@@ -48,21 +57,6 @@ MAX_NAMED_RECIPIENTS = 100
 def directory_of(request: Request) -> RemoteDirectory:
     directory: RemoteDirectory = request.app.state.directory
     return directory
-
-
-async def read_body(request: Request, cap: int) -> bytes:
-    """The request body, or TooLarge (413) as soon as it passes `cap` bytes."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > cap:
-        raise TooLarge(f"body of {declared} bytes is over the {cap}-byte limit")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > cap:
-            raise TooLarge(f"body is over the {cap}-byte limit")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def inbound_request(request: Request, base_url: str, body: bytes) -> InboundRequest:
@@ -97,7 +91,42 @@ async def fetch_signer(store: Store, urls: Urls, name: str | None) -> SigningIde
     return SigningIdentity(urls.key_id(name), await store.actors.signing_key(name))
 
 
+#: Label of each refusal in `fedqueue_inbox_requests_total{reason}`: status class and a slug,
+#: never the error text (label values must stay few). The first class in an error's MRO decides.
+_REFUSAL_REASONS: dict[type[Exception], str] = {
+    NotFound: "404_unknown_actor",
+    TooLarge: "413_too_large",
+    UnsupportedMediaType: "415_media_type",
+    SignatureError: "401_signature",
+    Unauthorized: "401_unauthorized",
+    Forbidden: "403_blocked",
+    InvalidInput: "400_malformed",
+    StorageUnavailable: "503_unavailable",
+}
+
+
+def refusal_reason(error: Exception) -> str:
+    """The metrics label for why an inbox POST was refused."""
+    for cls in type(error).__mro__:
+        if cls in _REFUSAL_REASONS:
+            return _REFUSAL_REASONS[cls]
+    return "500_error"
+
+
 async def receive(request: Request) -> Response:
+    """POST /actors/{name}/inbox and /inbox; every answer is counted in the inbox metrics."""
+    metrics: Metrics = request.app.state.metrics
+    try:
+        stored = await _receive(request)
+    except Exception as exc:
+        metrics.inbox_result(False, refusal_reason(exc))
+        raise
+    metrics.inbox_result(True, "new" if stored else "duplicate")
+    return JSONResponse({"status": "accepted" if stored else "duplicate"}, status_code=202)
+
+
+async def _receive(request: Request) -> bool:
+    """Verify and store one inbound activity; True if new, False if a duplicate."""
     settings, store, urls = settings_of(request), store_of(request), urls_of(request)
     name = request.path_params.get("name")
     local_names = set(await store.actors.names())
@@ -115,13 +144,14 @@ async def receive(request: Request) -> Response:
     )
     # Any signature's key on a blocked host refuses the request: no fetch goes to such a host.
     for host in sorted({host_of(activity.actor)} | {host_of(parsed.key_id) for parsed in candidates}):
-        if await store.inbox.host_is_blocked(host):
+        if await store.admin.is_blocked(host):
             raise Forbidden(f"host {host} is blocked here")
     recipients = _recipients(activity, urls, name, local_names)
     signer_name = name or (min(recipients) if recipients else None)
     directory = directory_of(request)
     resolve = key_resolver(directory, await fetch_signer(store, urls, signer_name))
     verdict = await verify_signature(candidates, resolve, activity.actor)
+    await heard_from(store, directory, activity.actor, verdict.key_id, utcnow())
     effects = effects_for(
         activity,
         urls,
@@ -143,7 +173,7 @@ async def receive(request: Request) -> Response:
     log.info(
         "inbox %s %s from %s (%s)", activity.type, activity.id, activity.actor, "new" if stored else "dup"
     )
-    return JSONResponse({"status": "accepted" if stored else "duplicate"}, status_code=202)
+    return stored
 
 
 def _recipients(activity: Activity, urls: Urls, name: str | None, local_names: set[str]) -> set[str]:
@@ -186,13 +216,6 @@ async def _follower_inboxes(directory: RemoteDirectory, activity: Activity) -> F
     return FollowerInboxes(inbox=actor.inbox, shared_inbox=actor.shared_inbox)
 
 
-def _bearer(request: Request) -> str:
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise Unauthorized("missing bearer token")
-    return token.strip()
-
-
 def _int_param(request: Request, name: str, default: int | None) -> int | None:
     raw = request.query_params.get(name)
     if raw is None or raw == "":
@@ -206,7 +229,7 @@ async def pull(request: Request) -> Response:
     """GET /actors/{name}/inbox?consumer=&cursor=&limit= with the actor's bearer token."""
     settings, store = settings_of(request), store_of(request)
     name = check_actor_name(request.path_params["name"])
-    if not await store.actors.token_is_valid(name, _bearer(request)):
+    if not await store.actors.token_is_valid(name, bearer_token(request)):
         raise Unauthorized("wrong bearer token for this actor")
     consumer = request.query_params.get("consumer") or DEFAULT_CONSUMER
     if not CONSUMER_NAME.fullmatch(consumer):

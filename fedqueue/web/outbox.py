@@ -1,39 +1,27 @@
-"""`POST /actors/{name}/outbox`: local apps hand in activities (bearer token of the actor)."""
+"""The outbox: local apps POST activities (bearer token); anyone GETs the public ones.
+
+`GET /actors/{name}/outbox` is an OrderedCollection of the actor's public activities, newest
+first, paged by cursor (`?page=true`, then `?max_id=N`, as Mastodon pages it), with bto/bcc
+stripped. `GET /actors/{name}/activities/{token}` serves one public activity, since remote
+servers dereference activity ids; anything not public is 404, as if it did not exist.
+"""
 
 from __future__ import annotations
 
+import json
 import secrets
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fedqueue.errors import Duplicate, TooLarge, Unauthorized
+from fedqueue.addressing import is_public, strip_hidden
+from fedqueue.errors import Duplicate, InvalidInput, NotFound, Unauthorized
 from fedqueue.outbox import dumps, normalize, parse_activity
 from fedqueue.storage import check_actor_name
-from fedqueue.web.responses import JSONResponse, settings_of, store_of, urls_of
-
-
-def bearer_token(request: Request) -> str:
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise Unauthorized("missing bearer token")
-    return token.strip()
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, or TooLarge as soon as it passes `limit` bytes."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise TooLarge(f"body over the {limit}-byte cap")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise TooLarge(f"body over the {limit}-byte cap")
-        chunks.append(chunk)
-    return b"".join(chunks)
+from fedqueue.web.incoming import bearer_token, read_body
+from fedqueue.web.responses import AS_CONTEXT, JSONResponse, activity_response, settings_of, store_of, urls_of
 
 
 async def post_outbox(request: Request) -> Response:
@@ -54,4 +42,63 @@ async def post_outbox(request: Request) -> Response:
     )
 
 
-routes = [Route("/actors/{name}/outbox", post_outbox, methods=["POST"])]
+OUTBOX_PAGE_SIZE = 20
+
+
+def _public(text: str) -> dict[str, Any] | None:
+    activity = json.loads(text)
+    return strip_hidden(activity) if isinstance(activity, dict) and is_public(activity) else None
+
+
+async def outbox_collection(request: Request) -> Response:
+    store, urls = store_of(request), urls_of(request)
+    name = check_actor_name(request.path_params["name"])
+    await store.actors.get(name)
+    collection = urls.outbox(name)
+    total = await store.published.count(name)
+    raw_max_id = request.query_params.get("max_id")
+    if request.query_params.get("page") is None and raw_max_id is None:
+        return activity_response(
+            {
+                "@context": AS_CONTEXT,
+                "id": collection,
+                "type": "OrderedCollection",
+                "totalItems": total,
+                "first": f"{collection}?page=true",
+            }
+        )
+    if raw_max_id is not None and (not raw_max_id.isdigit() or len(raw_max_id) > 18):
+        raise InvalidInput("query parameter 'max_id' must be a non-negative integer")
+    before = int(raw_max_id) if raw_max_id is not None else None
+    rows = await store.published.page(name, before=before, limit=OUTBOX_PAGE_SIZE)
+    items = [item for item in (_public(row.activity) for row in rows) if item is not None]
+    page_id = f"{collection}?max_id={before}" if before is not None else f"{collection}?page=true"
+    doc: dict[str, Any] = {
+        "@context": AS_CONTEXT,
+        "id": page_id,
+        "type": "OrderedCollectionPage",
+        "partOf": collection,
+        "totalItems": total,
+        "orderedItems": items,
+    }
+    if len(rows) == OUTBOX_PAGE_SIZE:
+        doc["next"] = f"{collection}?max_id={rows[-1].cursor}"
+    return activity_response(doc)
+
+
+async def get_activity(request: Request) -> Response:
+    store, urls = store_of(request), urls_of(request)
+    name = check_actor_name(request.path_params["name"])
+    activity_id = urls.activity(name, request.path_params["token"])
+    found = await store.published.get(name, activity_id)
+    public = _public(found.activity) if found is not None else None
+    if public is None:
+        raise NotFound(f"no public activity {activity_id}")
+    return activity_response(public)
+
+
+routes = [
+    Route("/actors/{name}/outbox", post_outbox, methods=["POST"]),
+    Route("/actors/{name}/outbox", outbox_collection, methods=["GET"]),
+    Route("/actors/{name}/activities/{token}", get_activity, methods=["GET"]),
+]

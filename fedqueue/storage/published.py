@@ -1,0 +1,78 @@
+"""What a local actor has published, for its outbox collection and its activity ids (read only).
+
+There is no `public` column: rows are narrowed in SQL by the quoted public-collection forms in
+the activity text, and the caller confirms each with `addressing.is_public` (a Note whose text
+quotes one of them is the only false positive the SQL can let through).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import ColumnElement, and_, func, or_, select
+
+from fedqueue.addressing import PUBLIC_FORMS
+from fedqueue.storage.database import Database
+from fedqueue.storage.tables import OutboxRow
+
+_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
+#: Outbox states of rows that were refused: never published.
+_UNPUBLISHED = ("rejected", "duplicate")
+
+
+@dataclass(frozen=True)
+class Published:
+    """One accepted outbox row: `cursor` orders an actor's activities (higher is newer)."""
+
+    cursor: int
+    activity_id: str
+    activity: str
+
+
+def _maybe_public(actor: str) -> ColumnElement[bool]:
+    mentions_public = or_(*(_outbox.c.activity.contains(f'"{form}"') for form in sorted(PUBLIC_FORMS)))
+    return and_(
+        _outbox.c.actor == actor,
+        _outbox.c.activity_id.is_not(None),
+        _outbox.c.state.not_in(_UNPUBLISHED),
+        mentions_public,
+    )
+
+
+class PublishedStore:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def count(self, actor: str) -> int:
+        """Activities of `actor` that may be public (see the module docstring)."""
+        async with self._db.reading() as conn:
+            total = await conn.execute(select(func.count()).select_from(_outbox).where(_maybe_public(actor)))
+        return int(total.scalar_one())
+
+    async def page(self, actor: str, *, before: int | None, limit: int) -> list[Published]:
+        """Up to `limit` activities of `actor` that may be public, newest first, older than `before`."""
+        where = _maybe_public(actor)
+        if before is not None:
+            where = and_(where, _outbox.c.id < before)
+        async with self._db.reading() as conn:
+            rows = await conn.execute(
+                select(_outbox.c.id, _outbox.c.activity_id, _outbox.c.activity)
+                .where(where)
+                .order_by(_outbox.c.id.desc())
+                .limit(limit)
+            )
+            return [Published(row.id, row.activity_id, row.activity) for row in rows]
+
+    async def get(self, actor: str, activity_id: str) -> Published | None:
+        """The accepted activity `activity_id` of `actor` (public or not: the caller decides)."""
+        async with self._db.reading() as conn:
+            row = (
+                await conn.execute(
+                    select(_outbox.c.id, _outbox.c.activity_id, _outbox.c.activity).where(
+                        _outbox.c.actor == actor,
+                        _outbox.c.activity_id == activity_id,
+                        _outbox.c.state.not_in(_UNPUBLISHED),
+                    )
+                )
+            ).first()
+        return None if row is None else Published(row.id, row.activity_id, row.activity)
