@@ -1,14 +1,17 @@
 from __future__ import annotations
 
-import asyncio
-
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.engine import Connection
 
 from alembic import command
-from fedqueue.storage.database import Database
-from fedqueue.storage.migrate import alembic_config, current_revision, head_revision, upgrade_to_head
+from fedqueue.storage.migrate import (
+    alembic_config,
+    current_revision,
+    head_revision,
+    inspect_schema,
+    upgrade_to_head,
+)
 from fedqueue.storage.tables import METADATA
 
 
@@ -17,15 +20,7 @@ def _drift(database_url: str) -> list[object]:
         context = MigrationContext.configure(connection, opts={"compare_type": True})
         return list(compare_metadata(context, METADATA))
 
-    async def run() -> list[object]:
-        database = Database.open(database_url)
-        try:
-            async with database.engine.connect() as conn:
-                return await conn.run_sync(compare)
-        finally:
-            await database.dispose()
-
-    return asyncio.run(run())
+    return inspect_schema(database_url, compare)
 
 
 def test_the_migrated_schema_matches_the_models_exactly(database_url: str) -> None:

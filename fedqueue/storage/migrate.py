@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -14,6 +16,7 @@ from sqlalchemy.exc import DBAPIError
 from alembic import command
 from fedqueue.storage.database import Database, StorageUnavailable
 
+T = TypeVar("T")
 ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"
 
 
@@ -33,13 +36,10 @@ def upgrade_to_head(database_url: str) -> None:
         raise StorageUnavailable(f"cannot migrate the database: {detail}") from None
 
 
-def current_revision(database_url: str) -> str | None:
-    """The revision the database is at, or None for an empty database."""
+def inspect_schema(database_url: str, read: Callable[[Connection], T]) -> T:
+    """Run a synchronous schema reader (alembic's, SQLAlchemy's) on one connection, outside any loop."""
 
-    def read(connection: Connection) -> str | None:
-        return MigrationContext.configure(connection).get_current_revision()
-
-    async def run() -> str | None:
+    async def run() -> T:
         database = Database.open(database_url)
         try:
             async with database.engine.connect() as conn:
@@ -48,6 +48,11 @@ def current_revision(database_url: str) -> str | None:
             await database.dispose()
 
     return asyncio.run(run())
+
+
+def current_revision(database_url: str) -> str | None:
+    """The revision the database is at, or None for an empty database."""
+    return inspect_schema(database_url, lambda conn: MigrationContext.configure(conn).get_current_revision())
 
 
 def head_revision() -> str | None:
