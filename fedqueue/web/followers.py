@@ -10,7 +10,14 @@ from starlette.routing import Route
 
 from fedqueue.errors import InvalidInput
 from fedqueue.storage import check_actor_name
-from fedqueue.web.responses import AS_CONTEXT, activity_response, settings_of, store_of, urls_of
+from fedqueue.web.responses import (
+    AS_CONTEXT,
+    activity_response,
+    ordered_collection,
+    settings_of,
+    store_of,
+    urls_of,
+)
 
 
 async def followers_collection(request: Request) -> Response:
@@ -21,21 +28,13 @@ async def followers_collection(request: Request) -> Response:
     total = await store.followers.count(name)
     raw_page = request.query_params.get("page")
     if raw_page is None:
-        doc: dict[str, Any] = {
-            "@context": AS_CONTEXT,
-            "id": collection,
-            "type": "OrderedCollection",
-            "totalItems": total,
-        }
-        if total:
-            doc["first"] = f"{collection}?page=1"
-        return activity_response(doc)
+        return ordered_collection(collection, total, f"{collection}?page=1" if total else None)
     if not raw_page.isdigit() or not 1 <= int(raw_page) <= 1_000_000:
         raise InvalidInput("query parameter 'page' must be a positive integer")
     page = int(raw_page)
     size = settings_of(request).followers_page_size
     followers = await store.followers.page(name, offset=(page - 1) * size, limit=size)
-    doc = {
+    doc: dict[str, Any] = {
         "@context": AS_CONTEXT,
         "id": f"{collection}?page={page}",
         "type": "OrderedCollectionPage",

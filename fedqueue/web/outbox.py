@@ -21,7 +21,15 @@ from fedqueue.errors import Duplicate, InvalidInput, NotFound, Unauthorized
 from fedqueue.outbox import dumps, normalize, parse_activity
 from fedqueue.storage import check_actor_name
 from fedqueue.web.incoming import bearer_token, read_body
-from fedqueue.web.responses import AS_CONTEXT, JSONResponse, activity_response, settings_of, store_of, urls_of
+from fedqueue.web.responses import (
+    AS_CONTEXT,
+    JSONResponse,
+    activity_response,
+    ordered_collection,
+    settings_of,
+    store_of,
+    urls_of,
+)
 
 
 async def post_outbox(request: Request) -> Response:
@@ -58,15 +66,7 @@ async def outbox_collection(request: Request) -> Response:
     total = await store.published.count(name)
     raw_max_id = request.query_params.get("max_id")
     if request.query_params.get("page") is None and raw_max_id is None:
-        return activity_response(
-            {
-                "@context": AS_CONTEXT,
-                "id": collection,
-                "type": "OrderedCollection",
-                "totalItems": total,
-                "first": f"{collection}?page=true",
-            }
-        )
+        return ordered_collection(collection, total, f"{collection}?page=true")
     if raw_max_id is not None and (not raw_max_id.isdigit() or len(raw_max_id) > 18):
         raise InvalidInput("query parameter 'max_id' must be a non-negative integer")
     before = int(raw_max_id) if raw_max_id is not None else None

@@ -30,6 +30,19 @@ def activity_response(content: dict[str, Any], status_code: int = 200) -> JSONRe
     return JSONResponse(content, status_code=status_code, media_type=ACTIVITY_JSON)
 
 
+def ordered_collection(collection_id: str, total: int, first: str | None) -> JSONResponse:
+    """The head document of a paged `OrderedCollection` (outbox, followers)."""
+    doc: dict[str, Any] = {
+        "@context": AS_CONTEXT,
+        "id": collection_id,
+        "type": "OrderedCollection",
+        "totalItems": total,
+    }
+    if first is not None:
+        doc["first"] = first
+    return activity_response(doc)
+
+
 def error_response(status_code: int, reason: str, headers: dict[str, str] | None = None) -> JSONResponse:
     """Every refusal looks the same: `{"error": "<one line>"}`."""
     return JSONResponse({"error": reason.splitlines()[0] if reason else "error"}, status_code, headers)
