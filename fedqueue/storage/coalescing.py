@@ -113,7 +113,11 @@ class CoalescingStore:
             update(_deliveries)
             .where(
                 d.id == bindparam("c_id"),
-                or_(d.state.in_(("queued", "failed")), and_(d.state == "sending", d.lease_owner == owner)),
+                or_(
+                    d.state == "queued",
+                    d.state == "failed",
+                    and_(d.state == "sending", d.lease_owner == owner),
+                ),
             )
             .values(
                 state="coalesced",
