@@ -98,7 +98,9 @@ def slow_retries(settings: Settings) -> Settings:
     return fast(settings, retry_base_seconds=60, retry_cap_seconds=60)
 
 
-LATER = {"clock": lambda: utcnow() + timedelta(seconds=120), "jitter": lambda: 1.0}
+async def run_later(settings: Settings, store: Store) -> None:
+    """A burst run two minutes on: the failed attempts are due again."""
+    await run_burst(settings, store, clock=lambda: utcnow() + timedelta(seconds=120), jitter=lambda: 1.0)
 
 
 async def test_create_updates_and_delete_queued_while_the_receiver_is_down_send_nothing_about_the_note(
@@ -144,7 +146,7 @@ async def test_five_updates_queued_while_the_receiver_is_down_send_only_the_newe
     await run_burst(quick, store, jitter=lambda: 1.0)
 
     receiver.down = False
-    await run_burst(quick, store, **LATER)
+    await run_later(quick, store)
     accepted = [post for post in receiver.about(NOTE) if post[0] == 202]
     assert accepted == [(202, "Create", "v0"), (202, "Update", "v5")]
     assert (await delivery(store, updates[-1]))["state"] == "delivered"
@@ -187,7 +189,7 @@ async def test_a_retried_create_is_not_overtaken_by_the_delete_queued_after_it(
     create = await queue(store, remote, {"type": "Create", "object": note("v0")})
     await run_burst(quick, store, jitter=lambda: 1.0)
     delete = await queue(store, remote, {"type": "Delete", "object": NOTE})
-    await run_burst(quick, store, **LATER)
+    await run_later(quick, store)
 
     kinds = [kind for _status, kind, _content in receiver.about(NOTE)]
     # The Create may have arrived (a 503 is no proof), so the Delete is sent; after it nothing.
@@ -211,7 +213,7 @@ async def test_a_like_waits_for_the_failed_create_of_its_note_without_spending_a
     assert (waiting["state"], waiting["attempts"]) == ("queued", 0)
     assert [kind for _s, kind, _c in receiver.about(NOTE)] == ["Create"]
 
-    await run_burst(quick, store, **LATER)
+    await run_later(quick, store)
     assert [(s, kind) for s, kind, _c in receiver.about(NOTE)] == [
         (503, "Create"),
         (202, "Create"),
