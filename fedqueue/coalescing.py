@@ -70,7 +70,9 @@ class SendGate:
         if row.object_id is None:
             return Verdict.SEND
         key = (row.inbox, row.object_id)
-        history = self.histories[key]
+        history = self.histories.get(key, [])
+        if all(d.delivery_id != row.id for d in history):
+            return Verdict.SEND  # gone from the table since the claim: nothing to decide on
         check = before_send(history, row.id)
         for c in check.coalesced:
             self.decided[c.delivery_id] = c
