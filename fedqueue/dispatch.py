@@ -19,6 +19,7 @@ from functools import reduce
 
 from fedqueue.backoff import Jitter, RetrySchedule
 from fedqueue.circuit import CircuitPolicy, HostHealth, admit, after_failure, after_success
+from fedqueue.coalescing import Coalescer, SendGate, Verdict
 from fedqueue.net import HttpClient
 from fedqueue.outcomes import Dead, Delivered, Outcome, classify_error, classify_response, host_is_up
 from fedqueue.send import Attempt, Keyring, PreparedBody, post, prepare_body
@@ -35,6 +36,7 @@ class BatchReport:
     sent: int = 0
     refused: int = 0
     held: int = 0
+    coalesced: int = 0
 
 
 class Dispatcher:
@@ -70,6 +72,7 @@ class Dispatcher:
         )
         #: Ids claimed and not yet recorded: released on shutdown if their sends are cut short.
         self.in_flight: set[int] = set()
+        self._coalescer = Coalescer(store, owner, clock, settings.poll_interval_seconds)
 
     async def dispatch(self, claimed: Sequence[Claimed]) -> BatchReport:
         """Send a claimed batch and record every result; returns what happened."""
@@ -82,10 +85,12 @@ class Dispatcher:
             groups: dict[tuple[str, str, str | None], list[Claimed]] = defaultdict(list)
             for row in to_send:
                 groups[(row.inbox, row.actor, row.object_id or str(row.outbox_id))].append(row)
-            sent = await asyncio.gather(*(self._send_group(group) for group in groups.values()))
+            gate = await self._coalescer.gate(to_send)  # coalescing (issue 4): one history load
+            sent = await asyncio.gather(*(self._send_group(group, gate) for group in groups.values()))
             attempts = [pair for group in sent for pair in group]
             results.extend(result for _row, _attempt, result in attempts)
             await self._store.deliveries.record(self._owner, results)
+            report.coalesced = await self._coalescer.finish(gate)  # coalescing: after the results
             await self._record_health(attempts)
             report.sent, report.refused = len(attempts), len(refused)
         finally:
@@ -134,15 +139,19 @@ class Dispatcher:
         for outbox_id, (_actor, activity) in (await self._store.outbox.activities(missing)).items():
             self._bodies[outbox_id] = prepare_body(activity)
 
-    async def _send_group(self, rows: list[Claimed]) -> list[tuple[Claimed, Attempt, Result]]:
+    async def _send_group(self, rows: list[Claimed], gate: SendGate) -> list[tuple[Claimed, Attempt, Result]]:
         """Send deliveries of one (inbox, actor, object) in order; each result as it comes."""
         done: list[tuple[Claimed, Attempt, Result]] = []
         for row in rows:
+            if gate.admit(row) is not Verdict.SEND:  # coalescing (issue 4): coalesced, or must wait
+                continue
             identity = await self._keyring.identity(row.actor)
             attempt = await post(
                 self._client, row.inbox, self._bodies[row.outbox_id], identity, self._clock()
             )
-            done.append((row, attempt, self._result(row, attempt)))
+            result = self._result(row, attempt)
+            gate.settle(row, result)  # coalescing: later rows of the batch see this outcome
+            done.append((row, attempt, result))
         return done
 
     def _result(self, row: Claimed, attempt: Attempt) -> Result:

@@ -17,9 +17,10 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from fedqueue.addressing import InboxChoice, choose_inboxes, recipients
+from fedqueue.coalescing import Coalescer
 from fedqueue.errors import FedqueueError, InvalidInput
 from fedqueue.net import FetchError, host_of
-from fedqueue.outbox import dumps, normalize, parse_activity, parse_inboxes
+from fedqueue.outbox import dumps, normalize, parse_activity, parse_inboxes, subject_of
 from fedqueue.remote import RemoteDirectory
 from fedqueue.send import Keyring
 from fedqueue.settings import Settings
@@ -52,6 +53,7 @@ class Fanout:
         self._owner = owner
         self._clock = clock
         self._urls = Urls(settings.base_url)
+        self._coalescer = Coalescer(store, owner, clock, settings.poll_interval_seconds)
 
     async def expand_pending(self, limit: int = 10) -> int:
         """Expand up to `limit` claimable outbox rows; the number expanded (or refused)."""
@@ -71,6 +73,7 @@ class Fanout:
             return
         if facts is None:
             return
+        facts = await self._coalescer.resolve_undo(facts)
         targets = await self._targets(entry, facts)
         gone = await self._store.audience.gone(t.inbox for t in targets if t.dead_reason is None)
         targets = [Target(t.inbox, t.host, GONE_REASON) if t.inbox in gone else t for t in targets]
@@ -81,13 +84,18 @@ class Fanout:
                 log.warning("lost the expansion lease of outbox row %s; another worker goes on", entry.id)
                 return
             await self._store.deliveries.enqueue(entry.id, facts, targets[start : start + CHUNK_ROWS], now)
+        # Coalescing (issue 4): the new rows against each inbox's history about the same subject.
+        await self._coalescer.after_enqueue(facts, [t.inbox for t in targets if t.dead_reason is None])
         await self._store.outbox.finish(entry.id, self._owner, "expanded", self._clock())
         log.info("activity %s: %d deliveries", facts.activity_id, len(targets))
 
     async def _facts(self, entry: OutboxEntry) -> ActivityFacts | None:
         """The row's facts; a raw (INSERTed) row is validated here first. None: a duplicate."""
         if entry.activity_id is not None and entry.activity_type is not None:
-            return ActivityFacts(entry.actor, entry.activity_id, entry.activity_type, entry.object_id)
+            _subject, undoes, target = subject_of(parse_activity(entry.activity))
+            return ActivityFacts(
+                entry.actor, entry.activity_id, entry.activity_type, entry.object_id, undoes, target
+            )
         try:
             await self._store.actors.get(entry.actor)
         except FedqueueError:

@@ -92,15 +92,37 @@ def normalize(
     activity_id = activity.setdefault("id", urls.activity(actor_name, new_token()))
     if not isinstance(activity_id, str) or not activity_id.startswith(("https://", "http://")):
         raise InvalidInput("the activity's id must be an http(s) URL")
-    inner = activity.get("object")
-    object_id = inner if isinstance(inner, str) else _actor_uri(inner) if isinstance(inner, dict) else None
+    subject, undoes, target = subject_of(activity)
     facts = ActivityFacts(
         actor=actor_name,
         activity_id=activity_id,
         activity_type=activity["type"][:64],
-        object_id=object_id if isinstance(object_id, str) else None,
+        object_id=subject,
+        undoes=undoes,
+        target=target,
     )
     return activity, facts
+
+
+def _id_of(value: Any) -> str | None:
+    found = _actor_uri(value)
+    return found if isinstance(found, str) and found else None
+
+
+def subject_of(activity: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """(subject, undoes, target) of an activity, as coalescing reads them.
+
+    The subject is the id of the activity's object; for an Undo it is the object of the undone
+    activity when that is embedded, else the undone id itself (the fan-out then looks the undone
+    activity up among the actor's own). `undoes` is the undone activity's id (Undo only).
+    """
+    inner = activity.get("object")
+    target = _id_of(activity.get("target"))
+    if activity.get("type") != "Undo":
+        return _id_of(inner), None, target
+    undoes = _id_of(inner)
+    embedded = _id_of(inner.get("object")) if isinstance(inner, dict) else None
+    return embedded or undoes, undoes, target
 
 
 def parse_activity(text: str | bytes) -> Any:

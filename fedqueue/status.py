@@ -53,6 +53,7 @@ async def activity_status(store: Store, urls: Urls, ref: int | str) -> dict[str,
                 "next_attempt_at": _iso(d.next_attempt_at) if d.state in UNFINISHED else None,
                 "delivered_at": _iso(d.delivered_at),
                 "coalesced_by": d.coalesced_by,
+                "coalesced_reason": d.coalesced_reason,
             }
             for d in deliveries
         ],

@@ -197,7 +197,10 @@ def upgrade() -> None:
         sa.Column("lease_until", sa.DateTime(timezone=True), nullable=True),
         sa.Column("last_status", sa.Integer(), nullable=True),
         sa.Column("last_error", sa.Text(), nullable=True),
+        sa.Column("undoes", sa.String(length=2048), nullable=True),
+        sa.Column("target", sa.String(length=2048), nullable=True),
         sa.Column("coalesced_by", sa.String(length=2048), nullable=True),
+        sa.Column("coalesced_reason", sa.Text(), nullable=True),
         sa.Column(
             "created_at",
             sa.DateTime(timezone=True),
@@ -213,7 +216,7 @@ def upgrade() -> None:
     with op.batch_alter_table("deliveries", schema=None) as batch_op:
         batch_op.create_index("ix_deliveries_due", ["state", "next_attempt_at"], unique=False)
         batch_op.create_index("ix_deliveries_host_state", ["host", "state"], unique=False)
-        batch_op.create_index("ix_deliveries_inbox_object", ["inbox", "object_id"], unique=False)
+        batch_op.create_index("ix_deliveries_inbox_object", ["inbox", "object_id", "outbox_id"], unique=False)
 
     op.create_table(
         "inbox_items",

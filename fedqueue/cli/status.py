@@ -40,14 +40,28 @@ def progress_line(doc: dict[str, Any]) -> str:
 
 
 def render(doc: dict[str, Any], out: TextIO) -> None:
-    """Counts per state, then a table of the inboxes that failed or are dead, with reasons."""
+    """Counts per state, then the inboxes that failed or are dead, and those coalesced, with reasons."""
     print(f"activity  {doc['activity'] or '(not yet validated)'}", file=out)
     print(f"state     {doc['state']}{': ' + doc['error'] if doc['error'] else ''}", file=out)
     print(f"complete  {'yes' if doc['complete'] else 'no'}", file=out)
     print(progress_line(doc), file=out)
     failing = [d for d in doc["deliveries"] if d["state"] in ("failed", "dead")]
-    if not failing:
-        return
+    if failing:
+        _render_failing(failing, out)
+    coalesced = [d for d in doc["deliveries"] if d["state"] == "coalesced"]
+    if coalesced:
+        _render_coalesced(coalesced, out)
+
+
+def _render_coalesced(coalesced: list[dict[str, Any]], out: TextIO) -> None:
+    """Coalesced inboxes: never sent; why, and the activity that made each redundant."""
+    width = min(60, max(len(d["inbox"]) for d in coalesced))
+    print(f"\n{'coalesced (not sent)':<{width}}  reason; by", file=out)
+    for d in coalesced:
+        print(f"{d['inbox'][:width]:<{width}}  {d['coalesced_reason']}; by {d['coalesced_by']}", file=out)
+
+
+def _render_failing(failing: list[dict[str, Any]], out: TextIO) -> None:
     width = min(60, max(len(d["inbox"]) for d in failing))
     print(f"\n{'inbox':<{width}}  {'state':<6}  {'tries':>5}  reason", file=out)
     for d in failing:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from fedqueue.storage.actors import ActorStore, CreatedActor, LocalActor, check_actor_name
 from fedqueue.storage.admin import AdminStore
 from fedqueue.storage.audience import AudienceStore
+from fedqueue.storage.coalescing import CoalescingStore, Decision, HistoryRow
 from fedqueue.storage.database import Database, StorageUnavailable
 from fedqueue.storage.deliveries import Claimed, DeliveryStore, DeliveryView, Result, Target
 from fedqueue.storage.followers import Follower, FollowerStore
@@ -24,8 +25,10 @@ __all__ = [
     "CachedRemote",
     "Claimed",
     "CreatedActor",
+    "Decision",
     "DeliveryView",
     "Follower",
+    "HistoryRow",
     "InboxEntry",
     "LocalActor",
     "NewInbound",
@@ -56,6 +59,7 @@ class Store:
         self.deliveries = DeliveryStore(database)
         self.hosts = HostStore(database)
         self.audience = AudienceStore(database)
+        self.coalescing = CoalescingStore(database)
         self.published = PublishedStore(database)
 
     @classmethod

@@ -81,6 +81,7 @@ class DeliveryView:
     last_status: int | None
     last_error: str | None
     coalesced_by: str | None
+    coalesced_reason: str | None
     created_at: datetime
     last_attempt_at: datetime | None
     delivered_at: datetime | None
@@ -555,6 +556,7 @@ def _delivery_view(row: Any) -> DeliveryView:
         last_status=row.last_status,
         last_error=row.last_error,
         coalesced_by=row.coalesced_by,
+        coalesced_reason=row.coalesced_reason,
         created_at=row.created_at,
         last_attempt_at=row.last_attempt_at,
         delivered_at=row.delivered_at,

@@ -79,6 +79,7 @@ class DeliveryView:
     next_attempt_at: datetime
     delivered_at: datetime | None
     coalesced_by: str | None
+    coalesced_reason: str | None
 
 
 def _held_hosts(now: datetime) -> Select[tuple[str]]:
@@ -106,6 +107,8 @@ class DeliveryStore:
                     "actor": facts.actor,
                     "activity_type": facts.activity_type,
                     "object_id": facts.object_id,
+                    "undoes": facts.undoes,
+                    "target": facts.target,
                     "state": "dead" if target.dead_reason else "queued",
                     "last_error": target.dead_reason,
                     "next_attempt_at": now,
@@ -258,6 +261,7 @@ class DeliveryStore:
                         d.next_attempt_at,
                         d.delivered_at,
                         d.coalesced_by,
+                        d.coalesced_reason,
                     )
                     .where(d.outbox_id == outbox_id)
                     .order_by(d.id)

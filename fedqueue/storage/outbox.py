@@ -38,12 +38,18 @@ class Submitted:
 
 @dataclass(frozen=True)
 class ActivityFacts:
-    """What a validated activity contributes to its row and to every delivery of it."""
+    """What a validated activity contributes to its row and to every delivery of it.
+
+    `object_id` is the coalescing subject (for an Undo: the undone activity's object);
+    `undoes` the undone activity's id; `target` an Add's or Remove's collection.
+    """
 
     actor: str
     activity_id: str
     activity_type: str
     object_id: str | None
+    undoes: str | None = None
+    target: str | None = None
 
 
 @dataclass(frozen=True)

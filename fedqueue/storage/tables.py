@@ -85,13 +85,18 @@ class OutboxRow(SQLModel, table=True):
 
 
 class DeliveryRow(SQLModel, table=True):
-    """One (activity, inbox) pair, tracked until it is delivered, dead or coalesced."""
+    """One (activity, inbox) pair, tracked until it is delivered, dead or coalesced.
+
+    `object_id` is the coalescing subject: the activity's object id, or for an Undo the object
+    of the undone activity (`undoes`). `target`: an Add's or Remove's collection.
+    """
 
     __tablename__ = "deliveries"
     __table_args__ = (
         UniqueConstraint("outbox_id", "inbox", name="uq_deliveries_outbox_inbox"),
         Index("ix_deliveries_due", "state", "next_attempt_at"),
-        Index("ix_deliveries_inbox_object", "inbox", "object_id"),
+        # Coalescing reads one (inbox, subject) history in submission order: one index range.
+        Index("ix_deliveries_inbox_object", "inbox", "object_id", "outbox_id"),
         Index("ix_deliveries_host_state", "host", "state"),
     )
 
@@ -113,7 +118,10 @@ class DeliveryRow(SQLModel, table=True):
     lease_until: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
     last_status: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
     last_error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    undoes: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
+    target: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
     coalesced_by: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
+    coalesced_reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     created_at: datetime | None = Field(default=None, sa_column=_created())
     last_attempt_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
     delivered_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))

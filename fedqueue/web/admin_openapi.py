@@ -91,6 +91,7 @@ _SCHEMAS: dict[str, Any] = {
             "last_status": {"type": ["integer", "null"]},
             "last_error": {"type": ["string", "null"]},
             "coalesced_by": {"type": ["string", "null"]},
+            "coalesced_reason": {"type": ["string", "null"]},
             "created_at": {"type": "string", "format": "date-time"},
             "last_attempt_at": _NULLABLE_TIME,
             "delivered_at": _NULLABLE_TIME,

@@ -1,0 +1,151 @@
+"""What coalescing reads and writes: (inbox, subject) histories, decisions, waits.
+
+A history is every delivery row to one inbox about one subject (`object_id`), in any state,
+in submission order (outbox id). It is read with the index `ix_deliveries_inbox_object`
+(inbox, object_id, outbox_id): one index range per key, never a scan of the backlog.
+
+Decisions and waits follow the lease invariant: an unclaimed row is changed only while it is
+still queued or failed, a claimed one only while its lease is still the caller's.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import and_, bindparam, case, func, or_, select, update
+
+from fedqueue.storage.database import Database
+from fedqueue.storage.tables import DeliveryRow, OutboxRow
+
+_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
+_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
+
+#: (inbox, subject) keys read per query; bounded so the statement stays small on both engines.
+HISTORY_CHUNK = 500
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One delivery row as coalescing reads it; `due`: when it is next claimable, if unsettled."""
+
+    id: int
+    outbox_id: int
+    inbox: str
+    activity_id: str
+    actor: str
+    activity_type: str
+    object_id: str
+    state: str
+    attempts: int
+    undoes: str | None
+    target: str | None
+    due: datetime | None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Record delivery `id` as coalesced: never sent, made redundant by activity `by`."""
+
+    id: int
+    reason: str
+    by: str
+
+
+class CoalescingStore:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def history(self, keys: Iterable[tuple[str, str]]) -> list[HistoryRow]:
+        """Every delivery to each (inbox, subject) key, grouped by key, in submission order."""
+        unique = list(dict.fromkeys(keys))
+        d = _deliveries.c
+        due = case((d.state == "sending", d.lease_until), else_=d.next_attempt_at)
+        found: list[HistoryRow] = []
+        for start in range(0, len(unique), HISTORY_CHUNK):
+            by_subject: dict[str, list[str]] = defaultdict(list)
+            for inbox, subject in unique[start : start + HISTORY_CHUNK]:
+                by_subject[subject].append(inbox)
+            where = or_(*(and_(d.object_id == s, d.inbox.in_(inboxes)) for s, inboxes in by_subject.items()))
+            query = (
+                select(
+                    d.id,
+                    d.outbox_id,
+                    d.inbox,
+                    func.coalesce(_outbox.c.activity_id, "").label("activity_id"),
+                    d.actor,
+                    d.activity_type,
+                    d.object_id,
+                    d.state,
+                    d.attempts,
+                    d.undoes,
+                    d.target,
+                    due.label("due"),
+                )
+                .join(_outbox, _outbox.c.id == d.outbox_id)
+                .where(where)
+                .order_by(d.inbox, d.object_id, d.outbox_id, d.id)
+            )
+            async with self._db.reading() as conn:
+                rows = (await conn.execute(query)).all()
+            found.extend(HistoryRow(**row._asdict()) for row in rows)
+        return found
+
+    async def undone_subject(self, actor: str, activity_id: str) -> str | None:
+        """The subject (object id) of one of `actor`'s own activities, if it is known."""
+        async with self._db.reading() as conn:
+            return (
+                await conn.execute(
+                    select(_outbox.c.object_id).where(
+                        _outbox.c.activity_id == activity_id, _outbox.c.actor == actor
+                    )
+                )
+            ).scalar()
+
+    async def decide(self, owner: str, decisions: Sequence[Decision]) -> int:
+        """Mark rows coalesced: unclaimed ones still queued or failed, or ones `owner` holds the lease of."""
+        if not decisions:
+            return 0
+        d = _deliveries.c
+        statement = (
+            update(_deliveries)
+            .where(
+                d.id == bindparam("c_id"),
+                or_(
+                    d.state == "queued",
+                    d.state == "failed",
+                    and_(d.state == "sending", d.lease_owner == owner),
+                ),
+            )
+            .values(
+                state="coalesced",
+                coalesced_reason=bindparam("c_reason"),
+                coalesced_by=bindparam("c_by"),
+                lease_owner=None,
+                lease_until=None,
+            )
+        )
+        params = [{"c_id": c.id, "c_reason": c.reason, "c_by": c.by} for c in decisions]
+        async with self._db.transaction() as conn:
+            result = await conn.execute(statement, params)
+        return int(result.rowcount)
+
+    async def wait(self, owner: str, until: dict[int, datetime]) -> None:
+        """Give claimed rows back unsent until the given times, without spending an attempt."""
+        if not until:
+            return
+        d = _deliveries.c
+        statement = (
+            update(_deliveries)
+            .where(d.id == bindparam("w_id"), d.lease_owner == owner, d.state == "sending")
+            .values(
+                state=case((d.attempts == 0, "queued"), else_="failed"),
+                next_attempt_at=bindparam("w_until"),
+                lease_owner=None,
+                lease_until=None,
+            )
+        )
+        async with self._db.transaction() as conn:
+            await conn.execute(statement, [{"w_id": i, "w_until": t} for i, t in until.items()])
