@@ -31,7 +31,16 @@ from httpx_aiohttp import AiohttpTransport
 from fedqueue import __version__
 from fedqueue.errors import FedqueueError, TooLarge
 from fedqueue.settings import Settings
-from fedqueue.signatures import GET_SIGNED_HEADERS, POST_SIGNED_HEADERS, sign_cavage
+from fedqueue.signatures import (
+    GET_SIGNED_HEADERS,
+    POST_SIGNED_HEADERS,
+    RFC9421_GET_COMPONENTS,
+    RFC9421_POST_COMPONENTS,
+    SignatureScheme,
+    default_algorithm,
+    sign_cavage,
+    sign_rfc9421,
+)
 
 ACTIVITY_JSON = "application/activity+json"
 ACCEPT_ACTIVITY = f'{ACTIVITY_JSON}, application/ld+json; profile="https://www.w3.org/ns/activitystreams"'
@@ -201,13 +210,38 @@ def signed_headers(
     now: datetime,
     *,
     digest: str | None = None,
+    content_digest: str | None = None,
     content_type: str | None = None,
+    scheme: SignatureScheme = "cavage",
 ) -> dict[str, str]:
-    """Host, Date (and Digest, Content-Type for a body) plus a draft-cavage Signature over them.
+    """Host and Date, the body's headers, and a signature over them under `scheme`.
 
-    `digest` is passed in so that a body sent to many inboxes is hashed once, not per inbox.
+    cavage: `Digest` and Content-Type for a body, then `Signature` (rsa-sha256) over
+    `(request-target) host date [digest content-type]`. rfc9421: `Content-Digest` and
+    Content-Type for a body, then `Signature-Input`/`Signature` (label sig1, `created`, keyid,
+    alg) over `@method @target-uri [content-digest]`, as Mastodon accepts them.
+    The digests are passed in so that a body sent to many inboxes is hashed once, not per inbox.
     """
     headers = {"host": urlsplit(url).netloc, "date": http_date(now)}
+    if scheme == "rfc9421":
+        components: tuple[str, ...] = RFC9421_GET_COMPONENTS
+        if content_digest is not None:
+            headers["content-digest"] = content_digest
+            headers["content-type"] = content_type or ACTIVITY_JSON
+            components = RFC9421_POST_COMPONENTS
+        key = identity.private_key
+        signature = sign_rfc9421(
+            method,
+            url,
+            headers,
+            key,
+            identity.key_id,
+            components,
+            int(now.timestamp()),
+            alg=default_algorithm(key),
+        )
+        headers.update((name.lower(), value) for name, value in signature.items())
+        return headers
     signed: tuple[str, ...] = GET_SIGNED_HEADERS
     if digest is not None:
         headers["digest"] = digest

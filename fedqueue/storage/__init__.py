@@ -14,7 +14,14 @@ from fedqueue.storage.deliveries import Claimed, DeliveryStore, DeliveryView, Re
 from fedqueue.storage.followers import Follower, FollowerStore
 from fedqueue.storage.hosts import HostStore
 from fedqueue.storage.inbox import InboxEntry, InboxStore, NewInbound, Pulled
-from fedqueue.storage.outbox import ActivityFacts, OutboxEntry, OutboxState, OutboxStore, Submitted
+from fedqueue.storage.outbox import (
+    ActivityFacts,
+    OutboxEntry,
+    OutboxState,
+    OutboxStore,
+    Sendable,
+    Submitted,
+)
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
 from fedqueue.storage.stats import StatsStore
 
@@ -32,6 +39,7 @@ __all__ = [
     "OutboxState",
     "Pulled",
     "Result",
+    "Sendable",
     "StorageUnavailable",
     "Store",
     "Submitted",
