@@ -4,14 +4,17 @@ The stored scheme arrives with the host's health (loaded per batch). What this w
 learns is kept here too, so the next batch uses it even before the database has it.
 
 While a host's scheme is unsettled, its first delivery knocks alone; the host's other
-deliveries of the batch wait for that answer, so a batch of 200 deliveries to a host that
-only speaks draft-cavage costs one double knock, not 200. If the knock settles nothing (a
-timeout, a 503), the waiting deliveries go out at once, each free to double-knock.
+deliveries wait for that answer (up to `DISCOVERY_WAIT_S`), so a batch of 200 deliveries to a
+host that only speaks draft-cavage costs one double knock, not 200. If the knock settles
+nothing (a 503), or the host is too slow to answer it, the waiting deliveries go out anyway,
+each free to double-knock: a hanging host must not hold its other deliveries for the whole
+request timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import datetime
@@ -21,6 +24,8 @@ from fedqueue.schemes import UNKNOWN, SchemePolicy, confirms, first_knock, is_co
 from fedqueue.send import Attempt
 from fedqueue.signatures import SignatureScheme
 
+#: How long a host's other deliveries wait for the answer to its discovery knock.
+DISCOVERY_WAIT_S = 2.0
 #: Sends one delivery: signed under the first scheme, re-signed under the second (if any) when refused.
 Knock = Callable[[SignatureScheme, SignatureScheme | None], Awaitable[Attempt]]
 
@@ -56,7 +61,8 @@ class SchemeBook:
             return await self._knock(host, stored, knock)
         waiting = self._knocking.get(host)
         if waiting is not None:
-            await waiting.wait()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiting.wait(), DISCOVERY_WAIT_S)
             return await self._knock(host, stored, knock)
         done = self._knocking[host] = asyncio.Event()
         try:

@@ -6,6 +6,7 @@ verification (`parse_request_signatures` + `verify_parsed`) and accept only one 
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from datetime import timedelta
 
@@ -221,3 +222,31 @@ async def test_each_scheme_carries_the_digest_it_covers_and_the_body_is_the_same
     assert {r.headers["content-digest"] for r in rfc9421} == {rfc9421[0].headers["content-digest"]}
     assert all("digest" not in r.headers for r in rfc9421)
     assert len({r.body for r in remote.requests}) == 1
+
+
+async def test_a_host_slow_to_answer_its_first_knock_does_not_hold_its_other_deliveries(
+    settings: Settings, store: Store, remote: LoopbackServer
+) -> None:
+    await store.actors.create("alice")
+    others_arrived = asyncio.Event()
+    arrivals: list[str] = []
+
+    async def answer(request: Recorded) -> web.Response:
+        arrivals.append(request.path)
+        if len(arrivals) == 3:
+            others_arrived.set()
+        if len(arrivals) > 1:
+            return web.Response(status=202)
+        try:  # the first knock answers only once the host's other deliveries went out meanwhile
+            await asyncio.wait_for(others_arrived.wait(), 20)
+        except TimeoutError:
+            return web.Response(status=503)
+        return web.Response(status=202)
+
+    remote.on("POST", "/inbox", answer)
+    outbox_id = await insert_outbox_row(
+        store, "alice", {"type": "Like", "object": "x"}, inboxes(remote, 3, "a")
+    )
+    await run_burst(fast(settings), store)
+    assert (await activity_status(store, URLS, outbox_id))["counts"] == {"delivered": 3}
+    assert len(arrivals) == 3
