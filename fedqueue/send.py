@@ -14,19 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-import httpx
-
 from fedqueue.addressing import strip_hidden
-from fedqueue.errors import TooLarge
-from fedqueue.net import (
-    ACTIVITY_JSON,
-    FetchError,
-    HttpClient,
-    SigningIdentity,
-    describe_http_error,
-    forbidden_cause,
-    signed_headers,
-)
+from fedqueue.net import ACTIVITY_JSON, HttpClient, SendFailed, SigningIdentity, signed_headers
 from fedqueue.schemes import refuses_signature
 from fedqueue.signatures import SignatureError, SignatureScheme, content_digest_header, sha256_digest_header
 from fedqueue.storage import Store
@@ -121,29 +110,17 @@ async def post(
     """POST one delivery signed under `scheme`; every failure becomes an Attempt, never an exception."""
     try:
         headers = sign_delivery(inbox, prepared, identity, now, scheme)
-        async with client.stream("POST", inbox, content=prepared.body, headers=headers) as response:
-            status = response.status_code
-            head = b""
-            if not 200 <= status < 300:
-                try:
-                    head = (await client.read_capped(response, limit=client.max_document_bytes))[
-                        :BODY_HEAD_BYTES
-                    ]
-                except TooLarge:
-                    head = b"(body over the size cap)"
-            return Attempt(
-                status=status,
-                body_head=head.decode(errors="replace"),
-                retry_after=response.headers.get("retry-after"),
-                scheme=scheme,
-            )
+        answer = await client.post(inbox, prepared.body, headers, head_bytes=BODY_HEAD_BYTES)
     except SignatureError as exc:
         return Attempt(status=None, error=str(exc), permanent=True, scheme=scheme)
-    except (httpx.HTTPError, OSError, TimeoutError) as exc:
-        permanent = forbidden_cause(exc) is not None or isinstance(exc, httpx.UnsupportedProtocol)
-        return Attempt(status=None, error=describe_http_error(exc), permanent=permanent, scheme=scheme)
-    except FetchError as exc:  # not an http(s) URL
-        return Attempt(status=None, error=str(exc), permanent=True, scheme=scheme)
+    except SendFailed as exc:
+        return Attempt(status=None, error=str(exc), permanent=exc.permanent, scheme=scheme)
+    return Attempt(
+        status=answer.status,
+        body_head=answer.body_head.decode(errors="replace"),
+        retry_after=answer.retry_after,
+        scheme=scheme,
+    )
 
 
 async def post_knocking(

@@ -13,6 +13,7 @@ from typing import Any
 
 import uvicorn
 
+from fedqueue.cli.loop import run
 from fedqueue.logs import configure_logging
 from fedqueue.metrics import Metrics
 from fedqueue.net import HttpClient
@@ -125,5 +126,5 @@ def run_serve(args: argparse.Namespace) -> int:
             await client.aclose()
             await store.close()
 
-    asyncio.run(serve())
+    run(serve())
     return 0
