@@ -41,6 +41,9 @@ class HostHealth:
     unavailable: bool = False
     paused: bool = False
     blocked: bool = False
+    #: Not circuit state, but loaded with it: the scheme that last settled (see fedqueue.schemes).
+    signature_scheme: str = "unknown"
+    scheme_checked_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,11 @@ Order of work for a batch (each step one obvious place):
   1. admit: blocked hosts refused, open circuits get one probe, recovering hosts a few;
   2. group by (inbox, actor, object): a group is sent in claim order, one after the other,
      so deliveries about the same object to the same inbox never overtake each other;
-  3. send each group concurrently (the shared client caps global and per-host concurrency);
-  4. record all results in one transaction, then host health in one more.
+  3. send each group concurrently (the shared client caps global and per-host concurrency),
+     signed with the host's scheme (`SchemeBook`; a refused signature is re-sent at once
+     under the other scheme, in the same attempt);
+  4. record all results in one transaction, then host health (and any scheme learned) in
+     one more; then count each outcome in the metrics recorder.
 """
 
 from __future__ import annotations
@@ -15,15 +18,18 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from functools import reduce
+from functools import partial, reduce
 
 from fedqueue.backoff import Jitter, RetrySchedule
 from fedqueue.circuit import CircuitPolicy, HostHealth, admit, after_failure, after_success
 from fedqueue.coalescing import Coalescer, SendGate, Verdict
+from fedqueue.metrics import Metrics
 from fedqueue.net import HttpClient
 from fedqueue.outcomes import Dead, Delivered, Outcome, classify_error, classify_response, host_is_up
-from fedqueue.send import Attempt, Keyring, PreparedBody, post, prepare_body
+from fedqueue.scheme_book import SchemeBook
+from fedqueue.send import Attempt, Keyring, PreparedBody, post_knocking, prepare_body
 from fedqueue.settings import Settings
+from fedqueue.signatures import SignatureScheme
 from fedqueue.storage import Claimed, Result, Store
 
 BLOCKED_REASON = "host is blocked by an admin"
@@ -51,6 +57,7 @@ class Dispatcher:
         owner: str,
         clock: Callable[[], datetime],
         jitter: Jitter,
+        metrics: Metrics | None = None,
     ) -> None:
         self._settings = settings
         self._store = store
@@ -59,7 +66,13 @@ class Dispatcher:
         self._owner = owner
         self._clock = clock
         self._jitter = jitter
-        self._bodies: dict[int, PreparedBody] = {}
+        self._metrics = metrics or Metrics()
+        #: outbox id -> (the body as sent, when the outbox row was written).
+        self._bodies: dict[int, tuple[PreparedBody, datetime]] = {}
+        self._health: dict[str, HostHealth] = {}
+        self.schemes = SchemeBook(
+            settings.signature_scheme_policy, settings.signature_scheme_recheck_days, clock
+        )
         self.schedule = RetrySchedule(
             settings.retry_base_seconds, settings.retry_cap_seconds, settings.retry_max_attempts
         )
@@ -93,6 +106,7 @@ class Dispatcher:
             report.coalesced = await self._coalescer.finish(gate)  # coalescing: after the results
             await self._record_health(attempts)
             report.sent, report.refused = len(attempts), len(refused)
+            self._count(refused, attempts)
         finally:
             self.in_flight.difference_update(row.id for row in claimed)
         return report
@@ -104,7 +118,7 @@ class Dispatcher:
         by_host: dict[str, list[Claimed]] = defaultdict(list)
         for row in claimed:
             by_host[row.host].append(row)
-        health = await self._store.hosts.health(by_host)
+        health = self._health = await self._store.hosts.health(by_host)
         now = self._clock()
         to_send: list[Claimed] = []
         refused: list[Claimed] = []
@@ -136,8 +150,8 @@ class Dispatcher:
             return
         if len(self._bodies) + len(missing) > BODY_CACHE_SIZE:
             self._bodies.clear()
-        for outbox_id, (_actor, activity) in (await self._store.outbox.activities(missing)).items():
-            self._bodies[outbox_id] = prepare_body(activity)
+        for outbox_id, sendable in (await self._store.outbox.sendable(missing)).items():
+            self._bodies[outbox_id] = (prepare_body(sendable.activity), sendable.written_at)
 
     async def _send_group(self, rows: list[Claimed], gate: SendGate) -> list[tuple[Claimed, Attempt, Result]]:
         """Send deliveries of one (inbox, actor, object) in order; each result as it comes."""
@@ -146,13 +160,34 @@ class Dispatcher:
             if gate.admit(row) is not Verdict.SEND:  # coalescing (issue 4): coalesced, or must wait
                 continue
             identity = await self._keyring.identity(row.actor)
-            attempt = await post(
-                self._client, row.inbox, self._bodies[row.outbox_id], identity, self._clock()
-            )
+            prepared = self._bodies[row.outbox_id][0]
+            knock = partial(post_knocking, self._client, row.inbox, prepared, identity, self._clock)
+            attempt = await self.schemes.deliver(row.host, self._health.get(row.host), knock)
             result = self._result(row, attempt)
             gate.settle(row, result)  # coalescing: later rows of the batch see this outcome
             done.append((row, attempt, result))
         return done
+
+    def _count(self, refused: Sequence[Claimed], attempts: Sequence[tuple[Claimed, Attempt, Result]]) -> None:
+        """One metrics observation (and log line) per recorded outcome."""
+        for row in refused:
+            self._metrics.delivery_outcome(
+                "dead", attempts=row.attempts, delivery_id=row.id, inbox=row.inbox, error=BLOCKED_REASON
+            )
+        for row, attempt, result in attempts:
+            latency_s = None
+            if result.delivered_at is not None and row.outbox_id in self._bodies:
+                latency_s = (result.delivered_at - self._bodies[row.outbox_id][1]).total_seconds()
+            self._metrics.delivery_outcome(
+                result.state,
+                attempts=result.attempts,
+                scheme=attempt.scheme,
+                latency_s=latency_s,
+                delivery_id=row.id,
+                inbox=row.inbox,
+                status=attempt.status,
+                error=result.last_error,
+            )
 
     def _result(self, row: Claimed, attempt: Attempt) -> Result:
         attempts = row.attempts + 1
@@ -208,19 +243,26 @@ class Dispatcher:
     async def _record_health(self, attempts: Sequence[tuple[Claimed, Attempt, Result]]) -> None:
         """Fold each host's answers, in order, into its health (one transaction for the batch)."""
         signals: dict[str, list[tuple[bool, datetime]]] = defaultdict(list)
+        learned: dict[str, tuple[SignatureScheme, datetime]] = {}
         for row, attempt, result in attempts:
             up = host_is_up(attempt.status, attempt.permanent)
             if up is not None and result.attempted_at is not None:
                 signals[row.host].append((up, result.attempted_at))
+            if attempt.learned is not None and result.attempted_at is not None:
+                learned[row.host] = (attempt.learned, result.attempted_at)
 
-        def change(events: list[tuple[bool, datetime]]) -> Callable[[HostHealth], HostHealth]:
+        def change(host: str) -> Callable[[HostHealth], HostHealth]:
             def apply(health: HostHealth) -> HostHealth:
-                return reduce(
+                health = reduce(
                     lambda h, event: (after_success if event[0] else after_failure)(h, event[1], self.policy),
-                    events,
+                    signals.get(host, ()),
                     health,
                 )
+                if host in learned:
+                    scheme, at = learned[host]
+                    health = replace(health, signature_scheme=scheme, scheme_checked_at=at)
+                return health
 
             return apply
 
-        await self._store.hosts.update({host: change(events) for host, events in signals.items()})
+        await self._store.hosts.update({host: change(host) for host in signals.keys() | learned.keys()})

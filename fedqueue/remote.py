@@ -23,8 +23,10 @@ from fedqueue.net import (
     HttpClient,
     SigningIdentity,
     describe_http_error,
+    host_of,
     signed_headers,
 )
+from fedqueue.signatures import SignatureScheme
 from fedqueue.storage import CachedRemote, Store
 from fedqueue.storage.types import utcnow
 
@@ -146,7 +148,8 @@ class RemoteDirectory:
         """A signed GET of an ActivityStreams document: (parsed object, raw text)."""
         headers = {"accept": ACCEPT_ACTIVITY}
         if signer is not None:
-            headers.update(signed_headers("GET", url, signer, self._clock()))
+            scheme = await self._get_scheme(url)
+            headers.update(signed_headers("GET", url, signer, self._clock(), scheme=scheme))
         try:
             async with self._client.stream("GET", url, headers=headers) as response:
                 if response.status_code != 200:
@@ -166,6 +169,19 @@ class RemoteDirectory:
         if not isinstance(doc, dict):
             raise FetchError(f"GET {url} gave JSON that is not an object")
         return doc, raw.decode()
+
+    async def _get_scheme(self, url: str) -> SignatureScheme:
+        """draft-cavage, unless deliveries found the host refusing it (its row says rfc9421).
+
+        GETs are not double-knocked: some servers (Misskey) answer a GET whose signature they
+        cannot verify with a stripped-down document instead of a 401, so a refusal is not
+        reliably visible, and cavage is what nearly every server verifies today.
+        """
+        if self._client.settings.signature_scheme_policy == "cavage-only":
+            return "cavage"
+        host = host_of(url)
+        health = (await self._store.hosts.health([host])).get(host)
+        return "rfc9421" if health is not None and health.signature_scheme == "rfc9421" else "cavage"
 
     async def _remember(self, actor: RemoteActor, raw: str, now: datetime) -> None:
         await self._store.remote_actors.put(

@@ -1,30 +1,23 @@
-"""Sending one delivery: the request body (built once per activity), the signature, the POST.
+"""Sending one delivery: the request body (built once per activity), the signature, the POST(s).
 
-Signing is behind one function, `sign_delivery`, so that a per-host scheme (RFC 9421, chosen
-from `hosts.signature_scheme`) can be switched in at a single place.
+Signing is behind one function, `sign_delivery`, which takes the scheme (draft-cavage or
+RFC 9421). `post_knocking` is the double knock: when the answer refuses the signature, the
+same delivery is re-signed with the other scheme and sent again at once, within one attempt.
+Which scheme goes first is the business of `fedqueue.schemes` and the dispatcher.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import datetime
 
-import httpx
-
 from fedqueue.addressing import strip_hidden
-from fedqueue.errors import TooLarge
-from fedqueue.net import (
-    ACTIVITY_JSON,
-    FetchError,
-    HttpClient,
-    SigningIdentity,
-    describe_http_error,
-    forbidden_cause,
-    signed_headers,
-)
-from fedqueue.signatures import SignatureError, sha256_digest_header
+from fedqueue.net import ACTIVITY_JSON, HttpClient, SendFailed, SigningIdentity, signed_headers
+from fedqueue.schemes import refuses_signature
+from fedqueue.signatures import SignatureError, SignatureScheme, content_digest_header, sha256_digest_header
 from fedqueue.storage import Store
 from fedqueue.urls import Urls
 
@@ -34,10 +27,12 @@ BODY_HEAD_BYTES = 512
 
 @dataclass(frozen=True)
 class PreparedBody:
-    """The exact bytes POSTed to every inbox of one activity, and their Digest header."""
+    """The exact bytes POSTed to every inbox of one activity, and their digest headers."""
 
     body: bytes
+    #: `Digest` (draft-cavage, RFC 3230) and `Content-Digest` (RFC 9421, RFC 9530) values.
     digest: str
+    content_digest: str
 
 
 @dataclass(frozen=True)
@@ -49,13 +44,20 @@ class Attempt:
     retry_after: str | None = None
     error: str | None = None
     permanent: bool = False
+    #: The scheme of the POST this answer is to; `knocks`: POSTs the attempt took (2: double knock).
+    scheme: SignatureScheme | None = None
+    knocks: int = 1
+    #: Set by the dispatcher when this answer settles the host's scheme (to be remembered).
+    learned: SignatureScheme | None = None
 
 
 def prepare_body(activity_json: str) -> PreparedBody:
     """Strip bto/bcc and serialize once; the digest is computed here, not per inbox."""
     activity = strip_hidden(json.loads(activity_json))
     body = json.dumps(activity, ensure_ascii=False, separators=(",", ":")).encode()
-    return PreparedBody(body=body, digest=sha256_digest_header(body))
+    return PreparedBody(
+        body=body, digest=sha256_digest_header(body), content_digest=content_digest_header(body)
+    )
 
 
 class Keyring:
@@ -80,39 +82,62 @@ class Keyring:
 
 
 def sign_delivery(
-    inbox: str, prepared: PreparedBody, identity: SigningIdentity, now: datetime
+    inbox: str, prepared: PreparedBody, identity: SigningIdentity, now: datetime, scheme: SignatureScheme
 ) -> dict[str, str]:
-    """The headers of a signed delivery POST: draft-cavage rsa-sha256, as Mastodon expects."""
-    headers = signed_headers("POST", inbox, identity, now, digest=prepared.digest, content_type=ACTIVITY_JSON)
+    """The headers of a delivery POST signed under `scheme` (digests from `prepared`, not recomputed)."""
+    headers = signed_headers(
+        "POST",
+        inbox,
+        identity,
+        now,
+        digest=prepared.digest,
+        content_digest=prepared.content_digest,
+        content_type=ACTIVITY_JSON,
+        scheme=scheme,
+    )
     headers["accept"] = ACTIVITY_JSON
     return headers
 
 
 async def post(
-    client: HttpClient, inbox: str, prepared: PreparedBody, identity: SigningIdentity, now: datetime
+    client: HttpClient,
+    inbox: str,
+    prepared: PreparedBody,
+    identity: SigningIdentity,
+    now: datetime,
+    scheme: SignatureScheme = "cavage",
 ) -> Attempt:
-    """POST one delivery; every failure becomes an Attempt, never an exception."""
+    """POST one delivery signed under `scheme`; every failure becomes an Attempt, never an exception."""
     try:
-        headers = sign_delivery(inbox, prepared, identity, now)
-        async with client.stream("POST", inbox, content=prepared.body, headers=headers) as response:
-            status = response.status_code
-            head = b""
-            if not 200 <= status < 300:
-                try:
-                    head = (await client.read_capped(response, limit=client.max_document_bytes))[
-                        :BODY_HEAD_BYTES
-                    ]
-                except TooLarge:
-                    head = b"(body over the size cap)"
-            return Attempt(
-                status=status,
-                body_head=head.decode(errors="replace"),
-                retry_after=response.headers.get("retry-after"),
-            )
+        headers = sign_delivery(inbox, prepared, identity, now, scheme)
+        answer = await client.post(inbox, prepared.body, headers, head_bytes=BODY_HEAD_BYTES)
     except SignatureError as exc:
-        return Attempt(status=None, error=str(exc), permanent=True)
-    except (httpx.HTTPError, OSError, TimeoutError) as exc:
-        permanent = forbidden_cause(exc) is not None or isinstance(exc, httpx.UnsupportedProtocol)
-        return Attempt(status=None, error=describe_http_error(exc), permanent=permanent)
-    except FetchError as exc:  # not an http(s) URL
-        return Attempt(status=None, error=str(exc), permanent=True)
+        return Attempt(status=None, error=str(exc), permanent=True, scheme=scheme)
+    except SendFailed as exc:
+        return Attempt(status=None, error=str(exc), permanent=exc.permanent, scheme=scheme)
+    return Attempt(
+        status=answer.status,
+        body_head=answer.body_head.decode(errors="replace"),
+        retry_after=answer.retry_after,
+        scheme=scheme,
+    )
+
+
+async def post_knocking(
+    client: HttpClient,
+    inbox: str,
+    prepared: PreparedBody,
+    identity: SigningIdentity,
+    clock: Callable[[], datetime],
+    first: SignatureScheme,
+    second: SignatureScheme | None,
+) -> Attempt:
+    """POST signed under `first`; if that signature is refused, re-sign under `second` and POST again.
+
+    Both POSTs are one attempt: the answer returned is the last one, with `knocks=2`.
+    """
+    attempt = await post(client, inbox, prepared, identity, clock(), first)
+    if second is None or not refuses_signature(attempt.status, attempt.body_head):
+        return attempt
+    again = await post(client, inbox, prepared, identity, clock(), second)
+    return replace(again, knocks=2)

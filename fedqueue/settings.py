@@ -17,6 +17,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from fedqueue.errors import SettingsError
+from fedqueue.schemes import SchemePolicy
 
 ENV_PREFIX = "FEDQUEUE_"
 _REPO_CONFIG = Path(__file__).resolve().parent.parent / "config" / "fedqueue.toml"
@@ -53,6 +54,8 @@ class Settings(BaseSettings):
     max_concurrency: int = Field(ge=1)
     max_concurrency_per_host: int = Field(ge=1)
     max_document_bytes: int = Field(ge=1024)
+    signature_scheme_policy: SchemePolicy
+    signature_scheme_recheck_days: float = Field(gt=0)
 
     dashboard_session_hours: float = Field(gt=0, le=24 * 30)
     inbox_max_body_bytes: int = Field(ge=1024, le=64 * 1024 * 1024)

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from fedqueue.backoff import Jitter
 from fedqueue.dispatch import Dispatcher
 from fedqueue.fanout import Fanout
+from fedqueue.metrics import Metrics
 from fedqueue.net import HttpClient
 from fedqueue.remote import RemoteDirectory
 from fedqueue.send import Keyring
@@ -50,6 +51,7 @@ class Worker:
         owner: str | None = None,
         clock: Callable[[], datetime] = utcnow,
         jitter: Jitter = random.random,
+        metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -58,7 +60,10 @@ class Worker:
         keyring = Keyring(store, Urls(settings.base_url))
         directory = RemoteDirectory(store, client, clock)
         self.fanout = Fanout(settings, store, directory, keyring, self.owner, clock)
-        self.dispatcher = Dispatcher(settings, store, client, keyring, self.owner, clock, jitter)
+        self.metrics = metrics or Metrics()
+        self.dispatcher = Dispatcher(
+            settings, store, client, keyring, self.owner, clock, jitter, self.metrics
+        )
 
     async def step(self) -> int:
         """Expand waiting outbox rows, then claim and send one batch; how many rows were handled."""

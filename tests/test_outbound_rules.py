@@ -1,4 +1,4 @@
-"""Pure outbound rules: addressing, retry schedule, outcome table, host circuit."""
+"""Pure outbound rules: addressing, retry schedule, outcome table, host circuit, signature scheme."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from fedqueue.circuit import (
     after_success,
 )
 from fedqueue.outcomes import Dead, Delivered, Retry, classify_error, classify_response, retry_after_seconds
+from fedqueue.schemes import SchemePolicy, first_knock, refuses_signature, second_knock
 
 NOW = datetime(2026, 11, 22, 4, 0, tzinfo=UTC)
 ME = "https://q.example/actors/alice"
@@ -164,3 +165,44 @@ def test_a_host_failing_for_days_is_unavailable_and_blocked_hosts_are_refused() 
     assert after_failure(failing, NOW, POLICY).unavailable
     assert admit(HostHealth("h.example", blocked=True), 3, NOW).refuse
     assert admit(HostHealth("h.example", paused=True), 3, NOW).send == 0
+
+
+@pytest.mark.parametrize(
+    ("policy", "known", "checked_days_ago", "first", "second"),
+    [
+        ("cavage-first", "unknown", None, "cavage", "rfc9421"),
+        ("rfc9421-first", "unknown", None, "rfc9421", "cavage"),
+        ("cavage-only", "unknown", None, "cavage", None),
+        ("rfc9421-first", "cavage", 1, "cavage", "rfc9421"),
+        ("cavage-first", "rfc9421", 1, "rfc9421", "cavage"),
+        ("rfc9421-first", "cavage", 8, "rfc9421", "cavage"),  # due for a recheck
+        ("cavage-first", "rfc9421", 8, "cavage", "rfc9421"),
+        ("cavage-only", "rfc9421", 1, "cavage", None),
+        ("rfc9421-first", "cavage", None, "rfc9421", "cavage"),  # never checked: not trusted
+    ],
+)
+def test_the_first_knock_follows_the_host_record_and_else_the_policy(
+    policy: SchemePolicy, known: str, checked_days_ago: int | None, first: str, second: str | None
+) -> None:
+    checked_at = None if checked_days_ago is None else NOW - timedelta(days=checked_days_ago)
+    chosen = first_knock(policy, known, checked_at, 7, NOW)
+    assert (chosen, second_knock(policy, chosen)) == (first, second)
+
+
+@pytest.mark.parametrize(
+    ("status", "body_head", "refused"),
+    [
+        (401, "", True),
+        (403, "domain blocked", True),
+        (400, "Signature-Input is missing", True),
+        (400, "invalid JSON", False),
+        (404, "signature", False),
+        (500, "", False),
+        (202, "", False),
+        (None, "", False),
+    ],
+)
+def test_a_signature_refusal_is_401_403_or_a_400_naming_the_signature(
+    status: int | None, body_head: str, refused: bool
+) -> None:
+    assert refuses_signature(status, body_head) is refused

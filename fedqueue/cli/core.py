@@ -13,7 +13,9 @@ from typing import Any
 
 import uvicorn
 
+from fedqueue.cli.loop import run
 from fedqueue.logs import configure_logging
+from fedqueue.metrics import Metrics
 from fedqueue.net import HttpClient
 from fedqueue.settings import Settings, load_settings
 from fedqueue.storage import Store, check_actor_name
@@ -106,9 +108,13 @@ def run_serve(args: argparse.Namespace) -> int:
         store = Store.open(settings.database_url)
         client = HttpClient(settings)
         stop = asyncio.Event()
-        worker = None if args.no_worker else asyncio.create_task(Worker(settings, store, client).run(stop))
+        # One recorder for the process: /metrics shows what the in-process worker did.
+        metrics = Metrics()
+        worker = None
+        if not args.no_worker:
+            worker = asyncio.create_task(Worker(settings, store, client, metrics=metrics).run(stop))
         try:
-            app = create_app(settings, store)
+            app = create_app(settings, store, recorder=metrics)
             config = uvicorn.Config(
                 app, host=args.host, port=args.port, log_config=None, access_log=False, lifespan="on"
             )
@@ -120,5 +126,5 @@ def run_serve(args: argparse.Namespace) -> int:
             await client.aclose()
             await store.close()
 
-    asyncio.run(serve())
+    run(serve())
     return 0

@@ -8,6 +8,7 @@ import signal
 from typing import Any
 
 from fedqueue.cli.core import prepared_settings
+from fedqueue.cli.loop import run
 from fedqueue.net import HttpClient
 from fedqueue.storage import Store
 from fedqueue.worker import Worker
@@ -41,5 +42,5 @@ def run_worker(args: argparse.Namespace) -> int:
             await client.aclose()
             await store.close()
 
-    asyncio.run(work())
+    run(work())
     return 0

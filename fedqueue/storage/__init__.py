@@ -15,7 +15,14 @@ from fedqueue.storage.deliveries import Claimed, DeliveryStore, DeliveryView, Re
 from fedqueue.storage.followers import Follower, FollowerStore
 from fedqueue.storage.hosts import HostStore
 from fedqueue.storage.inbox import InboxEntry, InboxStore, NewInbound, Pulled
-from fedqueue.storage.outbox import ActivityFacts, OutboxEntry, OutboxState, OutboxStore, Submitted
+from fedqueue.storage.outbox import (
+    ActivityFacts,
+    OutboxEntry,
+    OutboxState,
+    OutboxStore,
+    Sendable,
+    Submitted,
+)
 from fedqueue.storage.published import PublishedStore
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
 from fedqueue.storage.stats import StatsStore
@@ -36,6 +43,7 @@ __all__ = [
     "OutboxState",
     "Pulled",
     "Result",
+    "Sendable",
     "StorageUnavailable",
     "Store",
     "Submitted",

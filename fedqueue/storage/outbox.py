@@ -66,6 +66,14 @@ class OutboxEntry:
 
 
 @dataclass(frozen=True)
+class Sendable:
+    """What sending needs of an outbox row: the activity JSON and when the row was written."""
+
+    activity: str
+    written_at: datetime
+
+
+@dataclass(frozen=True)
 class OutboxState:
     id: int
     actor: str
@@ -204,6 +212,18 @@ class OutboxStore:
                 )
             ).all()
         return {row.id: (row.actor, row.activity) for row in rows}
+
+    async def sendable(self, outbox_ids: Sequence[int]) -> dict[int, Sendable]:
+        """Each row's activity JSON and creation time, for building request bodies and latencies."""
+        async with self._db.reading() as conn:
+            rows = (
+                await conn.execute(
+                    select(_outbox.c.id, _outbox.c.activity, _outbox.c.created_at).where(
+                        _outbox.c.id.in_(outbox_ids)
+                    )
+                )
+            ).all()
+        return {row.id: Sendable(row.activity, row.created_at) for row in rows}
 
     async def state(self, ref: int | str) -> OutboxState | None:
         """A row by outbox id or by activity id."""
