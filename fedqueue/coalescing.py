@@ -2,8 +2,8 @@
 
 Two hooks. After a new activity's deliveries are inserted, `Coalescer.after_enqueue` runs the
 rules on the histories of the new rows. Just before a claimed batch is sent, `Coalescer.gate`
-loads the histories of the whole batch once; `SendGate.admit` then decides each row right
-before its POST (coalesced, must wait, or send), and `Coalescer.finish` records the decisions
+loads the histories of the whole batch once; `SendGate.admit` then decides every row before
+any is sent (coalesced, must wait, or send), and `Coalescer.finish` records the decisions
 and gives waiting rows back. Several workers may decide about one row at once: every write is
 guarded (unclaimed rows only while queued or failed, claimed ones only under our lease), and
 deciding again on the result decides nothing new, so the first write wins and none is wrong.
@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from fedqueue.coalesce import Coalesced, Delivery, DeliveryState, before_send, coalesce
-from fedqueue.storage import ActivityFacts, Claimed, Decision, HistoryRow, Result, Store
+from fedqueue.storage import ActivityFacts, Claimed, Decision, HistoryRow, Store
 
 Key = tuple[str, str]
 
@@ -85,13 +85,6 @@ class SendGate:
         # Being sent now: for the rows checked after it, it is in flight (it may arrive).
         self._set(key, {row.id: DeliveryState.SENDING})
         return Verdict.SEND
-
-    def settle(self, row: Claimed, result: Result) -> None:
-        """A row of the batch was sent: later checks see its outcome."""
-        if row.object_id is None:
-            return
-        self.due[row.id] = result.next_attempt_at
-        self._set((row.inbox, row.object_id), {row.id: DeliveryState(result.state)}, attempted=True)
 
     def _wait_until(self, blocker: Delivery) -> datetime:
         soonest = self.now + timedelta(seconds=self.recheck_s)

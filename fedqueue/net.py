@@ -237,14 +237,17 @@ class HttpClient:
             yield response
 
     async def read_capped(self, response: httpx.Response, limit: int | None = None) -> bytes:
-        """The response body, or TooLarge as soon as it passes `limit` bytes."""
+        """The (decoded) response body, or TooLarge as soon as it passes `limit` bytes.
+
+        Decoded chunk by chunk, so a compressed body is capped by what it expands to.
+        """
         cap = limit or self.max_document_bytes
         declared = response.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > cap:
             raise TooLarge(f"response of {declared} bytes is over the {cap}-byte cap")
         chunks: list[bytes] = []
         size = 0
-        async for chunk in response.aiter_raw():
+        async for chunk in response.aiter_bytes():
             size += len(chunk)
             if size > cap:
                 raise TooLarge(f"response is over the {cap}-byte cap")

@@ -5,7 +5,16 @@ from __future__ import annotations
 import httpx
 from starlette.applications import Starlette
 
+from fedqueue.worker import Worker
+
 
 def asgi_client(app: Starlette, base_url: str = "http://127.0.0.1:8000") -> httpx.AsyncClient:
     """An httpx client talking to the app in-process (no lifespan, no sockets)."""
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base_url)
+
+
+async def worker_round(worker: Worker) -> None:
+    """One worker round, finished: claim and start what is due, let those sends end, record them."""
+    await worker.step()
+    await worker.dispatcher.settle(timeout_s=10)
+    await worker.dispatcher.flush()

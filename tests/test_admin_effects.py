@@ -15,6 +15,7 @@ from fedqueue.storage import Store
 from fedqueue.worker import Worker
 from tests.conftest import ADMIN_TOKEN
 from tests.fediverse import RemoteActor, post
+from tests.helpers import worker_round
 from tests.loopback import LoopbackServer
 from tests.outbound import fast, insert_outbox_row, run_burst
 
@@ -81,9 +82,10 @@ async def test_resuming_a_recovering_host_sends_at_most_its_recovery_allowance_i
     http = HttpClient(quick)
     try:
         worker = Worker(quick, store, http)
-        await worker.step()
+        await worker_round(worker)
         assert len(remote.received("POST", INBOX)) == 2
     finally:
+        worker.dispatcher.close()
         await http.aclose()
     await run_burst(quick, store)
     assert len(remote.received("POST", INBOX)) == 5

@@ -16,6 +16,7 @@ from fedqueue.storage import Store
 from fedqueue.storage.types import utcnow
 from fedqueue.worker import Worker
 from tests.fediverse import RemoteActor, post
+from tests.helpers import worker_round
 from tests.loopback import LoopbackServer
 from tests.outbound import fast, insert_outbox_row, run_burst
 
@@ -83,13 +84,14 @@ async def test_after_a_successful_probe_a_failing_host_gets_its_backlog_graduall
     http = HttpClient(quick)
     try:
         worker = Worker(quick, store, http)
-        await worker.step()
+        await worker_round(worker)
         assert len(remote.received("POST", "/users/bob/inbox")) == 1  # the probe, alone
         health = (await store.hosts.health([host]))[host]
         assert (health.circuit, health.recovery_allowance) == (CLOSED, 2)
-        await worker.step()
+        await worker_round(worker)
         assert len(remote.received("POST", "/users/bob/inbox")) == 1 + 2
     finally:
+        worker.dispatcher.close()
         await http.aclose()
 
 
