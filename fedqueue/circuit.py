@@ -2,8 +2,8 @@
 
     closed --N consecutive failures--> open --circuit_until passes--> half_open (one probe)
     half_open --probe fails--> open (for circuit_open_seconds again)
-    half_open --probe succeeds--> closed, recovering: `recovery_allowance` deliveries per claim
-        round, doubled by every success until it reaches `full_allowance` (then 0 = no limit)
+    half_open --probe succeeds--> closed, recovering: `recovery_allowance` deliveries in flight
+        at most, doubled by every success until it reaches `full_allowance` (then 0 = no limit)
 
 While the circuit is open or a probe is out, the host's deliveries are not claimed at all, so
 they wait without spending attempts. A recovering host never gets its whole backlog at once.
@@ -55,8 +55,8 @@ class Admission:
     refuse: bool = False
 
 
-def admit(health: HostHealth | None, claimed: int, now: datetime) -> Admission:
-    """How many of `claimed` due deliveries to this host may be sent in this round."""
+def admit(health: HostHealth | None, claimed: int, now: datetime, in_flight: int = 0) -> Admission:
+    """How many of `claimed` due deliveries to this host may be sent now, `in_flight` being out already."""
     if health is None:
         return Admission(send=claimed)
     if health.blocked:
@@ -69,7 +69,7 @@ def admit(health: HostHealth | None, claimed: int, now: datetime) -> Admission:
         due = health.circuit_until is None or health.circuit_until <= now
         return Admission(send=min(claimed, 1), probe=True) if due else Admission(send=0)
     if health.recovery_allowance > 0:
-        return Admission(send=min(claimed, health.recovery_allowance))
+        return Admission(send=max(0, min(claimed, health.recovery_allowance - in_flight)))
     return Admission(send=claimed)
 
 

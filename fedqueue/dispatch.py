@@ -1,46 +1,70 @@
-"""One claimed batch: admit per host health, build bodies once, send, classify, record.
+"""Claimed deliveries in flight: admit per host health, send, classify, record in batches.
 
-Order of work for a batch (each step one obvious place):
-  1. admit: blocked hosts refused, open circuits get one probe, recovering hosts a few;
-  2. group by (inbox, actor, object): a group is sent in claim order, one after the other,
-     so deliveries about the same object to the same inbox never overtake each other;
-  3. send each group concurrently (the shared client caps global and per-host concurrency),
-     signed with the host's scheme (`SchemeBook`; a refused signature is re-sent at once
-     under the other scheme, in the same attempt);
-  4. record all results in one transaction, then host health (and any scheme learned) in
-     one more; then count each outcome in the metrics recorder.
+The worker hands every claimed batch to `submit` and calls `flush` whenever sends have
+finished; sends never wait for a batch to complete, so the next claim and the recording of
+earlier results overlap with the POSTs still on the wire.
+
+  1. admit (`submit`): blocked hosts refused, open circuits get one probe, recovering hosts
+     as many as their allowance minus what is already in flight to them;
+  2. send: one task per delivery, signed with the host's scheme (`SchemeBook`; a refused
+     signature is re-sent at once under the other scheme, in the same attempt). Deliveries
+     about the same object from the same actor to the same inbox are chained, each starting
+     after the previous one finished, even across batches, so they never overtake each other;
+  3. record (`flush`): every finished result in one transaction (only while the lease is
+     still ours), then host health and learned schemes in one more, then the metrics.
+
+Lease invariant: an id is in `in_flight` from its claim until its result is recorded or it
+is released; on shutdown the worker releases whatever is still in flight.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
+import contextlib
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import partial, reduce
+from functools import partial
 
 from fedqueue.backoff import Jitter, RetrySchedule
-from fedqueue.circuit import CircuitPolicy, HostHealth, admit, after_failure, after_success
+from fedqueue.circuit import CLOSED, CircuitPolicy, HostHealth, admit
 from fedqueue.metrics import Metrics
 from fedqueue.net import HttpClient
-from fedqueue.outcomes import Dead, Delivered, Outcome, classify_error, classify_response, host_is_up
+from fedqueue.record import health_changes, refused_result, result_of
 from fedqueue.scheme_book import SchemeBook
-from fedqueue.send import Attempt, Keyring, PreparedBody, post_knocking, prepare_body
+from fedqueue.send import Attempt, Keyring, PreparedBody, post_knocking, prepare_body, signing_threads
 from fedqueue.settings import Settings
-from fedqueue.signatures import SignatureScheme
+from fedqueue.signing_threads import SigningThreads
 from fedqueue.storage import Claimed, Result, Store
 
 BLOCKED_REASON = "host is blocked by an admin"
 #: Prepared bodies kept per worker (one per recent activity).
 BODY_CACHE_SIZE = 256
+#: Claimed batches a worker keeps in flight at most; more would only wait in the client's queue.
+BATCHES_IN_FLIGHT = 2
+#: Deliveries in flight to one host, in multiples of the client's per-host connection cap,
+#: beyond which claims skip the host (so one slow host cannot fill the whole window).
+HOST_SHARE = 2
+
+OrderKey = tuple[str, str, str]
 
 
-@dataclass
-class BatchReport:
-    sent: int = 0
-    refused: int = 0
-    held: int = 0
+@dataclass(frozen=True)
+class Job:
+    """One admitted delivery, with everything its send needs captured at admission."""
+
+    row: Claimed
+    body: PreparedBody
+    written_at: datetime
+    health: HostHealth | None
+
+
+@dataclass(frozen=True)
+class Sent:
+    job: Job
+    attempt: Attempt
+    result: Result
 
 
 class Dispatcher:
@@ -67,7 +91,6 @@ class Dispatcher:
         self._metrics = metrics or Metrics()
         #: outbox id -> (the body as sent, when the outbox row was written).
         self._bodies: dict[int, tuple[PreparedBody, datetime]] = {}
-        self._health: dict[str, HostHealth] = {}
         self.schemes = SchemeBook(
             settings.signature_scheme_policy, settings.signature_scheme_recheck_days, clock
         )
@@ -81,46 +104,114 @@ class Dispatcher:
             full_allowance=settings.max_concurrency_per_host,
             unavailable_after_days=settings.host_unavailable_after_days,
         )
-        #: Ids claimed and not yet recorded: released on shutdown if their sends are cut short.
+        self.max_in_flight = settings.claim_batch_size * BATCHES_IN_FLIGHT
+        self._host_cap = settings.max_concurrency_per_host * HOST_SHARE
+        #: Ids claimed and not yet recorded or released: released on shutdown.
         self.in_flight: set[int] = set()
+        self._per_host: Counter[str] = Counter()
+        self._chains: dict[OrderKey, asyncio.Task[None]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._sent: list[Sent] = []
+        self._failure: BaseException | None = None
+        self._progress = asyncio.Event()
+        self._signing: SigningThreads | None = None
 
-    async def dispatch(self, claimed: Sequence[Claimed]) -> BatchReport:
-        """Send a claimed batch and record every result; returns what happened."""
-        report = BatchReport()
+    @property
+    def busy(self) -> bool:
+        return bool(self.in_flight)
+
+    def room(self) -> int:
+        """How many more deliveries may be claimed now."""
+        return max(0, self.max_in_flight - len(self.in_flight))
+
+    def crowded_hosts(self) -> list[str]:
+        """Hosts with their share of the window in flight already: the next claim skips them."""
+        return sorted(host for host, count in self._per_host.items() if count >= self._host_cap)
+
+    async def submit(self, claimed: Sequence[Claimed]) -> int:
+        """Admit a claimed batch and start sending it (refusals are recorded at once); its size."""
         self.in_flight.update(row.id for row in claimed)
-        try:
-            to_send, refused = await self._admit(claimed, report)
-            results = [self._refused(row) for row in refused]
-            await self._load_bodies({row.outbox_id for row in to_send})
-            groups: dict[tuple[str, str, str | None], list[Claimed]] = defaultdict(list)
-            for row in to_send:
-                groups[(row.inbox, row.actor, row.object_id or str(row.outbox_id))].append(row)
-            sent = await asyncio.gather(*(self._send_group(group) for group in groups.values()))
-            attempts = [pair for group in sent for pair in group]
-            results.extend(result for _row, _attempt, result in attempts)
-            await self._store.deliveries.record(self._owner, results)
-            await self._record_health(attempts)
-            report.sent, report.refused = len(attempts), len(refused)
-            self._count(refused, attempts)
-        finally:
-            self.in_flight.difference_update(row.id for row in claimed)
-        return report
+        to_send, refused, health = await self._admit(claimed)
+        if refused:
+            await self._store.deliveries.record(
+                self._owner, [refused_result(row, BLOCKED_REASON) for row in refused]
+            )
+            self.in_flight.difference_update(row.id for row in refused)
+            for row in refused:
+                self._metrics.delivery_outcome(
+                    "dead", attempts=row.attempts, delivery_id=row.id, inbox=row.inbox, error=BLOCKED_REASON
+                )
+        await self._load_bodies({row.outbox_id for row in to_send})
+        for row in to_send:
+            body, written_at = self._bodies[row.outbox_id]
+            self._start(Job(row, body, written_at, health.get(row.host)))
+        return len(claimed)
+
+    async def flush(self) -> int:
+        """Record every finished send (one transaction), then host health; how many were recorded."""
+        self._progress.clear()
+        sent, self._sent = self._sent, []
+        if sent:
+            await self._store.deliveries.record(self._owner, [s.result for s in sent])
+            await self._store.hosts.update(
+                health_changes([(s.job.row.host, s.attempt, s.result) for s in sent], self.policy)
+            )
+            for s in sent:
+                self.in_flight.discard(s.job.row.id)
+                self._per_host[s.job.row.host] -= 1
+            self._per_host += Counter()  # drop hosts with nothing in flight
+            self._count(sent)
+        if self._failure is not None:
+            raise self._failure
+        return len(sent)
+
+    async def wait_for_progress(self, timeout_s: float) -> None:
+        """Until a send finishes (or `timeout_s` passes)."""
+        if self._sent or self._failure is not None:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._progress.wait(), timeout_s)
+
+    async def settle(self, timeout_s: float) -> None:
+        """Give the sends in flight up to `timeout_s` to finish."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout_s)
+
+    async def cancel(self) -> None:
+        """Cut every unfinished send short; their ids stay in `in_flight`, to be released."""
+        tasks = set(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+    def close(self) -> None:
+        """Let the signing threads go (a later send starts new ones)."""
+        if self._signing is not None:
+            self._signing.close()
+            self._signing = None
+
+    def _signer(self) -> SigningThreads:
+        if self._signing is None:
+            self._signing = signing_threads()
+        return self._signing
 
     async def _admit(
-        self, claimed: Sequence[Claimed], report: BatchReport
-    ) -> tuple[list[Claimed], list[Claimed]]:
+        self, claimed: Sequence[Claimed]
+    ) -> tuple[list[Claimed], list[Claimed], dict[str, HostHealth]]:
         """Split a batch by host health into (send now, refuse); the rest is given back unsent."""
         by_host: dict[str, list[Claimed]] = defaultdict(list)
         for row in claimed:
             by_host[row.host].append(row)
-        health = self._health = await self._store.hosts.health(by_host)
+        health = await self._store.hosts.health(by_host)
         now = self._clock()
         to_send: list[Claimed] = []
         refused: list[Claimed] = []
         held_back: list[int] = []
         later: list[int] = []
         for host, rows in by_host.items():
-            admission = admit(health.get(host), len(rows), now)
+            stored = health.get(host)
+            admission = admit(stored, len(rows), now, in_flight=self._per_host[host])
             if admission.refuse:
                 refused.extend(rows)
                 continue
@@ -131,44 +222,62 @@ class Dispatcher:
             to_send.extend(rows[:send])
             # A probing or paused host's other rows are not claimable meanwhile; a recovering
             # host's come back a poll interval later, when its allowance has grown.
-            (later if admission.send and not admission.probe else held_back).extend(r.id for r in rows[send:])
+            recovering = stored is not None and stored.circuit == CLOSED and stored.recovery_allowance > 0
+            (later if recovering and not admission.probe else held_back).extend(r.id for r in rows[send:])
+        returned = held_back + later
         await self._store.deliveries.release(self._owner, held_back)
         await self._store.deliveries.release(
             self._owner, later, now + timedelta(seconds=self._settings.poll_interval_seconds)
         )
-        report.held = len(held_back) + len(later)
-        return to_send, refused
+        self.in_flight.difference_update(returned)
+        return to_send, refused, health
 
     async def _load_bodies(self, outbox_ids: set[int]) -> None:
         missing = [outbox_id for outbox_id in outbox_ids if outbox_id not in self._bodies]
         if not missing:
             return
         if len(self._bodies) + len(missing) > BODY_CACHE_SIZE:
-            self._bodies.clear()
+            self._bodies.clear()  # jobs in flight hold their own bodies
         for outbox_id, sendable in (await self._store.outbox.sendable(missing)).items():
             self._bodies[outbox_id] = (prepare_body(sendable.activity), sendable.written_at)
 
-    async def _send_group(self, rows: list[Claimed]) -> list[tuple[Claimed, Attempt, Result]]:
-        """Send deliveries of one (inbox, actor, object) in order; each result as it comes."""
-        done: list[tuple[Claimed, Attempt, Result]] = []
-        for row in rows:
-            identity = await self._keyring.identity(row.actor)
-            prepared = self._bodies[row.outbox_id][0]
-            knock = partial(post_knocking, self._client, row.inbox, prepared, identity, self._clock)
-            attempt = await self.schemes.deliver(row.host, self._health.get(row.host), knock)
-            done.append((row, attempt, self._result(row, attempt)))
-        return done
+    def _start(self, job: Job) -> None:
+        row = job.row
+        key = (row.inbox, row.actor, row.object_id or str(row.outbox_id))
+        task = asyncio.create_task(self._send(job, self._chains.get(key)))
+        self._chains[key] = task
+        self._tasks.add(task)
+        self._per_host[row.host] += 1
+        task.add_done_callback(partial(self._forget, key))
 
-    def _count(self, refused: Sequence[Claimed], attempts: Sequence[tuple[Claimed, Attempt, Result]]) -> None:
+    async def _send(self, job: Job, previous: asyncio.Task[None] | None) -> None:
+        if previous is not None:
+            await asyncio.wait({previous})
+        row = job.row
+        identity = await self._keyring.identity(row.actor)
+        knock = partial(
+            post_knocking, self._client, row.inbox, job.body, identity, self._clock, self._signer()
+        )
+        attempt = await self.schemes.deliver(row.host, job.health, knock)
+        result = result_of(row, attempt, self._clock(), self.schedule, self._jitter)
+        self._sent.append(Sent(job, attempt, result))
+        self._progress.set()
+
+    def _forget(self, key: OrderKey, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if self._chains.get(key) is task:
+            del self._chains[key]
+        if not task.cancelled() and task.exception() is not None and self._failure is None:
+            self._failure = task.exception()  # raised by the next flush: the worker stops loudly
+            self._progress.set()
+
+    def _count(self, sent: Sequence[Sent]) -> None:
         """One metrics observation (and log line) per recorded outcome."""
-        for row in refused:
-            self._metrics.delivery_outcome(
-                "dead", attempts=row.attempts, delivery_id=row.id, inbox=row.inbox, error=BLOCKED_REASON
-            )
-        for row, attempt, result in attempts:
+        for s in sent:
+            row, attempt, result = s.job.row, s.attempt, s.result
             latency_s = None
-            if result.delivered_at is not None and row.outbox_id in self._bodies:
-                latency_s = (result.delivered_at - self._bodies[row.outbox_id][1]).total_seconds()
+            if result.delivered_at is not None:
+                latency_s = (result.delivered_at - s.job.written_at).total_seconds()
             self._metrics.delivery_outcome(
                 result.state,
                 attempts=result.attempts,
@@ -179,81 +288,3 @@ class Dispatcher:
                 status=attempt.status,
                 error=result.last_error,
             )
-
-    def _result(self, row: Claimed, attempt: Attempt) -> Result:
-        attempts = row.attempts + 1
-        now = self._clock()
-        outcome: Outcome
-        if attempt.status is not None:
-            outcome = classify_response(
-                attempt.status,
-                attempt.body_head,
-                attempt.retry_after,
-                attempts,
-                now,
-                self.schedule,
-                self._jitter,
-            )
-        else:
-            outcome = classify_error(
-                attempt.error or "failed",
-                attempts,
-                now,
-                self.schedule,
-                self._jitter,
-                permanent=attempt.permanent,
-            )
-        base = Result(
-            id=row.id,
-            state="failed",
-            attempts=attempts,
-            next_attempt_at=now,
-            last_status=attempt.status,
-            last_error=None,
-            attempted_at=now,
-            inbox=row.inbox,
-        )
-        if isinstance(outcome, Delivered):
-            return replace(base, state="delivered", delivered_at=now)
-        if isinstance(outcome, Dead):
-            return replace(base, state="dead", last_error=outcome.reason, gone=outcome.gone)
-        return replace(base, next_attempt_at=outcome.at, last_error=outcome.reason)
-
-    def _refused(self, row: Claimed) -> Result:
-        return Result(
-            id=row.id,
-            state="dead",
-            attempts=row.attempts,
-            next_attempt_at=row.next_attempt_at,
-            last_status=None,
-            last_error=BLOCKED_REASON,
-            attempted_at=None,
-            inbox=row.inbox,
-        )
-
-    async def _record_health(self, attempts: Sequence[tuple[Claimed, Attempt, Result]]) -> None:
-        """Fold each host's answers, in order, into its health (one transaction for the batch)."""
-        signals: dict[str, list[tuple[bool, datetime]]] = defaultdict(list)
-        learned: dict[str, tuple[SignatureScheme, datetime]] = {}
-        for row, attempt, result in attempts:
-            up = host_is_up(attempt.status, attempt.permanent)
-            if up is not None and result.attempted_at is not None:
-                signals[row.host].append((up, result.attempted_at))
-            if attempt.learned is not None and result.attempted_at is not None:
-                learned[row.host] = (attempt.learned, result.attempted_at)
-
-        def change(host: str) -> Callable[[HostHealth], HostHealth]:
-            def apply(health: HostHealth) -> HostHealth:
-                health = reduce(
-                    lambda h, event: (after_success if event[0] else after_failure)(h, event[1], self.policy),
-                    signals.get(host, ()),
-                    health,
-                )
-                if host in learned:
-                    scheme, at = learned[host]
-                    health = replace(health, signature_scheme=scheme, scheme_checked_at=at)
-                return health
-
-            return apply
-
-        await self._store.hosts.update({host: change(host) for host in signals.keys() | learned.keys()})

@@ -4,6 +4,9 @@ Signing is behind one function, `sign_delivery`, which takes the scheme (draft-c
 RFC 9421). `post_knocking` is the double knock: when the answer refuses the signature, the
 same delivery is re-signed with the other scheme and sent again at once, within one attempt.
 Which scheme goes first is the business of `fedqueue.schemes` and the dispatcher.
+
+The worker signs on `SigningThreads` (pass `signer`): an RSA signature costs about as much
+CPU as the rest of a delivery, and OpenSSL computes it without holding the GIL.
 """
 
 from __future__ import annotations
@@ -13,16 +16,26 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 
 from fedqueue.addressing import strip_hidden
 from fedqueue.net import ACTIVITY_JSON, HttpClient, SendFailed, SigningIdentity, signed_headers
 from fedqueue.schemes import refuses_signature
 from fedqueue.signatures import SignatureError, SignatureScheme, content_digest_header, sha256_digest_header
+from fedqueue.signing_threads import SigningThreads
 from fedqueue.storage import Store
 from fedqueue.urls import Urls
 
 #: How much of a refusing server's body is kept on the delivery row.
 BODY_HEAD_BYTES = 512
+#: Threads that sign deliveries: two kept a 2-core machine's event loop and signing both busy
+#: (README, Benchmark); the event loop, not signing, is the limit beyond that.
+SIGNING_THREADS = 2
+
+
+def signing_threads() -> SigningThreads:
+    """Threads to sign deliveries on (`post(..., signer=)`); close them when done."""
+    return SigningThreads(SIGNING_THREADS)
 
 
 @dataclass(frozen=True)
@@ -106,10 +119,14 @@ async def post(
     identity: SigningIdentity,
     now: datetime,
     scheme: SignatureScheme = "cavage",
+    signer: SigningThreads | None = None,
 ) -> Attempt:
-    """POST one delivery signed under `scheme`; every failure becomes an Attempt, never an exception."""
+    """POST one delivery signed under `scheme` (on `signer`, if given); every failure becomes an Attempt."""
     try:
-        headers = sign_delivery(inbox, prepared, identity, now, scheme)
+        if signer is None:
+            headers = sign_delivery(inbox, prepared, identity, now, scheme)
+        else:
+            headers = await signer.run(partial(sign_delivery, inbox, prepared, identity, now, scheme))
         answer = await client.post(inbox, prepared.body, headers, head_bytes=BODY_HEAD_BYTES)
     except SignatureError as exc:
         return Attempt(status=None, error=str(exc), permanent=True, scheme=scheme)
@@ -129,6 +146,7 @@ async def post_knocking(
     prepared: PreparedBody,
     identity: SigningIdentity,
     clock: Callable[[], datetime],
+    signer: SigningThreads | None,
     first: SignatureScheme,
     second: SignatureScheme | None,
 ) -> Attempt:
@@ -136,8 +154,8 @@ async def post_knocking(
 
     Both POSTs are one attempt: the answer returned is the last one, with `knocks=2`.
     """
-    attempt = await post(client, inbox, prepared, identity, clock(), first)
+    attempt = await post(client, inbox, prepared, identity, clock(), first, signer)
     if second is None or not refuses_signature(attempt.status, attempt.body_head):
         return attempt
-    again = await post(client, inbox, prepared, identity, clock(), second)
+    again = await post(client, inbox, prepared, identity, clock(), second, signer)
     return replace(again, knocks=2)

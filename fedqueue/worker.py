@@ -4,9 +4,14 @@ Runs as `fedqueue worker` (until SIGTERM), `fedqueue worker --burst` (drain, the
 inside `fedqueue serve`. On PostgreSQL an idle worker wakes on NOTIFY from the outbox insert
 trigger, with polling as the fallback; on SQLite it polls.
 
-Shutdown: once `stop` is set no new batch is claimed; the batch in flight has
-`shutdown_grace_seconds` to finish, then its sends are cancelled and its leases released,
-so another worker can take those deliveries at once rather than after the lease expires.
+The loop never waits for a batch to finish: it records whatever sends have finished, claims
+more while fewer than `Dispatcher.max_in_flight` are out, and otherwise waits for the next
+send to finish. While sends are in flight, new outbox rows are looked for once per poll
+interval, and a claim that came back short is not repeated sooner either.
+
+Shutdown: once `stop` is set nothing more is claimed; the sends in flight have
+`shutdown_grace_seconds` to finish, then they are cancelled and their leases released, so
+another worker can take those deliveries at once rather than after the lease expires.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import socket
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from fedqueue.backoff import Jitter
 from fedqueue.dispatch import Dispatcher
@@ -61,26 +67,52 @@ class Worker:
         directory = RemoteDirectory(store, client, clock)
         self.fanout = Fanout(settings, store, directory, keyring, self.owner, clock)
         self.metrics = metrics or Metrics()
+        self._poll = timedelta(seconds=settings.poll_interval_seconds)
+        self._next_expansion = self._next_claim = clock()
         self.dispatcher = Dispatcher(
             settings, store, client, keyring, self.owner, clock, jitter, self.metrics
         )
 
     async def step(self) -> int:
-        """Expand waiting outbox rows, then claim and send one batch; how many rows were handled."""
-        expanded = await self.fanout.expand_pending()
+        """Record finished sends, expand waiting outbox rows, claim and start more; how much was done."""
+        done = await self.dispatcher.flush()
+        now = self._clock()
+        expanded = 0
+        if not self.dispatcher.busy or now >= self._next_expansion:
+            expanded = await self.fanout.expand_pending()
+            self._next_expansion = now + self._poll
+        return done + expanded + await self._claim()
+
+    async def _claim(self) -> int:
+        room = self.dispatcher.room()
+        batch = min(room, self.settings.claim_batch_size)
+        busy = self.dispatcher.busy
+        if busy and (batch < self.settings.claim_batch_size // 2 or self._clock() < self._next_claim):
+            return 0  # a fuller claim soon beats many small ones
+        now = self._clock()
         claimed = await self.store.deliveries.claim(
-            self.owner, self._clock(), self.settings.lease_seconds, self.settings.claim_batch_size
+            self.owner, now, self.settings.lease_seconds, batch, self.dispatcher.crowded_hosts()
         )
+        # Came back short: the queue is drained for now, so do not ask again at every finished send.
+        self._next_claim = now + self._poll if len(claimed) < batch else now
         if not claimed:
-            return expanded
-        report = await self.dispatcher.dispatch(claimed)
-        return expanded + report.sent + report.refused
+            return 0
+        return await self.dispatcher.submit(claimed)
 
     async def run_burst(self) -> None:
         """Work until nothing is due within one poll interval, then return (`worker --burst`)."""
+        try:
+            await self._burst()
+        finally:
+            self.dispatcher.close()
+
+    async def _burst(self) -> None:
         poll_s = self.settings.poll_interval_seconds
         while True:
             if await self.step():
+                continue
+            if self.dispatcher.busy:
+                await self.dispatcher.wait_for_progress(poll_s)
                 continue
             now = self._clock()
             if await self.store.outbox.has_pending(now):
@@ -92,20 +124,37 @@ class Worker:
             await asyncio.sleep(max(0.0, (due - now).total_seconds()))
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Work until `stop` is set, then finish or release the batch in flight and return."""
+        """Work until `stop` is set, then finish or release the sends in flight and return."""
         log.info("worker %s started", self.owner)
+        step: asyncio.Task[int] | None = None
         async with self.store.outbox.notifications() as wake:
             while not stop.is_set():
                 step = asyncio.create_task(self.step())
-                stopping = asyncio.create_task(stop.wait())
-                await asyncio.wait({step, stopping}, return_when=asyncio.FIRST_COMPLETED)
-                stopping.cancel()
+                await self._until(stop, step)
                 if not step.done():
-                    await self._finish_or_release(step)
                     break
-                if not step.result():
+                if step.result():
+                    continue
+                if self.dispatcher.busy:
+                    progress = asyncio.create_task(
+                        self.dispatcher.wait_for_progress(self._poll.total_seconds())
+                    )
+                    await self._until(stop, progress)
+                    progress.cancel()
+                else:
                     await self._idle(stop, wake)
+        await self._finish_or_release(step)
+        self.dispatcher.close()
         log.info("worker %s stopped", self.owner)
+
+    @staticmethod
+    async def _until(stop: asyncio.Event, task: asyncio.Task[Any]) -> None:
+        """Until `task` is done or `stop` is set, whichever comes first (`task` goes on)."""
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
 
     async def _idle(self, stop: asyncio.Event, wake: asyncio.Event | None) -> None:
         waiters = [asyncio.create_task(stop.wait())]
@@ -118,15 +167,21 @@ class Worker:
             for waiter in waiters:
                 waiter.cancel()
 
-    async def _finish_or_release(self, step: asyncio.Task[int]) -> None:
+    async def _finish_or_release(self, step: asyncio.Task[int] | None) -> None:
+        """Give the step and the sends in flight the grace period; cancel the rest, release their leases."""
         grace_s = self.settings.shutdown_grace_seconds
-        done, _ = await asyncio.wait({step}, timeout=grace_s)
-        if done:
-            step.result()
-            return
+        deadline = asyncio.get_running_loop().time() + grace_s
+        if step is not None and not step.done():
+            await asyncio.wait({step}, timeout=grace_s)
+            step.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await step
+        await self.dispatcher.settle(max(0.0, deadline - asyncio.get_running_loop().time()))
+        await self.dispatcher.cancel()
+        await self.dispatcher.flush()
         unfinished = sorted(self.dispatcher.in_flight)
-        step.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await step
-        await self.store.deliveries.release(self.owner, unfinished)
-        log.warning("released %d in-flight deliveries after a %.0f s grace period", len(unfinished), grace_s)
+        if unfinished:
+            await self.store.deliveries.release(self.owner, unfinished)
+            log.warning(
+                "released %d in-flight deliveries after a %.0f s grace period", len(unfinished), grace_s
+            )

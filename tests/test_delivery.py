@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import replace
 from datetime import timedelta
 
@@ -269,3 +270,56 @@ async def test_keys_verify_and_the_body_is_identical_for_every_inbox(
     for request in remote.requests:
         verify_delivery(remote, request, ALICE, alice.actor.public_key_pem)
     assert keys.load_public_key(alice.actor.public_key_pem)
+
+
+async def test_a_hanging_inbox_does_not_hold_up_deliveries_claimed_after_it(
+    settings: Settings, store: Store, remote: LoopbackServer
+) -> None:
+    await store.actors.create("alice")
+    others_done = asyncio.Event()
+    delivered: list[str] = []
+
+    async def hanging(_r: Recorded) -> web.Response:
+        try:  # answers only once every other delivery got through meanwhile
+            await asyncio.wait_for(others_done.wait(), 20)
+        except TimeoutError:
+            return web.Response(status=503)
+        return web.Response(status=202)
+
+    def quick(request: Recorded) -> web.Response:
+        delivered.append(request.path)
+        if len(delivered) == 20:
+            others_done.set()
+        return web.Response(status=202)
+
+    remote.on("POST", "/slow", hanging)
+    remote.on("POST", "/inbox", quick)
+    inboxes = [remote.url("/slow")] + [remote.url(f"/inbox?n={n}") for n in range(20)]
+    outbox_id = await insert_outbox_row(store, "alice", {"type": "Like", "object": "x"}, inboxes)
+    await run_burst(fast(settings, claim_batch_size=4), store)
+    assert (await activity_status(store, URLS, outbox_id))["counts"] == {"delivered": 21}
+
+
+async def test_an_update_never_overtakes_the_create_of_the_same_object_to_the_same_inbox(
+    settings: Settings, store: Store, remote: LoopbackServer
+) -> None:
+    await store.actors.create("alice")
+    events: list[str] = []
+
+    async def inbox(request: Recorded) -> web.Response:
+        kind = json.loads(request.body)["type"]
+        events.append(f"{kind} arrived")
+        if kind == "Create":
+            await asyncio.sleep(0.3)  # the Update is claimed meanwhile, in a batch of its own
+        events.append(f"{kind} answered")
+        return web.Response(status=202)
+
+    remote.on("POST", "/inbox", inbox)
+    note = {"id": "http://127.0.0.1:8000/notes/1", "type": "Note", "content": "v1"}
+    await insert_outbox_row(store, "alice", {"type": "Create", "object": note}, [remote.url("/inbox")])
+    await insert_outbox_row(
+        store, "alice", {"type": "Update", "object": {**note, "content": "v2"}}, [remote.url("/inbox")]
+    )
+    # cavage-only: no discovery knock, which would hold the Update back on its own.
+    await run_burst(fast(settings, claim_batch_size=1, signature_scheme_policy="cavage-only"), store)
+    assert events == ["Create arrived", "Create answered", "Update arrived", "Update answered"]

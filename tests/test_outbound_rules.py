@@ -206,3 +206,10 @@ def test_a_signature_refusal_is_401_403_or_a_400_naming_the_signature(
     status: int | None, body_head: str, refused: bool
 ) -> None:
     assert refuses_signature(status, body_head) is refused
+
+
+@pytest.mark.parametrize(("in_flight", "send"), [(0, 4), (3, 1), (4, 0), (9, 0)])
+def test_a_recovering_host_gets_its_allowance_less_what_is_in_flight_to_it(in_flight: int, send: int) -> None:
+    recovering = HostHealth("h.example", recovery_allowance=4)
+    assert admit(recovering, 10, NOW, in_flight=in_flight).send == send
+    assert admit(HostHealth("h.example"), 10, NOW, in_flight=in_flight).send == 10

@@ -115,13 +115,16 @@ class DeliveryStore:
             async with self._db.transaction() as conn:
                 await conn.execute(statement, values)
 
-    async def claim(self, owner: str, now: datetime, lease_seconds: float, limit: int) -> list[Claimed]:
+    async def claim(
+        self, owner: str, now: datetime, lease_seconds: float, limit: int, skip_hosts: Sequence[str] = ()
+    ) -> list[Claimed]:
         """Lease up to `limit` due deliveries to `owner`, earliest due first.
 
         Due: queued or failed with next_attempt_at reached, or sending under an expired lease.
         Hosts that are paused, or whose circuit is open or probing, are skipped entirely, so
-        their deliveries wait without spending attempts. On PostgreSQL the rows are locked with
-        SKIP LOCKED, so concurrent workers claim disjoint sets.
+        their deliveries wait without spending attempts; so are `skip_hosts` (the caller has
+        enough in flight to them). On PostgreSQL the rows are locked with SKIP LOCKED, so
+        concurrent workers claim disjoint sets.
         """
         due = (
             select(_deliveries.c.id)
@@ -135,6 +138,8 @@ class DeliveryStore:
             .order_by(_deliveries.c.next_attempt_at, _deliveries.c.id)
             .limit(limit)
         )
+        if skip_hosts:
+            due = due.where(_deliveries.c.host.not_in(skip_hosts))
         if self._db.is_postgres:
             due = due.with_for_update(skip_locked=True)
         async with self._db.transaction() as conn:
