@@ -104,7 +104,7 @@ class Worker:
         try:
             await self._burst()
         finally:
-            self.dispatcher.close()
+            await self._abandon()
 
     async def _burst(self) -> None:
         poll_s = self.settings.poll_interval_seconds
@@ -127,25 +127,35 @@ class Worker:
         """Work until `stop` is set, then finish or release the sends in flight and return."""
         log.info("worker %s started", self.owner)
         step: asyncio.Task[int] | None = None
-        async with self.store.outbox.notifications() as wake:
-            while not stop.is_set():
-                step = asyncio.create_task(self.step())
-                await self._until(stop, step)
-                if not step.done():
-                    break
-                if step.result():
-                    continue
-                if self.dispatcher.busy:
-                    progress = asyncio.create_task(
-                        self.dispatcher.wait_for_progress(self._poll.total_seconds())
-                    )
-                    await self._until(stop, progress)
-                    progress.cancel()
-                else:
-                    await self._idle(stop, wake)
-        await self._finish_or_release(step)
-        self.dispatcher.close()
+        try:
+            async with self.store.outbox.notifications() as wake:
+                while not stop.is_set():
+                    step = asyncio.create_task(self.step())
+                    await self._until(stop, step)
+                    if not step.done():
+                        break
+                    if step.result():
+                        continue
+                    if self.dispatcher.busy:
+                        progress = asyncio.create_task(
+                            self.dispatcher.wait_for_progress(self._poll.total_seconds())
+                        )
+                        await self._until(stop, progress)
+                        progress.cancel()
+                    else:
+                        await self._idle(stop, wake)
+            await self._finish_or_release(step)
+        finally:
+            await self._abandon()
         log.info("worker %s stopped", self.owner)
+
+    async def _abandon(self) -> None:
+        """After the end or a failure: no send task outlives the worker, nor do its signing threads.
+
+        Whatever is still in flight then keeps its lease until it expires (at least once).
+        """
+        await self.dispatcher.cancel()
+        self.dispatcher.close()
 
     @staticmethod
     async def _until(stop: asyncio.Event, task: asyncio.Task[Any]) -> None:
