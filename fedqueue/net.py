@@ -32,7 +32,8 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from httpx_aiohttp import AiohttpTransport
 
 from fedqueue import __version__
-from fedqueue.errors import FedqueueError, TooLarge
+from fedqueue.capped import read_capped
+from fedqueue.errors import FedqueueError
 from fedqueue.settings import Settings
 from fedqueue.signatures import (
     GET_SIGNED_HEADERS,
@@ -242,17 +243,9 @@ class HttpClient:
         Decoded chunk by chunk, so a compressed body is capped by what it expands to.
         """
         cap = limit or self.max_document_bytes
-        declared = response.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > cap:
-            raise TooLarge(f"response of {declared} bytes is over the {cap}-byte cap")
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in response.aiter_bytes():
-            size += len(chunk)
-            if size > cap:
-                raise TooLarge(f"response is over the {cap}-byte cap")
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return await read_capped(
+            response.aiter_bytes(), response.headers.get("content-length"), cap, "response"
+        )
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -4,22 +4,13 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
-from fedqueue.errors import TooLarge, Unauthorized
+from fedqueue.capped import read_capped
+from fedqueue.errors import Unauthorized
 
 
 async def read_body(request: Request, cap: int) -> bytes:
     """The request body, or TooLarge (413) as soon as it passes `cap` bytes."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > cap:
-        raise TooLarge(f"body of {declared} bytes is over the {cap}-byte cap")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > cap:
-            raise TooLarge(f"body is over the {cap}-byte cap")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    return await read_capped(request.stream(), request.headers.get("content-length"), cap, "body")
 
 
 def bearer_token(request: Request) -> str:
