@@ -14,12 +14,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from fedqueue.errors import InvalidInput
+from fedqueue.storable import NAME_CHARS, URI_CHARS, check_text
 from fedqueue.urls import Urls
 
 AS_PROFILE = "https://www.w3.org/ns/activitystreams"
 ADDRESS_FIELDS = ("to", "cc", "bto", "bcc", "audience")
-MAX_URI_CHARS = 2048
-MAX_TYPE_CHARS = 64
 
 
 class UnsupportedMediaType(InvalidInput):
@@ -83,8 +82,13 @@ def _uri(value: Any) -> str | None:
 
 
 def _is_http_uri(value: str) -> bool:
+    """An http(s) URI with a host and, if any, a valid port."""
     parts = urlsplit(value)
-    return parts.scheme in ("http", "https") and bool(parts.netloc) and len(value) <= MAX_URI_CHARS
+    try:
+        parts.port  # noqa: B018 (raises ValueError for a port that is not one)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 def same_origin(a: str, b: str) -> bool:
@@ -110,16 +114,19 @@ def parse_activity(body: bytes, *, max_depth: int, anonymous_seed: str) -> Activ
     if json_depth(doc) > max_depth:
         raise InvalidInput(f"JSON is nested deeper than {max_depth} levels")
     actor = _uri(doc.get("actor"))
-    if actor is None or not _is_http_uri(actor):
+    if actor is None or not _is_http_uri(check_text("activity actor", actor, URI_CHARS)):
         raise InvalidInput("activity has no actor URI")
     kind = doc.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if isinstance(k, str)), None)
-    if not isinstance(kind, str) or not kind or len(kind) > MAX_TYPE_CHARS:
+    if not isinstance(kind, str) or not kind:
         raise InvalidInput("activity has no type")
+    check_text("activity type", kind, NAME_CHARS)
     if "id" in doc:
         activity_id = doc["id"]
-        if not isinstance(activity_id, str) or not _is_http_uri(activity_id):
+        if not isinstance(activity_id, str) or not _is_http_uri(
+            check_text("activity id", activity_id, URI_CHARS)
+        ):
             raise InvalidInput("activity id is not an http(s) URI")
         # Else a server could claim another server's ids first and so suppress them here.
         if not same_origin(activity_id, actor):

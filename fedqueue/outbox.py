@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from fedqueue.errors import InvalidInput
-from fedqueue.net import FetchError, check_url
+from fedqueue.net import FetchError, check_url, host_of
+from fedqueue.storable import HOST_CHARS, NAME_CHARS, URI_CHARS, check_text
 from fedqueue.storage import ActivityFacts
 from fedqueue.urls import Urls
 
@@ -95,13 +96,17 @@ def normalize(
     subject, undoes, target = subject_of(activity)
     facts = ActivityFacts(
         actor=actor_name,
-        activity_id=activity_id,
-        activity_type=activity["type"][:64],
-        object_id=subject,
-        undoes=undoes,
-        target=target,
+        activity_id=check_text("the activity's id", activity_id, URI_CHARS),
+        activity_type=check_text("the activity's type", activity["type"], NAME_CHARS),
+        object_id=_storable_uri("the object's id", subject),
+        undoes=_storable_uri("the undone activity's id", undoes),
+        target=_storable_uri("the target's id", target),
     )
     return activity, facts
+
+
+def _storable_uri(field: str, value: str | None) -> str | None:
+    return None if value is None else check_text(field, value, URI_CHARS)
 
 
 def _id_of(value: Any) -> str | None:
@@ -139,12 +144,16 @@ def parse_inboxes(text: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise InvalidInput("inboxes must be a JSON array of URLs")
     for inbox in value:
+        check_text("an inbox URL", inbox, URI_CHARS)
         try:
             check_url(inbox, allow_private=True)
-        except FetchError:
+            host = host_of(inbox)
+        except (FetchError, ValueError):
             raise InvalidInput(f"inbox {inbox[:200]!r} is not an http(s) URL") from None
+        check_text("an inbox's host", host, HOST_CHARS)
     return list(dict.fromkeys(value))
 
 
 def dumps(activity: dict[str, Any]) -> str:
-    return json.dumps(activity, ensure_ascii=False, separators=(",", ":"))
+    """The activity as stored JSON text; InvalidInput if it holds text no database can store."""
+    return check_text("the activity", json.dumps(activity, ensure_ascii=False, separators=(",", ":")))

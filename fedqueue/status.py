@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from fedqueue.errors import NotFound
+from fedqueue.storable import URI_CHARS, check_row_id, check_text
 from fedqueue.storage import Store
 from fedqueue.storage.deliveries import UNFINISHED
 from fedqueue.urls import Urls
@@ -18,7 +19,7 @@ def _iso(value: datetime | None) -> str | None:
 def parse_ref(ref: str) -> int | str:
     """An outbox id (digits) or an activity id (a URL); a status URL counts as its outbox id."""
     tail = ref.rstrip("/").rsplit("/admin/activities/", 1)[-1]
-    return int(tail) if tail.isdigit() else ref
+    return int(tail) if tail.isascii() and tail.isdigit() and len(tail) <= 19 else ref
 
 
 async def activity_status(store: Store, urls: Urls, ref: int | str) -> dict[str, Any]:
@@ -27,6 +28,10 @@ async def activity_status(store: Store, urls: Urls, ref: int | str) -> dict[str,
     `complete` is true only when the fan-out has finished (all delivery rows are in) and no
     delivery is queued, sending or failed.
     """
+    if isinstance(ref, int):
+        check_row_id("activity", ref)
+    else:
+        check_text("activity id", ref, URI_CHARS)
     row = await store.outbox.state(ref)
     if row is None:
         raise NotFound(f"no activity {ref}")

@@ -10,7 +10,7 @@ from fedqueue.storage.actors import ActorStore, CreatedActor, LocalActor, check_
 from fedqueue.storage.admin import AdminStore
 from fedqueue.storage.audience import AudienceStore
 from fedqueue.storage.coalescing import CoalescingStore, Decision, HistoryRow
-from fedqueue.storage.database import Database, StorageUnavailable
+from fedqueue.storage.database import Database, StorageUnavailable, UnstorableValue
 from fedqueue.storage.deliveries import Claimed, DeliveryStore, DeliveryView, Result, Target
 from fedqueue.storage.followers import Follower, FollowerStore
 from fedqueue.storage.hosts import HostStore
@@ -48,6 +48,7 @@ __all__ = [
     "Store",
     "Submitted",
     "Target",
+    "UnstorableValue",
     "check_actor_name",
 ]
 

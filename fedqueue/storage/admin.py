@@ -23,6 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.errors import InvalidInput, NotFound
+from fedqueue.storable import HOST_CHARS, NAME_CHARS, URI_CHARS, check_row_id, check_text, parse_decimal
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import AuditRow, DeliveryRow, HostRow, OutboxRow
 from fedqueue.storage.types import utcnow
@@ -41,7 +42,6 @@ RETRYABLE = ("queued", "failed", "dead")
 #: States a cancel may start from; a `sending` row loses its lease, so the worker's result is dropped.
 CANCELLABLE = ("queued", "sending", "failed")
 MAX_PAGE = 500
-MAX_ID = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -135,9 +135,10 @@ def parse_cursor(cursor: str | None) -> int | None:
     """A page cursor is the last id seen, as decimal text; anything else is refused."""
     if cursor is None or cursor == "":
         return None
-    if not cursor.isascii() or not cursor.isdigit() or len(cursor) > 18:
-        raise InvalidInput(f"invalid cursor {cursor!r}")
-    return int(cursor)
+    try:
+        return parse_decimal("cursor", cursor)
+    except InvalidInput:
+        raise InvalidInput(f"invalid cursor {cursor[:100]!r}") from None
 
 
 def _check_state(state: str | None) -> None:
@@ -181,11 +182,12 @@ class AdminStore:
         if after is not None:
             query = query.where(_outbox.c.id < after)
         if outbox_id is not None:
-            query = query.where(_outbox.c.id == _check_id(outbox_id, "activity"))
+            query = query.where(_outbox.c.id == check_row_id("activity", outbox_id))
         if actor:
-            query = query.where(_outbox.c.actor == actor)
+            query = query.where(_outbox.c.actor == check_text("actor filter", actor, NAME_CHARS))
         if activity_type:
-            query = query.where(_outbox.c.activity_type == activity_type)
+            checked = check_text("type filter", activity_type, NAME_CHARS)
+            query = query.where(_outbox.c.activity_type == checked)
         if delivery_state:
             has_state = (
                 select(_deliveries.c.id)
@@ -257,8 +259,9 @@ class AdminStore:
         if state:
             query = query.where(_deliveries.c.state == state)
         if host:
-            query = query.where(_deliveries.c.host == host.lower())
+            query = query.where(_deliveries.c.host == check_text("host filter", host, HOST_CHARS).lower())
         if activity:
+            check_text("activity filter", activity, URI_CHARS)
             if activity.isascii() and activity.isdigit() and len(activity) <= 18:
                 query = query.where(_deliveries.c.outbox_id == int(activity))
             else:
@@ -270,7 +273,7 @@ class AdminStore:
         return DeliveryPage(items, str(page[-1].id) if len(rows) > limit else None)
 
     async def delivery(self, delivery_id: int) -> DeliveryView:
-        _check_id(delivery_id)
+        check_row_id("delivery", delivery_id)
         async with self._db.reading() as conn:
             row = (
                 await conn.execute(
@@ -328,7 +331,7 @@ class AdminStore:
             .limit(limit)
         )
         if host:
-            query = query.where(names.c.host == host.lower())
+            query = query.where(names.c.host == check_text("host", host, HOST_CHARS).lower())
         async with self._db.reading() as conn:
             rows = (await conn.execute(query)).all()
         return [
@@ -404,12 +407,13 @@ class AdminStore:
         running total after each batch.
         """
         now = now or utcnow()
-        target = f"host:{host.lower()}" if host else "all"
+        host = _check_host(host) if host else None
+        target = f"host:{host}" if host else "all"
         total = 0
         while True:
             conditions = [_deliveries.c.state == "dead", _not_cancelled()]
             if host:
-                conditions.append(_deliveries.c.host == host.lower())
+                conditions.append(_deliveries.c.host == host)
             batch = select(_deliveries.c.id).where(*conditions).order_by(_deliveries.c.id).limit(batch_size)
             async with self._db.transaction() as conn:
                 ids = list((await conn.execute(batch)).scalars())
@@ -492,7 +496,7 @@ class AdminStore:
         return await self.host(host)
 
     async def _state_of(self, conn: AsyncConnection, delivery_id: int) -> tuple[str, int]:
-        _check_id(delivery_id)
+        check_row_id("delivery", delivery_id)
         row = (
             await conn.execute(
                 select(_deliveries.c.state, _deliveries.c.attempts).where(_deliveries.c.id == delivery_id)
@@ -503,16 +507,9 @@ class AdminStore:
         return row.state, row.attempts
 
 
-def _check_id(row_id: int, noun: str = "delivery") -> int:
-    """Ids beyond a 64-bit integer cannot exist; refusing them early keeps drivers from overflowing."""
-    if not 1 <= row_id <= MAX_ID:
-        raise NotFound(f"no {noun} {row_id}")
-    return row_id
-
-
 def _check_host(host: str) -> str:
-    host = host.strip().lower()
-    if not host or len(host) > 255 or any(c.isspace() or c in "/@?#" for c in host):
+    host = check_text("host", host.strip().lower(), HOST_CHARS)
+    if not host or any(c.isspace() or c in "/@?#" for c in host):
         raise InvalidInput(f"invalid host {host!r}: give a host name such as example.org or example.org:8443")
     return host
 

@@ -10,15 +10,22 @@ from typing import Any
 from sqlalchemy import Table, event, make_url, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine.interfaces import DBAPIConnection
-from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
+from sqlalchemy.exc import ArgumentError, DataError, DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from fedqueue.errors import FedqueueError, SettingsError
+from fedqueue.errors import FedqueueError, InvalidInput, SettingsError
+
+#: SQLSTATE class 22, "data exception": a value the column refuses (NUL, too long, out of range).
+DATA_EXCEPTION_CLASS = "22"
 
 
 class StorageUnavailable(FedqueueError):
     """The database cannot be reached or opened."""
+
+
+class UnstorableValue(InvalidInput):
+    """The database refused a value (the input rules should have caught it first); nothing was stored."""
 
 
 class Database:
@@ -64,6 +71,9 @@ class Database:
                 await conn.commit()
         except OperationalError as exc:
             raise StorageUnavailable(f"database error: {_first_line(exc)}") from exc
+        except (DBAPIError, OverflowError, UnicodeEncodeError) as exc:
+            _raise_if_unstorable(exc)
+            raise
 
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[AsyncConnection]:
@@ -73,6 +83,9 @@ class Database:
                 yield conn
         except OperationalError as exc:
             raise StorageUnavailable(f"database error: {_first_line(exc)}") from exc
+        except (DBAPIError, OverflowError, UnicodeEncodeError) as exc:
+            _raise_if_unstorable(exc)
+            raise
 
     async def dispose(self) -> None:
         await self.engine.dispose()
@@ -118,3 +131,22 @@ def _sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEn
 
 def _first_line(exc: DBAPIError | Any) -> str:
     return str(getattr(exc, "orig", exc)).splitlines()[0]
+
+
+def _raise_if_unstorable(exc: DBAPIError | OverflowError | UnicodeEncodeError) -> None:
+    """Raise UnstorableValue if `exc` is the database refusing an input value; else return.
+
+    PostgreSQL reports such values as SQLSTATE class 22 (asyncpg's DataError family, wrapped
+    in a plain DBAPIError); sqlite3 raises OverflowError or UnicodeEncodeError unwrapped when
+    it cannot bind a parameter. Anything else (an integrity or programming error) is left alone.
+    """
+    if isinstance(exc, DBAPIError):
+        orig = exc.orig
+        sqlstate = str(getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None) or "")
+        if not isinstance(exc, DataError) and not sqlstate.startswith(DATA_EXCEPTION_CLASS):
+            return
+        reason = str(getattr(orig, "__cause__", None) or orig)
+    else:
+        reason = str(exc)
+    first = reason.splitlines()[0] if reason else type(exc).__name__
+    raise UnstorableValue(f"the database refused a value: {first[:200]}") from exc

@@ -26,12 +26,13 @@ from sqlalchemy import (
 )
 from sqlmodel import Field, SQLModel
 
+from fedqueue.storable import HOST_CHARS, NAME_CHARS, STATE_CHARS, URI_CHARS
 from fedqueue.storage.types import BigId, UTCDateTime
 
-URI = String(2048)
-NAME = String(64)
-HOST = String(255)
-STATE = String(16)
+URI = String(URI_CHARS)
+NAME = String(NAME_CHARS)
+HOST = String(HOST_CHARS)
+STATE = String(STATE_CHARS)
 
 
 def _created() -> Column[datetime]:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fedqueue.storage.admin import DELIVERY_STATES, MAX_ID, MAX_PAGE
+from fedqueue.storable import MAX_ROW_ID
+from fedqueue.storage.admin import DELIVERY_STATES, MAX_PAGE
 
 _ERROR = {"$ref": "#/components/responses/Error"}
 _UNAUTHORIZED = {"$ref": "#/components/responses/Unauthorized"}
@@ -41,7 +42,7 @@ _DELIVERY_ID = {
     "name": "id",
     "in": "path",
     "required": True,
-    "schema": {"type": "integer", "minimum": 1, "maximum": MAX_ID},
+    "schema": {"type": "integer", "minimum": 1, "maximum": MAX_ROW_ID},
 }
 _HOST = {
     "name": "host",
@@ -172,7 +173,7 @@ def _paths() -> dict[str, Any]:
                         "name": "id",
                         "in": "path",
                         "required": True,
-                        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_ID},
+                        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_ROW_ID},
                     }
                 ],
             )

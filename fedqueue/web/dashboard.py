@@ -211,10 +211,10 @@ routes = [
     Route("/admin/login", login_form, methods=["GET"]),
     Route("/admin/login", login, methods=["POST"]),
     Route("/admin/logout", logout, methods=["POST"]),
-    Route("/admin/ui/activities/{id:int}", activity_page, methods=["GET"]),
+    Route("/admin/ui/activities/{id:row_id}", activity_page, methods=["GET"]),
     Route("/admin/ui/hosts/{host}", host_page, methods=["GET"]),
-    Route("/admin/ui/deliveries/{id:int}/retry", action(_retry), methods=["POST"]),
-    Route("/admin/ui/deliveries/{id:int}/cancel", action(_cancel), methods=["POST"]),
+    Route("/admin/ui/deliveries/{id:row_id}/retry", action(_retry), methods=["POST"]),
+    Route("/admin/ui/deliveries/{id:row_id}/cancel", action(_cancel), methods=["POST"]),
     Route("/admin/ui/hosts/{host}/retry-dead", action(_retry_dead), methods=["POST"]),
     *(
         Route(f"/admin/ui/hosts/{{host}}/{name}", action(_host_flag(name)), methods=["POST"])

@@ -31,6 +31,7 @@ from fedqueue.metrics import Metrics
 from fedqueue.net import FetchError, SigningIdentity, host_of
 from fedqueue.remote import RemoteDirectory
 from fedqueue.signatures import SignatureError
+from fedqueue.storable import URI_CHARS, check_text, parse_decimal
 from fedqueue.storage import NewInbound, StorageUnavailable, Store, check_actor_name
 from fedqueue.storage.types import utcnow
 from fedqueue.urls import Urls
@@ -151,6 +152,7 @@ async def _receive(request: Request) -> bool:
     directory = directory_of(request)
     resolve = key_resolver(directory, await fetch_signer(store, urls, signer_name))
     verdict = await verify_signature(candidates, resolve, activity.actor)
+    check_text("the signature's keyId", verdict.key_id, URI_CHARS)
     await heard_from(store, directory, activity.actor, verdict.key_id, utcnow())
     effects = effects_for(
         activity,
@@ -213,6 +215,9 @@ async def _follower_inboxes(directory: RemoteDirectory, activity: Activity) -> F
     except FetchError as exc:
         log.warning("follow from %s not recorded: %s", activity.actor, exc)
         return None
+    check_text("the follower's inbox", actor.inbox, URI_CHARS)
+    if actor.shared_inbox is not None:
+        check_text("the follower's sharedInbox", actor.shared_inbox, URI_CHARS)
     return FollowerInboxes(inbox=actor.inbox, shared_inbox=actor.shared_inbox)
 
 
@@ -220,9 +225,7 @@ def _int_param(request: Request, name: str, default: int | None) -> int | None:
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
-    if not raw.isdigit() or len(raw) > 18:
-        raise InvalidInput(f"query parameter {name!r} must be a non-negative integer")
-    return int(raw)
+    return parse_decimal(f"query parameter {name!r}", raw)
 
 
 async def pull(request: Request) -> Response:

@@ -11,14 +11,16 @@ from __future__ import annotations
 import json
 import secrets
 from typing import Any
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue.addressing import is_public, strip_hidden
-from fedqueue.errors import Duplicate, InvalidInput, NotFound, Unauthorized
+from fedqueue.errors import Duplicate, NotFound, Unauthorized
 from fedqueue.outbox import dumps, normalize, parse_activity
+from fedqueue.storable import parse_decimal
 from fedqueue.storage import check_actor_name
 from fedqueue.web.incoming import bearer_token, read_body
 from fedqueue.web.responses import (
@@ -30,6 +32,9 @@ from fedqueue.web.responses import (
     store_of,
     urls_of,
 )
+
+#: RFC 3986 reserved characters, `%` and `~`: kept as they are in a Location header.
+URI_PUNCTUATION = ":/?#[]@!$&'()*+,;=%~"
 
 
 async def post_outbox(request: Request) -> Response:
@@ -46,7 +51,8 @@ async def post_outbox(request: Request) -> Response:
     return JSONResponse(
         {"id": submitted.activity_id, "status_url": urls.status(submitted.outbox_id)},
         status_code=201 if submitted.created else 200,
-        headers={"Location": submitted.activity_id},
+        # Header values are latin-1 without control characters: percent-encode anything else.
+        headers={"Location": quote(submitted.activity_id, safe=URI_PUNCTUATION)},
     )
 
 
@@ -67,9 +73,7 @@ async def outbox_collection(request: Request) -> Response:
     raw_max_id = request.query_params.get("max_id")
     if request.query_params.get("page") is None and raw_max_id is None:
         return ordered_collection(collection, total, f"{collection}?page=true")
-    if raw_max_id is not None and (not raw_max_id.isdigit() or len(raw_max_id) > 18):
-        raise InvalidInput("query parameter 'max_id' must be a non-negative integer")
-    before = int(raw_max_id) if raw_max_id is not None else None
+    before = parse_decimal("query parameter 'max_id'", raw_max_id) if raw_max_id is not None else None
     rows = await store.published.page(name, before=before, limit=OUTBOX_PAGE_SIZE)
     items = [item for item in (_public(row.activity) for row in rows) if item is not None]
     page_id = f"{collection}?max_id={before}" if before is not None else f"{collection}?page=true"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from starlette.convertors import IntegerConvertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -15,6 +16,15 @@ from fedqueue.urls import Urls
 ACTIVITY_JSON = "application/activity+json"
 AS_CONTEXT = "https://www.w3.org/ns/activitystreams"
 SECURITY_CONTEXT = "https://w3id.org/security/v1"
+
+
+class RowIdConvertor(IntegerConvertor):
+    """`{id:row_id}`: at most 19 digits, so a longer number is a plain 404 and never reaches `int()`."""
+
+    regex = "[0-9]{1,19}"
+
+
+register_url_convertor("row_id", RowIdConvertor())
 
 
 class JSONResponse(Response):

@@ -18,4 +18,4 @@ async def get_activity_status(request: Request) -> Response:
     return JSONResponse(await activity_status(store_of(request), urls_of(request), outbox_id))
 
 
-routes = [Route("/admin/activities/{id:int}", get_activity_status, methods=["GET"])]
+routes = [Route("/admin/activities/{id:row_id}", get_activity_status, methods=["GET"])]
