@@ -36,8 +36,22 @@ huge_integers = st.one_of(
     st.sampled_from([MAX_ROW_ID, MAX_ROW_ID + 1, 10**20, -1, 0, 2**64]),
     st.integers(min_value=-(2**80), max_value=2**80),
 )
+#: One of each class, for a sweep of every parameter before the random examples.
+HOSTILE_SAMPLES = (
+    "\x00",
+    "\x00zz",
+    "\ud800",
+    "h" * 300,
+    "https://a.example/" + "x" * URI_CHARS,
+    str(10**20),
+    "9" * 5000,
+    "²",
+    "http://0177.0.0.1/",
+    "0x7f.1",
+)
 #: Query and path values: decimal text of huge integers, odd digits, and hostile text.
 hostile_params = st.one_of(
+    st.sampled_from(HOSTILE_SAMPLES),
     huge_integers.map(str),
     st.sampled_from(["²", "\uff11", "1" * 30, "9" * 5000, "1e3", " 1", "0x10"]),
     hostile_text,

@@ -30,11 +30,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def live_instance(tmp_path: Path, admin_token: str, timeout_s: float = 30.0) -> Iterator[LiveInstance]:
-    """Start `fedqueue serve`, wait for /healthz, stop it (SIGTERM, then kill) afterwards."""
+def live_instance(
+    tmp_path: Path, admin_token: str, timeout_s: float = 30.0, database_url: str | None = None
+) -> Iterator[LiveInstance]:
+    """Start `fedqueue serve` (on a fresh SQLite file unless given a database), wait for /healthz,
+    stop it (SIGTERM, then kill) afterwards."""
     port = free_port()
     origin = f"http://127.0.0.1:{port}"
-    database_url = f"sqlite+aiosqlite:///{tmp_path / 'live.db'}"
+    database_url = database_url or f"sqlite+aiosqlite:///{tmp_path / 'live.db'}"
     env = {
         **os.environ,
         "FEDQUEUE_DATABASE_URL": database_url,
