@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,8 @@ from fedqueue.storable import NAME_CHARS, URI_CHARS, check_text
 from fedqueue.urls import Urls
 
 AS_PROFILE = "https://www.w3.org/ns/activitystreams"
+#: A JSON escape in the surrogate range: the only way a JSON text can carry a lone surrogate.
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 ADDRESS_FIELDS = ("to", "cc", "bto", "bcc", "audience")
 
 
@@ -134,6 +137,9 @@ def parse_activity(body: bytes, *, max_depth: int, anonymous_seed: str) -> Activ
     else:
         digest = hashlib.sha256(anonymous_seed.encode() + b"\n" + body).hexdigest()
         activity_id = f"urn:fedqueue:anonymous:{digest}"
+    if SURROGATE_ESCAPE.search(text):
+        # A lone surrogate would be stored, then break every pull that renders it.
+        check_text("activity", json.dumps(doc, ensure_ascii=False))
     return Activity(id=activity_id, actor=actor, type=kind, doc=doc, text=text)
 
 

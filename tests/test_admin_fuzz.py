@@ -80,11 +80,11 @@ PATH_PARAM = re.compile(r"\{(\w+)(?::\w+)?\}")
 
 
 def _admin_routes(app: Starlette) -> list[tuple[str, str]]:
-    """(method, path template) of every /admin route but the login and logout forms."""
+    """(method, path template) of every /admin route."""
     return [
         (method, route.path)
         for route in app.routes
-        if isinstance(route, Route) and route.path.startswith("/admin") and "log" not in route.path
+        if isinstance(route, Route) and route.path.startswith("/admin")
         for method in sorted(route.methods or ())
         if method != "HEAD"
     ]

@@ -177,6 +177,7 @@ async def test_the_outbox_collection_refuses_a_max_id_that_is_no_bigint(
         ("type", "L" * 65, "activity type is longer than 64"),
         ("actor", "http://127.0.0.1:99999/u", "activity has no actor URI"),
         ("actor", "ACTOR\x00", "activity actor contains a NUL character"),
+        ("content", "a lone \udc80 surrogate", "activity is not valid Unicode"),
     ],
 )
 async def test_an_inbound_activity_with_unstorable_fields_is_a_400_and_nothing_is_stored(
