@@ -11,8 +11,10 @@ async def read_capped(
     chunks: AsyncIterator[bytes], declared_length: str | None, cap: int, noun: str
 ) -> bytes:
     """All of `chunks`, or TooLarge as soon as the declared or the actual size passes `cap` bytes."""
-    if declared_length is not None and declared_length.isdigit() and int(declared_length) > cap:
-        raise TooLarge(f"{noun} of {declared_length} bytes is over the {cap}-byte cap")
+    declared = declared_length if declared_length is not None else ""
+    # isascii: "²" is a digit to str.isdigit but not to int(); more than 19 digits is over any cap.
+    if declared.isascii() and declared.isdigit() and (len(declared) > 19 or int(declared) > cap):
+        raise TooLarge(f"{noun} of {declared[:30]} bytes is over the {cap}-byte cap")
     parts: list[bytes] = []
     size = 0
     async for chunk in chunks:

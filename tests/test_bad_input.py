@@ -155,12 +155,29 @@ async def test_a_raw_outbox_row_with_an_id_over_2048_characters_ends_rejected_on
         assert state.error is not None and reason in state.error
 
 
+@pytest.mark.parametrize("length", ["²", "9" * 5000])
+async def test_an_outbox_post_with_a_content_length_that_is_no_number_gets_no_5xx(
+    outbox_client: httpx.AsyncClient, token: str, length: str
+) -> None:
+    headers = {b"Authorization": f"Bearer {token}".encode(), b"Content-Length": length.encode("latin-1")}
+    response = await outbox_client.post("/actors/alice/outbox", content=b'{"type": "Note"}', headers=headers)
+    assert response.status_code in (201, 400, 413), response.text
+
+
 @pytest.mark.parametrize("max_id", ["²", "1" * 30, "-1", "\x00"])
 async def test_the_outbox_collection_refuses_a_max_id_that_is_no_bigint(
     outbox_client: httpx.AsyncClient, token: str, max_id: str
 ) -> None:
     response = await outbox_client.get("/actors/alice/outbox", params={"max_id": max_id})
     refused(response, 400, "query parameter 'max_id' must be a non-negative integer")
+
+
+@pytest.mark.parametrize("page", ["²", "9" * 5000, "0", "-1"])
+async def test_the_followers_collection_refuses_a_page_that_is_no_small_number(
+    outbox_client: httpx.AsyncClient, token: str, page: str
+) -> None:
+    response = await outbox_client.get("/actors/alice/followers", params={"page": page})
+    refused(response, 400, "query parameter 'page' must be")
 
 
 # --- the inbox ---------------------------------------------------------------------------

@@ -122,7 +122,8 @@ def test_an_answer_is_delivered_retried_or_dead(
 
 
 @pytest.mark.parametrize(
-    ("value", "seconds"), [("5", 5.0), ("Sun, 22 Nov 2026 03:00:00 GMT", 0.0), ("soon", None), (None, None)]
+    ("value", "seconds"),
+    [("5", 5.0), ("Sun, 22 Nov 2026 03:00:00 GMT", 0.0), ("soon", None), (None, None), ("²", None)],
 )
 def test_retry_after_is_seconds_or_an_http_date(value: str | None, seconds: float | None) -> None:
     assert retry_after_seconds(value, NOW) == seconds

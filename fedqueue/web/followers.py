@@ -9,6 +9,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue.errors import InvalidInput
+from fedqueue.storable import parse_decimal
 from fedqueue.storage import check_actor_name
 from fedqueue.web.responses import (
     AS_CONTEXT,
@@ -29,9 +30,9 @@ async def followers_collection(request: Request) -> Response:
     raw_page = request.query_params.get("page")
     if raw_page is None:
         return ordered_collection(collection, total, f"{collection}?page=1" if total else None)
-    if not raw_page.isdigit() or not 1 <= int(raw_page) <= 1_000_000:
-        raise InvalidInput("query parameter 'page' must be a positive integer")
-    page = int(raw_page)
+    page = parse_decimal("query parameter 'page'", raw_page)
+    if not 1 <= page <= 1_000_000:
+        raise InvalidInput("query parameter 'page' must be between 1 and 1000000")
     size = settings_of(request).followers_page_size
     followers = await store.followers.page(name, offset=(page - 1) * size, limit=size)
     doc: dict[str, Any] = {
