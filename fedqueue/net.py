@@ -121,7 +121,7 @@ def is_noncanonical_ipv4(host: str) -> bool:
     them as octal or hex), so no client is asked to use them.
     """
     last = host.removesuffix(".").rsplit(".", 1)[-1]
-    if not _NUMERIC_LABEL.fullmatch(last):
+    if ":" in host or not _NUMERIC_LABEL.fullmatch(last):
         return False
     try:
         ipaddress.IPv4Address(host)
