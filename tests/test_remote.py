@@ -166,7 +166,8 @@ async def test_a_document_in_utf16_or_utf32_is_refused_as_not_utf8_and_remembere
 
 
 def _with(doc: dict[str, Any], path: tuple[str, ...], value: object) -> dict[str, Any]:
-    changed = json.loads(json.dumps(doc))
+    """A deep copy of `doc` with the field at `path` set to `value`."""
+    changed: dict[str, Any] = json.loads(json.dumps(doc))
     target = changed
     for name in path[:-1]:
         target = target[name]

@@ -73,9 +73,7 @@ def inbound_request(request: Request, base_url: str, body: bytes) -> InboundRequ
     return InboundRequest(method=request.method, url=url, headers=headers, body=body)
 
 
-def key_resolver(
-    directory: RemoteDirectory, signer: SigningIdentity | None, timeout_s: float
-) -> KeyResolver:
+def key_resolver(directory: RemoteDirectory, signer: SigningIdentity | None, timeout_s: float) -> KeyResolver:
     """Keys through the directory's signed, guarded, cached fetch; fetch failures become 401s.
 
     Every fetch through one resolver ends by one deadline, `timeout_s` from now: one budget
