@@ -68,7 +68,7 @@ def _public_keys(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
-def unusable_text(value: str, max_chars: int | None) -> str | None:
+def _unusable_text(value: str, max_chars: int | None) -> str | None:
     """Why `value` cannot be stored as text on both engines (NUL, a lone surrogate, too long), or None."""
     if "\x00" in value:
         return "contains NUL"
@@ -81,9 +81,9 @@ def unusable_text(value: str, max_chars: int | None) -> str | None:
     return None
 
 
-def unusable_url(value: str) -> str | None:
+def _unusable_url(value: str) -> str | None:
     """Why `value` cannot be stored and fetched as a remote URI, or None."""
-    reason = unusable_text(value, URI_MAX_CHARS)
+    reason = _unusable_text(value, URI_MAX_CHARS)
     if reason is not None:
         return reason
     try:
@@ -95,7 +95,7 @@ def unusable_url(value: str) -> str | None:
 
 def _checked_url(value: str, what: str) -> str:
     """`value`, or FetchError naming `what` when it cannot be stored and fetched."""
-    reason = unusable_url(value)
+    reason = _unusable_url(value)
     if reason is not None:
         raise FetchError(f"{what} is unusable: {reason}")
     return value
@@ -105,10 +105,20 @@ def _field(name: str, value: Any, *, url: bool = True) -> str | None:
     """A string field of a fetched document, checked before anything is stored; None if not a string."""
     if not isinstance(value, str):
         return None
-    reason = unusable_url(value) if url else unusable_text(value, None)
+    reason = _unusable_url(value) if url else _unusable_text(value, None)
     if reason is not None:
         raise FetchError(f"actor document has an unusable {name}: {reason}")
     return value
+
+
+def _utf8_text(raw: bytes) -> str | None:
+    """`raw` as UTF-8 text, or None. A NUL byte is never in JSON text but fills UTF-16 and UTF-32."""
+    if b"\x00" in raw:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def parse_actor(doc: Any, uri: str, key_id: str | None = None) -> RemoteActor:
@@ -228,12 +238,9 @@ class RemoteDirectory:
                 raw = await self._client.read_capped(response)
         except TooLarge as exc:
             raise FetchError(f"GET {url}: {exc}") from None
-        try:
-            if b"\x00" in raw:  # never in JSON text as UTF-8; UTF-16 and UTF-32 are full of it
-                raise UnicodeError
-            text = raw.decode("utf-8")
-        except UnicodeError:
-            raise FetchError(f"GET {url} gave a document that is not UTF-8") from None
+        text = _utf8_text(raw)
+        if text is None:
+            raise FetchError(f"GET {url} gave a document that is not UTF-8")
         try:
             doc = json.loads(text)
         except (ValueError, RecursionError):
