@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import re
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -66,10 +67,42 @@ class SigningIdentity:
     private_key: PrivateKeyTypes
 
 
+#: NAT64's well-known prefix: the last 32 bits are the IPv4 address the translator connects to.
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+#: A host name whose last label is a number (decimal, or 0x hex) is an IPv4 address to URL parsers.
+_NUMERIC_LABEL = re.compile(r"[0-9]+|0[xX][0-9a-fA-F]*")
+
+
+def embedded_ipv4s(ip: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
+    """The IPv4 addresses traffic to `ip` really reaches: IPv4-mapped, 6to4, NAT64, Teredo."""
+    if ip.ipv4_mapped is not None:
+        return (ip.ipv4_mapped,)
+    if ip.sixtofour is not None:
+        return (ip.sixtofour,)
+    if ip.teredo is not None:
+        return ip.teredo  # (server, client); Python undoes the client's bitwise NOT
+    if ip in _NAT64:
+        return (ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF),)
+    return ()
+
+
 def is_forbidden_ip(address: str) -> bool:
+    """Whether an IP literal is loopback, private, link-local, reserved or otherwise not global.
+
+    An IPv6 address that embeds IPv4 addresses (see `embedded_ipv4s`) is judged by those alone,
+    since that is where its packets go; Python counts 2002::/16 as global whatever it embeds.
+    IPv4-compatible (::a.b.c.d, deprecated) and local-use NAT64 (64:ff9b:1::/48) addresses
+    are reserved, so refused.
+    """
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = embedded_ipv4s(ip)
+        if embedded:
+            return any(_forbidden_class(inner) for inner in embedded)
+    return _forbidden_class(ip)
+
+
+def _forbidden_class(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return (
         ip.is_private
         or ip.is_loopback
@@ -81,26 +114,60 @@ def is_forbidden_ip(address: str) -> bool:
     )
 
 
+def is_noncanonical_ipv4(host: str) -> bool:
+    """Whether `host` is an IPv4 address spelt other than as four plain decimals (0177.0.0.1, 127.1, 0x7f...).
+
+    URL parsers and resolvers disagree on such spellings (httpx refuses some, getaddrinfo reads
+    them as octal or hex), so no client is asked to use them.
+    """
+    last = host.removesuffix(".").rsplit(".", 1)[-1]
+    if ":" in host or not _NUMERIC_LABEL.fullmatch(last):
+        return False
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        return True
+    return False
+
+
 def host_of(url: str) -> str:
-    """The host as hosts are tracked: lower-case name, with the port when it is explicit."""
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    return f"{host}:{parts.port}" if parts.port else host
+    """The host as hosts are tracked: lower-case name, with the port when it is explicit.
+
+    Never raises: a URL too malformed to split (an unclosed `[`, a port out of range) gives
+    its raw authority, which `check_url` refuses before anything is fetched.
+    """
+    try:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        return f"{host}:{parts.port}" if parts.port else host
+    except ValueError:
+        return url.partition("://")[2].partition("/")[0].lower()[:255]
 
 
 def check_url(url: str, *, allow_private: bool) -> None:
-    """Refuse URLs that are not http(s) with a host, or whose host is a forbidden IP literal."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise FetchError(f"not an http(s) URL: {url[:200]!r}")
-    if allow_private:
-        return
+    """Refuse URLs that are not http(s) with a usable host, or whose host is a forbidden IP literal.
+
+    Hosts no client can use (a non-canonical IPv4 spelling, a malformed IPv6 literal or port)
+    are refused even when private addresses are allowed.
+    """
     try:
-        forbidden = is_forbidden_ip(parts.hostname)
+        parts = urlsplit(url)
+        host = parts.hostname
+        _ = parts.port  # a port out of range raises here
     except ValueError:
+        raise FetchError(f"not a valid URL: {url[:200]!r}") from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise FetchError(f"not an http(s) URL: {url[:200]!r}")
+    if is_noncanonical_ipv4(host):
+        raise FetchError(f"host {host[:100]!r} is a non-canonical IPv4 spelling")
+    try:
+        forbidden = is_forbidden_ip(host)
+    except ValueError:
+        if ":" in host:
+            raise FetchError(f"host {host[:100]!r} is not a valid IPv6 address") from None
         return  # a name: the resolver checks what it resolves to
-    if forbidden:
-        raise ForbiddenAddress(f"{parts.hostname} is a private or loopback address")
+    if forbidden and not allow_private:
+        raise ForbiddenAddress(f"{host} is a private or loopback address")
 
 
 class GuardedResolver(AbstractResolver):
@@ -130,6 +197,19 @@ def forbidden_cause(exc: BaseException) -> ForbiddenAddress | None:
             return seen
         seen = seen.__cause__ or seen.__context__ or getattr(seen, "os_error", None)
     return None
+
+
+#: What a client can raise besides our own errors: httpx's (InvalidURL is no HTTPError),
+#: aiohttp's, sockets', timeouts, and ValueError for what the URL or header parsers refuse.
+CLIENT_ERRORS = (
+    httpx.HTTPError,
+    httpx.InvalidURL,
+    httpx.StreamError,
+    aiohttp.ClientError,
+    OSError,
+    TimeoutError,
+    ValueError,
+)
 
 
 @dataclass(frozen=True)
@@ -204,9 +284,9 @@ class HttpClient:
                 return Answer(response.status, head, response.headers.get("retry-after"))
         except FetchError as exc:  # not an http(s) URL
             raise SendFailed(str(exc), permanent=True) from None
-        except (aiohttp.ClientError, httpx.HTTPError, OSError, TimeoutError) as exc:
+        except CLIENT_ERRORS as exc:
             permanent = forbidden_cause(exc) is not None or isinstance(
-                exc, httpx.UnsupportedProtocol | aiohttp.InvalidURL
+                exc, httpx.UnsupportedProtocol | httpx.InvalidURL | aiohttp.InvalidURL
             )
             raise SendFailed(describe_http_error(exc), permanent=permanent) from None
 
@@ -227,15 +307,29 @@ class HttpClient:
 
     @asynccontextmanager
     async def stream(
-        self, method: str, url: str, *, content: bytes | None = None, headers: dict[str, str] | None = None
+        self,
+        method: str,
+        url: str,
+        *,
+        content: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        timeout_s: float | None = None,
     ) -> AsyncIterator[httpx.Response]:
-        """A guarded request whose whole exchange (connect to last byte) has the total timeout."""
-        check_url(url, allow_private=self.settings.allow_private_addresses)
-        async with (
-            asyncio.timeout(self._total_timeout_s),
-            self._client.stream(method, url, content=content, headers=headers) as response,
-        ):
-            yield response
+        """A guarded request whose whole exchange (connect to last byte) has the total timeout.
+
+        `timeout_s`, when shorter, replaces it. Every failure of the client, including reading
+        the body inside the block, comes out as one FetchError.
+        """
+        limit_s = self._total_timeout_s if timeout_s is None else min(timeout_s, self._total_timeout_s)
+        try:
+            check_url(url, allow_private=self.settings.allow_private_addresses)
+            async with (
+                asyncio.timeout(limit_s),
+                self._client.stream(method, url, content=content, headers=headers) as response,
+            ):
+                yield response
+        except CLIENT_ERRORS as exc:
+            raise FetchError(f"{method} {url} failed: {describe_http_error(exc)}") from None
 
     async def read_capped(self, response: httpx.Response, limit: int | None = None) -> bytes:
         """The (decoded) response body, or TooLarge as soon as it passes `limit` bytes.

@@ -7,6 +7,7 @@ one that actor document lists. So `RemoteKey.owner` is always an actor that clai
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,15 +15,13 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urldefrag, urlsplit
 
-import httpx
-
 from fedqueue.errors import TooLarge
 from fedqueue.net import (
     ACCEPT_ACTIVITY,
     FetchError,
     HttpClient,
     SigningIdentity,
-    describe_http_error,
+    check_url,
     host_of,
     signed_headers,
 )
@@ -33,6 +32,10 @@ from fedqueue.storage.types import utcnow
 ACTOR_TTL = timedelta(hours=24)
 FAILURE_TTL = timedelta(minutes=5)
 _JSON_TYPES = ("application/activity+json", "application/ld+json", "application/json")
+#: The size of the URI columns of remote_actors (storage.tables.URI): longer URIs cannot be stored.
+URI_MAX_CHARS = 2048
+#: A remembered failure's reason is cut to this many characters.
+_REASON_MAX_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -65,29 +68,86 @@ def _public_keys(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
+def _unusable_text(value: str, max_chars: int | None) -> str | None:
+    """Why `value` cannot be stored as text on both engines (NUL, a lone surrogate, too long), or None."""
+    if "\x00" in value:
+        return "contains NUL"
+    if max_chars is not None and len(value) > max_chars:
+        return f"is over {max_chars} characters"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid Unicode"
+    return None
+
+
+def _unusable_url(value: str) -> str | None:
+    """Why `value` cannot be stored and fetched as a remote URI, or None."""
+    reason = _unusable_text(value, URI_MAX_CHARS)
+    if reason is not None:
+        return reason
+    try:
+        check_url(value, allow_private=True)  # forbidden addresses are refused when fetched
+    except FetchError as exc:
+        return str(exc)
+    return None
+
+
+def _checked_url(value: str, what: str) -> str:
+    """`value`, or FetchError naming `what` when it cannot be stored and fetched."""
+    reason = _unusable_url(value)
+    if reason is not None:
+        raise FetchError(f"{what} is unusable: {reason}")
+    return value
+
+
+def _field(name: str, value: Any, *, url: bool = True) -> str | None:
+    """A string field of a fetched document, checked before anything is stored; None if not a string."""
+    if not isinstance(value, str):
+        return None
+    reason = _unusable_url(value) if url else _unusable_text(value, None)
+    if reason is not None:
+        raise FetchError(f"actor document has an unusable {name}: {reason}")
+    return value
+
+
+def _utf8_text(raw: bytes) -> str | None:
+    """`raw` as UTF-8 text, or None. A NUL byte is never in JSON text but fills UTF-16 and UTF-32."""
+    if b"\x00" in raw:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def parse_actor(doc: Any, uri: str, key_id: str | None = None) -> RemoteActor:
-    """An actor document's inboxes and key (the one named `key_id`, else the first)."""
+    """An actor document's inboxes and key (the one named `key_id`, else the first).
+
+    Every field kept is checked first (text storable on both engines, http(s) URLs that fit
+    their columns), so what is refused on PostgreSQL is refused on SQLite too.
+    """
     if not isinstance(doc, dict):
         raise FetchError(f"actor document of {uri} is not a JSON object")
-    actor_id = doc.get("id")
-    if not isinstance(actor_id, str) or not _same_origin(actor_id, uri):
+    actor_id = _field("id", doc.get("id"))
+    if actor_id is None or not _same_origin(actor_id, uri):
         raise FetchError(f"actor document of {uri} has a missing or foreign id")
-    inbox = doc.get("inbox")
-    if not isinstance(inbox, str) or not _same_origin(inbox, actor_id):
+    inbox = _field("inbox", doc.get("inbox"))
+    if inbox is None or not _same_origin(inbox, actor_id):
         raise FetchError(f"actor {actor_id} has no usable inbox")
     endpoints = doc.get("endpoints")
-    shared = endpoints.get("sharedInbox") if isinstance(endpoints, dict) else None
+    shared = _field("sharedInbox", endpoints.get("sharedInbox") if isinstance(endpoints, dict) else None)
     keys = _public_keys(doc)
     chosen = next((key for key in keys if key.get("id") == key_id), None) if key_id else None
     chosen = chosen or (keys[0] if keys else None)
-    pem = chosen.get("publicKeyPem") if chosen else None
-    found_key_id = chosen.get("id") if chosen else None
+    pem = _field("publicKeyPem", chosen.get("publicKeyPem"), url=False) if chosen else None
+    found_key_id = _field("key id", chosen.get("id")) if chosen else None
     return RemoteActor(
         uri=actor_id,
         inbox=inbox,
-        shared_inbox=shared if isinstance(shared, str) and _same_origin(shared, actor_id) else None,
-        key_id=found_key_id if isinstance(found_key_id, str) else None,
-        public_key_pem=pem if isinstance(pem, str) else None,
+        shared_inbox=shared if shared is not None and _same_origin(shared, actor_id) else None,
+        key_id=found_key_id,
+        public_key_pem=pem,
     )
 
 
@@ -101,7 +161,7 @@ class RemoteDirectory:
 
     async def actor(self, uri: str, signer: SigningIdentity | None, *, refresh: bool = False) -> RemoteActor:
         """The actor at `uri`; FetchError (also remembered for a few minutes) if it is unusable."""
-        uri = urldefrag(uri).url
+        uri = urldefrag(_checked_url(uri, "actor URI")).url
         now = self._clock()
         if not refresh:
             cached = await self._store.remote_actors.get(uri, now)
@@ -116,10 +176,21 @@ class RemoteDirectory:
         await self._remember(actor, raw, now)
         return actor
 
-    async def key(self, key_id: str, signer: SigningIdentity | None, *, refresh: bool = False) -> RemoteKey:
-        """The public key `key_id` and the actor that claims it; FetchError if there is none."""
+    async def key(
+        self,
+        key_id: str,
+        signer: SigningIdentity | None,
+        *,
+        refresh: bool = False,
+        deadline: float | None = None,
+    ) -> RemoteKey:
+        """The public key `key_id` and the actor that claims it; FetchError if there is none.
+
+        `deadline` (the event loop's clock) ends the fetches early; a fetch cut short by it is
+        a failure like any other, remembered for a few minutes.
+        """
         now = self._clock()
-        url = urldefrag(key_id).url
+        url = urldefrag(_checked_url(key_id, "key id")).url
         if not refresh:
             cached = await self._store.remote_actors.by_key_id(key_id, now)
             if cached is not None and cached.public_key_pem:
@@ -128,13 +199,13 @@ class RemoteDirectory:
             if failed is not None and failed.error is not None:
                 raise FetchError(failed.error)
         try:
-            doc, raw = await self.fetch_json(url, signer)
+            doc, raw = await self.fetch_json(url, signer, deadline=deadline)
             if "publicKeyPem" in doc and "inbox" not in doc:  # a separate key document
                 owner = doc.get("owner")
                 if not isinstance(owner, str):
                     raise FetchError(f"key document {key_id} names no owner")
-                url = owner
-                doc, raw = await self.fetch_json(url, signer)
+                url = _checked_url(owner, "key owner")
+                doc, raw = await self.fetch_json(url, signer, deadline=deadline)
             actor = parse_actor(doc, url, key_id)
             if actor.key_id != key_id or not actor.public_key_pem:
                 raise FetchError(f"actor {actor.uri} does not list key {key_id}")
@@ -144,14 +215,21 @@ class RemoteDirectory:
         await self._remember(actor, raw, now)
         return RemoteKey(key_id=key_id, owner=actor.uri, public_key_pem=actor.public_key_pem)
 
-    async def fetch_json(self, url: str, signer: SigningIdentity | None) -> tuple[dict[str, Any], str]:
-        """A signed GET of an ActivityStreams document: (parsed object, raw text)."""
+    async def fetch_json(
+        self, url: str, signer: SigningIdentity | None, *, deadline: float | None = None
+    ) -> tuple[dict[str, Any], str]:
+        """A signed GET of an ActivityStreams document: (parsed object, raw text).
+
+        The body must be UTF-8 (RFC 8259 8.1). json.loads alone would also take UTF-16 and
+        UTF-32 bytes, whose text then could not be stored, so the rule is applied here, once.
+        """
+        timeout_s = None if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
         headers = {"accept": ACCEPT_ACTIVITY}
         if signer is not None:
             scheme = await self._get_scheme(url)
             headers.update(signed_headers("GET", url, signer, self._clock(), scheme=scheme))
         try:
-            async with self._client.stream("GET", url, headers=headers) as response:
+            async with self._client.stream("GET", url, headers=headers, timeout_s=timeout_s) as response:
                 if response.status_code != 200:
                     raise FetchError(f"GET {url} answered {response.status_code}")
                 media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -160,15 +238,16 @@ class RemoteDirectory:
                 raw = await self._client.read_capped(response)
         except TooLarge as exc:
             raise FetchError(f"GET {url}: {exc}") from None
-        except (httpx.HTTPError, OSError, TimeoutError) as exc:
-            raise FetchError(f"GET {url} failed: {describe_http_error(exc)}") from None
+        text = _utf8_text(raw)
+        if text is None:
+            raise FetchError(f"GET {url} gave a document that is not UTF-8")
         try:
-            doc = json.loads(raw)
+            doc = json.loads(text)
         except (ValueError, RecursionError):
             raise FetchError(f"GET {url} gave malformed JSON") from None
         if not isinstance(doc, dict):
             raise FetchError(f"GET {url} gave JSON that is not an object")
-        return doc, raw.decode()
+        return doc, text
 
     async def _get_scheme(self, url: str) -> SignatureScheme:
         """draft-cavage, unless deliveries found the host refusing it (its row says rfc9421).
@@ -201,6 +280,9 @@ class RemoteDirectory:
         await self._store.audience.forget_gone(filter(None, (actor.inbox, actor.shared_inbox)))
 
     async def _remember_failure(self, uri: str, reason: str, now: datetime) -> None:
+        # The reason may quote a fetched document: make it one storable line.
+        reason = " ".join(reason.replace("\x00", "\\0").split())[:_REASON_MAX_CHARS]
+        reason = reason.encode("utf-8", "backslashreplace").decode("utf-8")
         await self._store.remote_actors.put(
             CachedRemote(
                 uri=uri,

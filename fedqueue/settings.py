@@ -62,6 +62,8 @@ class Settings(BaseSettings):
     inbox_max_json_depth: int = Field(ge=4, le=512)
     signature_max_age_seconds: float = Field(gt=0)
     signature_max_skew_seconds: float = Field(ge=0)
+    inbound_max_signatures: int = Field(ge=1, le=20)
+    inbound_verify_timeout_seconds: float = Field(gt=0, le=60)
     inbox_retention_days: float = Field(gt=0)
     inbox_prune_interval_seconds: float = Field(gt=0)
     inbox_pull_max_items: int = Field(ge=1, le=10_000)

@@ -7,12 +7,15 @@ header) and RFC 9421 (`Signature-Input` and `Signature`). A request may carry se
 signatures, of one scheme or both; it is accepted when any one of them passes every check.
 
 Everything but `verify_signature` is pure, with `now` passed in. `verify_signature` resolves
-keys through an injected resolver and, when no signature verifies, resolves each key that
-failed a check once more with `refresh=True` (the remote may have rotated it) before giving up.
+keys through an injected resolver, all of one request's keys at once, and, when no signature
+verifies, resolves each key that failed a check once more with `refresh=True` (the remote may
+have rotated it) before giving up. Only the first few signatures that pass the key-free checks
+are considered at all, so one request costs a bounded number of key fetches.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -308,11 +311,18 @@ def check_digest(headers: Mapping[str, str], body: bytes) -> None:
 
 
 def precheck(
-    request: InboundRequest, now: datetime, window: TimeWindow, schemes: tuple[SignatureScheme, ...] = SCHEMES
+    request: InboundRequest,
+    now: datetime,
+    window: TimeWindow,
+    schemes: tuple[SignatureScheme, ...] = SCHEMES,
+    *,
+    limit: int | None = None,
 ) -> list[ParsedSignature]:
     """The signatures that pass everything needing no key: coverage, time window, digest (pure).
 
-    SignatureError if none does: one signature's reason as it is, several's joined on one line.
+    Of those, only the first `limit` are returned (RFC 9421 labels in header order, then the
+    draft-cavage signature); the others are ignored. SignatureError if none passes: one
+    signature's reason as it is, several's joined on one line.
     """
     parsed, failures = _parse_all(request, schemes)
     candidates: list[ParsedSignature] = []
@@ -327,7 +337,7 @@ def precheck(
     if not candidates:
         raise _one_line(failures, "request is not signed (no Signature header)")
     check_digest(request.headers, request.body)
-    return candidates
+    return candidates[:limit]
 
 
 def _check_with(parsed: ParsedSignature, key: KeyRecord) -> None:
@@ -341,37 +351,61 @@ def _check_with(parsed: ParsedSignature, key: KeyRecord) -> None:
 async def verify_signature(
     candidates: Sequence[ParsedSignature], resolve: KeyResolver, actor_uri: str
 ) -> Verdict:
-    """The first signature that verifies under its key and whose key `actor_uri` owns.
+    """A signature that verifies under its key and whose key `actor_uri` owns.
 
-    Each key id is resolved once from the cache. Only when no signature passes is each key
-    that resolved but failed a check fetched once more (rotation) and its signatures tried
-    again; a failing first signature never costs a re-fetch when a later one verifies.
+    The distinct key ids are resolved concurrently (from the cache when fresh), and the first
+    signature to pass ends the others' fetches. Only when none passes is each key that resolved
+    but failed a check fetched once more (rotation) and its signatures tried again; a failing
+    signature never costs a re-fetch when another one verifies. The resolver bounds the time.
     """
     failures: dict[str, str] = {}
-    keys_by_id: dict[str, KeyRecord] = {}
     stale: dict[str, None] = {}  # an ordered set: key ids worth one re-fetch
+    verdict = await _first_verdict(candidates, resolve, False, actor_uri, failures, stale)
+    if verdict is None and stale:
+        again = [parsed for parsed in candidates if parsed.key_id in stale]
+        verdict = await _first_verdict(again, resolve, True, actor_uri, failures, {})
+    if verdict is not None:
+        return verdict
+    in_order = [(parsed.label, failures[parsed.label]) for parsed in candidates if parsed.label in failures]
+    raise _one_line(in_order, "request is not signed (no Signature header)")
+
+
+async def _first_verdict(
+    candidates: Sequence[ParsedSignature],
+    resolve: KeyResolver,
+    refresh: bool,
+    actor_uri: str,
+    failures: dict[str, str],
+    stale: dict[str, None],
+) -> Verdict | None:
+    """Resolve every distinct key at once; the first verdict cancels the fetches still running."""
+    by_key: dict[str, list[ParsedSignature]] = {}
     for parsed in candidates:
-        if parsed.key_id not in keys_by_id:
-            try:
-                keys_by_id[parsed.key_id] = await resolve(parsed.key_id, False)
-            except SignatureError as exc:
-                failures[parsed.label] = str(exc)
-                continue
-        verdict = _attempt(parsed, keys_by_id[parsed.key_id], actor_uri, failures, stale)
-        if verdict is not None:
-            return verdict
-    for key_id in stale:
+        by_key.setdefault(parsed.key_id, []).append(parsed)
+
+    async def try_key(key_id: str) -> Verdict | None:
         try:
-            key = await resolve(key_id, True)
+            key = await resolve(key_id, refresh)
         except SignatureError as exc:
-            failures.update((parsed.label, str(exc)) for parsed in candidates if parsed.key_id == key_id)
-            continue
-        for parsed in candidates:
-            if parsed.key_id == key_id:
-                verdict = _attempt(parsed, key, actor_uri, failures, {})
-                if verdict is not None:
-                    return verdict
-    raise _one_line(list(failures.items()), "request is not signed (no Signature header)")
+            failures.update((parsed.label, str(exc)) for parsed in by_key[key_id])
+            return None
+        for parsed in by_key[key_id]:
+            verdict = _attempt(parsed, key, actor_uri, failures, stale)
+            if verdict is not None:
+                return verdict
+        return None
+
+    tasks = [asyncio.create_task(try_key(key_id)) for key_id in by_key]
+    try:
+        for finished in asyncio.as_completed(tasks):
+            verdict = await finished
+            if verdict is not None:
+                return verdict
+        return None
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _attempt(

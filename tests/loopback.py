@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -79,3 +80,56 @@ class LoopbackServer:
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+
+
+@dataclass
+class SilentServer:
+    """Accepts connections on 127.0.0.1, reads each request head and never answers.
+
+    Each connection is held until the client gives up or the server stops (at most 60 s).
+    `most_open` is the most requests it held at one time: N means N requests were in flight at once.
+    """
+
+    request_lines: list[str] = field(default_factory=list)
+    most_open: int = 0
+    port: int = 0
+    _open: int = 0
+    _server: asyncio.Server | None = None
+    _writers: set[asyncio.StreamWriter] = field(default_factory=set)
+    _handlers: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    async def _hold(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 60)
+            self.request_lines.append(head.split(b"\r\n", 1)[0].decode("latin-1"))
+            self._open += 1
+            self.most_open = max(self.most_open, self._open)
+            try:
+                await asyncio.wait_for(reader.read(), 60)  # until the client closes
+            finally:
+                self._open -= 1
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+
+    async def start(self) -> SilentServer:
+        self._server = await asyncio.start_server(self._hold, "127.0.0.1", 0)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for writer in list(self._writers):
+                writer.transport.abort()
+            await asyncio.wait_for(asyncio.gather(*self._handlers, return_exceptions=True), 10)
+            await self._server.wait_closed()

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from aiohttp import web
 
 from fedqueue import keys
-from fedqueue.net import FetchError, HttpClient, SigningIdentity
+from fedqueue.net import FetchError, HttpClient, SendFailed, SigningIdentity
 from fedqueue.remote import RemoteDirectory
 from fedqueue.settings import Settings
 from fedqueue.signatures import parse_cavage_signature, verify_cavage
@@ -141,3 +144,106 @@ async def test_private_addresses_are_refused_unless_allowed(store: Store, remote
     finally:
         await guarded.aclose()
     assert remote.requests == []
+
+
+def _encoded(encoding: str) -> Callable[[], web.Response]:
+    body = json.dumps({"id": "x", "inbox": "y"}).encode(encoding)
+    return lambda: web.Response(body=body, content_type="application/activity+json")
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32"])
+async def test_a_document_in_utf16_or_utf32_is_refused_as_not_utf8_and_remembered(
+    store: Store, client: HttpClient, remote: LoopbackServer, encoding: str
+) -> None:
+    remote.on("GET", "/users/bad", lambda _r: _encoded(encoding)())
+    directory = RemoteDirectory(store, client)
+    for _ in range(2):
+        with pytest.raises(FetchError, match="is not UTF-8"):
+            await directory.actor(remote.url("/users/bad"), None)
+        with pytest.raises(FetchError, match="is not UTF-8"):
+            await directory.key(remote.url("/users/bad#main-key"), None)
+    assert len(remote.received("GET", "/users/bad")) == 1
+
+
+def _with(doc: dict[str, Any], path: tuple[str, ...], value: object) -> dict[str, Any]:
+    """A deep copy of `doc` with the field at `path` set to `value`."""
+    changed: dict[str, Any] = json.loads(json.dumps(doc))
+    target = changed
+    for name in path[:-1]:
+        target = target[name]
+    target[path[-1]] = value
+    return changed
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "reason"),
+    [
+        (("inbox",), "{uri}/in\u0000box", "unusable inbox: contains NUL"),
+        (("inbox",), "{uri}/" + "i" * 2100, "unusable inbox: is over 2048 characters"),
+        (("inbox",), "{uri}/\ud800", "unusable inbox: is not valid Unicode"),
+        (("inbox",), "javascript:alert(1)", "unusable inbox: not an http(s) URL"),
+        (("endpoints", "sharedInbox"), "{origin}/in\u0000box", "unusable sharedInbox: contains NUL"),
+        (("endpoints", "sharedInbox"), "http://0177.0.0.1/inbox", "non-canonical IPv4 spelling"),
+        (("publicKey", "id"), "{uri}#main\u0000key", "unusable key id: contains NUL"),
+        (("publicKey", "publicKeyPem"), "-----BEGIN\u0000", "unusable publicKeyPem: contains NUL"),
+        (("id",), "{uri}\u0000", "unusable id: contains NUL"),
+    ],
+)
+async def test_an_actor_document_with_an_unstorable_field_is_refused_and_nothing_is_stored(
+    store: Store,
+    client: HttpClient,
+    remote: LoopbackServer,
+    path: tuple[str, ...],
+    value: str,
+    reason: str,
+) -> None:
+    uri = remote.url("/users/bob")
+    doc = actor_doc(remote, "bob", keys.generate_key_pair().public_pem)
+    remote.serve_json("/users/bob", _with(doc, path, value.format(uri=uri, origin=remote.origin)))
+    directory = RemoteDirectory(store, client)
+    with pytest.raises(FetchError, match=re.escape(reason)) as caught:
+        await directory.actor(uri, None)
+    assert "\n" not in str(caught.value)
+    with pytest.raises(FetchError, match=re.escape(reason)):
+        await directory.key(f"{uri}#main-key", None)
+    cached = await store.remote_actors.get(uri, utcnow())
+    assert cached is not None and cached.error is not None
+    assert (cached.inbox, cached.shared_inbox, cached.key_id, cached.document) == (None, None, None, None)
+    assert len(remote.received("GET", "/users/bob")) == 1
+
+
+@pytest.mark.parametrize(
+    ("uri", "reason"),
+    [
+        ("http://0177.0.0.1:{port}/users/bob", "non-canonical IPv4 spelling"),
+        ("http://127.000.000.001:{port}/users/bob", "non-canonical IPv4 spelling"),
+        ("http://127.1:{port}/users/bob", "non-canonical IPv4 spelling"),
+        ("http://0x7f.0.0.1:{port}/users/bob", "non-canonical IPv4 spelling"),
+        ("http://127.0.0.1:{port}/users/bob\u0000", "contains NUL"),
+        ("http://127.0.0.1:{port}/users/" + "b" * 2100, "over 2048 characters"),
+        ("http://[::1:{port}/users/bob", "not a valid URL"),
+    ],
+)
+async def test_an_unusable_actor_uri_or_key_id_is_refused_without_a_request(
+    store: Store, client: HttpClient, remote: LoopbackServer, uri: str, reason: str
+) -> None:
+    remote.serve_json("/users/bob", actor_doc(remote, "bob", keys.generate_key_pair().public_pem))
+    directory = RemoteDirectory(store, client)
+    target = uri.format(port=remote.port)
+    with pytest.raises(FetchError, match=re.escape(reason)):
+        await directory.actor(target, None)
+    with pytest.raises(FetchError, match=re.escape(reason)):
+        await directory.key(f"{target}#main-key", None)
+    assert remote.requests == []
+
+
+async def test_a_url_no_client_can_use_is_a_fetch_error_or_a_permanent_send_failure(
+    client: HttpClient,
+) -> None:
+    url = "http://127.0.0.1:9/in\u0000box"  # httpx raises InvalidURL, which is no HTTPError
+    with pytest.raises(FetchError, match="InvalidURL"):
+        async with client.stream("GET", url):
+            pass
+    with pytest.raises(SendFailed, match="non-canonical IPv4 spelling") as caught:
+        await client.post("http://0177.0.0.1:9/inbox", b"{}", {}, head_bytes=10)
+    assert caught.value.permanent

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -278,3 +279,23 @@ async def test_each_key_is_refetched_at_most_once_and_only_when_no_signature_ver
     with pytest.raises(SignatureError, match=r"no signature is acceptable: draft-cavage: .*; rfc9421 sig1: "):
         await verify_signature([*cavage, *rfc, *cavage], resolve, "https://example.com/users/test")
     assert calls == [("Test", False), ("Other", False), ("Test", True), ("Other", True)]
+
+
+@pytest.mark.timeout(10)  # the bound: a resolver that waits for the hanging key would never return
+async def test_keys_are_resolved_at_once_and_the_first_verdict_cancels_the_other_fetches() -> None:
+    cancelled: list[str] = []
+
+    async def resolve(key_id: str, refresh: bool) -> KeyRecord:
+        if key_id == "Hangs":
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cancelled.append(key_id)
+                raise
+        return Key(key_id, "https://example.com/users/test", SPEC_PUBLIC_KEY)
+
+    hanging = parse_signatures(rfc9421_request(SPEC_KEY, key_id="Hangs"))
+    good = parse_signatures(spec_request(SPEC_ALL_HEADERS))
+    verdict = await verify_signature([*hanging, *good], resolve, "https://example.com/users/test")
+    assert verdict.key_id == "Test"
+    assert cancelled == ["Hangs"]

@@ -8,6 +8,7 @@ an Accept is only an outbox row, sent later by the worker.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -73,12 +74,17 @@ def inbound_request(request: Request, base_url: str, body: bytes) -> InboundRequ
     return InboundRequest(method=request.method, url=url, headers=headers, body=body)
 
 
-def key_resolver(directory: RemoteDirectory, signer: SigningIdentity | None) -> KeyResolver:
-    """Keys through the directory's signed, guarded, cached fetch; fetch failures become 401s."""
+def key_resolver(directory: RemoteDirectory, signer: SigningIdentity | None, timeout_s: float) -> KeyResolver:
+    """Keys through the directory's signed, guarded, cached fetch; fetch failures become 401s.
+
+    Every fetch through one resolver ends by one deadline, `timeout_s` from now: one budget
+    for all of a request's keys, however many fetches (and re-fetches) they take.
+    """
+    deadline = asyncio.get_running_loop().time() + timeout_s
 
     async def resolve(key_id: str, refresh: bool) -> KeyRecord:
         try:
-            return await directory.key(key_id, signer, refresh=refresh)
+            return await directory.key(key_id, signer, refresh=refresh, deadline=deadline)
         except FetchError as exc:
             raise SignatureError(f"cannot use key {key_id}: {exc}") from None
 
@@ -139,7 +145,7 @@ async def _receive(request: Request) -> bool:
     if signed.headers.get("host", "").lower() != settings.host.lower():
         raise Unauthorized(f"request is for host {signed.headers.get('host', '')[:100]!r}, not this server")
     window = TimeWindow(settings.signature_max_age_seconds, settings.signature_max_skew_seconds)
-    candidates = precheck(signed, utcnow(), window)
+    candidates = precheck(signed, utcnow(), window, limit=settings.inbound_max_signatures)
     activity = parse_activity(
         body, max_depth=settings.inbox_max_json_depth, anonymous_seed=signed.headers["signature"]
     )
@@ -150,7 +156,8 @@ async def _receive(request: Request) -> bool:
     recipients = _recipients(activity, urls, name, local_names)
     signer_name = name or (min(recipients) if recipients else None)
     directory = directory_of(request)
-    resolve = key_resolver(directory, await fetch_signer(store, urls, signer_name))
+    signer = await fetch_signer(store, urls, signer_name)
+    resolve = key_resolver(directory, signer, settings.inbound_verify_timeout_seconds)
     verdict = await verify_signature(candidates, resolve, activity.actor)
     check_text("the signature's keyId", verdict.key_id, URI_CHARS)
     await heard_from(store, directory, activity.actor, verdict.key_id, utcnow())
