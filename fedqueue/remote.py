@@ -26,6 +26,7 @@ from fedqueue.net import (
     signed_headers,
 )
 from fedqueue.signatures import SignatureScheme
+from fedqueue.storable import URI_CHARS, text_problem
 from fedqueue.storage import CachedRemote, Store
 from fedqueue.storage.types import utcnow
 
@@ -33,7 +34,6 @@ ACTOR_TTL = timedelta(hours=24)
 FAILURE_TTL = timedelta(minutes=5)
 _JSON_TYPES = ("application/activity+json", "application/ld+json", "application/json")
 #: The size of the URI columns of remote_actors (storage.tables.URI): longer URIs cannot be stored.
-URI_MAX_CHARS = 2048
 #: A remembered failure's reason is cut to this many characters.
 _REASON_MAX_CHARS = 500
 
@@ -68,22 +68,9 @@ def _public_keys(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
-def _unusable_text(value: str, max_chars: int | None) -> str | None:
-    """Why `value` cannot be stored as text on both engines (NUL, a lone surrogate, too long), or None."""
-    if "\x00" in value:
-        return "contains NUL"
-    if max_chars is not None and len(value) > max_chars:
-        return f"is over {max_chars} characters"
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return "is not valid Unicode"
-    return None
-
-
 def _unusable_url(value: str) -> str | None:
     """Why `value` cannot be stored and fetched as a remote URI, or None."""
-    reason = _unusable_text(value, URI_MAX_CHARS)
+    reason = text_problem(value, URI_CHARS)
     if reason is not None:
         return reason
     try:
@@ -105,7 +92,7 @@ def _field(name: str, value: Any, *, url: bool = True) -> str | None:
     """A string field of a fetched document, checked before anything is stored; None if not a string."""
     if not isinstance(value, str):
         return None
-    reason = _unusable_url(value) if url else _unusable_text(value, None)
+    reason = _unusable_url(value) if url else text_problem(value)
     if reason is not None:
         raise FetchError(f"actor document has an unusable {name}: {reason}")
     return value

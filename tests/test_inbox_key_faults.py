@@ -87,7 +87,7 @@ async def test_a_follow_from_an_actor_whose_inbox_has_nul_is_a_401_and_nothing_i
     await store.actors.create("alice")
     remote.serve_json("/users/bob", bob_document(bob, inbox=f"{bob.uri}/in\u0000box"))
     follow = bob.activity("Follow", object=f"{LOCAL}/actors/alice")
-    refused_401(await post(client, PATH, bob.signed(PATH, follow)), "unusable inbox: contains NUL")
+    refused_401(await post(client, PATH, bob.signed(PATH, follow)), "unusable inbox: contains a NUL")
     assert await nothing_stored(store)
 
 

@@ -178,15 +178,23 @@ def _with(doc: dict[str, Any], path: tuple[str, ...], value: object) -> dict[str
 @pytest.mark.parametrize(
     ("path", "value", "reason"),
     [
-        (("inbox",), "{uri}/in\u0000box", "unusable inbox: contains NUL"),
-        (("inbox",), "{uri}/" + "i" * 2100, "unusable inbox: is over 2048 characters"),
-        (("inbox",), "{uri}/\ud800", "unusable inbox: is not valid Unicode"),
+        (("inbox",), "{uri}/in\u0000box", "unusable inbox: contains a NUL character"),
+        (("inbox",), "{uri}/" + "i" * 2100, "unusable inbox: is longer than 2048 characters"),
+        (("inbox",), "{uri}/\ud800", "unusable inbox: is not valid Unicode (a lone surrogate)"),
         (("inbox",), "javascript:alert(1)", "unusable inbox: not an http(s) URL"),
-        (("endpoints", "sharedInbox"), "{origin}/in\u0000box", "unusable sharedInbox: contains NUL"),
+        (
+            ("endpoints", "sharedInbox"),
+            "{origin}/in\u0000box",
+            "unusable sharedInbox: contains a NUL",
+        ),
         (("endpoints", "sharedInbox"), "http://0177.0.0.1/inbox", "non-canonical IPv4 spelling"),
-        (("publicKey", "id"), "{uri}#main\u0000key", "unusable key id: contains NUL"),
-        (("publicKey", "publicKeyPem"), "-----BEGIN\u0000", "unusable publicKeyPem: contains NUL"),
-        (("id",), "{uri}\u0000", "unusable id: contains NUL"),
+        (("publicKey", "id"), "{uri}#main\u0000key", "unusable key id: contains a NUL character"),
+        (
+            ("publicKey", "publicKeyPem"),
+            "-----BEGIN\u0000",
+            "unusable publicKeyPem: contains a NUL",
+        ),
+        (("id",), "{uri}\u0000", "unusable id: contains a NUL character"),
     ],
 )
 async def test_an_actor_document_with_an_unstorable_field_is_refused_and_nothing_is_stored(
@@ -219,8 +227,8 @@ async def test_an_actor_document_with_an_unstorable_field_is_refused_and_nothing
         ("http://127.000.000.001:{port}/users/bob", "non-canonical IPv4 spelling"),
         ("http://127.1:{port}/users/bob", "non-canonical IPv4 spelling"),
         ("http://0x7f.0.0.1:{port}/users/bob", "non-canonical IPv4 spelling"),
-        ("http://127.0.0.1:{port}/users/bob\u0000", "contains NUL"),
-        ("http://127.0.0.1:{port}/users/" + "b" * 2100, "over 2048 characters"),
+        ("http://127.0.0.1:{port}/users/bob\u0000", "contains a NUL character"),
+        ("http://127.0.0.1:{port}/users/" + "b" * 2100, "longer than 2048 characters"),
         ("http://[::1:{port}/users/bob", "not a valid URL"),
     ],
 )
