@@ -44,9 +44,7 @@ class StatsStore:
         self._db = database
 
     async def queue(self, now: datetime | None = None) -> QueueStats:
-        """Depth per state, age of the oldest due delivery (0 when none), hosts per circuit state,
-        and the outbox backlog (rows pending or expanding) with the age of its oldest row (0 when none).
-        """
+        """Delivery depth per state, oldest due age, hosts per circuit, outbox backlog, its age (0: none)."""
         now = now or utcnow()
         async with self._db.reading() as conn:
             by_state = {
