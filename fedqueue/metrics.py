@@ -63,6 +63,7 @@ class Metrics:
     outcomes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     schemes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     inbox: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+    outbox_refusals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     latency: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS_S))
     attempts: Histogram = field(default_factory=lambda: Histogram(ATTEMPT_BUCKETS))
 
@@ -111,6 +112,10 @@ class Metrics:
         """Record one inbox POST: accepted (reason e.g. 'new', 'duplicate') or refused (why)."""
         self.inbox[("accepted" if accepted else "refused", reason)] += 1
 
+    def outbox_refused(self, reason: str) -> None:
+        """Record one outbox POST refused with 503 (reason e.g. 'backlog')."""
+        self.outbox_refusals[reason] += 1
+
     def render(self) -> list[str]:
         """This process's counters and histograms in Prometheus text exposition format."""
         lines: list[str] = []
@@ -131,6 +136,12 @@ class Metrics:
             "counter",
             "Inbox POSTs by result and reason (this process).",
             (({"result": r, "reason": why}, v) for (r, why), v in sorted(self.inbox.items())),
+        )
+        lines += _family(
+            "fedqueue_outbox_refused_total",
+            "counter",
+            "Outbox POSTs refused with 503, by reason (this process).",
+            (({"reason": k}, v) for k, v in sorted(self.outbox_refusals.items())),
         )
         lines += _histogram(
             "fedqueue_delivery_latency_seconds", "Seconds from the outbox write to the 2xx.", self.latency

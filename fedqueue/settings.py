@@ -44,6 +44,8 @@ class Settings(BaseSettings):
     poll_interval_seconds: float = Field(gt=0)
     shutdown_grace_seconds: float = Field(ge=0)
 
+    outbox_max_pending: int = Field(ge=0)
+
     circuit_failure_threshold: int = Field(ge=1)
     circuit_open_seconds: float = Field(gt=0)
     circuit_recovery_start: int = Field(ge=1)

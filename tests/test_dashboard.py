@@ -15,6 +15,7 @@ from fedqueue.web.admin_auth import COOKIE_NAME
 from fedqueue.web.app import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.helpers import asgi_client
+from tests.outbound import insert_outbox_row
 
 
 @pytest.fixture
@@ -47,7 +48,7 @@ async def test_a_wrong_token_shows_the_login_form_again_with_401(client: httpx.A
     assert 'name="token"' in page.text
 
 
-async def test_the_overview_shows_hosts_in_trouble_chart_and_activities(
+async def test_the_overview_shows_hosts_in_trouble_chart_backlog_and_activities(
     client: httpx.AsyncClient, store: Store
 ) -> None:
     await seed_host(store.database, "down.example", circuit="open", consecutive_failures=3)
@@ -60,9 +61,12 @@ async def test_the_overview_shows_hosts_in_trouble_chart_and_activities(
             SeededDelivery("https://up.example/i", "delivered"),
         ],
     )
+    await insert_outbox_row(store, "alice", {"type": "Like", "object": "https://up.example/n/1"})
     headers, _ = await _login(client)
     page = await client.get("/admin/", headers=headers)
     assert page.status_code == 200
+    assert 'aria-label="outbox backlog, 1 of at most 10000 activities"' in page.text
+    assert "1 waiting for fan-out" in page.text
     assert 'data-host="down.example"' in page.text
     assert 'data-host="up.example"' not in page.text
     assert '<svg id="throughput"' in page.text

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from fedqueue.storage.database import Database
@@ -24,6 +24,8 @@ from fedqueue.storage.tables import OutboxRow
 
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 NOTIFY_CHANNEL = "fedqueue_outbox"
+#: Rows the worker has not finished expanding: the outbox backlog.
+BACKLOG_STATES = ("pending", "expanding")
 
 
 @dataclass(frozen=True)
@@ -274,3 +276,9 @@ class OutboxStore:
                 yield wake
             finally:
                 await driver.remove_listener(NOTIFY_CHANNEL, on_notify)
+
+    async def backlog(self, cap: int) -> int:
+        """Rows pending or expanding, counted up to `cap` (so the count costs at most `cap` index entries)."""
+        waiting = select(_outbox.c.id).where(_outbox.c.state.in_(BACKLOG_STATES)).limit(cap).subquery()
+        async with self._db.reading() as conn:
+            return int((await conn.execute(select(func.count()).select_from(waiting))).scalar_one())

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import and_, case, func, select
+from sqlalchemy import Select, and_, case, func, select, union_all
 
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import DeliveryRow, HostRow
+from fedqueue.storage.outbox import BACKLOG_STATES
+from fedqueue.storage.tables import DeliveryRow, HostRow, OutboxRow
 from fedqueue.storage.types import utcnow
 
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _hosts = HostRow.__table__  # type: ignore[attr-defined]
+_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 
 #: States whose rows are still waiting for the worker.
 DUE_STATES = ("queued", "failed")
@@ -25,6 +28,8 @@ class QueueStats:
     hosts_by_circuit: dict[str, int]
     hosts_paused: int
     hosts_blocked: int
+    outbox_backlog: int
+    oldest_outbox_age_s: float
 
 
 @dataclass(frozen=True)
@@ -39,7 +44,7 @@ class StatsStore:
         self._db = database
 
     async def queue(self, now: datetime | None = None) -> QueueStats:
-        """Depth per state, age of the oldest due delivery (0 when none) and hosts per circuit state."""
+        """Delivery depth per state, oldest due age, hosts per circuit, outbox backlog, its age (0: none)."""
         now = now or utcnow()
         async with self._db.reading() as conn:
             by_state = {
@@ -71,15 +76,15 @@ class StatsStore:
                     )
                 )
             ).one()
-        if isinstance(oldest, str):  # SQLite's MIN() loses the column type
-            oldest = datetime.fromisoformat(oldest).replace(tzinfo=now.tzinfo)
-        age = max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0
+            outbox = (await conn.execute(_outbox_backlog())).one()
         return QueueStats(
             by_state=by_state,
-            oldest_due_age_s=age,
+            oldest_due_age_s=_age(oldest, now),
             hosts_by_circuit=circuits,
             hosts_paused=int(flags[0] or 0),
             hosts_blocked=int(flags[1] or 0),
+            outbox_backlog=int(outbox[0] or 0),
+            oldest_outbox_age_s=_age(outbox[1], now),
         )
 
     async def last_hour(self, now: datetime | None = None, buckets: int = 12) -> list[Bucket]:
@@ -112,3 +117,22 @@ class StatsStore:
             Bucket(start=start, delivered=int(row[2 * i] or 0), failed=int(row[2 * i + 1] or 0))
             for i, start in enumerate(starts)
         ]
+
+
+def _outbox_backlog() -> Select[Any]:
+    """The backlog's size, and the creation time of its lowest id (one index probe per state)."""
+    in_backlog = _outbox.c.state.in_(BACKLOG_STATES)
+    firsts = union_all(
+        *(select(func.min(_outbox.c.id)).where(_outbox.c.state == state) for state in BACKLOG_STATES)
+    ).scalar_subquery()
+    oldest = select(func.min(_outbox.c.created_at)).where(_outbox.c.id.in_(firsts)).scalar_subquery()
+    return select(func.count(), oldest).select_from(_outbox).where(in_backlog)
+
+
+def _age(then: datetime | str | None, now: datetime) -> float:
+    """Seconds since `then` (0 when None or in the future)."""
+    if then is None:
+        return 0.0
+    if isinstance(then, str):  # SQLite's MIN() loses the column type
+        then = datetime.fromisoformat(then).replace(tzinfo=now.tzinfo)
+    return max(0.0, (now - then).total_seconds())

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from fedqueue.backpressure import Backlog
 from fedqueue.errors import (
     Duplicate,
     FedqueueError,
@@ -134,5 +135,8 @@ def create_app(
     app.state.settings = settings
     app.state.store = store
     app.state.metrics = recorder or Metrics()
+    app.state.backlog = Backlog(
+        store.outbox.backlog, settings.outbox_max_pending, poll_interval_s=settings.poll_interval_seconds
+    )
     app.state.directory = directory
     return app

@@ -106,6 +106,7 @@ async def overview(request: Request) -> Response:
         troubled=[h for h in hosts if h.in_trouble],
         activities=activities,
         queue=await store.stats.queue(),
+        backlog_bound=settings_of(request).outbox_max_pending,
     )
 
 

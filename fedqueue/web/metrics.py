@@ -41,6 +41,16 @@ async def metrics_endpoint(request: Request) -> Response:
         "Remote hosts an admin paused or blocked.",
         [({"flag": "paused"}, stats.hosts_paused), ({"flag": "blocked"}, stats.hosts_blocked)],
     )
+    lines += gauge(
+        "fedqueue_outbox_backlog",
+        "Outbox rows the worker has not finished expanding (pending or expanding).",
+        [({}, stats.outbox_backlog)],
+    )
+    lines += gauge(
+        "fedqueue_outbox_oldest_pending_age_seconds",
+        "Age of the oldest outbox row pending or expanding (0: none).",
+        [({}, round(stats.oldest_outbox_age_s, 3))],
+    )
     return PlainTextResponse("\n".join(lines) + "\n", media_type=CONTENT_TYPE)
 
 

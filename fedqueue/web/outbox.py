@@ -18,15 +18,18 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue.addressing import is_public, strip_hidden
+from fedqueue.backpressure import Backlog
 from fedqueue.errors import Duplicate, NotFound, Unauthorized
 from fedqueue.outbox import dumps, normalize, parse_activity
 from fedqueue.storable import parse_decimal
-from fedqueue.storage import check_actor_name
+from fedqueue.storage import Submitted, check_actor_name
 from fedqueue.web.incoming import bearer_token, read_body
+from fedqueue.web.metrics import metrics_of
 from fedqueue.web.responses import (
     AS_CONTEXT,
     JSONResponse,
     activity_response,
+    error_response,
     ordered_collection,
     settings_of,
     store_of,
@@ -45,7 +48,22 @@ async def post_outbox(request: Request) -> Response:
     body = await read_body(request, settings_of(request).max_document_bytes)
     urls = urls_of(request)
     activity, facts = normalize(parse_activity(body), name, urls, lambda: secrets.token_urlsafe(16))
-    submitted = await store.outbox.submit(facts, dumps(activity), None)
+    backlog: Backlog = request.app.state.backlog
+    if await backlog.full():
+        # At the bound a repeat still gets its 200: it adds nothing to the backlog.
+        known = await store.outbox.state(facts.activity_id)
+        if known is None:
+            metrics_of(request).outbox_refused("backlog")
+            return error_response(
+                503,
+                f"the outbox backlog is at its bound of {backlog.bound} activities; try again later",
+                {"Retry-After": str(backlog.retry_after_s)},
+            )
+        submitted = Submitted(known.id, facts.activity_id, known.actor, created=False)
+    else:
+        submitted = await store.outbox.submit(facts, dumps(activity), None)
+        if submitted.created:
+            backlog.admitted()
     if submitted.actor != name:
         raise Duplicate(f"activity id {facts.activity_id} belongs to another actor")
     return JSONResponse(
