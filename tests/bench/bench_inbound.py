@@ -17,6 +17,9 @@ process, and a loopback "fediverse" process serving the remote actors' documents
 - **fedify flood** (`--fedify`): the same flood against Fedify's inbox (tests/bench/fedify,
   `npm ci` there first), and fedqueue ÷ Fedify.
 
+`--profile DIR` samples the server with py-spy during each load (tests/bench/profile_share.py
+reads the result); profiled runs are slower, so take figures without it.
+
 Each load is bounded by count (N) and by `--limit-s`; the rate is what was answered in that
 time. CPU is per 1,000 requests: the server process (all threads, from /proc) and, on
 PostgreSQL, the backends serving the benchmark's database. Figures are the median
@@ -100,6 +103,11 @@ def follows(inbox: str, target: str, remote: str, pairs: list[KeyPair], n: int) 
     return out
 
 
+def profile(args: argparse.Namespace, shape: str, engine: str, n: int) -> Path | None:
+    """Where `--profile` puts the server's py-spy profile of this shape (the last run's)."""
+    return args.profile / f"inbound-{shape}-{engine}-{n}.txt" if args.profile else None
+
+
 async def fedqueue_run(
     engine: str, pg_url: str | None, workdir: Path, world: harness.Fediverse, args: argparse.Namespace, n: int
 ) -> tuple[tuple[FloodResult, list[float]], tuple[FloodResult, list[float]]]:
@@ -123,10 +131,13 @@ async def fedqueue_run(
             warm = creates(inbox, remote, world.pairs, args.senders, args.senders, 0)
             await harness.flood_async(warm, args.connections, args.limit_s)
             load = creates(inbox, remote, world.pairs, args.senders, n, args.senders)
-            with meter.measure() as cpu:
+            with harness.profiled(server.pid, profile(args, "flood", engine, n)), meter.measure() as cpu:
                 flood = await harness.flood_async(load, args.connections, args.limit_s)
             load = follows(inbox, alice, remote, world.pairs, n)
-            with meter.measure() as follow_cpu:
+            with (
+                harness.profiled(server.pid, profile(args, "follows", engine, n)),
+                meter.measure() as follow_cpu,
+            ):
                 follow = await harness.flood_async(load, args.connections, args.limit_s)
         return (flood, cpu), (follow, follow_cpu)
     finally:
@@ -194,6 +205,9 @@ def parser() -> argparse.ArgumentParser:
     )
     parse.add_argument("--fedify", action="store_true", help="also flood Fedify's inbox")
     parse.add_argument("--postgres", default=None, help="a PostgreSQL URL to also benchmark on")
+    parse.add_argument(
+        "--profile", type=Path, default=None, help="write py-spy profiles of the server here (slows it)"
+    )
     return parse
 
 

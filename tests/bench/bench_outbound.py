@@ -21,7 +21,8 @@ on `--hosts` ports: each port is a host (hosts are tracked with their port).
 
 `--fedify` also runs Fedify's `sendActivity` for one-host and many-hosts (tests/bench/fedify,
 `npm ci` there first) in each of its modes (immediate, InProcessMessageQueue,
-ParallelMessageQueue of 16), and prints fedqueue ÷ Fedify's best mode.
+ParallelMessageQueue of 16), and prints fedqueue ÷ Fedify's best mode. `--profile DIR`
+samples the worker (this process, or the serve process) with py-spy; take figures without it.
 
 Deliveries/s is N over the time from the INSERT until the receiver has counted N POSTs. CPU
 per 1,000 deliveries: this process (the worker: event loop, SQLite and signing threads; the
@@ -103,8 +104,19 @@ async def insert_note(store: Store, base_url: str = BASE_URL) -> None:
         )
 
 
+def profile(profile_dir: Path | None, shape: str, engine: str, n: int) -> Path | None:
+    """Where `--profile` puts the worker's py-spy profile of this shape (the last run's)."""
+    return profile_dir / f"outbound-{shape}-{engine}-{n}.txt" if profile_dir else None
+
+
 async def burst_run(
-    engine: str, pg_url: str | None, workdir: Path, world: harness.Fediverse, shape: str, n: int
+    engine: str,
+    pg_url: str | None,
+    workdir: Path,
+    world: harness.Fediverse,
+    shape: str,
+    n: int,
+    profile_dir: Path | None = None,
 ) -> tuple[float, list[float]]:
     """One burst-worker run of `shape`: (deliveries/s, [CPU s of this process, of PostgreSQL])."""
     url = await harness.fresh_database(engine, pg_url, workdir)
@@ -125,7 +137,7 @@ async def burst_run(
             await seed_followers(store, origins, n)
         before = await world.count()
         meter = harness.CpuMeter([os.getpid()], harness.database_name(url))
-        with meter.measure() as cpu:
+        with harness.profiled(os.getpid(), profile(profile_dir, shape, engine, n)), meter.measure() as cpu:
             started = time.perf_counter()
             await (seed_small(store, world, n) if shape == "small" else insert_note(store))
             worker = asyncio.create_task(Worker(settings, store, client).run_burst())
@@ -150,7 +162,13 @@ async def outbox_states(store: Store) -> dict[str, int]:
 
 
 async def outbox_flood_run(
-    engine: str, pg_url: str | None, workdir: Path, world: harness.Fediverse, n: int, limit_s: float
+    engine: str,
+    pg_url: str | None,
+    workdir: Path,
+    world: harness.Fediverse,
+    n: int,
+    limit_s: float,
+    profile_dir: Path | None = None,
 ) -> tuple[float, float, float, int, list[float]]:
     """Intake POSTs/s; expanded rows/s while posting and until caught up; backlog left; CPU."""
     url = await harness.fresh_database(engine, pg_url, workdir)
@@ -182,7 +200,10 @@ async def outbox_flood_run(
         ) as server:
             await harness.wait_listening(port)
             meter = harness.CpuMeter([server.pid], harness.database_name(url))
-            with meter.measure() as cpu:
+            with (
+                harness.profiled(server.pid, profile(profile_dir, "outbox-flood", engine, n)),
+                meter.measure() as cpu,
+            ):
                 result = await harness.flood_async(posts, 8, limit_s)
                 while_posting = (await outbox_states(store)).get("expanded", 0)
                 # Then let the worker catch up, within the same time bound again.
@@ -241,7 +262,9 @@ async def main(args: argparse.Namespace) -> None:
                 for n in args.sizes:
                     rates, cpus, pg = [], [], []
                     for _ in range(args.repeat):
-                        rate, cpu = await burst_run(engine, args.postgres, Path(tmp), world, shape, n)
+                        rate, cpu = await burst_run(
+                            engine, args.postgres, Path(tmp), world, shape, n, args.profile
+                        )
                         rates.append(rate)
                         cpus.append(cpu[0] / n * 1000)
                         pg.append(cpu[1] / n * 1000)
@@ -266,7 +289,7 @@ async def outbox_flood(args: argparse.Namespace, workdir: Path, world: harness.F
             columns: list[list[float]] = [[], [], [], [], [], []]
             for _ in range(args.repeat):
                 *rates, left, used = await outbox_flood_run(
-                    engine, args.postgres, workdir, world, n, args.limit_s
+                    engine, args.postgres, workdir, world, n, args.limit_s, args.profile
                 )
                 for column, value in zip(
                     columns, [*rates, left, used[0] / n * 1000, used[1] / n * 1000], strict=True
@@ -297,6 +320,9 @@ def parser() -> argparse.ArgumentParser:
     )
     parse.add_argument("--fedify", action="store_true", help="also run Fedify's sendActivity")
     parse.add_argument("--postgres", default=None, help="a PostgreSQL URL to also benchmark on")
+    parse.add_argument(
+        "--profile", type=Path, default=None, help="write py-spy profiles of the worker here (slows it)"
+    )
     return parse
 
 

@@ -9,9 +9,11 @@ its CPU is measured from /proc.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import multiprocessing
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -22,12 +24,14 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import asyncpg
 from aiohttp import web
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from sqlalchemy.engine import make_url
 
 from fedqueue import keys
@@ -230,20 +234,18 @@ def actor_document(origin: str, name: str, public_pem: str) -> dict[str, Any]:
     }
 
 
-def _fediverse(ports: list[int], public_pems: list[str], delay_s: float) -> None:
+def _fediverse(ports: list[int], public_pems: list[str], delay_s: float, count: Synchronized[int]) -> None:
     """Remote servers: actor documents for GET /users/s{i}, 202 for every POST, GET /count."""
-    count = 0
 
     async def inbox(request: web.Request) -> web.Response:
-        nonlocal count
         await request.read()
         if delay_s:
             await asyncio.sleep(delay_s)
-        count += 1
+        count.value += 1  # this process's one thread is the only writer
         return web.Response(status=202)
 
     async def counted(_request: web.Request) -> web.Response:
-        return web.Response(text=str(count))
+        return web.Response(text=str(count.value))
 
     async def actor(request: web.Request) -> web.Response:
         name = request.match_info["name"]
@@ -272,13 +274,14 @@ class Fediverse:
     ports: list[int]
     pairs: list[keys.KeyPair]
     process: multiprocessing.Process
+    #: POSTs received, in shared memory: reading it costs the measured process nothing.
+    counter: Synchronized[int]
 
     def origin(self, host: int = 0) -> str:
         return f"http://127.0.0.1:{self.ports[host]}"
 
     async def count(self) -> int:
-        async with aiohttp.ClientSession() as session, session.get(f"{self.origin()}/count") as response:
-            return int(await response.text())
+        return int(self.counter.value)
 
     async def wait_count(self, target: int, limit_s: float = WAIT_LIMIT_S) -> tuple[int, float]:
         """(count, seconds) once the counter reaches `target` or `limit_s` has passed (polled every 20 ms)."""
@@ -298,14 +301,15 @@ def fediverse(
 ) -> Iterator[Fediverse]:
     ports = [free_port() for _ in range(hosts)]
     pairs = pairs or key_pool(1)
+    counter: Synchronized[int] = multiprocessing.Value("q", 0)
     process = multiprocessing.Process(
-        target=_fediverse, args=(ports, [p.public_pem for p in pairs], delay_s), daemon=True
+        target=_fediverse, args=(ports, [p.public_pem for p in pairs], delay_s, counter), daemon=True
     )
     process.start()
     try:
         for port in ports:
             wait_listening_sync(port)
-        yield Fediverse(ports, pairs, process)
+        yield Fediverse(ports, pairs, process, counter)
     finally:
         process.terminate()
         process.join(5)
@@ -316,10 +320,16 @@ def fediverse(
 SignedRequest = tuple[str, dict[str, str], bytes]
 
 
+@functools.cache
+def _private_key(pem: str) -> PrivateKeyTypes:
+    """Parsing a PEM key costs tens of milliseconds (OpenSSL checks it): once per key."""
+    return keys.load_private_key(pem)
+
+
 def signed_post(url: str, doc: dict[str, Any], key_id: str, pair: keys.KeyPair) -> SignedRequest:
     """A draft-cavage signed POST as Mastodon sends it, signed now (before any timing starts)."""
     body = json.dumps(doc).encode()
-    identity = SigningIdentity(key_id, keys.load_private_key(pair.private_pem))
+    identity = SigningIdentity(key_id, _private_key(pair.private_pem))
     headers = signed_headers(
         "POST", url, identity, utcnow(), digest=sha256_digest_header(body), content_type=None
     )
@@ -448,3 +458,24 @@ def fedify_fanout(mode: str, n: int, count_url: str, origins: Sequence[str]) -> 
     )
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
+
+
+# --- profiles -----------------------------------------------------------------------------------
+
+
+@contextmanager
+def profiled(pid: int, out: Path | None) -> Iterator[None]:
+    """py-spy samples `pid` (all threads, idle ones left out) into `out` as collapsed stacks.
+
+    Nothing happens when `out` is None. py-spy is not a dependency: `pip install py-spy`.
+    """
+    if out is None:
+        yield
+        return
+    spy = Path(sys.executable).with_name("py-spy")
+    command = [str(spy), "record", "--format", "raw", "--rate", "250", "--threads", "-o", str(out)]
+    with running([*command, "--pid", str(pid)]) as recorder:
+        time.sleep(1.0)  # py-spy attaches before the load starts
+        yield
+        recorder.send_signal(signal.SIGINT)
+        recorder.wait(timeout=30)
