@@ -22,14 +22,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import asyncpg
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 
 from fedqueue.coalescing import Coalescer
 from fedqueue.storage import ActivityFacts, Store, Target
 from fedqueue.storage.types import utcnow
-from tests.bench.bench_delivery import _fresh_database
+from tests.bench import harness
 
 HOST = "bench.example"
 INBOXES = 1000
@@ -132,19 +130,6 @@ async def _send_hook(store: Store, coalescer: Coalescer) -> list[float]:
     return samples
 
 
-async def _drop(url: str) -> None:
-    """Drop a benchmark's PostgreSQL database (SQLite files go with the temporary directory)."""
-    parsed = make_url(url)
-    if not parsed.drivername.startswith("postgresql"):
-        return
-    admin = parsed.set(drivername="postgresql", database="postgres").render_as_string(False)
-    conn = await asyncpg.connect(admin)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{parsed.database}" WITH (FORCE)')
-    finally:
-        await conn.close()
-
-
 def _summary(samples: list[float]) -> str:
     p95 = statistics.quantiles(samples, n=20)[-1]
     return f"{statistics.median(samples):>8.0f} {p95:>8.0f}"
@@ -155,7 +140,7 @@ async def main(backlog: int, pg_url: str | None) -> None:
     print(f"{'engine':<9} {'backlog':>8} {'fan-out µs/delivery (median p95)':>34} {'send µs/delivery':>20}")
     with tempfile.TemporaryDirectory() as tmp:
         for engine in engines:
-            url = await _fresh_database(engine, pg_url, Path(tmp))
+            url = await harness.fresh_database(engine, pg_url, Path(tmp))
             store = Store.open(url)
             try:
                 await store.actors.create("bench")
@@ -166,7 +151,7 @@ async def main(backlog: int, pg_url: str | None) -> None:
                 print(f"{engine:<9} {backlog:>8} {_summary(fanout):>34} {_summary(send):>20}", flush=True)
             finally:
                 await store.close()
-                await _drop(url)
+                await harness.drop_database(url)
 
 
 if __name__ == "__main__":

@@ -22,79 +22,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing
-import socket
 import statistics
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
-import asyncpg
-from aiohttp import web
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 
 from fedqueue.cli.loop import run
 from fedqueue.net import HttpClient
 from fedqueue.send import Keyring, post, prepare_body, signing_threads
 from fedqueue.settings import Settings, load_settings
 from fedqueue.storage import Store
-from fedqueue.storage.migrate import upgrade_to_head
 from fedqueue.storage.types import utcnow
 from fedqueue.urls import Urls
 from fedqueue.worker import Worker
-
-
-def _receiver(port: int) -> None:
-    count = 0
-
-    async def inbox(_request: web.Request) -> web.Response:
-        nonlocal count
-        await _request.read()
-        count += 1
-        return web.Response(status=202)
-
-    async def counted(_request: web.Request) -> web.Response:
-        return web.Response(text=str(count))
-
-    app = web.Application()
-    app.router.add_post("/inbox/{n}", inbox)
-    app.router.add_get("/count", counted)
-    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-async def _wait_listening(port: int) -> None:
-    for _ in range(200):
-        try:
-            _reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0.05)
-            continue
-        writer.close()
-        return
-    raise RuntimeError("receiver did not start")
-
-
-async def _fresh_database(engine: str, pg_url: str | None, workdir: Path) -> str:
-    if engine == "sqlite":
-        url = f"sqlite+aiosqlite:///{workdir / f'bench-{uuid.uuid4().hex[:6]}.db'}"
-    else:
-        assert pg_url is not None
-        name = f"fq_bench_{uuid.uuid4().hex[:8]}"
-        conn = await asyncpg.connect(make_url(pg_url).set(drivername="postgresql").render_as_string(False))
-        await conn.execute(f'CREATE DATABASE "{name}"')
-        await conn.close()
-        url = make_url(pg_url).set(database=name).render_as_string(hide_password=False)
-    await asyncio.to_thread(upgrade_to_head, url)
-    return url
+from tests.bench import harness
 
 
 async def _worker_run(settings: Settings, origin: str, n: int) -> tuple[float, float, float]:
@@ -149,47 +93,36 @@ async def _raw_run(settings: Settings, origin: str, n: int) -> float:
         await store.close()
 
 
-def _spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.0f} [{min(values):.0f}-{max(values):.0f}]"
-
-
 async def main(sizes: list[int], pg_url: str | None, repeat: int) -> None:
-    port = _free_port()
-    receiver = multiprocessing.Process(target=_receiver, args=(port,), daemon=True)
-    receiver.start()
-    await _wait_listening(port)
-    origin = f"http://127.0.0.1:{port}"
-    engines = ["sqlite"] + (["postgres"] if pg_url else [])
+    engines = harness.engines(pg_url)
     print(
         f"{'engine':<9} {'N':>6} {'worker/s':>16} {'raw/s':>16} {'ratio':>6} {'cpu µs':>14} {'loop µs':>14}"
     )
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            for engine in engines:
-                for n in sizes:
-                    worker_rates: list[float] = []
-                    raw_rates: list[float] = []
-                    cpu_us: list[float] = []
-                    loop_us: list[float] = []
-                    for _ in range(repeat):
-                        url = await _fresh_database(engine, pg_url, Path(tmp))
-                        settings = load_settings(
-                            database_url=url, allow_private_addresses=True, max_concurrency_per_host=256
-                        )
-                        worker_s, worker_cpu_s, loop_cpu_s = await _worker_run(settings, origin, n)
-                        raw_s = await _raw_run(settings, origin, n)
-                        worker_rates.append(n / worker_s)
-                        raw_rates.append(n / raw_s)
-                        cpu_us.append(worker_cpu_s / n * 1e6)
-                        loop_us.append(loop_cpu_s / n * 1e6)
-                    ratio = statistics.median(worker_rates) / statistics.median(raw_rates)
-                    print(
-                        f"{engine:<9} {n:>6} {_spread(worker_rates):>16} {_spread(raw_rates):>16}"
-                        f" {ratio:>6.2f} {_spread(cpu_us):>14} {_spread(loop_us):>14}",
-                        flush=True,
+    with harness.fediverse() as world, tempfile.TemporaryDirectory() as tmp:
+        origin = world.origin()
+        for engine in engines:
+            for n in sizes:
+                worker_rates: list[float] = []
+                raw_rates: list[float] = []
+                cpu_us: list[float] = []
+                loop_us: list[float] = []
+                for _ in range(repeat):
+                    url = await harness.fresh_database(engine, pg_url, Path(tmp))
+                    settings = load_settings(
+                        database_url=url, allow_private_addresses=True, max_concurrency_per_host=256
                     )
-    finally:
-        receiver.terminate()
+                    worker_s, worker_cpu_s, loop_cpu_s = await _worker_run(settings, origin, n)
+                    raw_s = await _raw_run(settings, origin, n)
+                    worker_rates.append(n / worker_s)
+                    raw_rates.append(n / raw_s)
+                    cpu_us.append(worker_cpu_s / n * 1e6)
+                    loop_us.append(loop_cpu_s / n * 1e6)
+                ratio = statistics.median(worker_rates) / statistics.median(raw_rates)
+                print(
+                    f"{engine:<9} {n:>6} {harness.spread(worker_rates):>16} {harness.spread(raw_rates):>16}"
+                    f" {ratio:>6.2f} {harness.spread(cpu_us):>14} {harness.spread(loop_us):>14}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,216 @@
+"""Benchmark (not a test): a real `fedqueue serve` under an inbound flood of signed activities.
+
+    .venv/bin/python -m tests.bench.bench_inbound [--sizes 200 1000] [--repeat 3] \
+        [--senders 50] [--connections 32] [--fedify] \
+        [--postgres postgresql+asyncpg://postgres@127.0.0.1:5432/test]
+
+Per engine, size N and run: a fresh database with local actor `alice`, a fresh `fedqueue serve`
+process, and a loopback "fediverse" process serving the remote actors' documents (keys).
+
+- **flood**: N Creates to /actors/alice/inbox from `--senders` remote actors, sent by a load
+  generator in its own process over `--connections` connections. Every request is signed
+  before the clock starts, so signing costs the server nothing; each sender has posted once
+  before (its key is cached).
+- **follows**: N Follows of alice from N distinct remote actors: one key fetch each (the
+  actors share a few RSA keys, since generating thousands takes minutes; the server cannot
+  tell). Each Follow also queues an Accept, which the server's own worker delivers.
+- **fedify flood** (`--fedify`): the same flood against Fedify's inbox (tests/bench/fedify,
+  `npm ci` there first), and fedqueue ÷ Fedify.
+
+`--profile DIR` samples the server with py-spy during each load (tests/bench/profile_share.py
+reads the result); profiled runs are slower, so take figures without it.
+
+Each load is bounded by count (N) and by `--limit-s`; the rate is what was answered in that
+time. CPU is per 1,000 requests: the server process (all threads, from /proc) and, on
+PostgreSQL, the backends serving the benchmark's database. Figures are the median
+[lowest-highest] of `--repeat` runs; the load average is printed with each row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fedqueue.cli.loop import run
+from fedqueue.keys import KeyPair
+from fedqueue.storage import Store
+from tests.bench import harness
+from tests.bench.harness import FloodResult, SignedRequest
+
+
+@dataclass
+class Figures:
+    """One row: rates, latencies and CPU over the repeated runs."""
+
+    rates: list[float] = field(default_factory=list)
+    p50_ms: list[float] = field(default_factory=list)
+    p99_ms: list[float] = field(default_factory=list)
+    cpu_per_1000: list[float] = field(default_factory=list)
+    pg_per_1000: list[float] = field(default_factory=list)
+    refused: int = 0
+
+    def add(self, result: FloodResult, cpu: list[float]) -> None:
+        done = len(result.latencies_s)
+        self.rates.append(result.rate)
+        self.p50_ms.append(result.percentile(0.5) * 1000)
+        self.p99_ms.append(result.percentile(0.99) * 1000)
+        self.cpu_per_1000.append(cpu[0] / done * 1000)
+        self.pg_per_1000.append(cpu[1] / done * 1000)
+        self.refused += done - result.statuses.get(202, 0)
+
+    def row(self, label: str, engine: str, n: int) -> str:
+        return (
+            f"{label:<13} {engine:<9} {n:>6} {harness.spread(self.rates):>18}"
+            f" {harness.spread(self.p50_ms):>16}"
+            f" {harness.spread(self.p99_ms):>18} {harness.spread(self.cpu_per_1000, 1):>18}"
+            f" {harness.spread(self.pg_per_1000, 1):>16} {self.refused:>5}  {harness.load_average()}"
+        )
+
+
+HEADER = (
+    f"{'shape':<13} {'engine':<9} {'N':>6} {'req/s':>18} {'p50 ms':>16} {'p99 ms':>18}"
+    f" {'server cpu s/1k':>18} {'pg cpu s/1k':>16} {'!202':>5}  load"
+)
+
+
+def creates(
+    inbox: str, remote: str, pairs: list[KeyPair], senders: int, n: int, first: int
+) -> list[SignedRequest]:
+    """N signed Creates to `inbox`, round-robin over the senders s0..s{senders-1}."""
+    out = []
+    for i in range(n):
+        sender = f"s{i % senders}"
+        doc = harness.create_note(remote, sender, first + i, inbox)
+        out.append(
+            harness.signed_post(
+                inbox, doc, f"{remote}/users/{sender}#main-key", pairs[(i % senders) % len(pairs)]
+            )
+        )
+    return out
+
+
+def follows(inbox: str, target: str, remote: str, pairs: list[KeyPair], n: int) -> list[SignedRequest]:
+    """N signed Follows from N distinct actors (named s100000 and up: never seen before)."""
+    out = []
+    for i in range(100_000, 100_000 + n):
+        doc = harness.follow(remote, f"s{i}", target)
+        out.append(harness.signed_post(inbox, doc, f"{remote}/users/s{i}#main-key", pairs[i % len(pairs)]))
+    return out
+
+
+def profile(args: argparse.Namespace, shape: str, engine: str, n: int) -> Path | None:
+    """Where `--profile` puts the server's py-spy profile of this shape (the last run's)."""
+    return args.profile / f"inbound-{shape}-{engine}-{n}.txt" if args.profile else None
+
+
+async def fedqueue_run(
+    engine: str, pg_url: str | None, workdir: Path, world: harness.Fediverse, args: argparse.Namespace, n: int
+) -> tuple[tuple[FloodResult, list[float]], tuple[FloodResult, list[float]]]:
+    """One flood run and one follows run against a fresh `fedqueue serve`."""
+    url = await harness.fresh_database(engine, pg_url, workdir)
+    store = Store.open(url)
+    try:
+        await store.actors.create("alice")
+    finally:
+        await store.close()
+    port = harness.free_port()
+    base = f"http://127.0.0.1:{port}"
+    inbox, alice = f"{base}/actors/alice/inbox", f"{base}/actors/alice"
+    remote = world.origin()
+    try:
+        with harness.running(
+            [harness.FEDQUEUE, "serve", "--port", str(port)], harness.fedqueue_env(url, base)
+        ) as server:
+            await harness.wait_listening(port)
+            meter = harness.CpuMeter([server.pid], harness.database_name(url))
+            warm = creates(inbox, remote, world.pairs, args.senders, args.senders, 0)
+            await harness.flood_async(warm, args.connections, args.limit_s)
+            load = creates(inbox, remote, world.pairs, args.senders, n, args.senders)
+            with harness.profiled(server.pid, profile(args, "flood", engine, n)), meter.measure() as cpu:
+                flood = await harness.flood_async(load, args.connections, args.limit_s)
+            load = follows(inbox, alice, remote, world.pairs, n)
+            with (
+                harness.profiled(server.pid, profile(args, "follows", engine, n)),
+                meter.measure() as follow_cpu,
+            ):
+                follow = await harness.flood_async(load, args.connections, args.limit_s)
+        return (flood, cpu), (follow, follow_cpu)
+    finally:
+        await harness.drop_database(url)
+
+
+def fedify_run(world: harness.Fediverse, args: argparse.Namespace, n: int) -> tuple[FloodResult, list[float]]:
+    port = harness.free_port()
+    inbox = f"http://127.0.0.1:{port}/users/alice/inbox"
+    with harness.fedify_inbox(port) as peer:
+        meter = harness.CpuMeter([peer.pid])
+        harness.flood(
+            creates(inbox, world.origin(), world.pairs, args.senders, args.senders, 0),
+            args.connections,
+            args.limit_s,
+        )
+        load = creates(inbox, world.origin(), world.pairs, args.senders, n, args.senders)
+        with meter.measure() as cpu:
+            result = harness.flood(load, args.connections, args.limit_s)
+    return result, cpu
+
+
+async def main(args: argparse.Namespace) -> None:
+    print(HEADER, flush=True)
+    with tempfile.TemporaryDirectory() as tmp, harness.fediverse(pairs=harness.key_pool(8)) as world:
+        fedify_rates: dict[int, float] = {}
+        if args.fedify:
+            if not harness.fedify_installed():
+                print("fedify: not installed (run `npm ci` in tests/bench/fedify); skipped", flush=True)
+            else:
+                for n in args.sizes:
+                    figures = Figures()
+                    for _ in range(args.repeat):
+                        figures.add(*await asyncio.to_thread(fedify_run, world, args, n))
+                    fedify_rates[n] = statistics.median(figures.rates)
+                    print(figures.row("fedify flood", "memory", n), flush=True)
+        for engine in harness.engines(args.postgres, args.engine):
+            for n in args.sizes:
+                flood, follow = Figures(), Figures()
+                for _ in range(args.repeat):
+                    flood_run, follow_run = await fedqueue_run(
+                        engine, args.postgres, Path(tmp), world, args, n
+                    )
+                    flood.add(*flood_run)
+                    follow.add(*follow_run)
+                ratio = ""
+                if n in fedify_rates:
+                    ratio = f"  fedqueue/fedify {statistics.median(flood.rates) / fedify_rates[n]:.2f}"
+                print(flood.row("flood", engine, n) + ratio, flush=True)
+                print(follow.row("follows", engine, n), flush=True)
+
+
+def parser() -> argparse.ArgumentParser:
+    parse = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parse.add_argument("--sizes", type=int, nargs="+", default=[200, 500])
+    parse.add_argument("--repeat", type=int, default=3, help="runs per figure (median, lowest-highest)")
+    parse.add_argument("--senders", type=int, default=50)
+    parse.add_argument("--connections", type=int, default=32)
+    parse.add_argument("--limit-s", type=float, default=10.0, help="each load stops after this long")
+    parse.add_argument(
+        "--engine",
+        choices=["sqlite", "postgres", "none"],
+        default=None,
+        help="only this engine (none: Fedify only)",
+    )
+    parse.add_argument("--fedify", action="store_true", help="also flood Fedify's inbox")
+    parse.add_argument("--postgres", default=None, help="a PostgreSQL URL to also benchmark on")
+    parse.add_argument(
+        "--profile", type=Path, default=None, help="write py-spy profiles of the server here (slows it)"
+    )
+    return parse
+
+
+if __name__ == "__main__":
+    run(main(parser().parse_args()))
+    sys.exit(0)

@@ -1,0 +1,133 @@
+// Fedify peer for fedqueue's benchmarks (tests/bench): Fedify's own inbox, and Fedify's
+// sendActivity fan-out, against the same loopback servers the Python benchmarks use.
+//
+//   node peer.mjs inbox PORT
+//       Fedify's inbox for actor "alice" on 127.0.0.1:PORT (MemoryKvStore, inbox listeners run
+//       inline, keys cached by Fedify). Prints "ready" once listening; runs until killed.
+//   node peer.mjs fanout MODE N COUNT_URL ORIGIN[,ORIGIN...]
+//       One Create from "alice" to N recipients spread over the origins (recipient i on origin
+//       i % origins), MODE "immediate" (sendActivity's immediate option), "queue"
+//       (InProcessMessageQueue) or "parallel" (ParallelMessageQueue of 16 over it). Waits (at most
+//       120 s) until COUNT_URL has counted N more POSTs, then prints
+//       {"seconds": ..., "cpu_s": ..., "delivered": ...} as one JSON line and exits.
+//
+// Everything is on 127.0.0.1 (allowPrivateAddress is for that, and for nothing else).
+import http from "node:http";
+import {
+  createFederation,
+  generateCryptoKeyPair,
+  InProcessMessageQueue,
+  MemoryKvStore,
+  ParallelMessageQueue,
+} from "@fedify/fedify";
+import { Create, Follow, Note, Person } from "@fedify/vocab";
+
+const LIMIT_MS = 120_000;
+
+function federationWith(queue) {
+  const federation = createFederation({ kv: new MemoryKvStore(), queue, allowPrivateAddress: true });
+  return federation;
+}
+
+async function serve(federation, port) {
+  const server = http.createServer(async (req, res) => {
+    const chunks = [];
+    for await (const chunk of req) chunks.push(chunk);
+    const body = Buffer.concat(chunks);
+    const request = new Request(`http://${req.headers.host}${req.url}`, {
+      method: req.method,
+      headers: Object.entries(req.headers).flatMap(([k, v]) =>
+        Array.isArray(v) ? v.map((x) => [k, x]) : [[k, v]],
+      ),
+      body: req.method === "GET" || req.method === "HEAD" ? undefined : body,
+    });
+    const response = await federation.fetch(request, {
+      contextData: undefined,
+      onNotFound: () => new Response("not found", { status: 404 }),
+      onNotAcceptable: () => new Response("not acceptable", { status: 406 }),
+    });
+    res.writeHead(response.status, Object.fromEntries(response.headers));
+    res.end(Buffer.from(await response.arrayBuffer()));
+  });
+  server.keepAliveTimeout = 60_000;
+  await new Promise((resolve) => server.listen(port, "127.0.0.1", resolve));
+  return server;
+}
+
+async function withAlice(federation) {
+  const pair = await generateCryptoKeyPair("RSASSA-PKCS1-v1_5");
+  federation
+    .setActorDispatcher("/users/{identifier}", async (ctx, identifier) => {
+      if (identifier !== "alice") return null;
+      const keys = await ctx.getActorKeyPairs(identifier);
+      return new Person({
+        id: ctx.getActorUri(identifier),
+        preferredUsername: identifier,
+        inbox: ctx.getInboxUri(identifier),
+        publicKey: keys[0].cryptographicKey,
+      });
+    })
+    .setKeyPairsDispatcher((_ctx, identifier) => (identifier === "alice" ? [pair] : []));
+}
+
+async function inbox(port) {
+  const federation = federationWith(undefined);
+  await withAlice(federation);
+  let received = 0;
+  federation
+    .setInboxListeners("/users/{identifier}/inbox", "/inbox")
+    .on(Create, () => {
+      received += 1;
+    })
+    .on(Follow, () => {
+      received += 1;
+    });
+  await serve(federation, port);
+  console.log("ready");
+}
+
+async function fanout(mode, n, countUrl, origins) {
+  const queue =
+    mode === "queue"
+      ? new InProcessMessageQueue()
+      : mode === "parallel"
+        ? new ParallelMessageQueue(new InProcessMessageQueue(), 16)
+        : undefined;
+  const federation = federationWith(queue);
+  await withAlice(federation);
+  federation.setInboxListeners("/users/{identifier}/inbox", "/inbox");
+  const ctx = federation.createContext(new URL("http://127.0.0.1:1"), undefined);
+  const recipients = Array.from({ length: n }, (_, i) => {
+    const origin = origins[i % origins.length];
+    return { id: new URL(`${origin}/users/r${i}`), inboxId: new URL(`${origin}/users/r${i}/inbox`) };
+  });
+  const count = async () => Number(await (await fetch(countUrl)).text());
+  const before = await count();
+  const activity = new Create({
+    id: new URL(`http://127.0.0.1:1/activities/${Date.now()}`),
+    actor: ctx.getActorUri("alice"),
+    object: new Note({ id: new URL("http://127.0.0.1:1/notes/1"), content: "hello" }),
+  });
+  const cpu = process.cpuUsage();
+  const started = performance.now();
+  await ctx.sendActivity({ identifier: "alice" }, recipients, activity, { immediate: mode === "immediate" });
+  let delivered = (await count()) - before;
+  while (delivered < n && performance.now() - started < LIMIT_MS) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    delivered = (await count()) - before;
+  }
+  const seconds = (performance.now() - started) / 1000;
+  const used = process.cpuUsage(cpu);
+  console.log(JSON.stringify({ seconds, cpu_s: (used.user + used.system) / 1e6, delivered }));
+  process.exit(0);
+}
+
+const [command, ...args] = process.argv.slice(2);
+if (command === "inbox") {
+  await inbox(Number(args[0]));
+} else if (command === "fanout") {
+  await fanout(args[0], Number(args[1]), args[2], args[3].split(","));
+} else {
+  console.error("usage: node peer.mjs inbox PORT | fanout MODE N COUNT_URL ORIGINS");
+  process.exit(2);
+}

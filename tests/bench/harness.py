@@ -1,0 +1,481 @@
+"""Shared pieces of the benchmarks: the loopback fediverse, fresh databases, processes and their CPU.
+
+Everything listens on and talks to 127.0.0.1 only. The remote side (`fediverse`) and the load
+generator (`flood`) run in processes of their own, so that their CPU is never counted as
+fedqueue's; fedqueue itself runs as a real `fedqueue serve` or `fedqueue worker` process when
+its CPU is measured from /proc.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import multiprocessing
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from multiprocessing.sharedctypes import Synchronized
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+from aiohttp import web
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
+from sqlalchemy.engine import make_url
+
+from fedqueue import keys
+from fedqueue.net import SigningIdentity, signed_headers
+from fedqueue.signatures import sha256_digest_header
+from fedqueue.storage.migrate import upgrade_to_head
+from fedqueue.storage.types import utcnow
+
+FEDQUEUE = str(Path(sys.executable).with_name("fedqueue"))
+TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+#: Every wait for a process or a count gives up after this long.
+WAIT_LIMIT_S = 120.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_listening_sync(port: int) -> None:
+    for _ in range(600):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port}")
+
+
+async def wait_listening(port: int) -> None:
+    for _ in range(600):
+        try:
+            _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        return
+    raise RuntimeError(f"nothing listens on port {port}")
+
+
+async def fresh_database(engine: str, pg_url: str | None, workdir: Path) -> str:
+    """A new SQLite file or PostgreSQL database, schema at head."""
+    if engine == "sqlite":
+        url = f"sqlite+aiosqlite:///{workdir / f'bench-{uuid.uuid4().hex[:6]}.db'}"
+    else:
+        assert pg_url is not None
+        name = f"fq_bench_{uuid.uuid4().hex[:8]}"
+        conn = await asyncpg.connect(make_url(pg_url).set(drivername="postgresql").render_as_string(False))
+        await conn.execute(f'CREATE DATABASE "{name}"')
+        await conn.close()
+        url = make_url(pg_url).set(database=name).render_as_string(hide_password=False)
+    await asyncio.to_thread(upgrade_to_head, url)
+    return url
+
+
+async def drop_database(url: str) -> None:
+    """Drop a benchmark's PostgreSQL database (SQLite files go with the temporary directory)."""
+    parsed = make_url(url)
+    if not parsed.drivername.startswith("postgresql"):
+        return
+    admin = parsed.set(drivername="postgresql", database="postgres").render_as_string(False)
+    conn = await asyncpg.connect(admin)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{parsed.database}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+def spread(values: Sequence[float], digits: int = 0) -> str:
+    """Median [lowest-highest]."""
+    fmt = f"{{:.{digits}f}}"
+    low, mid, high = (fmt.format(v) for v in (min(values), statistics.median(values), max(values)))
+    return f"{mid} [{low}-{high}]"
+
+
+def load_average() -> str:
+    return "{:.1f}/{:.1f}/{:.1f}".format(*os.getloadavg())
+
+
+def engines(pg_url: str | None, only: str | None = None) -> list[str]:
+    names = ["sqlite"] + (["postgres"] if pg_url else [])
+    return [name for name in names if only is None or name == only]
+
+
+# --- CPU from /proc ---------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a live process (all its threads), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS_PER_S
+
+
+def postgres_backends(database: str) -> list[int]:
+    """Pids of the PostgreSQL backends connected to `database` (cmdline "postgres: user db ...")."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # the process ended between the listing and the read
+        if cmdline.startswith("postgres:") and f" {database} " in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+def postgres_cpu_seconds(database: str) -> float:
+    """CPU of the PostgreSQL backends serving `database` (other databases' backends excluded)."""
+    total = 0.0
+    for pid in postgres_backends(database):
+        try:
+            total += cpu_seconds(pid)
+        except OSError:
+            continue  # the backend ended since the listing
+    return total
+
+
+@dataclass
+class CpuMeter:
+    """CPU seconds used by some processes (and a database's PostgreSQL backends) between two reads."""
+
+    pids: Sequence[int]
+    database: str | None = None
+
+    def read(self) -> tuple[float, float]:
+        own = sum(cpu_seconds(pid) for pid in self.pids)
+        return own, postgres_cpu_seconds(self.database) if self.database else 0.0
+
+    @contextmanager
+    def measure(self) -> Iterator[list[float]]:
+        """Yields a list that holds [processes' CPU s, PostgreSQL CPU s] once the block ends."""
+        result: list[float] = []
+        before = self.read()
+        yield result
+        after = self.read()
+        result.extend([after[0] - before[0], after[1] - before[1]])
+
+
+def database_name(url: str) -> str | None:
+    parsed = make_url(url)
+    return parsed.database if parsed.drivername.startswith("postgresql") else None
+
+
+# --- fedqueue processes -------------------------------------------------------------------
+
+
+def fedqueue_env(url: str, base_url: str = "http://127.0.0.1:8000", **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        FEDQUEUE_DATABASE_URL=url,
+        FEDQUEUE_BASE_URL=base_url,
+        FEDQUEUE_ALLOW_PRIVATE_ADDRESSES="true",
+        FEDQUEUE_LOG_LEVEL="WARNING",
+    )
+    env.update({f"FEDQUEUE_{k.upper()}": v for k, v in extra.items()})
+    return env
+
+
+@contextmanager
+def running(args: Sequence[str], env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """A child process, terminated (then killed) when the block ends."""
+    process = subprocess.Popen(list(args), env=env, stdout=subprocess.DEVNULL)
+    try:
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def taskset(cpu: int | None, args: list[str]) -> list[str]:
+    return args if cpu is None else ["taskset", "-c", str(cpu), *args]
+
+
+# --- the loopback fediverse -----------------------------------------------------------------
+
+
+def key_pool(size: int) -> list[keys.KeyPair]:
+    """A few RSA-2048 pairs; remote actor i uses pair i % size (generating thousands takes minutes)."""
+    return [keys.generate_key_pair() for _ in range(size)]
+
+
+def actor_document(origin: str, name: str, public_pem: str) -> dict[str, Any]:
+    uri = f"{origin}/users/{name}"
+    return {
+        "@context": ["https://www.w3.org/ns/activitystreams", "https://w3id.org/security/v1"],
+        "id": uri,
+        "type": "Person",
+        "preferredUsername": name,
+        "inbox": f"{uri}/inbox",
+        "endpoints": {"sharedInbox": f"{origin}/inbox"},
+        "publicKey": {"id": f"{uri}#main-key", "owner": uri, "publicKeyPem": public_pem},
+    }
+
+
+def _fediverse(ports: list[int], public_pems: list[str], delay_s: float, count: Synchronized[int]) -> None:
+    """Remote servers: actor documents for GET /users/s{i}, 202 for every POST, GET /count."""
+
+    async def inbox(request: web.Request) -> web.Response:
+        await request.read()
+        if delay_s:
+            await asyncio.sleep(delay_s)
+        count.value += 1  # this process's one thread is the only writer
+        return web.Response(status=202)
+
+    async def counted(_request: web.Request) -> web.Response:
+        return web.Response(text=str(count.value))
+
+    async def actor(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        index = int(name.lstrip("s")) if name.lstrip("s").isdigit() else 0
+        doc = actor_document(f"http://{request.host}", name, public_pems[index % len(public_pems)])
+        return web.Response(text=json.dumps(doc), content_type="application/activity+json")
+
+    async def serve() -> None:
+        app = web.Application()
+        app.router.add_post("/{tail:.*}", inbox)
+        app.router.add_get("/count", counted)
+        app.router.add_get("/users/{name}", actor)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        for port in ports:
+            await web.TCPSite(runner, "127.0.0.1", port, backlog=1024).start()
+        await asyncio.Event().wait()
+
+    asyncio.run(serve())
+
+
+@dataclass
+class Fediverse:
+    """The remote side in its own process: one host per port, all sharing one POST counter."""
+
+    ports: list[int]
+    pairs: list[keys.KeyPair]
+    process: multiprocessing.Process
+    #: POSTs received, in shared memory: reading it costs the measured process nothing.
+    counter: Synchronized[int]
+
+    def origin(self, host: int = 0) -> str:
+        return f"http://127.0.0.1:{self.ports[host]}"
+
+    async def count(self) -> int:
+        return int(self.counter.value)
+
+    async def wait_count(self, target: int, limit_s: float = WAIT_LIMIT_S) -> tuple[int, float]:
+        """(count, seconds) once the counter reaches `target` or `limit_s` has passed (polled every 20 ms)."""
+        started = time.perf_counter()
+        count = await self.count()
+        for _ in range(int(limit_s / 0.02)):
+            if count >= target or time.perf_counter() - started > limit_s:
+                break
+            await asyncio.sleep(0.02)
+            count = await self.count()
+        return count, time.perf_counter() - started
+
+
+@contextmanager
+def fediverse(
+    hosts: int = 1, pairs: list[keys.KeyPair] | None = None, delay_s: float = 0.0
+) -> Iterator[Fediverse]:
+    ports = [free_port() for _ in range(hosts)]
+    pairs = pairs or key_pool(1)
+    counter: Synchronized[int] = multiprocessing.Value("q", 0)
+    process = multiprocessing.Process(
+        target=_fediverse, args=(ports, [p.public_pem for p in pairs], delay_s, counter), daemon=True
+    )
+    process.start()
+    try:
+        for port in ports:
+            wait_listening_sync(port)
+        yield Fediverse(ports, pairs, process, counter)
+    finally:
+        process.terminate()
+        process.join(5)
+
+
+# --- pre-signed requests and the load generator -------------------------------------------------
+
+SignedRequest = tuple[str, dict[str, str], bytes]
+
+
+@functools.cache
+def _private_key(pem: str) -> PrivateKeyTypes:
+    """Parsing a PEM key costs tens of milliseconds (OpenSSL checks it): once per key."""
+    return keys.load_private_key(pem)
+
+
+def signed_post(url: str, doc: dict[str, Any], key_id: str, pair: keys.KeyPair) -> SignedRequest:
+    """A draft-cavage signed POST as Mastodon sends it, signed now (before any timing starts)."""
+    body = json.dumps(doc).encode()
+    identity = SigningIdentity(key_id, _private_key(pair.private_pem))
+    headers = signed_headers(
+        "POST", url, identity, utcnow(), digest=sha256_digest_header(body), content_type=None
+    )
+    headers.pop("host")  # aiohttp sets the same Host from the URL
+    return url, headers, body
+
+
+def create_note(remote_origin: str, sender: str, n: int, to: str) -> dict[str, Any]:
+    uri = f"{remote_origin}/users/{sender}"
+    return {
+        "@context": "https://www.w3.org/ns/activitystreams",
+        "id": f"{uri}/activities/{n}",
+        "type": "Create",
+        "actor": uri,
+        "to": [to],
+        "object": {
+            "id": f"{uri}/notes/{n}",
+            "type": "Note",
+            "attributedTo": uri,
+            "content": f"note {n}",
+            "to": [to],
+        },
+    }
+
+
+def follow(remote_origin: str, sender: str, target: str) -> dict[str, Any]:
+    uri = f"{remote_origin}/users/{sender}"
+    return {
+        "@context": "https://www.w3.org/ns/activitystreams",
+        "id": f"{uri}/follows/1",
+        "type": "Follow",
+        "actor": uri,
+        "object": target,
+    }
+
+
+@dataclass(frozen=True)
+class FloodResult:
+    seconds: float
+    latencies_s: list[float]
+    statuses: dict[int, int]
+
+    @property
+    def rate(self) -> float:
+        return len(self.latencies_s) / self.seconds
+
+    def percentile(self, p: float) -> float:
+        ordered = sorted(self.latencies_s)
+        return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+
+
+async def _send_all(requests: list[SignedRequest], connections: int, limit_s: float) -> FloodResult:
+    latencies: list[float] = []
+    statuses: Counter[int] = Counter()
+    pending = iter(requests)
+    started = time.perf_counter()
+    connector = aiohttp.TCPConnector(limit=connections, force_close=False)
+    timeout = aiohttp.ClientTimeout(total=60)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+
+        async def lane() -> None:
+            for url, headers, body in pending:
+                if time.perf_counter() - started > limit_s:
+                    return
+                sent = time.perf_counter()
+                try:
+                    async with session.post(url, data=body, headers=headers) as response:
+                        await response.read()
+                        statuses[response.status] += 1
+                except (aiohttp.ClientError, TimeoutError):
+                    statuses[0] += 1
+                latencies.append(time.perf_counter() - sent)
+
+        await asyncio.gather(*(lane() for _ in range(connections)))
+    return FloodResult(time.perf_counter() - started, latencies, dict(statuses))
+
+
+def _flood_process(
+    requests: list[SignedRequest], connections: int, limit_s: float, out: multiprocessing.Queue[FloodResult]
+) -> None:
+    out.put(asyncio.run(_send_all(requests, connections, limit_s)))
+
+
+def flood(requests: list[SignedRequest], connections: int, limit_s: float) -> FloodResult:
+    """Send pre-signed requests from a separate process, `connections` at a time, within `limit_s`."""
+    context = multiprocessing.get_context("fork")
+    out: multiprocessing.Queue[FloodResult] = context.Queue()
+    process = context.Process(target=_flood_process, args=(requests, connections, limit_s, out))
+    process.start()
+    try:
+        return out.get(timeout=limit_s + 90)
+    finally:
+        process.join(10)
+
+
+async def flood_async(requests: list[SignedRequest], connections: int, limit_s: float) -> FloodResult:
+    return await asyncio.to_thread(flood, requests, connections, limit_s)
+
+
+# --- the Fedify peer ------------------------------------------------------------------------
+
+FEDIFY_PEER = Path(__file__).with_name("fedify") / "peer.mjs"
+
+
+def fedify_installed() -> bool:
+    """True once `npm ci` has run in tests/bench/fedify (the benchmarks skip Fedify otherwise)."""
+    return (FEDIFY_PEER.parent / "node_modules" / "@fedify" / "fedify").is_dir()
+
+
+@contextmanager
+def fedify_inbox(port: int) -> Iterator[subprocess.Popen[bytes]]:
+    """Fedify's inbox for `alice` on 127.0.0.1:`port`, in its own Node process."""
+    with running(["node", str(FEDIFY_PEER), "inbox", str(port)]) as process:
+        wait_listening_sync(port)
+        yield process
+
+
+def fedify_fanout(mode: str, n: int, count_url: str, origins: Sequence[str]) -> dict[str, float]:
+    """One Fedify sendActivity to `n` recipients over `origins`: {"seconds", "cpu_s", "delivered"}."""
+    done = subprocess.run(
+        ["node", str(FEDIFY_PEER), "fanout", mode, str(n), count_url, ",".join(origins)],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_LIMIT_S + 30,
+        check=True,
+    )
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# --- profiles -----------------------------------------------------------------------------------
+
+
+@contextmanager
+def profiled(pid: int, out: Path | None) -> Iterator[None]:
+    """py-spy samples `pid` (all threads, idle ones left out) into `out` as collapsed stacks.
+
+    Nothing happens when `out` is None. py-spy is not a dependency: `pip install py-spy`.
+    """
+    if out is None:
+        yield
+        return
+    spy = Path(sys.executable).with_name("py-spy")
+    command = [str(spy), "record", "--format", "raw", "--rate", "250", "--threads", "-o", str(out)]
+    with running([*command, "--pid", str(pid)]) as recorder:
+        time.sleep(1.0)  # py-spy attaches before the load starts
+        yield
+        recorder.send_signal(signal.SIGINT)
+        recorder.wait(timeout=30)
