@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
+import httpx
 import pytest
 
 from fedqueue.metrics import Metrics
@@ -12,6 +14,7 @@ from fedqueue.storage import Store
 from fedqueue.supervise import WorkerHealth, restart_delay_s, supervise
 from fedqueue.web.app import create_app
 from tests.helpers import asgi_client
+from tests.live import live_instance
 
 
 @pytest.mark.parametrize(("failures", "delay_s"), [(1, 1.0), (2, 2.0), (3, 4.0), (7, 60.0), (500, 60.0)])
@@ -105,3 +108,9 @@ async def test_healthz_answers_503_while_the_worker_is_down_and_200_once_it_is_r
         stop.set()
         await supervisor
     assert health.restarts == 1
+
+
+def test_serve_reports_its_running_worker_in_healthz(tmp_path: Path) -> None:
+    with live_instance(tmp_path, "token") as live:
+        response = httpx.get(f"{live.origin}/healthz", timeout=10)
+    assert (response.status_code, response.json()) == (200, {"status": "ok", "worker": "running"})

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from fedqueue import dispatch
 from fedqueue.fanout import Fanout
@@ -15,7 +16,8 @@ from fedqueue.metrics import Metrics
 from fedqueue.net import HttpClient
 from fedqueue.send import PreparedBody, post_knocking, prepare_body
 from fedqueue.settings import Settings
-from fedqueue.storage import ActivityFacts, OutboxEntry, Store, Target
+from fedqueue.storage import ActivityFacts, OutboxEntry, Result, Store, Target
+from fedqueue.storage.deliveries import DeliveryStore
 from fedqueue.storage.types import utcnow
 from fedqueue.worker import Worker
 from tests.loopback import LoopbackServer
@@ -191,3 +193,28 @@ async def test_a_worker_round_that_fails_is_counted_and_the_burst_goes_on_to_del
     await run_burst(fast(settings, poll_interval_seconds=0.05), store, metrics=metrics)
     assert [d.state for d in await store.deliveries.for_outbox(row)] == ["delivered"]
     assert metrics.worker_errors["step"] == 1
+
+
+async def test_an_outcome_the_database_refuses_is_stored_without_its_error_text_and_holds_up_no_other(
+    settings: Settings, store: Store, remote: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await store.actors.create("alice")
+    accept_all(remote, ["/inbox"])
+    remote.on("POST", "/refused", lambda _r: web.Response(status=400, text="unstorable"))
+    real = DeliveryStore.record
+
+    async def record(self: DeliveryStore, owner: str, results: Sequence[Result]) -> int:
+        if any("unstorable" in (r.last_error or "") for r in results):
+            raise ValueError("the database refuses this text")
+        return await real(self, owner, results)
+
+    monkeypatch.setattr(DeliveryStore, "record", record)
+    row = await insert_outbox_row(store, "alice", LIKE, [remote.url("/refused"), remote.url("/inbox")])
+    metrics = Metrics()
+    await run_burst(fast(settings), store, metrics=metrics)
+    outcomes = {d.inbox: (d.state, d.last_error) for d in await store.deliveries.for_outbox(row)}
+    assert outcomes == {
+        remote.url("/refused"): ("dead", "outcome not storable as is (ValueError)"),
+        remote.url("/inbox"): ("delivered", None),
+    }
+    assert metrics.worker_errors["record"] == 1
