@@ -17,10 +17,11 @@ to that recipient; the activity's other recipients go on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta
 
 from fedqueue.addressing import InboxChoice, choose_inboxes, recipients
@@ -88,7 +89,8 @@ class Fanout:
             await self._settle(entry, f"expansion did not finish in {tries} attempts; last error: {last}")
             return
         try:
-            await self.expand(entry)
+            async with self._lease_kept(entry):
+                await self.expand(entry)
         except Exception as exc:
             self._metrics.worker_error(
                 "expand",
@@ -98,6 +100,30 @@ class Fanout:
                 entry.expansion_attempts,
             )
             await self._settle(entry, describe(exc), failed=True)
+
+    @contextlib.asynccontextmanager
+    async def _lease_kept(self, entry: OutboxEntry) -> AsyncIterator[None]:
+        """Renew the row's lease in the background while it is expanded.
+
+        Slow actor fetches must not let the lease lapse: another worker would claim the row
+        meanwhile, and every such claim counts toward `expansion_max_attempts`.
+        """
+        lease_s = self._settings.lease_seconds
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(lease_s / 3)
+                until = self._clock() + timedelta(seconds=lease_s)
+                with contextlib.suppress(Exception):  # failing that, the lease runs out
+                    await self._store.outbox.renew(entry.id, self._owner, until)
+
+        renewing = asyncio.create_task(renew())
+        try:
+            yield
+        finally:
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewing
 
     async def _settle(self, entry: OutboxEntry, reason: str, *, failed: bool = False) -> None:
         """After a failed expansion: try again after a backoff, or end `rejected` with the reason."""

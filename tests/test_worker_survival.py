@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -20,7 +21,7 @@ from fedqueue.storage import ActivityFacts, OutboxEntry, Result, Store, Target
 from fedqueue.storage.deliveries import DeliveryStore
 from fedqueue.storage.types import utcnow
 from fedqueue.worker import Worker
-from tests.loopback import LoopbackServer
+from tests.loopback import LoopbackServer, Recorded
 from tests.outbound import accept_all, fast, insert_outbox_row, run_burst
 
 LIKE = {"type": "Like", "object": "https://example.org/notes/1"}
@@ -218,3 +219,35 @@ async def test_an_outcome_the_database_refuses_is_stored_without_its_error_text_
         remote.url("/inbox"): ("delivered", None),
     }
     assert metrics.worker_errors["record"] == 1
+
+
+async def test_a_slow_expansion_keeps_its_lease_so_no_other_worker_claims_it_meanwhile(
+    settings: Settings, store: Store, remote: LoopbackServer
+) -> None:
+    await store.actors.create("alice")
+    asked, release = asyncio.Event(), asyncio.Event()
+    bob = remote.url("/users/bob")
+
+    async def slow_actor(_r: Recorded) -> web.Response:
+        asked.set()
+        await release.wait()
+        return web.json_response({"id": bob, "type": "Person", "inbox": f"{bob}/inbox"})
+
+    remote.on("GET", "/users/bob", slow_actor)
+    row = await insert_outbox_row(store, "alice", {**LIKE, "to": [bob]})
+    quick = fast(settings, lease_seconds=1.5)
+    client = HttpClient(quick)
+    try:
+        worker = Worker(quick, store, client)
+        expanding = asyncio.create_task(worker.fanout.expand_pending())
+        async with asyncio.timeout(30):
+            await asked.wait()
+        await asyncio.sleep(2.5)  # past the first lease: only renewals keep it
+        rival = await store.outbox.claim_pending("rival", utcnow(), 1.5, 10)
+        release.set()
+        assert await expanding == 1
+    finally:
+        await client.aclose()
+    assert rival == []
+    assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]
+    assert [d.inbox for d in await store.deliveries.for_outbox(row)] == [f"{bob}/inbox"]
