@@ -15,6 +15,12 @@ earlier results overlap with the POSTs still on the wire.
 
 Lease invariant: an id is in `in_flight` from its claim until its result is recorded or it
 is released; on shutdown the worker releases whatever is still in flight.
+
+Isolation: an unexpected error in one send (a signing failure, a URL the HTTP library
+refuses) becomes that delivery's outcome: `dead` with the reason, or `failed` if the database
+was unavailable. A body that cannot be built kills only its activity's deliveries (`dead`).
+A batch of outcomes the database refuses is recorded row by row, so one unstorable outcome
+holds up no other. Each such error is logged once, with its traceback, and counted.
 """
 
 from __future__ import annotations
@@ -23,13 +29,14 @@ import asyncio
 import contextlib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import partial
 
 from fedqueue.backoff import Jitter, RetrySchedule
 from fedqueue.circuit import CLOSED, CircuitPolicy, HostHealth, admit
 from fedqueue.coalescing import Coalescer, Verdict
+from fedqueue.errors import describe
 from fedqueue.metrics import Metrics
 from fedqueue.net import HttpClient
 from fedqueue.record import health_changes, refused_result, result_of
@@ -37,7 +44,7 @@ from fedqueue.scheme_book import SchemeBook
 from fedqueue.send import Attempt, Keyring, PreparedBody, post_knocking, prepare_body, signing_threads
 from fedqueue.settings import Settings
 from fedqueue.signing_threads import SigningThreads
-from fedqueue.storage import Claimed, Result, Store
+from fedqueue.storage import Claimed, Result, StorageUnavailable, Store
 
 BLOCKED_REASON = "host is blocked by an admin"
 #: Prepared bodies kept per worker (one per recent activity).
@@ -113,7 +120,6 @@ class Dispatcher:
         self._chains: dict[OrderKey, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._sent: list[Sent] = []
-        self._failure: BaseException | None = None
         self._progress = asyncio.Event()
         self._signing: SigningThreads | None = None
         self._coalescer = Coalescer(store, owner, clock, settings.poll_interval_seconds)
@@ -131,24 +137,53 @@ class Dispatcher:
         return sorted(host for host, count in self._per_host.items() if count >= self._host_cap)
 
     async def submit(self, claimed: Sequence[Claimed]) -> int:
-        """Admit a claimed batch and start sending it (refusals are recorded at once); its size."""
+        """Admit a claimed batch and start sending it (refusals are recorded at once); its size.
+
+        If admission fails half-way, the rows not yet started are given back (due a poll
+        interval later) before the error is raised, so none stays counted as in flight.
+        """
         self.in_flight.update(row.id for row in claimed)
-        to_send, refused, health = await self._admit(claimed)
-        if refused:
-            await self._store.deliveries.record(
-                self._owner, [refused_result(row, BLOCKED_REASON) for row in refused]
+        started: set[int] = set()
+        try:
+            to_send, refused, health = await self._admit(claimed)
+            await self._refuse([(row, BLOCKED_REASON) for row in refused])
+            to_send = await self._coalesce(to_send)
+            unbuildable = await self._load_bodies({row.outbox_id for row in to_send})
+            await self._refuse(
+                [(row, unbuildable[row.outbox_id]) for row in to_send if row.outbox_id in unbuildable]
             )
-            self.in_flight.difference_update(row.id for row in refused)
-            for row in refused:
-                self._metrics.delivery_outcome(
-                    "dead", attempts=row.attempts, delivery_id=row.id, inbox=row.inbox, error=BLOCKED_REASON
-                )
-        to_send = await self._coalesce(to_send)
-        await self._load_bodies({row.outbox_id for row in to_send})
-        for row in to_send:
-            body, written_at = self._bodies[row.outbox_id]
-            self._start(Job(row, body, written_at, health.get(row.host)))
+            for row in to_send:
+                if row.outbox_id not in unbuildable:
+                    body, written_at = self._bodies[row.outbox_id]
+                    self._start(Job(row, body, written_at, health.get(row.host)))
+                    started.add(row.id)
+        except Exception:
+            unstarted = self.in_flight - started
+            await self._give_back([row.id for row in claimed if row.id in unstarted])
+            raise
         return len(claimed)
+
+    async def _refuse(self, rows: Sequence[tuple[Claimed, str]]) -> None:
+        """Give rows up without an attempt (`dead`, with the reason): record and count them."""
+        if not rows:
+            return
+        await self._store.deliveries.record(
+            self._owner, [refused_result(row, reason) for row, reason in rows]
+        )
+        self.in_flight.difference_update(row.id for row, _ in rows)
+        for row, reason in rows:
+            self._metrics.delivery_outcome(
+                "dead", attempts=row.attempts, delivery_id=row.id, inbox=row.inbox, error=reason
+            )
+
+    async def _give_back(self, ids: list[int]) -> None:
+        """Release claimed rows unsent, due a poll interval later (failing that, their leases run out)."""
+        self.in_flight.difference_update(ids)
+        later = self._clock() + timedelta(seconds=self._settings.poll_interval_seconds)
+        try:
+            await self._store.deliveries.release(self._owner, ids, later)
+        except Exception as exc:
+            self._metrics.worker_error("record", exc, "could not give back %d claimed deliveries", len(ids))
 
     async def _coalesce(self, rows: list[Claimed]) -> list[Claimed]:
         """Coalescing (issue 4), just before sending: drop redundant rows, give back those that must wait.
@@ -170,22 +205,47 @@ class Dispatcher:
         self._progress.clear()
         sent, self._sent = self._sent, []
         if sent:
-            await self._store.deliveries.record(self._owner, [s.result for s in sent])
-            await self._store.hosts.update(
-                health_changes([(s.job.row.host, s.attempt, s.result) for s in sent], self.policy)
-            )
+            await self._record([s.result for s in sent])
+            try:
+                await self._store.hosts.update(
+                    health_changes([(s.job.row.host, s.attempt, s.result) for s in sent], self.policy)
+                )
+            except Exception as exc:  # host health is advisory: the outcomes are stored already
+                self._metrics.worker_error("record", exc, "could not update host health")
             for s in sent:
                 self.in_flight.discard(s.job.row.id)
                 self._per_host[s.job.row.host] -= 1
             self._per_host += Counter()  # drop hosts with nothing in flight
             self._count(sent)
-        if self._failure is not None:
-            raise self._failure
         return len(sent)
+
+    async def _record(self, results: list[Result]) -> None:
+        """Store outcomes in one transaction; if the database refuses the batch, row by row.
+
+        A row refused on its own is stored once more without its error text (the likeliest
+        culprit), and failing that is left to its lease, to be sent again (at least once).
+        """
+        try:
+            await self._store.deliveries.record(self._owner, results)
+            return
+        except Exception as exc:
+            self._metrics.worker_error("record", exc, "could not record %d outcomes at once", len(results))
+        for result in results:
+            try:
+                await self._store.deliveries.record(self._owner, [result])
+                continue
+            except Exception as exc:
+                plain = replace(
+                    result, last_error=f"outcome not storable as is ({type(exc).__name__})", gone=False
+                )
+            try:
+                await self._store.deliveries.record(self._owner, [plain])
+            except Exception as exc:
+                self._metrics.worker_error("record", exc, "delivery %s: outcome not recorded", result.id)
 
     async def wait_for_progress(self, timeout_s: float) -> None:
         """Until a send finishes (or `timeout_s` passes)."""
-        if self._sent or self._failure is not None:
+        if self._sent:
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._progress.wait(), timeout_s)
@@ -250,14 +310,21 @@ class Dispatcher:
         self.in_flight.difference_update(returned)
         return to_send, refused, health
 
-    async def _load_bodies(self, outbox_ids: set[int]) -> None:
+    async def _load_bodies(self, outbox_ids: set[int]) -> dict[int, str]:
+        """Build each row's request body unless cached; the rows whose body cannot be built, with why."""
         missing = [outbox_id for outbox_id in outbox_ids if outbox_id not in self._bodies]
         if not missing:
-            return
+            return {}
         if len(self._bodies) + len(missing) > BODY_CACHE_SIZE:
             self._bodies.clear()  # jobs in flight hold their own bodies
+        unbuildable: dict[int, str] = {}
         for outbox_id, sendable in (await self._store.outbox.sendable(missing)).items():
-            self._bodies[outbox_id] = (prepare_body(sendable.activity), sendable.written_at)
+            try:
+                self._bodies[outbox_id] = (prepare_body(sendable.activity), sendable.written_at)
+            except Exception as exc:
+                self._metrics.worker_error("send", exc, "outbox row %s: request body not built", outbox_id)
+                unbuildable[outbox_id] = f"request body could not be built: {describe(exc)}"
+        return unbuildable
 
     def _start(self, job: Job) -> None:
         row = job.row
@@ -272,11 +339,17 @@ class Dispatcher:
         if previous is not None:
             await asyncio.wait({previous})
         row = job.row
-        identity = await self._keyring.identity(row.actor)
-        knock = partial(
-            post_knocking, self._client, row.inbox, job.body, identity, self._clock, self._signer()
-        )
-        attempt = await self.schemes.deliver(row.host, job.health, knock)
+        try:
+            identity = await self._keyring.identity(row.actor)
+            knock = partial(
+                post_knocking, self._client, row.inbox, job.body, identity, self._clock, self._signer()
+            )
+            attempt = await self.schemes.deliver(row.host, job.health, knock)
+        except Exception as exc:
+            self._metrics.worker_error("send", exc, "delivery %s: unexpected error while sending", row.id)
+            # Only an unreachable database may pass; anything else would fail the same way again.
+            transient = isinstance(exc, StorageUnavailable)
+            attempt = Attempt(status=None, error=f"could not send: {describe(exc)}", permanent=not transient)
         result = result_of(row, attempt, self._clock(), self.schedule, self._jitter)
         self._sent.append(Sent(job, attempt, result))
         self._progress.set()
@@ -285,9 +358,6 @@ class Dispatcher:
         self._tasks.discard(task)
         if self._chains.get(key) is task:
             del self._chains[key]
-        if not task.cancelled() and task.exception() is not None and self._failure is None:
-            self._failure = task.exception()  # raised by the next flush: the worker stops loudly
-            self._progress.set()
 
     def _count(self, sent: Sequence[Sent]) -> None:
         """One metrics observation (and log line) per recorded outcome."""

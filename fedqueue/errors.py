@@ -41,3 +41,17 @@ class TooLarge(InvalidInput):
 
 class SignatureError(Unauthorized):
     """A signature or a body digest is missing, malformed or does not verify; the message says which."""
+
+
+#: Longest reason made from an exception (`describe`).
+REASON_CHARS = 300
+
+
+def describe(exc: BaseException, limit: int = REASON_CHARS) -> str:
+    """`ExceptionType: first line of its message`, capped, without NUL: fit for a row and a log."""
+    try:
+        lines = str(exc).splitlines()
+    except Exception:  # a broken __str__ must not break the handler that describes it
+        lines = []
+    text = f"{type(exc).__name__}: {lines[0]}" if lines and lines[0] else type(exc).__name__
+    return text.replace("\x00", "\\x00")[:limit]

@@ -5,20 +5,30 @@ chunks with INSERT ... ON CONFLICT DO NOTHING, renewing the lease between chunks
 is marked `expanded` only after the last chunk. A worker that dies half-way leaves the lease
 to expire; the next one recomputes the same inboxes and inserts only the missing rows, so
 nothing is lost and nothing doubled. Until then the activity is never reported complete.
+
+Isolation: an unexpected error while expanding one row is that row's outcome, never the
+worker's. It is logged and counted, kept on the row, and the row is tried again after a
+backoff; the claim counter (`expansion_attempts`, counted by the claim itself) ends it
+`rejected` after `expansion_max_attempts` claims, however the earlier ones ended, so one row
+can never stop delivery for good. One recipient's unusable actor document is a dead delivery
+to that recipient; the activity's other recipients go on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta
 
 from fedqueue.addressing import InboxChoice, choose_inboxes, recipients
+from fedqueue.backoff import RetrySchedule
 from fedqueue.coalescing import Coalescer
-from fedqueue.errors import FedqueueError, InvalidInput
+from fedqueue.errors import FedqueueError, InvalidInput, describe
+from fedqueue.metrics import Metrics
 from fedqueue.net import FetchError, host_of
 from fedqueue.outbox import dumps, normalize, parse_activity, parse_inboxes, subject_of
 from fedqueue.remote import RemoteDirectory
@@ -45,6 +55,7 @@ class Fanout:
         keyring: Keyring,
         owner: str,
         clock: Callable[[], datetime],
+        metrics: Metrics | None = None,
     ) -> None:
         self._settings = settings
         self._store = store
@@ -54,15 +65,82 @@ class Fanout:
         self._clock = clock
         self._urls = Urls(settings.base_url)
         self._coalescer = Coalescer(store, owner, clock, settings.poll_interval_seconds)
+        self._metrics = metrics or Metrics()
+        #: A failed expansion is tried again after base * 2**(n-1) seconds, at most max_attempts times.
+        self._retries = RetrySchedule(
+            settings.expansion_retry_seconds, settings.retry_cap_seconds, settings.expansion_max_attempts
+        )
 
     async def expand_pending(self, limit: int = 10) -> int:
-        """Expand up to `limit` claimable outbox rows; the number expanded (or refused)."""
+        """Expand up to `limit` claimable outbox rows, each on its own; how many were claimed."""
         entries = await self._store.outbox.claim_pending(
             self._owner, self._clock(), self._settings.lease_seconds, limit
         )
         for entry in entries:
-            await self.expand(entry)
+            await self._expand_isolated(entry)
         return len(entries)
+
+    async def _expand_isolated(self, entry: OutboxEntry) -> None:
+        """Expand one row; whatever goes wrong ends in that row's state, never in an exception."""
+        tries = self._retries.max_attempts
+        if entry.expansion_attempts > tries:
+            # Claimed that often with no failure left to give up on: earlier workers died mid-way.
+            last = entry.error or "none caught (the worker stopped during the expansion)"
+            await self._settle(entry, f"expansion did not finish in {tries} attempts; last error: {last}")
+            return
+        try:
+            async with self._lease_kept(entry):
+                await self.expand(entry)
+        except Exception as exc:
+            self._metrics.worker_error(
+                "expand",
+                exc,
+                "outbox row %s: expansion attempt %d failed",
+                entry.id,
+                entry.expansion_attempts,
+            )
+            await self._settle(entry, describe(exc), failed=True)
+
+    @contextlib.asynccontextmanager
+    async def _lease_kept(self, entry: OutboxEntry) -> AsyncIterator[None]:
+        """Renew the row's lease in the background while it is expanded.
+
+        Slow actor fetches must not let the lease lapse: another worker would claim the row
+        meanwhile, and every such claim counts toward `expansion_max_attempts`.
+        """
+        lease_s = self._settings.lease_seconds
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(lease_s / 3)
+                until = self._clock() + timedelta(seconds=lease_s)
+                with contextlib.suppress(Exception):  # failing that, the lease runs out
+                    await self._store.outbox.renew(entry.id, self._owner, until)
+
+        renewing = asyncio.create_task(renew())
+        try:
+            yield
+        finally:
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewing
+
+    async def _settle(self, entry: OutboxEntry, reason: str, *, failed: bool = False) -> None:
+        """After a failed expansion: try again after a backoff, or end `rejected` with the reason."""
+        now = self._clock()
+        attempts = entry.expansion_attempts
+        try:
+            if failed and not self._retries.gives_up_after(attempts):
+                until = now + timedelta(seconds=self._retries.ceiling_seconds(attempts))
+                await self._store.outbox.retry_later(entry.id, self._owner, until, reason)
+                return
+            if failed:
+                reason = f"expansion failed {attempts} times; last error: {reason}"
+            await self._store.outbox.finish(entry.id, self._owner, "rejected", now, reason)
+            log.warning("outbox row %s rejected: %s", entry.id, reason)
+        except Exception as exc:
+            # The lease runs out instead; the claim counter still bounds the tries.
+            self._metrics.worker_error("expand", exc, "outbox row %s: could not store its failure", entry.id)
 
     async def expand(self, entry: OutboxEntry) -> None:
         """Create every delivery row of one leased outbox row, then mark it expanded."""
@@ -145,10 +223,18 @@ class Fanout:
                 try:
                     found = await self._directory.actor(uri, signer)
                 except FetchError as exc:
-                    return f"recipient {uri[:200]} unusable: {exc}"
+                    return unusable(uri, str(exc))
+                except Exception as exc:
+                    self._metrics.worker_error("expand", exc, "recipient %s: unexpected error", uri[:200])
+                    return unusable(uri, describe(exc))
                 return InboxChoice(found.inbox, found.shared_inbox)
 
         answers = await asyncio.gather(*(fetch(uri) for uri in uris))
         fetched = [answer for answer in answers if isinstance(answer, InboxChoice)]
         failed = [(uri, answer) for uri, answer in zip(uris, answers, strict=True) if isinstance(answer, str)]
         return fetched, failed
+
+
+def unusable(uri: str, why: str) -> str:
+    """The one-line reason a recipient gets a dead delivery (capped, without NUL)."""
+    return f"recipient {uri[:200]} unusable: {why}".replace("\x00", "\\x00")[:600]

@@ -4,7 +4,8 @@ One `Metrics` object lives per process (app.state.metrics, handed to the worker)
 describe the shared queue (depth per state, oldest due delivery, hosts per circuit state) are
 read from the database at scrape time instead, so they are right whichever process did the work.
 
-`delivery_outcome` also writes the one structured log line per delivery outcome.
+`delivery_outcome` also writes the one structured log line per delivery outcome, and
+`worker_error` the one log line (with its traceback) per unexpected error the worker survived.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 log = logging.getLogger("fedqueue.delivery")
+worker_log = logging.getLogger("fedqueue.worker")
 
 #: Seconds from the outbox write to the 2xx: from instant to a day of retries.
 LATENCY_BUCKETS_S = (
@@ -36,6 +38,8 @@ LATENCY_BUCKETS_S = (
     86400.0,
 )
 ATTEMPT_BUCKETS = (1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0, 50.0)
+#: Where the worker catches an unexpected error (`Metrics.worker_error`); each is exported, 0 or not.
+WORKER_ERROR_STAGES = ("expand", "send", "record", "step", "run")
 
 
 @dataclass
@@ -66,6 +70,7 @@ class Metrics:
     outbox_refusals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     latency: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS_S))
     attempts: Histogram = field(default_factory=lambda: Histogram(ATTEMPT_BUCKETS))
+    worker_errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
     def delivery_outcome(
         self,
@@ -108,6 +113,16 @@ class Metrics:
             },
         )
 
+    def worker_error(self, stage: str, exc: BaseException | None, message: str, *args: object) -> None:
+        """Count an unexpected error the worker survived at `stage` and log it once, with its traceback.
+
+        Stages (`WORKER_ERROR_STAGES`): `expand` (one outbox row), `send` (one delivery),
+        `record` (storing outcomes), `step` (a whole worker round), `run` (the worker task
+        itself, restarted by `serve`).
+        """
+        self.worker_errors[stage] += 1
+        worker_log.error(message, *args, exc_info=exc, extra={"event": "worker_error", "stage": stage})
+
     def inbox_result(self, accepted: bool, reason: str) -> None:
         """Record one inbox POST: accepted (reason e.g. 'new', 'duplicate') or refused (why)."""
         self.inbox[("accepted" if accepted else "refused", reason)] += 1
@@ -142,6 +157,12 @@ class Metrics:
             "counter",
             "Outbox POSTs refused with 503, by reason (this process).",
             (({"reason": k}, v) for k, v in sorted(self.outbox_refusals.items())),
+        )
+        lines += _family(
+            "fedqueue_worker_errors_total",
+            "counter",
+            "Unexpected errors the worker survived, by stage (this process).",
+            (({"stage": k}, self.worker_errors.get(k, 0)) for k in WORKER_ERROR_STAGES),
         )
         lines += _histogram(
             "fedqueue_delivery_latency_seconds", "Seconds from the outbox write to the 2xx.", self.latency

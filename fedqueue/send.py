@@ -134,7 +134,8 @@ async def post(
         return Attempt(status=None, error=str(exc), permanent=exc.permanent, scheme=scheme)
     return Attempt(
         status=answer.status,
-        body_head=answer.body_head.decode(errors="replace"),
+        # A NUL would be refused by PostgreSQL's text columns when the outcome is recorded.
+        body_head=answer.body_head.decode(errors="replace").replace("\x00", "\ufffd"),
         retry_after=answer.retry_after,
         scheme=scheme,
     )

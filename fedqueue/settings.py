@@ -43,6 +43,8 @@ class Settings(BaseSettings):
     claim_batch_size: int = Field(ge=1, le=10_000)
     poll_interval_seconds: float = Field(gt=0)
     shutdown_grace_seconds: float = Field(ge=0)
+    expansion_max_attempts: int = Field(ge=1, le=100)
+    expansion_retry_seconds: float = Field(gt=0)
 
     outbox_max_pending: int = Field(ge=0)
 

@@ -12,6 +12,11 @@ interval, and a claim that came back short is not repeated sooner either.
 Shutdown: once `stop` is set nothing more is claimed; the sends in flight have
 `shutdown_grace_seconds` to finish, then they are cancelled and their leases released, so
 another worker can take those deliveries at once rather than after the lease expires.
+
+Survival: one outbox row's or one delivery's failure is its own outcome (`Fanout`,
+`Dispatcher`). A whole round that fails anyway (the database gone, a bug) is logged, counted,
+and followed by a growing pause, never by a tight loop; `run` goes on for as long as it is
+asked to, `run_burst` gives up after `BURST_STEP_FAILURES` failed rounds in a row.
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from fedqueue.backoff import Jitter
+from fedqueue.backoff import Jitter, RetrySchedule
 from fedqueue.dispatch import Dispatcher
+from fedqueue.errors import FedqueueError, describe
 from fedqueue.fanout import Fanout
 from fedqueue.metrics import Metrics
 from fedqueue.net import HttpClient
@@ -40,6 +46,14 @@ from fedqueue.storage.types import utcnow
 from fedqueue.urls import Urls
 
 log = logging.getLogger("fedqueue.worker")
+#: Longest pause after failed worker rounds (poll interval, doubling per failure in a row).
+STEP_BACKOFF_CAP_S = 60.0
+#: `run_burst` stops with an error after this many failed rounds in a row.
+BURST_STEP_FAILURES = 5
+
+
+class WorkerFailing(FedqueueError):
+    """Worker rounds kept failing (`run_burst`); the message has the last error."""
 
 
 def worker_id() -> str:
@@ -65,9 +79,15 @@ class Worker:
         self._clock = clock
         keyring = Keyring(store, Urls(settings.base_url))
         directory = RemoteDirectory(store, client, clock)
-        self.fanout = Fanout(settings, store, directory, keyring, self.owner, clock)
         self.metrics = metrics or Metrics()
+        self.fanout = Fanout(settings, store, directory, keyring, self.owner, clock, self.metrics)
         self._poll = timedelta(seconds=settings.poll_interval_seconds)
+        self._step_pauses = RetrySchedule(
+            settings.poll_interval_seconds, STEP_BACKOFF_CAP_S, BURST_STEP_FAILURES
+        )
+        #: Failed rounds in a row, and the last one's error.
+        self._step_failures = 0
+        self._step_error = ""
         self._next_expansion = self._next_claim = clock()
         self.dispatcher = Dispatcher(
             settings, store, client, keyring, self.owner, clock, jitter, self.metrics
@@ -82,6 +102,21 @@ class Worker:
             expanded = await self.fanout.expand_pending()
             self._next_expansion = now + self._poll
         return done + expanded + await self._claim()
+
+    async def _guarded_step(self) -> int | None:
+        """`step`, but an unexpected error is logged and counted and gives None (pause, then go on)."""
+        try:
+            done = await self.step()
+        except Exception as exc:
+            self._step_failures += 1
+            self._step_error = describe(exc)
+            self.metrics.worker_error("step", exc, "worker round failed (%d in a row)", self._step_failures)
+            return None
+        self._step_failures = 0
+        return done
+
+    def _step_pause_s(self) -> float:
+        return self._step_pauses.ceiling_seconds(self._step_failures)
 
     async def _claim(self) -> int:
         room = self.dispatcher.room()
@@ -109,7 +144,15 @@ class Worker:
     async def _burst(self) -> None:
         poll_s = self.settings.poll_interval_seconds
         while True:
-            if await self.step():
+            done = await self._guarded_step()
+            if done is None:
+                if self._step_pauses.gives_up_after(self._step_failures):
+                    raise WorkerFailing(
+                        f"{self._step_failures} worker rounds failed in a row; last: {self._step_error}"
+                    )
+                await asyncio.sleep(self._step_pause_s())
+                continue
+            if done:
                 continue
             if self.dispatcher.busy:
                 await self.dispatcher.wait_for_progress(poll_s)
@@ -126,15 +169,19 @@ class Worker:
     async def run(self, stop: asyncio.Event) -> None:
         """Work until `stop` is set, then finish or release the sends in flight and return."""
         log.info("worker %s started", self.owner)
-        step: asyncio.Task[int] | None = None
+        step: asyncio.Task[int | None] | None = None
         try:
             async with self.store.outbox.notifications() as wake:
                 while not stop.is_set():
-                    step = asyncio.create_task(self.step())
+                    step = asyncio.create_task(self._guarded_step())
                     await self._until(stop, step)
                     if not step.done():
                         break
-                    if step.result():
+                    done = step.result()
+                    if done is None:
+                        await self._idle(stop, None, self._step_pause_s())
+                        continue
+                    if done:
                         continue
                     if self.dispatcher.busy:
                         progress = asyncio.create_task(
@@ -166,18 +213,21 @@ class Worker:
         finally:
             stopping.cancel()
 
-    async def _idle(self, stop: asyncio.Event, wake: asyncio.Event | None) -> None:
+    async def _idle(
+        self, stop: asyncio.Event, wake: asyncio.Event | None, timeout_s: float | None = None
+    ) -> None:
+        """Until `stop` or `wake` is set, or `timeout_s` (default: the poll interval) passes."""
         waiters = [asyncio.create_task(stop.wait())]
         if wake is not None:
             wake.clear()
             waiters.append(asyncio.create_task(wake.wait()))
         try:
-            await asyncio.wait(waiters, timeout=self.settings.poll_interval_seconds)
+            await asyncio.wait(waiters, timeout=timeout_s or self.settings.poll_interval_seconds)
         finally:
             for waiter in waiters:
                 waiter.cancel()
 
-    async def _finish_or_release(self, step: asyncio.Task[int] | None) -> None:
+    async def _finish_or_release(self, step: asyncio.Task[int | None] | None) -> None:
         """Give the step and the sends in flight the grace period; cancel the rest, release their leases."""
         grace_s = self.settings.shutdown_grace_seconds
         deadline = asyncio.get_running_loop().time() + grace_s

@@ -94,4 +94,4 @@ async def test_bad_lookups_get_a_4xx_with_a_one_line_reason(
 async def test_healthz_answers_ok(client: httpx.AsyncClient) -> None:
     response = await client.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok"}
+    assert response.json() == {"status": "ok", "worker": "disabled"}

@@ -20,6 +20,7 @@ from fedqueue.net import HttpClient
 from fedqueue.settings import Settings, load_settings
 from fedqueue.storage import Store, check_actor_name
 from fedqueue.storage.migrate import upgrade_to_head
+from fedqueue.supervise import WorkerHealth, supervise
 from fedqueue.urls import Urls
 from fedqueue.web.app import create_app
 from fedqueue.worker import Worker
@@ -111,10 +112,16 @@ def run_serve(args: argparse.Namespace) -> int:
         # One recorder for the process: /metrics shows what the in-process worker did.
         metrics = Metrics()
         worker = None
+        health = WorkerHealth(state="disabled" if args.no_worker else "running")
         if not args.no_worker:
-            worker = asyncio.create_task(Worker(settings, store, client, metrics=metrics).run(stop))
+            # A fresh Worker per (re)start: nothing of a failed one's in-flight state is reused.
+            worker = asyncio.create_task(
+                supervise(
+                    lambda: Worker(settings, store, client, metrics=metrics).run(stop), stop, health, metrics
+                )
+            )
         try:
-            app = create_app(settings, store, recorder=metrics)
+            app = create_app(settings, store, recorder=metrics, worker=health)
             config = uvicorn.Config(
                 app, host=args.host, port=args.port, log_config=None, access_log=False, lifespan="on"
             )

@@ -5,6 +5,12 @@ app (the transactional outbox; `activity_id` is NULL until the worker validates 
 Expansion is leased like a delivery: `claim_pending` marks rows `expanding` with an owner and
 `lease_until`; a worker that dies leaves the lease to expire and another one redoes the
 expansion, which is safe because delivery inserts are idempotent.
+
+Every claim adds one to `expansion_attempts` in the claiming statement itself, so an
+expansion that kills its process is counted as surely as one that raises: the fan-out gives
+up on a row after a bounded number of claims, and no row can stop the worker over and over.
+A failed expansion waits for its next try as `expanding` with no owner and `lease_until` in
+the future (`retry_later`).
 """
 
 from __future__ import annotations
@@ -65,6 +71,9 @@ class OutboxEntry:
     activity_id: str | None
     activity_type: str | None
     object_id: str | None
+    #: Claims for expansion so far, this one included; `error`: the last expansion failure.
+    expansion_attempts: int
+    error: str | None
 
 
 @dataclass(frozen=True)
@@ -125,7 +134,10 @@ class OutboxStore:
     async def claim_pending(
         self, owner: str, now: datetime, lease_seconds: float, limit: int
     ) -> list[OutboxEntry]:
-        """Lease pending rows (and expansions whose lease ran out) to `owner`, oldest first."""
+        """Lease pending rows (and expansions whose lease ran out) to `owner`, oldest first.
+
+        The same statement counts the claim in `expansion_attempts`, before any expansion work.
+        """
         claimable = (
             select(_outbox.c.id)
             .where(
@@ -148,6 +160,7 @@ class OutboxStore:
                         state="expanding",
                         lease_owner=owner,
                         lease_until=now + timedelta(seconds=lease_seconds),
+                        expansion_attempts=_outbox.c.expansion_attempts + 1,
                     )
                     .returning(
                         _outbox.c.id,
@@ -157,6 +170,8 @@ class OutboxStore:
                         _outbox.c.activity_id,
                         _outbox.c.activity_type,
                         _outbox.c.object_id,
+                        _outbox.c.expansion_attempts,
+                        _outbox.c.error,
                     )
                 )
             ).all()
@@ -201,6 +216,17 @@ class OutboxStore:
                 update(_outbox)
                 .where(_outbox.c.id == outbox_id, _outbox.c.lease_owner == owner)
                 .values(state=state, error=error, lease_owner=None, lease_until=None, expanded_at=now)
+            )
+
+    async def retry_later(self, outbox_id: int, owner: str, until: datetime, error: str) -> None:
+        """Give a failed expansion back: claimable again at `until`, with `error` kept on the row."""
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                update(_outbox)
+                .where(
+                    _outbox.c.id == outbox_id, _outbox.c.lease_owner == owner, _outbox.c.state == "expanding"
+                )
+                .values(error=error, lease_owner=None, lease_until=until)
             )
 
     async def activities(self, outbox_ids: Sequence[int]) -> dict[int, tuple[str, str]]:

@@ -62,6 +62,8 @@ class OutboxRow(SQLModel, table=True):
     `inboxes` (a JSON array of inbox URLs that replaces addressing). The worker validates the
     row, fills `activity_id`, `activity_type` and `object_id`, and fans it out.
     `state`: pending -> expanding -> expanded, or rejected (see `error`) or duplicate.
+    `expansion_attempts` counts claims for expansion (a worker killed mid-way counts too);
+    `error` keeps the last expansion failure while the row waits to be tried again.
     """
 
     __tablename__ = "outbox"
@@ -79,6 +81,7 @@ class OutboxRow(SQLModel, table=True):
     )
     error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     fanout_cursor: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    expansion_attempts: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
     lease_owner: str | None = Field(default=None, sa_column=Column(NAME, nullable=True))
     lease_until: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
     created_at: datetime | None = Field(default=None, sa_column=_created())

@@ -32,6 +32,7 @@ from fedqueue.net import HttpClient
 from fedqueue.remote import RemoteDirectory
 from fedqueue.settings import Settings
 from fedqueue.storage import StorageUnavailable, Store
+from fedqueue.supervise import WorkerHealth
 from fedqueue.web import actors, admin_api, dashboard, followers, inbox, metrics, outbox, status
 from fedqueue.web.admin_auth import AdminAuthMiddleware
 from fedqueue.web.responses import JSONResponse, error_response
@@ -76,10 +77,14 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 
 
 async def healthz(request: Request) -> Response:
+    """200 while the database answers and the in-process worker (if any) runs; 503 while it is down."""
     store: Store = request.app.state.store
     async with store.database.reading() as _conn:
         pass
-    return JSONResponse({"status": "ok"})
+    worker: WorkerHealth = request.app.state.worker
+    if not worker.ok:
+        return JSONResponse({"status": "degraded", **worker.as_json()}, status_code=503)
+    return JSONResponse({"status": "ok", **worker.as_json()})
 
 
 def create_app(
@@ -88,12 +93,14 @@ def create_app(
     *,
     directory: RemoteDirectory | None = None,
     recorder: Metrics | None = None,
+    worker: WorkerHealth | None = None,
 ) -> Starlette:
     """The ASGI app over an open store; the caller owns the store's lifetime.
 
     `directory` (remote actors and keys, for inbox verification) is made in the lifespan
     unless given; tests pass one because they run the app without a lifespan.
-    `recorder` is the process's Metrics, shared with the worker when both run in one process.
+    `recorder` is the process's Metrics, shared with the worker when both run in one process;
+    `worker` that worker's health, for `/healthz` (None: no worker in this process, `disabled`).
     """
 
     @asynccontextmanager
@@ -139,4 +146,5 @@ def create_app(
         store.outbox.backlog, settings.outbox_max_pending, poll_interval_s=settings.poll_interval_seconds
     )
     app.state.directory = directory
+    app.state.worker = worker or WorkerHealth(state="disabled")
     return app
