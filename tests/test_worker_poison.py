@@ -115,8 +115,5 @@ async def test_poison_documents_end_their_own_rows_while_the_worker_delivers_the
     assert state in ("dead", "rejected") and reason
     row = await store.outbox.state(too_long)
     assert row is not None
-    if store.database.is_postgres:
-        assert row.state == "rejected"  # the id does not fit the column
-        assert row.error and "\n" not in row.error
-    else:  # SQLite stores it; the shared intake rules refuse it on both engines
-        assert row.state in ("rejected", "expanded")
+    assert row.state == "rejected"  # the shared intake rules refuse it on both engines
+    assert row.error and "longer than 2048" in row.error and "\n" not in row.error
