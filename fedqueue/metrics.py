@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 log = logging.getLogger("fedqueue.delivery")
-worker_log = logging.getLogger("fedqueue.worker")
+worker_log = logging.getLogger("fedqueue.outbound.worker")
 
 #: Seconds from the outbox write to the 2xx: from instant to a day of retries.
 LATENCY_BUCKETS_S = (

@@ -17,7 +17,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from fedqueue.errors import SettingsError
-from fedqueue.schemes import SchemePolicy
+from fedqueue.outbound.scheme_rules import SchemePolicy
 
 ENV_PREFIX = "FEDQUEUE_"
 _REPO_CONFIG = Path(__file__).resolve().parent.parent / "config" / "fedqueue.toml"

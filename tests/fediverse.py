@@ -15,13 +15,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
 from starlette.applications import Starlette
 
-from fedqueue import keys
-from fedqueue import structured_fields as sf
-from fedqueue.content_digest import content_digest_header
-from fedqueue.net import HttpClient, SigningIdentity, http_date, signed_headers
-from fedqueue.remote import RemoteDirectory
+from fedqueue.remote.client import HttpClient, SigningIdentity, http_date, signed_headers
+from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.settings import Settings
-from fedqueue.signatures import (
+from fedqueue.signing import keys
+from fedqueue.signing import structured_fields as sf
+from fedqueue.signing.cavage import (
     RFC9421_POST_COMPONENTS,
     Rfc9421Algorithm,
     cavage_signing_string,
@@ -30,6 +29,7 @@ from fedqueue.signatures import (
     sign_request,
     sign_rfc9421,
 )
+from fedqueue.signing.digests import content_digest_header
 from fedqueue.storage import Store
 from fedqueue.storage.types import utcnow
 from fedqueue.web.app import create_app

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 from starlette.applications import Starlette
 
-from fedqueue.worker import Worker
+from fedqueue.outbound.worker import Worker
 
 
 def asgi_client(app: Starlette, base_url: str = "http://127.0.0.1:8000") -> httpx.AsyncClient:

@@ -10,12 +10,12 @@ from typing import Any
 from aiohttp import web
 from sqlalchemy import text
 
-from fedqueue import keys
-from fedqueue.net import HttpClient
+from fedqueue.outbound.worker import Worker
+from fedqueue.remote.client import HttpClient
 from fedqueue.settings import Settings
-from fedqueue.signatures import parse_cavage_signature, sha256_digest_header, verify_cavage
+from fedqueue.signing import keys
+from fedqueue.signing.cavage import parse_cavage_signature, sha256_digest_header, verify_cavage
 from fedqueue.storage import Store
-from fedqueue.worker import Worker
 from tests.loopback import LoopbackServer, Recorded
 
 

@@ -16,14 +16,14 @@ import uvicorn
 from fedqueue.cli.loop import run
 from fedqueue.logs import configure_logging
 from fedqueue.metrics import Metrics
-from fedqueue.net import HttpClient
+from fedqueue.outbound.supervise import WorkerHealth, supervise
+from fedqueue.outbound.worker import Worker
+from fedqueue.remote.client import HttpClient
 from fedqueue.settings import Settings, load_settings
 from fedqueue.storage import Store, check_actor_name
 from fedqueue.storage.migrate import upgrade_to_head
-from fedqueue.supervise import WorkerHealth, supervise
 from fedqueue.urls import Urls
 from fedqueue.web.app import create_app
-from fedqueue.worker import Worker
 
 Subparsers = Any  # argparse's _SubParsersAction is private
 

@@ -9,7 +9,7 @@ import sys
 from typing import Any, TextIO
 
 from fedqueue.cli.core import prepared_settings
-from fedqueue.status import activity_status, parse_ref
+from fedqueue.outbound.status import activity_status, parse_ref
 from fedqueue.storage import Store
 from fedqueue.urls import Urls
 

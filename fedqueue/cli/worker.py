@@ -9,9 +9,9 @@ from typing import Any
 
 from fedqueue.cli.core import prepared_settings
 from fedqueue.cli.loop import run
-from fedqueue.net import HttpClient
+from fedqueue.outbound.worker import Worker
+from fedqueue.remote.client import HttpClient
 from fedqueue.storage import Store
-from fedqueue.worker import Worker
 
 Subparsers = Any
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from fedqueue.storage.actors import ActorStore, CreatedActor, LocalActor, check_actor_name
 from fedqueue.storage.admin import AdminStore
 from fedqueue.storage.audience import AudienceStore
-from fedqueue.storage.coalescing import CoalescingStore, Decision, HistoryRow
 from fedqueue.storage.database import Database, StorageUnavailable, UnstorableValue
 from fedqueue.storage.deliveries import Claimed, DeliveryStore, DeliveryView, Result, Target
 from fedqueue.storage.followers import Follower, FollowerStore
+from fedqueue.storage.histories import CoalescingStore, Decision, HistoryRow
 from fedqueue.storage.hosts import HostStore
 from fedqueue.storage.inbox import InboxEntry, InboxStore, NewInbound, Pulled
 from fedqueue.storage.outbox import (

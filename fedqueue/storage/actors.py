@@ -10,8 +10,8 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
-from fedqueue import keys
 from fedqueue.errors import Duplicate, InvalidInput, NotFound
+from fedqueue.signing import keys
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import ActorRow
 

@@ -10,7 +10,7 @@ from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.errors import NotFound
-from fedqueue.follows import AddFollower, EnqueueActivity, RemoveAllFollows, RemoveFollower
+from fedqueue.inbound.follows import AddFollower, EnqueueActivity, RemoveAllFollows, RemoveFollower
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import FollowerRow, OutboxRow
 

@@ -1,6 +1,6 @@
 """Remote hosts: health (the circuit breaker's state) and the admin flags paused and blocked.
 
-The rules live in `fedqueue.circuit`; this module only loads and stores `HostHealth` and
+The rules live in `fedqueue.outbound.circuit`; this module only loads and stores `HostHealth` and
 hands out probes atomically, so that of many workers exactly one probes a host at a time.
 """
 
@@ -12,7 +12,7 @@ from datetime import datetime
 
 from sqlalchemy import or_, select, update
 
-from fedqueue.circuit import HALF_OPEN, OPEN, HostHealth
+from fedqueue.outbound.circuit import HALF_OPEN, OPEN, HostHealth
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import HostRow
 from fedqueue.storage.upsert import insert_ignoring_conflicts

@@ -10,7 +10,7 @@ from sqlalchemy import and_, delete, exists, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fedqueue.follows import AddFollower, Effect, EnqueueActivity, RemoveAllFollows, RemoveFollower
+from fedqueue.inbound.follows import AddFollower, Effect, EnqueueActivity, RemoveAllFollows, RemoveFollower
 from fedqueue.storage import followers
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import InboundActivityRow, InboxCursorRow, InboxItemRow

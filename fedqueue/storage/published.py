@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, and_, func, or_, select
 
-from fedqueue.addressing import PUBLIC_FORMS
+from fedqueue.outbound.addressing import PUBLIC_FORMS
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import OutboxRow
 

@@ -15,7 +15,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fedqueue.backpressure import Backlog
 from fedqueue.errors import (
     Duplicate,
     FedqueueError,
@@ -25,14 +24,15 @@ from fedqueue.errors import (
     TooLarge,
     Unauthorized,
 )
-from fedqueue.inbound import UnsupportedMediaType
-from fedqueue.inbox_pruning import prune_forever
+from fedqueue.inbound.pruning import prune_forever
+from fedqueue.inbound.receive_rules import UnsupportedMediaType
 from fedqueue.metrics import Metrics
-from fedqueue.net import HttpClient
-from fedqueue.remote import RemoteDirectory
+from fedqueue.outbound.backpressure import Backlog
+from fedqueue.outbound.supervise import WorkerHealth
+from fedqueue.remote.client import HttpClient
+from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.settings import Settings
 from fedqueue.storage import StorageUnavailable, Store
-from fedqueue.supervise import WorkerHealth
 from fedqueue.web import actors, admin_api, dashboard, followers, inbox, metrics, outbox, status
 from fedqueue.web.admin_auth import AdminAuthMiddleware
 from fedqueue.web.responses import JSONResponse, error_response

@@ -19,24 +19,16 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue.errors import Forbidden, InvalidInput, NotFound, TooLarge, Unauthorized
-from fedqueue.follows import FollowerInboxes, effects_for
-from fedqueue.inbound import (
+from fedqueue.inbound.follows import FollowerInboxes, effects_for
+from fedqueue.inbound.health import heard_from
+from fedqueue.inbound.receive_rules import (
     Activity,
     UnsupportedMediaType,
     check_media_type,
     named_local_actors,
     parse_activity,
 )
-from fedqueue.inbound_health import heard_from
-from fedqueue.metrics import Metrics
-from fedqueue.net import FetchError, SigningIdentity, host_of
-from fedqueue.remote import RemoteDirectory
-from fedqueue.signatures import SignatureError
-from fedqueue.storable import URI_CHARS, check_text, parse_decimal
-from fedqueue.storage import NewInbound, StorageUnavailable, Store, check_actor_name
-from fedqueue.storage.types import utcnow
-from fedqueue.urls import Urls
-from fedqueue.verify import (
+from fedqueue.inbound.verify import (
     InboundRequest,
     KeyRecord,
     KeyResolver,
@@ -44,6 +36,14 @@ from fedqueue.verify import (
     precheck,
     verify_signature,
 )
+from fedqueue.metrics import Metrics
+from fedqueue.remote.client import FetchError, SigningIdentity, host_of
+from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.signing.cavage import SignatureError
+from fedqueue.storable import URI_CHARS, check_text, parse_decimal
+from fedqueue.storage import NewInbound, StorageUnavailable, Store, check_actor_name
+from fedqueue.storage.types import utcnow
+from fedqueue.urls import Urls
 from fedqueue.web.incoming import bearer_token, read_body
 from fedqueue.web.responses import JSONResponse, settings_of, store_of, urls_of
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
-from fedqueue.capped import read_capped
 from fedqueue.errors import Unauthorized
+from fedqueue.remote.capped import read_capped
 
 
 async def read_body(request: Request, cap: int) -> bytes:

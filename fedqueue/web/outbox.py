@@ -17,10 +17,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fedqueue.addressing import is_public, strip_hidden
-from fedqueue.backpressure import Backlog
 from fedqueue.errors import Duplicate, NotFound, Unauthorized
-from fedqueue.outbox import dumps, normalize, parse_activity
+from fedqueue.outbound.addressing import is_public, strip_hidden
+from fedqueue.outbound.backpressure import Backlog
+from fedqueue.outbound.intake import dumps, normalize, parse_activity
 from fedqueue.storable import parse_decimal
 from fedqueue.storage import Submitted, check_actor_name
 from fedqueue.web.incoming import bearer_token, read_body

@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fedqueue.status import activity_status
+from fedqueue.outbound.status import activity_status
 from fedqueue.web.responses import JSONResponse, store_of, urls_of
 
 

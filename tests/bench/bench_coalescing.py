@@ -24,7 +24,7 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from fedqueue.coalescing import Coalescer
+from fedqueue.outbound.coalesce_hooks import Coalescer
 from fedqueue.storage import ActivityFacts, Store, Target
 from fedqueue.storage.types import utcnow
 from tests.bench import harness

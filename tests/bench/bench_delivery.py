@@ -31,13 +31,13 @@ from pathlib import Path
 from sqlalchemy import text
 
 from fedqueue.cli.loop import run
-from fedqueue.net import HttpClient
-from fedqueue.send import Keyring, post, prepare_body, signing_threads
+from fedqueue.outbound.send import Keyring, post, prepare_body, signing_threads
+from fedqueue.outbound.worker import Worker
+from fedqueue.remote.client import HttpClient
 from fedqueue.settings import Settings, load_settings
 from fedqueue.storage import Store
 from fedqueue.storage.types import utcnow
 from fedqueue.urls import Urls
-from fedqueue.worker import Worker
 from tests.bench import harness
 
 

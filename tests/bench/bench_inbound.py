@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fedqueue.cli.loop import run
-from fedqueue.keys import KeyPair
+from fedqueue.signing.keys import KeyPair
 from fedqueue.storage import Store
 from tests.bench import harness
 from tests.bench.harness import FloodResult, SignedRequest

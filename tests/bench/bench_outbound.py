@@ -45,11 +45,11 @@ from pathlib import Path
 from sqlalchemy import text
 
 from fedqueue.cli.loop import run
-from fedqueue.net import HttpClient
+from fedqueue.outbound.worker import Worker
+from fedqueue.remote.client import HttpClient
 from fedqueue.settings import load_settings
 from fedqueue.storage import Store
 from fedqueue.urls import Urls
-from fedqueue.worker import Worker
 from tests.bench import harness
 
 ACTOR = "bench"

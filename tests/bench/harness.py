@@ -34,9 +34,9 @@ from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from sqlalchemy.engine import make_url
 
-from fedqueue import keys
-from fedqueue.net import SigningIdentity, signed_headers
-from fedqueue.signatures import sha256_digest_header
+from fedqueue.remote.client import SigningIdentity, signed_headers
+from fedqueue.signing import keys
+from fedqueue.signing.cavage import sha256_digest_header
 from fedqueue.storage.migrate import upgrade_to_head
 from fedqueue.storage.types import utcnow
 

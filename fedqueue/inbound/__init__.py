@@ -1,0 +1,12 @@
+"""Inbound: what remote servers POST to the inboxes, from the request to the stored activity.
+
+In: a signed POST (the web edge, `web/inbox`, reads it). Out: a verified, deduplicated
+activity with one inbox entry per local recipient, and its effects (followers), or a refusal
+with a one-line reason.
+
+- `receive_rules`: media types, JSON limits, local recipients (pure);
+- `verify`: the signature policy: coverage, time window, keys, the owner rule;
+- `follows`: what a Follow, Undo(Follow) or Delete(actor) changes (pure);
+- `health`: what an inbound request tells the delivery side about its sender's host;
+- `pruning`: dropping inbox entries every consumer has acknowledged.
+"""

@@ -1,0 +1,139 @@
+"""What an inbound Follow, Undo(Follow) or Delete(actor) changes (pure: no I/O).
+
+`effects_for` returns effects as plain data; the inbox store applies them in the same
+transaction that records the activity, so a follower row and its Accept (an outbox row, the
+transactional outbox exactly as an outside app would use it) are written together or not at all.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fedqueue.inbound.receive_rules import Activity, same_origin
+from fedqueue.urls import Urls
+
+AS_CONTEXT = "https://www.w3.org/ns/activitystreams"
+
+
+@dataclass(frozen=True)
+class FollowerInboxes:
+    """Where a remote follower receives deliveries (from its verified actor document)."""
+
+    inbox: str
+    shared_inbox: str | None
+
+
+@dataclass(frozen=True)
+class AddFollower:
+    """Record or refresh a follower; `accepted` False leaves it pending (manual approval)."""
+
+    actor: str
+    follower_uri: str
+    inbox: str
+    shared_inbox: str | None
+    follow_activity_id: str
+    accepted: bool
+
+
+@dataclass(frozen=True)
+class RemoveFollower:
+    """Undo(Follow): by the follow's id, or by the followed local actor when given."""
+
+    follower_uri: str
+    actor: str | None
+    follow_activity_id: str | None
+
+
+@dataclass(frozen=True)
+class RemoveAllFollows:
+    """The follower's actor was deleted: every follow of it goes."""
+
+    follower_uri: str
+
+
+@dataclass(frozen=True)
+class EnqueueActivity:
+    """An outbox row: `activity` from local actor `actor` to exactly `inboxes`."""
+
+    actor: str
+    activity: dict[str, Any]
+    inboxes: tuple[str, ...]
+
+
+Effect = AddFollower | RemoveFollower | RemoveAllFollows | EnqueueActivity
+
+
+def _uri(value: Any) -> str | None:
+    if isinstance(value, dict):
+        value = value.get("id")
+    return value if isinstance(value, str) and value else None
+
+
+def accept_activity(urls: Urls, actor: str, follow: Mapping[str, Any], follower_uri: str) -> dict[str, Any]:
+    """The Accept a local actor sends for a Follow (the Follow embedded, as Mastodon expects)."""
+    return {
+        "@context": AS_CONTEXT,
+        "id": urls.activity(actor, secrets.token_hex(16)),
+        "type": "Accept",
+        "actor": urls.actor(actor),
+        "object": dict(follow),
+        "to": [follower_uri],
+    }
+
+
+def effects_for(
+    activity: Activity,
+    urls: Urls,
+    auto_accept: Mapping[str, bool],
+    follower: FollowerInboxes | None,
+) -> list[Effect]:
+    """The effects of a verified activity. `auto_accept`: each existing local actor's setting."""
+    if activity.type == "Follow":
+        return _follow(activity, urls, auto_accept, follower)
+    if activity.type == "Undo":
+        return _undo(activity, urls)
+    if activity.type == "Delete" and _uri(activity.doc.get("object")) == activity.actor:
+        return [RemoveAllFollows(activity.actor)]
+    return []
+
+
+def _follow(
+    activity: Activity, urls: Urls, auto_accept: Mapping[str, bool], follower: FollowerInboxes | None
+) -> list[Effect]:
+    name = urls.local_actor_name(_uri(activity.doc.get("object")) or "")
+    if name is None or name not in auto_accept or follower is None:
+        return []
+    accepted = auto_accept[name]
+    effects: list[Effect] = [
+        AddFollower(
+            actor=name,
+            follower_uri=activity.actor,
+            inbox=follower.inbox,
+            shared_inbox=follower.shared_inbox,
+            follow_activity_id=activity.id,
+            accepted=accepted,
+        )
+    ]
+    if accepted:
+        accept = accept_activity(urls, name, activity.doc, activity.actor)
+        effects.append(EnqueueActivity(actor=name, activity=accept, inboxes=(follower.inbox,)))
+    return effects
+
+
+def _undo(activity: Activity, urls: Urls) -> list[Effect]:
+    target = activity.doc.get("object")
+    if isinstance(target, dict):
+        if target.get("type") != "Follow" or _uri(target.get("actor")) not in (None, activity.actor):
+            return []
+        name = urls.local_actor_name(_uri(target.get("object")) or "")
+        follow_id = _uri(target)
+        if name is None and follow_id is None:
+            return []
+        return [RemoveFollower(activity.actor, name, follow_id)]
+    follow_id = _uri(target)
+    if follow_id is None or not same_origin(follow_id, activity.actor):
+        return []
+    return [RemoveFollower(activity.actor, None, follow_id)]

@@ -1,0 +1,148 @@
+"""Coalescing in the delivery engine: the pure rules of `coalesce` around the storage calls.
+
+Two hooks. After a new activity's deliveries are inserted, `Coalescer.after_enqueue` runs the
+rules on the histories of the new rows. Just before a claimed batch is sent, `Coalescer.gate`
+loads the histories of the whole batch once; `SendGate.admit` then decides every row before
+any is sent (coalesced, must wait, or send), and `Coalescer.finish` records the decisions
+and gives waiting rows back. Several workers may decide about one row at once: every write is
+guarded (unclaimed rows only while queued or failed, claimed ones only under our lease), and
+deciding again on the result decides nothing new, so the first write wins and none is wrong.
+
+Ordering: a claimed delivery with an earlier pending one from the same actor about the same
+subject to the same inbox waits (`coalesce.must_wait_for`). It is given back without spending
+an attempt, due when the earlier one is next due, and at least `recheck_s` later, so a waiting
+delivery never spins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from enum import Enum
+
+from fedqueue.outbound.coalesce_rules import Coalesced, Delivery, DeliveryState, before_send, coalesce
+from fedqueue.storage import ActivityFacts, Claimed, Decision, HistoryRow, Store
+
+Key = tuple[str, str]
+
+
+class Verdict(Enum):
+    SEND = "send"
+    COALESCED = "coalesced"
+    WAIT = "wait"
+
+
+def _delivery(row: HistoryRow, state: str | None = None, attempts: int | None = None) -> Delivery:
+    return Delivery(
+        delivery_id=row.id,
+        inbox=row.inbox,
+        activity_id=row.activity_id,
+        actor=row.actor,
+        type=row.activity_type,
+        subject=row.object_id,
+        state=DeliveryState(state or row.state),
+        attempted=(row.attempts if attempts is None else attempts) > 0,
+        undoes=row.undoes,
+        target=row.target,
+    )
+
+
+def _decision(c: Coalesced) -> Decision:
+    return Decision(c.delivery_id, c.reason, c.by)
+
+
+@dataclass
+class SendGate:
+    """One claimed batch's histories; each row is admitted (or not) just before its POST."""
+
+    now: datetime
+    recheck_s: float
+    histories: dict[Key, list[Delivery]]
+    due: dict[int, datetime | None]
+    decided: dict[int, Coalesced] = field(default_factory=dict)
+    waits: dict[int, datetime] = field(default_factory=dict)
+
+    def admit(self, row: Claimed) -> Verdict:
+        """Coalesced, must wait, or send: decided on the batch's history as it stands now."""
+        if row.id in self.decided:
+            return Verdict.COALESCED
+        if row.object_id is None:
+            return Verdict.SEND
+        key = (row.inbox, row.object_id)
+        history = self.histories.get(key, [])
+        if all(d.delivery_id != row.id for d in history):
+            return Verdict.SEND  # gone from the table since the claim: nothing to decide on
+        check = before_send(history, row.id)
+        for c in check.coalesced:
+            self.decided[c.delivery_id] = c
+        self._set(key, {c.delivery_id: DeliveryState.COALESCED for c in check.coalesced})
+        if row.id in self.decided:
+            return Verdict.COALESCED
+        if check.wait_for is not None:
+            self.waits[row.id] = self._wait_until(check.wait_for)
+            return Verdict.WAIT
+        # Being sent now: for the rows checked after it, it is in flight (it may arrive).
+        self._set(key, {row.id: DeliveryState.SENDING})
+        return Verdict.SEND
+
+    def _wait_until(self, blocker: Delivery) -> datetime:
+        soonest = self.now + timedelta(seconds=self.recheck_s)
+        blocker_due = self.due.get(blocker.delivery_id)
+        in_flight = blocker.state is DeliveryState.SENDING
+        if in_flight or blocker_due is None:
+            return soonest
+        return max(soonest, blocker_due)
+
+    def _set(self, key: Key, states: dict[int, DeliveryState], *, attempted: bool = False) -> None:
+        history = self.histories[key]
+        for i, d in enumerate(history):
+            if d.delivery_id in states:
+                history[i] = replace(d, state=states[d.delivery_id], attempted=d.attempted or attempted)
+
+
+class Coalescer:
+    """Runs the coalescing rules at both hooks for one worker (`owner`)."""
+
+    def __init__(self, store: Store, owner: str, clock: Callable[[], datetime], recheck_s: float) -> None:
+        self._store = store
+        self._owner = owner
+        self._clock = clock
+        self._recheck_s = recheck_s
+
+    async def resolve_undo(self, facts: ActivityFacts) -> ActivityFacts:
+        """An Undo naming the undone activity by id only: its subject is that activity's object."""
+        if facts.activity_type != "Undo" or facts.undoes is None or facts.object_id != facts.undoes:
+            return facts
+        subject = await self._store.coalescing.undone_subject(facts.actor, facts.undoes)
+        return facts if subject is None else replace(facts, object_id=subject)
+
+    async def after_enqueue(self, facts: ActivityFacts, inboxes: Sequence[str]) -> int:
+        """Coalesce after an activity's deliveries were inserted; how many rows were coalesced."""
+        if facts.object_id is None or not inboxes:
+            return 0
+        rows = await self._store.coalescing.history((inbox, facts.object_id) for inbox in inboxes)
+        decisions = coalesce(_delivery(row) for row in rows)
+        return await self._store.coalescing.decide(self._owner, [_decision(c) for c in decisions])
+
+    async def gate(self, claimed: Sequence[Claimed]) -> SendGate:
+        """Load the histories of a claimed batch (one query per chunk of keys, not per row)."""
+        keys = [(row.inbox, row.object_id) for row in claimed if row.object_id is not None]
+        rows = await self._store.coalescing.history(keys) if keys else []
+        ours = {row.id for row in claimed}
+        histories: dict[Key, list[Delivery]] = {key: [] for key in keys}
+        for row in rows:
+            # Our claimed rows not yet checked count as unsent: their lease is ours.
+            unsent = row.id in ours and row.state == "sending"
+            state = ("failed" if row.attempts else "queued") if unsent else None
+            histories[(row.inbox, row.object_id)].append(_delivery(row, state))
+        due = {row.id: row.due for row in rows}
+        return SendGate(self._clock(), self._recheck_s, histories, due)
+
+    async def finish(self, gate: SendGate) -> int:
+        """Record a batch's decisions (after its results) and give waiting rows back."""
+        coalesced = await self._store.coalescing.decide(
+            self._owner, [_decision(c) for c in gate.decided.values()]
+        )
+        await self._store.coalescing.wait(self._owner, gate.waits)
+        return coalesced

@@ -1,0 +1,385 @@
+"""Claimed deliveries in flight: admit per host health, send, classify, record in batches.
+
+The worker hands every claimed batch to `submit` and calls `flush` whenever sends have
+finished; sends never wait for a batch to complete, so the next claim and the recording of
+earlier results overlap with the POSTs still on the wire.
+
+  1. admit (`submit`): blocked hosts refused, open circuits get one probe, recovering hosts
+     as many as their allowance minus what is already in flight to them;
+  2. send: one task per delivery, signed with the host's scheme (`SchemeBook`; a refused
+     signature is re-sent at once under the other scheme, in the same attempt). Deliveries
+     about the same object from the same actor to the same inbox are chained, each starting
+     after the previous one finished, even across batches, so they never overtake each other;
+  3. record (`flush`): every finished result in one transaction (only while the lease is
+     still ours), then host health and learned schemes in one more, then the metrics.
+
+Lease invariant: an id is in `in_flight` from its claim until its result is recorded or it
+is released; on shutdown the worker releases whatever is still in flight.
+
+Isolation: an unexpected error in one send (a signing failure, a URL the HTTP library
+refuses) becomes that delivery's outcome: `dead` with the reason, or `failed` if the database
+was unavailable. A body that cannot be built kills only its activity's deliveries (`dead`).
+A batch of outcomes the database refuses is recorded row by row, so one unstorable outcome
+holds up no other. Each such error is logged once, with its traceback, and counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from functools import partial
+
+from fedqueue.errors import describe
+from fedqueue.metrics import Metrics
+from fedqueue.outbound.backoff import Jitter, RetrySchedule
+from fedqueue.outbound.circuit import CLOSED, CircuitPolicy, HostHealth, admit
+from fedqueue.outbound.coalesce_hooks import Coalescer, Verdict
+from fedqueue.outbound.record import health_changes, refused_result, result_of
+from fedqueue.outbound.scheme_choice import SchemeBook
+from fedqueue.outbound.send import (
+    Attempt,
+    Keyring,
+    PreparedBody,
+    post_knocking,
+    prepare_body,
+    signing_threads,
+)
+from fedqueue.outbound.signing_threads import SigningThreads
+from fedqueue.remote.client import HttpClient
+from fedqueue.settings import Settings
+from fedqueue.storage import Claimed, Result, StorageUnavailable, Store
+
+BLOCKED_REASON = "host is blocked by an admin"
+#: Prepared bodies kept per worker (one per recent activity).
+BODY_CACHE_SIZE = 256
+#: Claimed batches a worker keeps in flight at most; more would only wait in the client's queue.
+BATCHES_IN_FLIGHT = 2
+#: Deliveries in flight to one host, in multiples of the client's per-host connection cap,
+#: beyond which claims skip the host (so one slow host cannot fill the whole window).
+HOST_SHARE = 2
+
+OrderKey = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One admitted delivery, with everything its send needs captured at admission."""
+
+    row: Claimed
+    body: PreparedBody
+    written_at: datetime
+    health: HostHealth | None
+
+
+@dataclass(frozen=True)
+class Sent:
+    job: Job
+    attempt: Attempt
+    result: Result
+
+
+class Dispatcher:
+    """Sends claimed deliveries for one worker (`owner`)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        client: HttpClient,
+        keyring: Keyring,
+        owner: str,
+        clock: Callable[[], datetime],
+        jitter: Jitter,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self._settings = settings
+        self._store = store
+        self._client = client
+        self._keyring = keyring
+        self._owner = owner
+        self._clock = clock
+        self._jitter = jitter
+        self._metrics = metrics or Metrics()
+        #: outbox id -> (the body as sent, when the outbox row was written).
+        self._bodies: dict[int, tuple[PreparedBody, datetime]] = {}
+        self.schemes = SchemeBook(
+            settings.signature_scheme_policy, settings.signature_scheme_recheck_days, clock
+        )
+        self.schedule = RetrySchedule(
+            settings.retry_base_seconds, settings.retry_cap_seconds, settings.retry_max_attempts
+        )
+        self.policy = CircuitPolicy(
+            failure_threshold=settings.circuit_failure_threshold,
+            open_seconds=settings.circuit_open_seconds,
+            recovery_start=settings.circuit_recovery_start,
+            full_allowance=settings.max_concurrency_per_host,
+            unavailable_after_days=settings.host_unavailable_after_days,
+        )
+        self.max_in_flight = settings.claim_batch_size * BATCHES_IN_FLIGHT
+        self._host_cap = settings.max_concurrency_per_host * HOST_SHARE
+        #: Ids claimed and not yet recorded or released: released on shutdown.
+        self.in_flight: set[int] = set()
+        self._per_host: Counter[str] = Counter()
+        self._chains: dict[OrderKey, asyncio.Task[None]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._sent: list[Sent] = []
+        self._progress = asyncio.Event()
+        self._signing: SigningThreads | None = None
+        self._coalescer = Coalescer(store, owner, clock, settings.poll_interval_seconds)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.in_flight)
+
+    def room(self) -> int:
+        """How many more deliveries may be claimed now."""
+        return max(0, self.max_in_flight - len(self.in_flight))
+
+    def crowded_hosts(self) -> list[str]:
+        """Hosts with their share of the window in flight already: the next claim skips them."""
+        return sorted(host for host, count in self._per_host.items() if count >= self._host_cap)
+
+    async def submit(self, claimed: Sequence[Claimed]) -> int:
+        """Admit a claimed batch and start sending it (refusals are recorded at once); its size.
+
+        If admission fails half-way, the rows not yet started are given back (due a poll
+        interval later) before the error is raised, so none stays counted as in flight.
+        """
+        self.in_flight.update(row.id for row in claimed)
+        started: set[int] = set()
+        try:
+            to_send, refused, health = await self._admit(claimed)
+            await self._refuse([(row, BLOCKED_REASON) for row in refused])
+            to_send = await self._coalesce(to_send)
+            unbuildable = await self._load_bodies({row.outbox_id for row in to_send})
+            await self._refuse(
+                [(row, unbuildable[row.outbox_id]) for row in to_send if row.outbox_id in unbuildable]
+            )
+            for row in to_send:
+                if row.outbox_id not in unbuildable:
+                    body, written_at = self._bodies[row.outbox_id]
+                    self._start(Job(row, body, written_at, health.get(row.host)))
+                    started.add(row.id)
+        except Exception:
+            unstarted = self.in_flight - started
+            await self._give_back([row.id for row in claimed if row.id in unstarted])
+            raise
+        return len(claimed)
+
+    async def _refuse(self, rows: Sequence[tuple[Claimed, str]]) -> None:
+        """Give rows up without an attempt (`dead`, with the reason): record and count them."""
+        if not rows:
+            return
+        await self._store.deliveries.record(
+            self._owner, [refused_result(row, reason) for row, reason in rows]
+        )
+        self.in_flight.difference_update(row.id for row, _ in rows)
+        for row, reason in rows:
+            self._metrics.delivery_outcome(
+                "dead", attempts=row.attempts, delivery_id=row.id, inbox=row.inbox, error=reason
+            )
+
+    async def _give_back(self, ids: list[int]) -> None:
+        """Release claimed rows unsent, due a poll interval later (failing that, their leases run out)."""
+        self.in_flight.difference_update(ids)
+        later = self._clock() + timedelta(seconds=self._settings.poll_interval_seconds)
+        try:
+            await self._store.deliveries.release(self._owner, ids, later)
+        except Exception as exc:
+            self._metrics.worker_error("record", exc, "could not give back %d claimed deliveries", len(ids))
+
+    async def _coalesce(self, rows: list[Claimed]) -> list[Claimed]:
+        """Coalescing (issue 4), just before sending: drop redundant rows, give back those that must wait.
+
+        The batch's histories are loaded once and every row is decided before any is sent; a
+        row still in flight (this batch or an earlier one) counts as pending, so a later row
+        about the same object waits for it rather than overtaking it.
+        """
+        gate = await self._coalescer.gate(rows)
+        admitted = [row for row in rows if gate.admit(row) is Verdict.SEND]
+        await self._coalescer.finish(gate)
+        self.in_flight.difference_update(
+            row.id for row in rows if gate.decided.get(row.id) or row.id in gate.waits
+        )
+        return admitted
+
+    async def flush(self) -> int:
+        """Record every finished send (one transaction), then host health; how many were recorded."""
+        self._progress.clear()
+        sent, self._sent = self._sent, []
+        if sent:
+            await self._record([s.result for s in sent])
+            try:
+                await self._store.hosts.update(
+                    health_changes([(s.job.row.host, s.attempt, s.result) for s in sent], self.policy)
+                )
+            except Exception as exc:  # host health is advisory: the outcomes are stored already
+                self._metrics.worker_error("record", exc, "could not update host health")
+            for s in sent:
+                self.in_flight.discard(s.job.row.id)
+                self._per_host[s.job.row.host] -= 1
+            self._per_host += Counter()  # drop hosts with nothing in flight
+            self._count(sent)
+        return len(sent)
+
+    async def _record(self, results: list[Result]) -> None:
+        """Store outcomes in one transaction; if the database refuses the batch, row by row.
+
+        A row refused on its own is stored once more without its error text (the likeliest
+        culprit), and failing that is left to its lease, to be sent again (at least once).
+        """
+        try:
+            await self._store.deliveries.record(self._owner, results)
+            return
+        except Exception as exc:
+            self._metrics.worker_error("record", exc, "could not record %d outcomes at once", len(results))
+        for result in results:
+            try:
+                await self._store.deliveries.record(self._owner, [result])
+                continue
+            except Exception as exc:
+                plain = replace(
+                    result, last_error=f"outcome not storable as is ({type(exc).__name__})", gone=False
+                )
+            try:
+                await self._store.deliveries.record(self._owner, [plain])
+            except Exception as exc:
+                self._metrics.worker_error("record", exc, "delivery %s: outcome not recorded", result.id)
+
+    async def wait_for_progress(self, timeout_s: float) -> None:
+        """Until a send finishes (or `timeout_s` passes)."""
+        if self._sent:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._progress.wait(), timeout_s)
+
+    async def settle(self, timeout_s: float) -> None:
+        """Give the sends in flight up to `timeout_s` to finish."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout_s)
+
+    async def cancel(self) -> None:
+        """Cut every unfinished send short; their ids stay in `in_flight`, to be released."""
+        tasks = set(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+    def close(self) -> None:
+        """Let the signing threads go (a later send starts new ones)."""
+        if self._signing is not None:
+            self._signing.close()
+            self._signing = None
+
+    def _signer(self) -> SigningThreads:
+        if self._signing is None:
+            self._signing = signing_threads()
+        return self._signing
+
+    async def _admit(
+        self, claimed: Sequence[Claimed]
+    ) -> tuple[list[Claimed], list[Claimed], dict[str, HostHealth]]:
+        """Split a batch by host health into (send now, refuse); the rest is given back unsent."""
+        by_host: dict[str, list[Claimed]] = defaultdict(list)
+        for row in claimed:
+            by_host[row.host].append(row)
+        health = await self._store.hosts.health(by_host)
+        now = self._clock()
+        to_send: list[Claimed] = []
+        refused: list[Claimed] = []
+        held_back: list[int] = []
+        later: list[int] = []
+        for host, rows in by_host.items():
+            stored = health.get(host)
+            admission = admit(stored, len(rows), now, in_flight=self._per_host[host])
+            if admission.refuse:
+                refused.extend(rows)
+                continue
+            send = admission.send
+            if admission.probe:
+                until = now + timedelta(seconds=self._settings.lease_seconds)
+                send = send if await self._store.hosts.take_probe(host, now, until) else 0
+            to_send.extend(rows[:send])
+            # A probing or paused host's other rows are not claimable meanwhile; a recovering
+            # host's come back a poll interval later, when its allowance has grown.
+            recovering = stored is not None and stored.circuit == CLOSED and stored.recovery_allowance > 0
+            (later if recovering and not admission.probe else held_back).extend(r.id for r in rows[send:])
+        returned = held_back + later
+        await self._store.deliveries.release(self._owner, held_back)
+        await self._store.deliveries.release(
+            self._owner, later, now + timedelta(seconds=self._settings.poll_interval_seconds)
+        )
+        self.in_flight.difference_update(returned)
+        return to_send, refused, health
+
+    async def _load_bodies(self, outbox_ids: set[int]) -> dict[int, str]:
+        """Build each row's request body unless cached; the rows whose body cannot be built, with why."""
+        missing = [outbox_id for outbox_id in outbox_ids if outbox_id not in self._bodies]
+        if not missing:
+            return {}
+        if len(self._bodies) + len(missing) > BODY_CACHE_SIZE:
+            self._bodies.clear()  # jobs in flight hold their own bodies
+        unbuildable: dict[int, str] = {}
+        for outbox_id, sendable in (await self._store.outbox.sendable(missing)).items():
+            try:
+                self._bodies[outbox_id] = (prepare_body(sendable.activity), sendable.written_at)
+            except Exception as exc:
+                self._metrics.worker_error("send", exc, "outbox row %s: request body not built", outbox_id)
+                unbuildable[outbox_id] = f"request body could not be built: {describe(exc)}"
+        return unbuildable
+
+    def _start(self, job: Job) -> None:
+        row = job.row
+        key = (row.inbox, row.actor, row.object_id or str(row.outbox_id))
+        task = asyncio.create_task(self._send(job, self._chains.get(key)))
+        self._chains[key] = task
+        self._tasks.add(task)
+        self._per_host[row.host] += 1
+        task.add_done_callback(partial(self._forget, key))
+
+    async def _send(self, job: Job, previous: asyncio.Task[None] | None) -> None:
+        if previous is not None:
+            await asyncio.wait({previous})
+        row = job.row
+        try:
+            identity = await self._keyring.identity(row.actor)
+            knock = partial(
+                post_knocking, self._client, row.inbox, job.body, identity, self._clock, self._signer()
+            )
+            attempt = await self.schemes.deliver(row.host, job.health, knock)
+        except Exception as exc:
+            self._metrics.worker_error("send", exc, "delivery %s: unexpected error while sending", row.id)
+            # Only an unreachable database may pass; anything else would fail the same way again.
+            transient = isinstance(exc, StorageUnavailable)
+            attempt = Attempt(status=None, error=f"could not send: {describe(exc)}", permanent=not transient)
+        result = result_of(row, attempt, self._clock(), self.schedule, self._jitter)
+        self._sent.append(Sent(job, attempt, result))
+        self._progress.set()
+
+    def _forget(self, key: OrderKey, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if self._chains.get(key) is task:
+            del self._chains[key]
+
+    def _count(self, sent: Sequence[Sent]) -> None:
+        """One metrics observation (and log line) per recorded outcome."""
+        for s in sent:
+            row, attempt, result = s.job.row, s.attempt, s.result
+            latency_s = None
+            if result.delivered_at is not None:
+                latency_s = (result.delivered_at - s.job.written_at).total_seconds()
+            self._metrics.delivery_outcome(
+                result.state,
+                attempts=result.attempts,
+                scheme=attempt.scheme,
+                latency_s=latency_s,
+                delivery_id=row.id,
+                inbox=row.inbox,
+                status=attempt.status,
+                error=result.last_error,
+            )

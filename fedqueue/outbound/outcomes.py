@@ -1,0 +1,121 @@
+"""What one delivery attempt means (pure): delivered, retry at a time, dead, or gone.
+
+| answer                                   | outcome                                   |
+|------------------------------------------|-------------------------------------------|
+| 2xx                                      | delivered                                 |
+| 408, 429, 5xx, timeout, connection error | retry (backoff; Retry-After if later)     |
+| 410                                      | dead, and the inbox is marked gone        |
+| any other status                         | dead, with the status and the body's head |
+| retryable, but attempts used up          | dead                                      |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from email.utils import parsedate_to_datetime
+
+from fedqueue.outbound.backoff import Jitter, RetrySchedule
+
+RETRYABLE_STATUSES = frozenset({408, 429})
+BODY_HEAD_CHARS = 200
+
+
+@dataclass(frozen=True)
+class Delivered:
+    pass
+
+
+@dataclass(frozen=True)
+class Retry:
+    at: datetime
+    reason: str
+
+
+@dataclass(frozen=True)
+class Dead:
+    reason: str
+    gone: bool = False
+
+
+Outcome = Delivered | Retry | Dead
+
+
+def retry_after_seconds(value: str | None, now: datetime) -> float | None:
+    """A Retry-After header (delta-seconds or an HTTP date) as seconds from `now`; None if unusable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isascii() and value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, (when - now).total_seconds())
+
+
+def is_retryable(status: int) -> bool:
+    return status >= 500 or status in RETRYABLE_STATUSES
+
+
+def host_is_up(status: int | None, permanent: bool) -> bool | None:
+    """What an attempt says about its host: up (it answered), down (it failed), or nothing.
+
+    A 404 or 410 means the host works; a refused address was never contacted at all.
+    """
+    if permanent:
+        return None
+    return status is not None and not is_retryable(status)
+
+
+def _retry(
+    reason: str,
+    attempts: int,
+    now: datetime,
+    schedule: RetrySchedule,
+    jitter: Jitter,
+    retry_after_s: float | None,
+) -> Outcome:
+    if schedule.gives_up_after(attempts):
+        return Dead(f"gave up after {attempts} attempts: {reason}")
+    delay_s = schedule.delay_seconds(attempts, jitter)
+    if retry_after_s is not None:
+        delay_s = max(delay_s, min(retry_after_s, schedule.cap_seconds))
+    return Retry(at=now + timedelta(seconds=delay_s), reason=reason)
+
+
+def classify_response(
+    status: int,
+    body_head: str,
+    retry_after: str | None,
+    attempts: int,
+    now: datetime,
+    schedule: RetrySchedule,
+    jitter: Jitter,
+) -> Outcome:
+    """The outcome of an HTTP answer to attempt number `attempts` (1-based)."""
+    if 200 <= status < 300:
+        return Delivered()
+    head = " ".join(body_head.split())[:BODY_HEAD_CHARS]
+    reason = f"HTTP {status}: {head}" if head else f"HTTP {status}"
+    if is_retryable(status):
+        return _retry(reason, attempts, now, schedule, jitter, retry_after_seconds(retry_after, now))
+    return Dead(reason, gone=status == 410)
+
+
+def classify_error(
+    description: str,
+    attempts: int,
+    now: datetime,
+    schedule: RetrySchedule,
+    jitter: Jitter,
+    *,
+    permanent: bool,
+) -> Outcome:
+    """The outcome of an attempt that got no answer (timeout, refused, forbidden address...)."""
+    if permanent:
+        return Dead(description)
+    return _retry(description, attempts, now, schedule, jitter, None)

@@ -1,0 +1,100 @@
+"""What attempts change (pure; `now` passed in): each delivery row's result, each host's health.
+
+`result_of` turns one attempt into the state its delivery row ends in (via the outcome table
+in `fedqueue.outbound.outcomes`); `health_changes` folds a batch of attempts, in order, into a change
+per host (circuit breaker, plus any signature scheme the attempts settled).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from datetime import datetime
+from functools import reduce
+
+from fedqueue.outbound.backoff import Jitter, RetrySchedule
+from fedqueue.outbound.circuit import CircuitPolicy, HostHealth, after_failure, after_success
+from fedqueue.outbound.outcomes import Dead, Delivered, Outcome, classify_error, classify_response, host_is_up
+from fedqueue.outbound.send import Attempt
+from fedqueue.signing.cavage import SignatureScheme
+from fedqueue.storage import Claimed, Result
+
+HealthChange = Callable[[HostHealth], HostHealth]
+
+
+def result_of(
+    row: Claimed, attempt: Attempt, now: datetime, schedule: RetrySchedule, jitter: Jitter
+) -> Result:
+    """The state `row` ends this attempt in: delivered, failed (retry at a time) or dead."""
+    attempts = row.attempts + 1
+    outcome: Outcome
+    if attempt.status is not None:
+        outcome = classify_response(
+            attempt.status, attempt.body_head, attempt.retry_after, attempts, now, schedule, jitter
+        )
+    else:
+        outcome = classify_error(
+            attempt.error or "failed", attempts, now, schedule, jitter, permanent=attempt.permanent
+        )
+    base = Result(
+        id=row.id,
+        state="failed",
+        attempts=attempts,
+        next_attempt_at=now,
+        last_status=attempt.status,
+        last_error=None,
+        attempted_at=now,
+        inbox=row.inbox,
+    )
+    if isinstance(outcome, Delivered):
+        return replace(base, state="delivered", delivered_at=now)
+    if isinstance(outcome, Dead):
+        return replace(base, state="dead", last_error=outcome.reason, gone=outcome.gone)
+    return replace(base, next_attempt_at=outcome.at, last_error=outcome.reason)
+
+
+def refused_result(row: Claimed, reason: str) -> Result:
+    """A delivery given up without an attempt (its host is blocked)."""
+    return Result(
+        id=row.id,
+        state="dead",
+        attempts=row.attempts,
+        next_attempt_at=row.next_attempt_at,
+        last_status=None,
+        last_error=reason,
+        attempted_at=None,
+        inbox=row.inbox,
+    )
+
+
+def health_changes(
+    attempts: Iterable[tuple[str, Attempt, Result]], policy: CircuitPolicy
+) -> dict[str, HealthChange]:
+    """Per host, a change that folds its answers (in order) and any scheme they settled into its health."""
+    signals: dict[str, list[tuple[bool, datetime]]] = defaultdict(list)
+    learned: dict[str, tuple[SignatureScheme, datetime]] = {}
+    for host, attempt, result in attempts:
+        if result.attempted_at is None:
+            continue
+        up = host_is_up(attempt.status, attempt.permanent)
+        if up is not None:
+            signals[host].append((up, result.attempted_at))
+        if attempt.learned is not None:
+            learned[host] = (attempt.learned, result.attempted_at)
+
+    def change(host: str) -> HealthChange:
+        def apply(health: HostHealth) -> HostHealth:
+            health = reduce(
+                lambda h, event: (after_success if event[0] else after_failure)(h, event[1], policy),
+                signals.get(host, ()),
+                health,
+            )
+            if host in learned:
+                scheme, at = learned[host]
+                health = replace(health, signature_scheme=scheme, scheme_checked_at=at)
+            return health
+
+        return apply
+
+    return {host: change(host) for host in signals.keys() | learned.keys()}

@@ -1,0 +1,167 @@
+"""Sending one delivery: the request body (built once per activity), the signature, the POST(s).
+
+Signing is behind one function, `sign_delivery`, which takes the scheme (draft-cavage or
+RFC 9421). `post_knocking` is the double knock: when the answer refuses the signature, the
+same delivery is re-signed with the other scheme and sent again at once, within one attempt.
+Which scheme goes first is the business of `fedqueue.outbound.scheme_rules` and the dispatcher.
+
+The worker signs on `SigningThreads` (pass `signer`): an RSA signature costs about as much
+CPU as the rest of a delivery, and OpenSSL computes it without holding the GIL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from functools import partial
+
+from fedqueue.outbound.addressing import strip_hidden
+from fedqueue.outbound.scheme_rules import refuses_signature
+from fedqueue.outbound.signing_threads import SigningThreads
+from fedqueue.remote.client import ACTIVITY_JSON, HttpClient, SendFailed, SigningIdentity, signed_headers
+from fedqueue.signing.cavage import (
+    SignatureError,
+    SignatureScheme,
+    content_digest_header,
+    sha256_digest_header,
+)
+from fedqueue.storage import Store
+from fedqueue.urls import Urls
+
+#: How much of a refusing server's body is kept on the delivery row.
+BODY_HEAD_BYTES = 512
+#: Threads that sign deliveries: two kept a 2-core machine's event loop and signing both busy
+#: (README, Benchmark); the event loop, not signing, is the limit beyond that.
+SIGNING_THREADS = 2
+
+
+def signing_threads() -> SigningThreads:
+    """Threads to sign deliveries on (`post(..., signer=)`); close them when done."""
+    return SigningThreads(SIGNING_THREADS)
+
+
+@dataclass(frozen=True)
+class PreparedBody:
+    """The exact bytes POSTed to every inbox of one activity, and their digest headers."""
+
+    body: bytes
+    #: `Digest` (draft-cavage, RFC 3230) and `Content-Digest` (RFC 9421, RFC 9530) values.
+    digest: str
+    content_digest: str
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What one POST gave: a status (with the body's head and Retry-After), or an error."""
+
+    status: int | None
+    body_head: str = ""
+    retry_after: str | None = None
+    error: str | None = None
+    permanent: bool = False
+    #: The scheme of the POST this answer is to; `knocks`: POSTs the attempt took (2: double knock).
+    scheme: SignatureScheme | None = None
+    knocks: int = 1
+    #: Set by the dispatcher when this answer settles the host's scheme (to be remembered).
+    learned: SignatureScheme | None = None
+
+
+def prepare_body(activity_json: str) -> PreparedBody:
+    """Strip bto/bcc and serialize once; the digest is computed here, not per inbox."""
+    activity = strip_hidden(json.loads(activity_json))
+    body = json.dumps(activity, ensure_ascii=False, separators=(",", ":")).encode()
+    return PreparedBody(
+        body=body, digest=sha256_digest_header(body), content_digest=content_digest_header(body)
+    )
+
+
+class Keyring:
+    """Local actors' signing identities, loaded once per process."""
+
+    def __init__(self, store: Store, urls: Urls) -> None:
+        self._store = store
+        self._urls = urls
+        self._identities: dict[str, SigningIdentity] = {}
+        # One lock: a batch of concurrent sends must not load (and parse) the same key many times.
+        self._loading = asyncio.Lock()
+
+    async def identity(self, actor: str) -> SigningIdentity:
+        found = self._identities.get(actor)
+        if found is not None:
+            return found
+        async with self._loading:
+            if actor not in self._identities:
+                key = await self._store.actors.signing_key(actor)
+                self._identities[actor] = SigningIdentity(key_id=self._urls.key_id(actor), private_key=key)
+        return self._identities[actor]
+
+
+def sign_delivery(
+    inbox: str, prepared: PreparedBody, identity: SigningIdentity, now: datetime, scheme: SignatureScheme
+) -> dict[str, str]:
+    """The headers of a delivery POST signed under `scheme` (digests from `prepared`, not recomputed)."""
+    headers = signed_headers(
+        "POST",
+        inbox,
+        identity,
+        now,
+        digest=prepared.digest,
+        content_digest=prepared.content_digest,
+        content_type=ACTIVITY_JSON,
+        scheme=scheme,
+    )
+    headers["accept"] = ACTIVITY_JSON
+    return headers
+
+
+async def post(
+    client: HttpClient,
+    inbox: str,
+    prepared: PreparedBody,
+    identity: SigningIdentity,
+    now: datetime,
+    scheme: SignatureScheme = "cavage",
+    signer: SigningThreads | None = None,
+) -> Attempt:
+    """POST one delivery signed under `scheme` (on `signer`, if given); every failure becomes an Attempt."""
+    try:
+        if signer is None:
+            headers = sign_delivery(inbox, prepared, identity, now, scheme)
+        else:
+            headers = await signer.run(partial(sign_delivery, inbox, prepared, identity, now, scheme))
+        answer = await client.post(inbox, prepared.body, headers, head_bytes=BODY_HEAD_BYTES)
+    except SignatureError as exc:
+        return Attempt(status=None, error=str(exc), permanent=True, scheme=scheme)
+    except SendFailed as exc:
+        return Attempt(status=None, error=str(exc), permanent=exc.permanent, scheme=scheme)
+    return Attempt(
+        status=answer.status,
+        # A NUL would be refused by PostgreSQL's text columns when the outcome is recorded.
+        body_head=answer.body_head.decode(errors="replace").replace("\x00", "\ufffd"),
+        retry_after=answer.retry_after,
+        scheme=scheme,
+    )
+
+
+async def post_knocking(
+    client: HttpClient,
+    inbox: str,
+    prepared: PreparedBody,
+    identity: SigningIdentity,
+    clock: Callable[[], datetime],
+    signer: SigningThreads | None,
+    first: SignatureScheme,
+    second: SignatureScheme | None,
+) -> Attempt:
+    """POST signed under `first`; if that signature is refused, re-sign under `second` and POST again.
+
+    Both POSTs are one attempt: the answer returned is the last one, with `knocks=2`.
+    """
+    attempt = await post(client, inbox, prepared, identity, clock(), first, signer)
+    if second is None or not refuses_signature(attempt.status, attempt.body_head):
+        return attempt
+    again = await post(client, inbox, prepared, identity, clock(), second, signer)
+    return replace(again, knocks=2)

@@ -1,0 +1,247 @@
+"""The delivery worker: expand new outbox rows, claim due deliveries under a lease, send, repeat.
+
+Runs as `fedqueue worker` (until SIGTERM), `fedqueue worker --burst` (drain, then exit) and
+inside `fedqueue serve`. On PostgreSQL an idle worker wakes on NOTIFY from the outbox insert
+trigger, with polling as the fallback; on SQLite it polls.
+
+The loop never waits for a batch to finish: it records whatever sends have finished, claims
+more while fewer than `Dispatcher.max_in_flight` are out, and otherwise waits for the next
+send to finish. While sends are in flight, new outbox rows are looked for once per poll
+interval, and a claim that came back short is not repeated sooner either.
+
+Shutdown: once `stop` is set nothing more is claimed; the sends in flight have
+`shutdown_grace_seconds` to finish, then they are cancelled and their leases released, so
+another worker can take those deliveries at once rather than after the lease expires.
+
+Survival: one outbox row's or one delivery's failure is its own outcome (`Fanout`,
+`Dispatcher`). A whole round that fails anyway (the database gone, a bug) is logged, counted,
+and followed by a growing pause, never by a tight loop; `run` goes on for as long as it is
+asked to, `run_burst` gives up after `BURST_STEP_FAILURES` failed rounds in a row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import socket
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from fedqueue.errors import FedqueueError, describe
+from fedqueue.metrics import Metrics
+from fedqueue.outbound.backoff import Jitter, RetrySchedule
+from fedqueue.outbound.dispatch import Dispatcher
+from fedqueue.outbound.fanout import Fanout
+from fedqueue.outbound.send import Keyring
+from fedqueue.remote.client import HttpClient
+from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.settings import Settings
+from fedqueue.storage import Store
+from fedqueue.storage.types import utcnow
+from fedqueue.urls import Urls
+
+log = logging.getLogger("fedqueue.outbound.worker")
+#: Longest pause after failed worker rounds (poll interval, doubling per failure in a row).
+STEP_BACKOFF_CAP_S = 60.0
+#: `run_burst` stops with an error after this many failed rounds in a row.
+BURST_STEP_FAILURES = 5
+
+
+class WorkerFailing(FedqueueError):
+    """Worker rounds kept failing (`run_burst`); the message has the last error."""
+
+
+def worker_id() -> str:
+    """A lease owner name unique across machines and restarts (fits the 64-char column)."""
+    return f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Worker:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        client: HttpClient,
+        *,
+        owner: str | None = None,
+        clock: Callable[[], datetime] = utcnow,
+        jitter: Jitter = random.random,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.owner = owner or worker_id()
+        self._clock = clock
+        keyring = Keyring(store, Urls(settings.base_url))
+        directory = RemoteDirectory(store, client, clock)
+        self.metrics = metrics or Metrics()
+        self.fanout = Fanout(settings, store, directory, keyring, self.owner, clock, self.metrics)
+        self._poll = timedelta(seconds=settings.poll_interval_seconds)
+        self._step_pauses = RetrySchedule(
+            settings.poll_interval_seconds, STEP_BACKOFF_CAP_S, BURST_STEP_FAILURES
+        )
+        #: Failed rounds in a row, and the last one's error.
+        self._step_failures = 0
+        self._step_error = ""
+        self._next_expansion = self._next_claim = clock()
+        self.dispatcher = Dispatcher(
+            settings, store, client, keyring, self.owner, clock, jitter, self.metrics
+        )
+
+    async def step(self) -> int:
+        """Record finished sends, expand waiting outbox rows, claim and start more; how much was done."""
+        done = await self.dispatcher.flush()
+        now = self._clock()
+        expanded = 0
+        if not self.dispatcher.busy or now >= self._next_expansion:
+            expanded = await self.fanout.expand_pending()
+            self._next_expansion = now + self._poll
+        return done + expanded + await self._claim()
+
+    async def _guarded_step(self) -> int | None:
+        """`step`, but an unexpected error is logged and counted and gives None (pause, then go on)."""
+        try:
+            done = await self.step()
+        except Exception as exc:
+            self._step_failures += 1
+            self._step_error = describe(exc)
+            self.metrics.worker_error("step", exc, "worker round failed (%d in a row)", self._step_failures)
+            return None
+        self._step_failures = 0
+        return done
+
+    def _step_pause_s(self) -> float:
+        return self._step_pauses.ceiling_seconds(self._step_failures)
+
+    async def _claim(self) -> int:
+        room = self.dispatcher.room()
+        batch = min(room, self.settings.claim_batch_size)
+        busy = self.dispatcher.busy
+        if busy and (batch < self.settings.claim_batch_size // 2 or self._clock() < self._next_claim):
+            return 0  # a fuller claim soon beats many small ones
+        now = self._clock()
+        claimed = await self.store.deliveries.claim(
+            self.owner, now, self.settings.lease_seconds, batch, self.dispatcher.crowded_hosts()
+        )
+        # Came back short: the queue is drained for now, so do not ask again at every finished send.
+        self._next_claim = now + self._poll if len(claimed) < batch else now
+        if not claimed:
+            return 0
+        return await self.dispatcher.submit(claimed)
+
+    async def run_burst(self) -> None:
+        """Work until nothing is due within one poll interval, then return (`worker --burst`)."""
+        try:
+            await self._burst()
+        finally:
+            await self._abandon()
+
+    async def _burst(self) -> None:
+        poll_s = self.settings.poll_interval_seconds
+        while True:
+            done = await self._guarded_step()
+            if done is None:
+                if self._step_pauses.gives_up_after(self._step_failures):
+                    raise WorkerFailing(
+                        f"{self._step_failures} worker rounds failed in a row; last: {self._step_error}"
+                    )
+                await asyncio.sleep(self._step_pause_s())
+                continue
+            if done:
+                continue
+            if self.dispatcher.busy:
+                await self.dispatcher.wait_for_progress(poll_s)
+                continue
+            now = self._clock()
+            if await self.store.outbox.has_pending(now):
+                await asyncio.sleep(poll_s)
+                continue
+            due = await self.store.deliveries.next_due(now)
+            if due is None or due > now + timedelta(seconds=poll_s):
+                return
+            await asyncio.sleep(max(0.0, (due - now).total_seconds()))
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Work until `stop` is set, then finish or release the sends in flight and return."""
+        log.info("worker %s started", self.owner)
+        step: asyncio.Task[int | None] | None = None
+        try:
+            async with self.store.outbox.notifications() as wake:
+                while not stop.is_set():
+                    step = asyncio.create_task(self._guarded_step())
+                    await self._until(stop, step)
+                    if not step.done():
+                        break
+                    done = step.result()
+                    if done is None:
+                        await self._idle(stop, None, self._step_pause_s())
+                        continue
+                    if done:
+                        continue
+                    if self.dispatcher.busy:
+                        progress = asyncio.create_task(
+                            self.dispatcher.wait_for_progress(self._poll.total_seconds())
+                        )
+                        await self._until(stop, progress)
+                        progress.cancel()
+                    else:
+                        await self._idle(stop, wake)
+            await self._finish_or_release(step)
+        finally:
+            await self._abandon()
+        log.info("worker %s stopped", self.owner)
+
+    async def _abandon(self) -> None:
+        """After the end or a failure: no send task outlives the worker, nor do its signing threads.
+
+        Whatever is still in flight then keeps its lease until it expires (at least once).
+        """
+        await self.dispatcher.cancel()
+        self.dispatcher.close()
+
+    @staticmethod
+    async def _until(stop: asyncio.Event, task: asyncio.Task[Any]) -> None:
+        """Until `task` is done or `stop` is set, whichever comes first (`task` goes on)."""
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+
+    async def _idle(
+        self, stop: asyncio.Event, wake: asyncio.Event | None, timeout_s: float | None = None
+    ) -> None:
+        """Until `stop` or `wake` is set, or `timeout_s` (default: the poll interval) passes."""
+        waiters = [asyncio.create_task(stop.wait())]
+        if wake is not None:
+            wake.clear()
+            waiters.append(asyncio.create_task(wake.wait()))
+        try:
+            await asyncio.wait(waiters, timeout=timeout_s or self.settings.poll_interval_seconds)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+
+    async def _finish_or_release(self, step: asyncio.Task[int | None] | None) -> None:
+        """Give the step and the sends in flight the grace period; cancel the rest, release their leases."""
+        grace_s = self.settings.shutdown_grace_seconds
+        deadline = asyncio.get_running_loop().time() + grace_s
+        if step is not None and not step.done():
+            await asyncio.wait({step}, timeout=grace_s)
+            step.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await step
+        await self.dispatcher.settle(max(0.0, deadline - asyncio.get_running_loop().time()))
+        await self.dispatcher.cancel()
+        await self.dispatcher.flush()
+        unfinished = sorted(self.dispatcher.in_flight)
+        if unfinished:
+            await self.store.deliveries.release(self.owner, unfinished)
+            log.warning(
+                "released %d in-flight deliveries after a %.0f s grace period", len(unfinished), grace_s
+            )

@@ -1,0 +1,10 @@
+"""Remote documents: what both flows fetch from other servers, and the one client they use.
+
+In: a URL (an actor, a key id, an inbox) and who signs the request. Out: a parsed remote actor
+or key (cached), or a one-line `FetchError`; for a delivery, the remote server's answer.
+
+- `guard`: which URLs may be fetched at all (the address guard, pure);
+- `client`: the shared HTTP client: connection reuse, caps, timeouts, signed GETs and POSTs;
+- `capped`: reading a body of unknown size under a cap;
+- `documents`: remote actors and keys behind an expiring cache (`RemoteDirectory`).
+"""

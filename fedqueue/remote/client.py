@@ -1,0 +1,424 @@
+"""The one outbound HTTP client: connection reuse, concurrency caps, size caps, address guard.
+
+Policy lives here; I/O is httpx over an aiohttp transport (measured faster on loopback than
+httpx's default transport, see README) and can be swapped for a mock transport in unit tests.
+Delivery POSTs, the hot path, skip httpx and use the same aiohttp session directly (`post`):
+httpx's request and response models and its cookie jar cost about as much CPU per POST as the
+exchange itself. Both paths share one connection pool, so the caps hold across them.
+
+The address guard works at two depths. `check_url` refuses URLs whose host is an IP literal
+in a forbidden range before any request is made; the aiohttp resolver refuses names that
+resolve to such addresses at connect time, so a DNS answer that changes between a check and
+the connection (rebinding) cannot slip through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import re
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import format_datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import httpx
+from aiohttp.abc import AbstractResolver, ResolveResult
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
+from httpx_aiohttp import AiohttpTransport
+
+from fedqueue import __version__
+from fedqueue.errors import FedqueueError
+from fedqueue.remote.capped import read_capped
+from fedqueue.settings import Settings
+from fedqueue.signing.cavage import (
+    GET_SIGNED_HEADERS,
+    POST_SIGNED_HEADERS,
+    RFC9421_GET_COMPONENTS,
+    RFC9421_POST_COMPONENTS,
+    SignatureScheme,
+    default_algorithm,
+    sign_cavage,
+    sign_rfc9421,
+)
+
+ACTIVITY_JSON = "application/activity+json"
+ACCEPT_ACTIVITY = f'{ACTIVITY_JSON}, application/ld+json; profile="https://www.w3.org/ns/activitystreams"'
+
+
+class ForbiddenAddress(FedqueueError, OSError):
+    """A URL's host is, or resolves to, a loopback, private, link-local or reserved address."""
+
+
+class FetchError(FedqueueError):
+    """A remote document could not be fetched or used; the message says why, in one line."""
+
+
+@dataclass(frozen=True)
+class SigningIdentity:
+    """Who signs an outbound request: a local actor's key id and private key."""
+
+    key_id: str
+    private_key: PrivateKeyTypes
+
+
+#: NAT64's well-known prefix: the last 32 bits are the IPv4 address the translator connects to.
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+#: A host name whose last label is a number (decimal, or 0x hex) is an IPv4 address to URL parsers.
+_NUMERIC_LABEL = re.compile(r"[0-9]+|0[xX][0-9a-fA-F]*")
+
+
+def embedded_ipv4s(ip: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
+    """The IPv4 addresses traffic to `ip` really reaches: IPv4-mapped, 6to4, NAT64, Teredo."""
+    if ip.ipv4_mapped is not None:
+        return (ip.ipv4_mapped,)
+    if ip.sixtofour is not None:
+        return (ip.sixtofour,)
+    if ip.teredo is not None:
+        return ip.teredo  # (server, client); Python undoes the client's bitwise NOT
+    if ip in _NAT64:
+        return (ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF),)
+    return ()
+
+
+def is_forbidden_ip(address: str) -> bool:
+    """Whether an IP literal is loopback, private, link-local, reserved or otherwise not global.
+
+    An IPv6 address that embeds IPv4 addresses (see `embedded_ipv4s`) is judged by those alone,
+    since that is where its packets go; Python counts 2002::/16 as global whatever it embeds.
+    IPv4-compatible (::a.b.c.d, deprecated) and local-use NAT64 (64:ff9b:1::/48) addresses
+    are reserved, so refused.
+    """
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = embedded_ipv4s(ip)
+        if embedded:
+            return any(_forbidden_class(inner) for inner in embedded)
+    return _forbidden_class(ip)
+
+
+def _forbidden_class(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    return (
+        ip.is_private
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_multicast
+        or ip.is_reserved
+        or ip.is_unspecified
+        or not ip.is_global
+    )
+
+
+def is_noncanonical_ipv4(host: str) -> bool:
+    """Whether `host` is an IPv4 address spelt other than as four plain decimals (0177.0.0.1, 127.1, 0x7f...).
+
+    URL parsers and resolvers disagree on such spellings (httpx refuses some, getaddrinfo reads
+    them as octal or hex), so no client is asked to use them.
+    """
+    last = host.removesuffix(".").rsplit(".", 1)[-1]
+    if ":" in host or not _NUMERIC_LABEL.fullmatch(last):
+        return False
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        return True
+    return False
+
+
+def host_of(url: str) -> str:
+    """The host as hosts are tracked: lower-case name, with the port when it is explicit.
+
+    Never raises: a URL too malformed to split (an unclosed `[`, a port out of range) gives
+    its raw authority, which `check_url` refuses before anything is fetched.
+    """
+    try:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        return f"{host}:{parts.port}" if parts.port else host
+    except ValueError:
+        return url.partition("://")[2].partition("/")[0].lower()[:255]
+
+
+def check_url(url: str, *, allow_private: bool) -> None:
+    """Refuse URLs that are not http(s) with a usable host, or whose host is a forbidden IP literal.
+
+    Hosts no client can use (a non-canonical IPv4 spelling, a malformed IPv6 literal or port)
+    are refused even when private addresses are allowed.
+    """
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        _ = parts.port  # a port out of range raises here
+    except ValueError:
+        raise FetchError(f"not a valid URL: {url[:200]!r}") from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise FetchError(f"not an http(s) URL: {url[:200]!r}")
+    if is_noncanonical_ipv4(host):
+        raise FetchError(f"host {host[:100]!r} is a non-canonical IPv4 spelling")
+    try:
+        forbidden = is_forbidden_ip(host)
+    except ValueError:
+        if ":" in host:
+            raise FetchError(f"host {host[:100]!r} is not a valid IPv6 address") from None
+        return  # a name: the resolver checks what it resolves to
+    if forbidden and not allow_private:
+        raise ForbiddenAddress(f"{host} is a private or loopback address")
+
+
+class GuardedResolver(AbstractResolver):
+    """Resolves like aiohttp's default resolver, then drops forbidden addresses."""
+
+    def __init__(self) -> None:
+        self._inner = aiohttp.ThreadedResolver()
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        results = await self._inner.resolve(host, port, family)
+        allowed = [result for result in results if not is_forbidden_ip(result["host"])]
+        if not allowed:
+            raise ForbiddenAddress(f"{host} resolves only to private or loopback addresses")
+        return allowed
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
+def forbidden_cause(exc: BaseException) -> ForbiddenAddress | None:
+    """The ForbiddenAddress somewhere in an exception's cause chain, if any."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ForbiddenAddress):
+            return seen
+        seen = seen.__cause__ or seen.__context__ or getattr(seen, "os_error", None)
+    return None
+
+
+#: What a client can raise besides our own errors: httpx's (InvalidURL is no HTTPError),
+#: aiohttp's, sockets', timeouts, and ValueError for what the URL or header parsers refuse.
+CLIENT_ERRORS = (
+    httpx.HTTPError,
+    httpx.InvalidURL,
+    httpx.StreamError,
+    aiohttp.ClientError,
+    OSError,
+    TimeoutError,
+    ValueError,
+)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a POST got back: the status, the head of a non-2xx body, and Retry-After."""
+
+    status: int
+    body_head: bytes = b""
+    retry_after: str | None = None
+
+
+class SendFailed(FedqueueError):
+    """A POST got no answer; `permanent`: trying again cannot help (a forbidden address, a bad URL)."""
+
+    def __init__(self, message: str, *, permanent: bool) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+
+
+class HttpClient:
+    """Shared by every fetch and delivery of a process; close it with `aclose`."""
+
+    def __init__(self, settings: Settings, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.settings = settings
+        self.user_agent = f"fedqueue/{__version__} (+{settings.base_url})"
+        self.max_document_bytes = settings.max_document_bytes
+        self._total_timeout_s = settings.total_timeout_seconds
+        self._swapped_transport = transport is not None
+        self._session: aiohttp.ClientSession | None = None
+        self._client = httpx.AsyncClient(
+            transport=transport or AiohttpTransport(client=self._aiohttp_session),
+            timeout=httpx.Timeout(settings.total_timeout_seconds, connect=settings.connect_timeout_seconds),
+            headers={"User-Agent": self.user_agent},
+            follow_redirects=False,
+        )
+
+    def _aiohttp_session(self) -> aiohttp.ClientSession:
+        """The process's aiohttp session, made on first use (inside the running loop)."""
+        if self._session is None:
+            settings = self.settings
+            connector = aiohttp.TCPConnector(
+                limit=settings.max_concurrency,
+                limit_per_host=settings.max_concurrency_per_host,
+                resolver=None if settings.allow_private_addresses else GuardedResolver(),
+                ttl_dns_cache=60,
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                auto_decompress=False,
+                headers={"User-Agent": self.user_agent},
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=settings.connect_timeout_seconds),
+            )
+        return self._session
+
+    async def post(self, url: str, content: bytes, headers: dict[str, str], *, head_bytes: int) -> Answer:
+        """POST `content` (guarded, with the total timeout): the answer, or SendFailed saying why.
+
+        Of a non-2xx answer's body only the first `head_bytes` are read.
+        """
+        try:
+            check_url(url, allow_private=self.settings.allow_private_addresses)
+            if self._swapped_transport:
+                return await self._post_through_httpx(url, content, headers, head_bytes)
+            session = self._aiohttp_session()
+            async with (
+                asyncio.timeout(self._total_timeout_s),
+                session.post(url, data=content, headers=headers, allow_redirects=False) as response,
+            ):
+                head = b""
+                if not 200 <= response.status < 300:
+                    head = await _read_head(response.content, head_bytes)
+                return Answer(response.status, head, response.headers.get("retry-after"))
+        except FetchError as exc:  # not an http(s) URL
+            raise SendFailed(str(exc), permanent=True) from None
+        except CLIENT_ERRORS as exc:
+            permanent = forbidden_cause(exc) is not None or isinstance(
+                exc, httpx.UnsupportedProtocol | httpx.InvalidURL | aiohttp.InvalidURL
+            )
+            raise SendFailed(describe_http_error(exc), permanent=permanent) from None
+
+    async def _post_through_httpx(
+        self, url: str, content: bytes, headers: dict[str, str], head_bytes: int
+    ) -> Answer:
+        async with (
+            asyncio.timeout(self._total_timeout_s),
+            self._client.stream("POST", url, content=content, headers=headers) as response,
+        ):
+            head = b""
+            if not 200 <= response.status_code < 300:
+                async for chunk in response.aiter_bytes():
+                    head += chunk
+                    if len(head) >= head_bytes:
+                        break
+            return Answer(response.status_code, head[:head_bytes], response.headers.get("retry-after"))
+
+    @asynccontextmanager
+    async def stream(
+        self,
+        method: str,
+        url: str,
+        *,
+        content: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        timeout_s: float | None = None,
+    ) -> AsyncIterator[httpx.Response]:
+        """A guarded request whose whole exchange (connect to last byte) has the total timeout.
+
+        `timeout_s`, when shorter, replaces it. Every failure of the client, including reading
+        the body inside the block, comes out as one FetchError.
+        """
+        limit_s = self._total_timeout_s if timeout_s is None else min(timeout_s, self._total_timeout_s)
+        try:
+            check_url(url, allow_private=self.settings.allow_private_addresses)
+            async with (
+                asyncio.timeout(limit_s),
+                self._client.stream(method, url, content=content, headers=headers) as response,
+            ):
+                yield response
+        except CLIENT_ERRORS as exc:
+            raise FetchError(f"{method} {url} failed: {describe_http_error(exc)}") from None
+
+    async def read_capped(self, response: httpx.Response, limit: int | None = None) -> bytes:
+        """The (decoded) response body, or TooLarge as soon as it passes `limit` bytes.
+
+        Decoded chunk by chunk, so a compressed body is capped by what it expands to.
+        """
+        cap = limit or self.max_document_bytes
+        return await read_capped(
+            response.aiter_bytes(), response.headers.get("content-length"), cap, "response"
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+        if self._session is not None:
+            await self._session.close()
+
+
+async def _read_head(stream: aiohttp.StreamReader, limit: int) -> bytes:
+    """Up to `limit` bytes from the start of a body; the rest is left unread (the connection closes)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = await stream.read(limit - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def describe_http_error(exc: BaseException) -> str:
+    """One line for a failed exchange, for logs and delivery rows."""
+    forbidden = forbidden_cause(exc)
+    if forbidden is not None:
+        return str(forbidden)
+    if isinstance(exc, TimeoutError | httpx.TimeoutException):
+        return "timed out"
+    text: Any = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
+def http_date(now: datetime) -> str:
+    """An IMF-fixdate (`Sun, 22 Nov 2026 04:00:00 GMT`)."""
+    return format_datetime(now.astimezone(UTC), usegmt=True)
+
+
+def signed_headers(
+    method: str,
+    url: str,
+    identity: SigningIdentity,
+    now: datetime,
+    *,
+    digest: str | None = None,
+    content_digest: str | None = None,
+    content_type: str | None = None,
+    scheme: SignatureScheme = "cavage",
+) -> dict[str, str]:
+    """Host and Date, the body's headers, and a signature over them under `scheme`.
+
+    cavage: `Digest` and Content-Type for a body, then `Signature` (rsa-sha256) over
+    `(request-target) host date [digest content-type]`. rfc9421: `Content-Digest` and
+    Content-Type for a body, then `Signature-Input`/`Signature` (label sig1, `created`, keyid,
+    alg) over `@method @target-uri [content-digest]`, as Mastodon accepts them.
+    The digests are passed in so that a body sent to many inboxes is hashed once, not per inbox.
+    """
+    headers = {"host": urlsplit(url).netloc, "date": http_date(now)}
+    if scheme == "rfc9421":
+        components: tuple[str, ...] = RFC9421_GET_COMPONENTS
+        if content_digest is not None:
+            headers["content-digest"] = content_digest
+            headers["content-type"] = content_type or ACTIVITY_JSON
+            components = RFC9421_POST_COMPONENTS
+        key = identity.private_key
+        signature = sign_rfc9421(
+            method,
+            url,
+            headers,
+            key,
+            identity.key_id,
+            components,
+            int(now.timestamp()),
+            alg=default_algorithm(key),
+        )
+        headers.update((name.lower(), value) for name, value in signature.items())
+        return headers
+    signed: tuple[str, ...] = GET_SIGNED_HEADERS
+    if digest is not None:
+        headers["digest"] = digest
+        headers["content-type"] = content_type or ACTIVITY_JSON
+        signed = POST_SIGNED_HEADERS
+    headers["signature"] = sign_cavage(method, url, headers, identity.private_key, identity.key_id, signed)
+    return headers

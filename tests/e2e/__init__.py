@@ -1,0 +1,1 @@
+"""End-to-end tests: real processes, the command line and a real browser."""

@@ -1,0 +1,257 @@
+"""Fetching remote actors and keys from a real loopback server."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from fedqueue.remote.client import FetchError, HttpClient, SendFailed, SigningIdentity
+from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.settings import Settings
+from fedqueue.signing import keys
+from fedqueue.signing.cavage import parse_cavage_signature, verify_cavage
+from fedqueue.storage import Store
+from fedqueue.storage.types import utcnow
+from tests.loopback import LoopbackServer
+
+
+@pytest.fixture
+async def client(settings: Settings) -> AsyncIterator[HttpClient]:
+    opened = HttpClient(settings)
+    try:
+        yield opened
+    finally:
+        await opened.aclose()
+
+
+def actor_doc(remote: LoopbackServer, name: str, public_pem: str) -> dict[str, object]:
+    uri = remote.url(f"/users/{name}")
+    return {
+        "id": uri,
+        "type": "Person",
+        "inbox": f"{uri}/inbox",
+        "endpoints": {"sharedInbox": remote.url("/inbox")},
+        "publicKey": {"id": f"{uri}#main-key", "owner": uri, "publicKeyPem": public_pem},
+    }
+
+
+async def test_an_actor_is_fetched_with_a_signed_get_and_then_served_from_the_cache(
+    store: Store, client: HttpClient, remote: LoopbackServer
+) -> None:
+    remote_pair = keys.generate_key_pair()
+    remote.serve_json("/users/bob", actor_doc(remote, "bob", remote_pair.public_pem))
+    local = await store.actors.create("alice")
+    signer = SigningIdentity(
+        "http://127.0.0.1:8000/actors/alice#main-key", await store.actors.signing_key("alice")
+    )
+    directory = RemoteDirectory(store, client)
+
+    actor = await directory.actor(remote.url("/users/bob"), signer)
+    assert actor.inbox == remote.url("/users/bob/inbox")
+    assert actor.shared_inbox == remote.url("/inbox")
+    await directory.actor(remote.url("/users/bob"), signer)
+    fetches = remote.received("GET", "/users/bob")
+    assert len(fetches) == 1
+    request = fetches[0]
+    assert request.headers["user-agent"].startswith("fedqueue/")
+    public = keys.load_public_key(local.actor.public_key_pem)
+    verify_cavage(
+        "GET",
+        remote.url("/users/bob"),
+        request.headers,
+        parse_cavage_signature(request.headers["signature"]),
+        public,
+    )
+
+
+async def test_a_key_id_resolves_to_the_key_and_its_owner(
+    store: Store, client: HttpClient, remote: LoopbackServer
+) -> None:
+    pair = keys.generate_key_pair()
+    remote.serve_json("/users/bob", actor_doc(remote, "bob", pair.public_pem))
+    key = await RemoteDirectory(store, client).key(remote.url("/users/bob#main-key"), None)
+    assert key.owner == remote.url("/users/bob")
+    assert key.public_key_pem == pair.public_pem
+
+
+async def test_a_separate_key_document_must_be_listed_by_its_owner(
+    store: Store, client: HttpClient, remote: LoopbackServer
+) -> None:
+    pair = keys.generate_key_pair()
+    remote.serve_json("/users/bob", actor_doc(remote, "bob", pair.public_pem))
+    remote.serve_json(
+        "/keys/stolen",
+        {
+            "id": remote.url("/keys/stolen"),
+            "owner": remote.url("/users/bob"),
+            "publicKeyPem": pair.public_pem,
+        },
+    )
+    with pytest.raises(FetchError, match="does not list key"):
+        await RemoteDirectory(store, client).key(remote.url("/keys/stolen"), None)
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        (lambda: web.Response(status=404), "answered 404"),
+        (lambda: web.Response(text="<html>", content_type="text/html"), "text/html, not JSON"),
+        (lambda: web.Response(text="{nope", content_type="application/activity+json"), "malformed JSON"),
+        (lambda: web.Response(text="[]", content_type="application/activity+json"), "not an object"),
+        (
+            lambda: web.Response(
+                text='{"id": "https://elsewhere.example/x"}', content_type="application/json"
+            ),
+            "foreign id",
+        ),
+        (lambda: web.Response(body=b" " * (2 * 1024 * 1024), content_type="application/json"), "byte cap"),
+    ],
+)
+async def test_an_unusable_actor_document_is_a_fetch_error_remembered_briefly(
+    store: Store, client: HttpClient, remote: LoopbackServer, answer: Callable[[], web.Response], reason: str
+) -> None:
+    remote.on("GET", "/users/bad", lambda _r: answer())
+    directory = RemoteDirectory(store, client)
+    with pytest.raises(FetchError, match=reason):
+        await directory.actor(remote.url("/users/bad"), None)
+    with pytest.raises(FetchError, match=reason):
+        await directory.actor(remote.url("/users/bad"), None)
+    assert len(remote.received("GET", "/users/bad")) == 1
+    later = RemoteDirectory(store, client, clock=lambda: utcnow() + timedelta(minutes=6))
+    with pytest.raises(FetchError):
+        await later.actor(remote.url("/users/bad"), None)
+    assert len(remote.received("GET", "/users/bad")) == 2
+
+
+async def test_private_addresses_are_refused_unless_allowed(store: Store, remote: LoopbackServer) -> None:
+    remote.serve_json("/users/bob", actor_doc(remote, "bob", keys.generate_key_pair().public_pem))
+    from fedqueue.settings import load_settings
+
+    strict = load_settings(database_url=store.database.engine.url.render_as_string(hide_password=False))
+    guarded = HttpClient(strict)
+    try:
+        directory = RemoteDirectory(store, guarded)
+        with pytest.raises(FetchError, match="private or loopback"):
+            await directory.actor(remote.url("/users/bob"), None)
+        with pytest.raises(FetchError, match="private or loopback"):
+            await directory.actor(f"http://localhost:{remote.port}/users/bob", None)
+    finally:
+        await guarded.aclose()
+    assert remote.requests == []
+
+
+def _encoded(encoding: str) -> Callable[[], web.Response]:
+    body = json.dumps({"id": "x", "inbox": "y"}).encode(encoding)
+    return lambda: web.Response(body=body, content_type="application/activity+json")
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32"])
+async def test_a_document_in_utf16_or_utf32_is_refused_as_not_utf8_and_remembered(
+    store: Store, client: HttpClient, remote: LoopbackServer, encoding: str
+) -> None:
+    remote.on("GET", "/users/bad", lambda _r: _encoded(encoding)())
+    directory = RemoteDirectory(store, client)
+    for _ in range(2):
+        with pytest.raises(FetchError, match="is not UTF-8"):
+            await directory.actor(remote.url("/users/bad"), None)
+        with pytest.raises(FetchError, match="is not UTF-8"):
+            await directory.key(remote.url("/users/bad#main-key"), None)
+    assert len(remote.received("GET", "/users/bad")) == 1
+
+
+def _with(doc: dict[str, Any], path: tuple[str, ...], value: object) -> dict[str, Any]:
+    """A deep copy of `doc` with the field at `path` set to `value`."""
+    changed: dict[str, Any] = json.loads(json.dumps(doc))
+    target = changed
+    for name in path[:-1]:
+        target = target[name]
+    target[path[-1]] = value
+    return changed
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "reason"),
+    [
+        (("inbox",), "{uri}/in\u0000box", "unusable inbox: contains a NUL character"),
+        (("inbox",), "{uri}/" + "i" * 2100, "unusable inbox: is longer than 2048 characters"),
+        (("inbox",), "{uri}/\ud800", "unusable inbox: is not valid Unicode (a lone surrogate)"),
+        (("inbox",), "javascript:alert(1)", "unusable inbox: not an http(s) URL"),
+        (
+            ("endpoints", "sharedInbox"),
+            "{origin}/in\u0000box",
+            "unusable sharedInbox: contains a NUL",
+        ),
+        (("endpoints", "sharedInbox"), "http://0177.0.0.1/inbox", "non-canonical IPv4 spelling"),
+        (("publicKey", "id"), "{uri}#main\u0000key", "unusable key id: contains a NUL character"),
+        (
+            ("publicKey", "publicKeyPem"),
+            "-----BEGIN\u0000",
+            "unusable publicKeyPem: contains a NUL",
+        ),
+        (("id",), "{uri}\u0000", "unusable id: contains a NUL character"),
+    ],
+)
+async def test_an_actor_document_with_an_unstorable_field_is_refused_and_nothing_is_stored(
+    store: Store,
+    client: HttpClient,
+    remote: LoopbackServer,
+    path: tuple[str, ...],
+    value: str,
+    reason: str,
+) -> None:
+    uri = remote.url("/users/bob")
+    doc = actor_doc(remote, "bob", keys.generate_key_pair().public_pem)
+    remote.serve_json("/users/bob", _with(doc, path, value.format(uri=uri, origin=remote.origin)))
+    directory = RemoteDirectory(store, client)
+    with pytest.raises(FetchError, match=re.escape(reason)) as caught:
+        await directory.actor(uri, None)
+    assert "\n" not in str(caught.value)
+    with pytest.raises(FetchError, match=re.escape(reason)):
+        await directory.key(f"{uri}#main-key", None)
+    cached = await store.remote_actors.get(uri, utcnow())
+    assert cached is not None and cached.error is not None
+    assert (cached.inbox, cached.shared_inbox, cached.key_id, cached.document) == (None, None, None, None)
+    assert len(remote.received("GET", "/users/bob")) == 1
+
+
+@pytest.mark.parametrize(
+    ("uri", "reason"),
+    [
+        ("http://0177.0.0.1:{port}/users/bob", "non-canonical IPv4 spelling"),
+        ("http://127.000.000.001:{port}/users/bob", "non-canonical IPv4 spelling"),
+        ("http://127.1:{port}/users/bob", "non-canonical IPv4 spelling"),
+        ("http://0x7f.0.0.1:{port}/users/bob", "non-canonical IPv4 spelling"),
+        ("http://127.0.0.1:{port}/users/bob\u0000", "contains a NUL character"),
+        ("http://127.0.0.1:{port}/users/" + "b" * 2100, "longer than 2048 characters"),
+        ("http://[::1:{port}/users/bob", "not a valid URL"),
+    ],
+)
+async def test_an_unusable_actor_uri_or_key_id_is_refused_without_a_request(
+    store: Store, client: HttpClient, remote: LoopbackServer, uri: str, reason: str
+) -> None:
+    remote.serve_json("/users/bob", actor_doc(remote, "bob", keys.generate_key_pair().public_pem))
+    directory = RemoteDirectory(store, client)
+    target = uri.format(port=remote.port)
+    with pytest.raises(FetchError, match=re.escape(reason)):
+        await directory.actor(target, None)
+    with pytest.raises(FetchError, match=re.escape(reason)):
+        await directory.key(f"{target}#main-key", None)
+    assert remote.requests == []
+
+
+async def test_a_url_no_client_can_use_is_a_fetch_error_or_a_permanent_send_failure(
+    client: HttpClient,
+) -> None:
+    url = "http://127.0.0.1:9/in\u0000box"  # httpx raises InvalidURL, which is no HTTPError
+    with pytest.raises(FetchError, match="InvalidURL"):
+        async with client.stream("GET", url):
+            pass
+    with pytest.raises(SendFailed, match="non-canonical IPv4 spelling") as caught:
+        await client.post("http://0177.0.0.1:9/inbox", b"{}", {}, head_bytes=10)
+    assert caught.value.permanent

@@ -1,0 +1,1 @@
+"""Unit tests: the pure rules, next to the package they test; no database, no sockets."""

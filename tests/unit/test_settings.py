@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fedqueue.errors import SettingsError
+from fedqueue.settings import load_settings
+
+
+def test_defaults_come_from_the_toml_file() -> None:
+    settings = load_settings()
+    assert settings.base_url == "http://127.0.0.1:8000"
+    assert settings.database_url == "sqlite+aiosqlite:///fedqueue.db"
+    assert settings.retry_base_seconds == 30
+
+
+def test_environment_overrides_the_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEDQUEUE_BASE_URL", "https://social.example/")
+    monkeypatch.setenv("FEDQUEUE_RETRY_MAX_ATTEMPTS", "7")
+    settings = load_settings()
+    assert settings.base_url == "https://social.example"
+    assert settings.host == "social.example"
+    assert settings.retry_max_attempts == 7
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "complaint"),
+    [
+        ("FEDQUEUE_RETRY_BASE_SECONDS", "soon", "valid number"),
+        ("FEDQUEUE_RETRY_BASE_SECONDS", "-1", "greater than 0"),
+        ("FEDQUEUE_BASE_URL", "ftp://example.org", "http(s) origin"),
+        ("FEDQUEUE_BASE_URL", "https://example.org/app", "origin only"),
+        ("FEDQUEUE_DATABASE_URL", "mysql://x", "sqlite+aiosqlite://"),
+        ("FEDQUEUE_ALLOW_PRIVATE_ADDRESSES", "maybe", "valid boolean"),
+        ("FEDQUEUE_LOG_FORMAT", "xml", "'text' or 'json'"),
+    ],
+)
+def test_a_bad_setting_is_one_line_naming_it(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, complaint: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(variable)
+    assert complaint in message
+
+
+def test_an_unknown_key_in_the_config_file_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    original = Path(__file__).parents[2] / "config" / "fedqueue.toml"
+    config = tmp_path / "fedqueue.toml"
+    config.write_text(original.read_text() + "\nretry_bse_seconds = 3\n")
+    monkeypatch.setenv("FEDQUEUE_CONFIG", str(config))
+    with pytest.raises(SettingsError, match="FEDQUEUE_RETRY_BSE_SECONDS: unknown setting"):
+        load_settings()
+
+
+def test_a_missing_config_file_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("FEDQUEUE_CONFIG", str(tmp_path / "nope.toml"))
+    with pytest.raises(SettingsError, match=r"nope\.toml not found"):
+        load_settings()
