@@ -22,7 +22,9 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from fedqueue.outbound.coalesce_rules import Coalesced, Delivery, DeliveryState, before_send, coalesce
-from fedqueue.storage import ActivityFacts, Claimed, Decision, HistoryRow, Store
+from fedqueue.outbound.intake import ActivityFacts
+from fedqueue.outbound.record import Claimed
+from fedqueue.storage import Decision, HistoryRow, Store
 
 Key = tuple[str, str]
 

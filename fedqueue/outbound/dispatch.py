@@ -38,20 +38,14 @@ from fedqueue.metrics import Metrics
 from fedqueue.outbound.backoff import Jitter, RetrySchedule
 from fedqueue.outbound.circuit import CLOSED, CircuitPolicy, HostHealth, admit
 from fedqueue.outbound.coalesce_hooks import Coalescer, Verdict
-from fedqueue.outbound.record import health_changes, refused_result, result_of
+from fedqueue.outbound.outcomes import Attempt
+from fedqueue.outbound.record import Claimed, Result, health_changes, refused_result, result_of
 from fedqueue.outbound.scheme_choice import SchemeBook
-from fedqueue.outbound.send import (
-    Attempt,
-    Keyring,
-    PreparedBody,
-    post_knocking,
-    prepare_body,
-    signing_threads,
-)
+from fedqueue.outbound.send import Keyring, PreparedBody, post_knocking, prepare_body, signing_threads
 from fedqueue.outbound.signing_threads import SigningThreads
 from fedqueue.remote.client import HttpClient
 from fedqueue.settings import Settings
-from fedqueue.storage import Claimed, Result, StorageUnavailable, Store
+from fedqueue.storage import StorageUnavailable, Store
 
 BLOCKED_REASON = "host is blocked by an admin"
 #: Prepared bodies kept per worker (one per recent activity).

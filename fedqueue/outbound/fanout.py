@@ -29,12 +29,19 @@ from fedqueue.metrics import Metrics
 from fedqueue.outbound.addressing import InboxChoice, choose_inboxes, recipients
 from fedqueue.outbound.backoff import RetrySchedule
 from fedqueue.outbound.coalesce_hooks import Coalescer
-from fedqueue.outbound.intake import dumps, normalize, parse_activity, parse_inboxes, subject_of
+from fedqueue.outbound.intake import (
+    ActivityFacts,
+    dumps,
+    normalize,
+    parse_activity,
+    parse_inboxes,
+    subject_of,
+)
 from fedqueue.outbound.send import Keyring
 from fedqueue.remote.client import FetchError, host_of
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.settings import Settings
-from fedqueue.storage import ActivityFacts, OutboxEntry, Store, Target
+from fedqueue.storage import OutboxEntry, Store, Target
 from fedqueue.urls import Urls
 
 log = logging.getLogger("fedqueue.outbound.fanout")

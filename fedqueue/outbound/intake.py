@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from fedqueue.errors import InvalidInput
 from fedqueue.remote.client import FetchError, check_url, host_of
 from fedqueue.storable import HOST_CHARS, NAME_CHARS, URI_CHARS, check_text
-from fedqueue.storage import ActivityFacts
 from fedqueue.urls import Urls
 
 AS_CONTEXT = "https://www.w3.org/ns/activitystreams"
@@ -51,6 +51,22 @@ ACTIVITY_TYPES = frozenset(
     }
 )
 _COPIED_TO_CREATE = ("to", "cc", "bto", "bcc", "audience", "published")
+
+
+@dataclass(frozen=True)
+class ActivityFacts:
+    """What a validated activity contributes to its row and to every delivery of it.
+
+    `object_id` is the coalescing subject (for an Undo: the undone activity's object);
+    `undoes` the undone activity's id; `target` an Add's or Remove's collection.
+    """
+
+    actor: str
+    activity_id: str
+    activity_type: str
+    object_id: str | None
+    undoes: str | None = None
+    target: str | None = None
 
 
 def _actor_uri(value: Any) -> Any:

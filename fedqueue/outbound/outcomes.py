@@ -16,9 +16,26 @@ from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
 
 from fedqueue.outbound.backoff import Jitter, RetrySchedule
+from fedqueue.signing.cavage import SignatureScheme
 
 RETRYABLE_STATUSES = frozenset({408, 429})
 BODY_HEAD_CHARS = 200
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What one POST gave: a status (with the body's head and Retry-After), or an error."""
+
+    status: int | None
+    body_head: str = ""
+    retry_after: str | None = None
+    error: str | None = None
+    permanent: bool = False
+    #: The scheme of the POST this answer is to; `knocks`: POSTs the attempt took (2: double knock).
+    scheme: SignatureScheme | None = None
+    knocks: int = 1
+    #: Set by the dispatcher when this answer settles the host's scheme (to be remembered).
+    learned: SignatureScheme | None = None
 
 
 @dataclass(frozen=True)

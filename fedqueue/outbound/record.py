@@ -9,18 +9,53 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import reduce
 
 from fedqueue.outbound.backoff import Jitter, RetrySchedule
 from fedqueue.outbound.circuit import CircuitPolicy, HostHealth, after_failure, after_success
-from fedqueue.outbound.outcomes import Dead, Delivered, Outcome, classify_error, classify_response, host_is_up
-from fedqueue.outbound.send import Attempt
+from fedqueue.outbound.outcomes import (
+    Attempt,
+    Dead,
+    Delivered,
+    Outcome,
+    classify_error,
+    classify_response,
+    host_is_up,
+)
 from fedqueue.signing.cavage import SignatureScheme
-from fedqueue.storage import Claimed, Result
 
 HealthChange = Callable[[HostHealth], HostHealth]
+
+
+@dataclass(frozen=True)
+class Claimed:
+    id: int
+    outbox_id: int
+    inbox: str
+    host: str
+    actor: str
+    activity_type: str
+    object_id: str | None
+    attempts: int
+    next_attempt_at: datetime
+
+
+@dataclass(frozen=True)
+class Result:
+    """The state a claimed delivery ends an attempt in; `gone` also marks its inbox gone."""
+
+    id: int
+    state: str
+    attempts: int
+    next_attempt_at: datetime
+    last_status: int | None
+    last_error: str | None
+    attempted_at: datetime | None
+    delivered_at: datetime | None = None
+    inbox: str = ""
+    gone: bool = False
 
 
 def result_of(

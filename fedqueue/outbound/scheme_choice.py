@@ -20,6 +20,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from fedqueue.outbound.circuit import HostHealth
+from fedqueue.outbound.outcomes import Attempt
 from fedqueue.outbound.scheme_rules import (
     UNKNOWN,
     SchemePolicy,
@@ -28,7 +29,6 @@ from fedqueue.outbound.scheme_rules import (
     is_confirmed,
     second_knock,
 )
-from fedqueue.outbound.send import Attempt
 from fedqueue.signing.cavage import SignatureScheme
 
 #: How long a host's other deliveries wait for the answer to its discovery knock.

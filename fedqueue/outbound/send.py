@@ -19,6 +19,7 @@ from datetime import datetime
 from functools import partial
 
 from fedqueue.outbound.addressing import strip_hidden
+from fedqueue.outbound.outcomes import Attempt
 from fedqueue.outbound.scheme_rules import refuses_signature
 from fedqueue.outbound.signing_threads import SigningThreads
 from fedqueue.remote.client import ACTIVITY_JSON, HttpClient, SendFailed, SigningIdentity, signed_headers
@@ -51,22 +52,6 @@ class PreparedBody:
     #: `Digest` (draft-cavage, RFC 3230) and `Content-Digest` (RFC 9421, RFC 9530) values.
     digest: str
     content_digest: str
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """What one POST gave: a status (with the body's head and Retry-After), or an error."""
-
-    status: int | None
-    body_head: str = ""
-    retry_after: str | None = None
-    error: str | None = None
-    permanent: bool = False
-    #: The scheme of the POST this answer is to; `knocks`: POSTs the attempt took (2: double knock).
-    scheme: SignatureScheme | None = None
-    knocks: int = 1
-    #: Set by the dispatcher when this answer settles the host's scheme (to be remembered).
-    learned: SignatureScheme | None = None
 
 
 def prepare_body(activity_json: str) -> PreparedBody:

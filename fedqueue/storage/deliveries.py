@@ -16,8 +16,9 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Select, and_, bindparam, case, func, or_, select, type_coerce, update
 
+from fedqueue.outbound.intake import ActivityFacts
+from fedqueue.outbound.record import Claimed, Result
 from fedqueue.storage.database import Database
-from fedqueue.storage.outbox import ActivityFacts
 from fedqueue.storage.tables import DeliveryRow, GoneInboxRow, HostRow
 from fedqueue.storage.types import UTCDateTime
 from fedqueue.storage.upsert import insert_ignoring_conflicts
@@ -37,35 +38,6 @@ class Target:
     inbox: str
     host: str
     dead_reason: str | None = None
-
-
-@dataclass(frozen=True)
-class Claimed:
-    id: int
-    outbox_id: int
-    inbox: str
-    host: str
-    actor: str
-    activity_type: str
-    object_id: str | None
-    attempts: int
-    next_attempt_at: datetime
-
-
-@dataclass(frozen=True)
-class Result:
-    """The state a claimed delivery ends an attempt in; `gone` also marks its inbox gone."""
-
-    id: int
-    state: str
-    attempts: int
-    next_attempt_at: datetime
-    last_status: int | None
-    last_error: str | None
-    attempted_at: datetime | None
-    delivered_at: datetime | None = None
-    inbox: str = ""
-    gone: bool = False
 
 
 @dataclass(frozen=True)

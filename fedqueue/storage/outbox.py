@@ -25,6 +25,7 @@ from typing import Any
 from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import OutboxRow
 
@@ -42,22 +43,6 @@ class Submitted:
     activity_id: str
     actor: str
     created: bool
-
-
-@dataclass(frozen=True)
-class ActivityFacts:
-    """What a validated activity contributes to its row and to every delivery of it.
-
-    `object_id` is the coalescing subject (for an Undo: the undone activity's object);
-    `undoes` the undone activity's id; `target` an Add's or Remove's collection.
-    """
-
-    actor: str
-    activity_id: str
-    activity_type: str
-    object_id: str | None
-    undoes: str | None = None
-    target: str | None = None
 
 
 @dataclass(frozen=True)

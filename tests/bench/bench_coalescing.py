@@ -25,7 +25,8 @@ from pathlib import Path
 from sqlalchemy import text
 
 from fedqueue.outbound.coalesce_hooks import Coalescer
-from fedqueue.storage import ActivityFacts, Store, Target
+from fedqueue.outbound.intake import ActivityFacts
+from fedqueue.storage import Store, Target
 from fedqueue.storage.types import utcnow
 from tests.bench import harness
 

@@ -14,11 +14,13 @@ from aiohttp import web
 from fedqueue.metrics import Metrics
 from fedqueue.outbound import dispatch
 from fedqueue.outbound.fanout import Fanout
+from fedqueue.outbound.intake import ActivityFacts
+from fedqueue.outbound.record import Result
 from fedqueue.outbound.send import PreparedBody, post_knocking, prepare_body
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.client import HttpClient
 from fedqueue.settings import Settings
-from fedqueue.storage import ActivityFacts, OutboxEntry, Result, Store, Target
+from fedqueue.storage import OutboxEntry, Store, Target
 from fedqueue.storage.deliveries import DeliveryStore
 from fedqueue.storage.types import utcnow
 from tests.loopback import LoopbackServer, Recorded
