@@ -20,7 +20,8 @@ from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.settings import Settings
 from fedqueue.signing import keys
 from fedqueue.signing import structured_fields as sf
-from fedqueue.signing.cavage import (
+from fedqueue.signing.digests import content_digest_header
+from fedqueue.signing.requests import (
     RFC9421_POST_COMPONENTS,
     Rfc9421Algorithm,
     cavage_signing_string,
@@ -29,7 +30,6 @@ from fedqueue.signing.cavage import (
     sign_request,
     sign_rfc9421,
 )
-from fedqueue.signing.digests import content_digest_header
 from fedqueue.storage import Store
 from fedqueue.storage.types import utcnow
 from fedqueue.web.app import create_app

@@ -14,7 +14,7 @@ from fedqueue.outbound.worker import Worker
 from fedqueue.remote.client import HttpClient
 from fedqueue.settings import Settings
 from fedqueue.signing import keys
-from fedqueue.signing.cavage import parse_cavage_signature, sha256_digest_header, verify_cavage
+from fedqueue.signing.requests import parse_cavage_signature, sha256_digest_header, verify_cavage
 from fedqueue.storage import Store
 from tests.loopback import LoopbackServer, Recorded
 

@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.asymmetric.types import PublicKeyTypes
 
 from fedqueue.errors import InvalidInput
 from fedqueue.signing import keys
-from fedqueue.signing.cavage import (
+from fedqueue.signing.requests import (
     CavageSignature,
     Rfc9421Signature,
     SignatureError,
@@ -38,7 +38,7 @@ from fedqueue.signing.cavage import (
     signature_field_parts,
     verify_parsed,
 )
-from fedqueue.signing.cavage import check_digest as check_rfc3230_digest
+from fedqueue.signing.requests import check_digest as check_rfc3230_digest
 
 
 class Coverage(Enum):

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
 
 from fedqueue.outbound.backoff import Jitter, RetrySchedule
-from fedqueue.signing.cavage import SignatureScheme
+from fedqueue.signing.requests import SignatureScheme
 
 RETRYABLE_STATUSES = frozenset({408, 429})
 BODY_HEAD_CHARS = 200

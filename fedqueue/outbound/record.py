@@ -24,7 +24,7 @@ from fedqueue.outbound.outcomes import (
     classify_response,
     host_is_up,
 )
-from fedqueue.signing.cavage import SignatureScheme
+from fedqueue.signing.requests import SignatureScheme
 
 HealthChange = Callable[[HostHealth], HostHealth]
 

@@ -29,7 +29,7 @@ from fedqueue.outbound.scheme_rules import (
     is_confirmed,
     second_knock,
 )
-from fedqueue.signing.cavage import SignatureScheme
+from fedqueue.signing.requests import SignatureScheme
 
 #: How long a host's other deliveries wait for the answer to its discovery knock.
 DISCOVERY_WAIT_S = 2.0

@@ -19,7 +19,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Literal
 
-from fedqueue.signing.cavage import SignatureScheme
+from fedqueue.signing.requests import SignatureScheme
 
 SchemePolicy = Literal["cavage-first", "rfc9421-first", "cavage-only"]
 #: `hosts.signature_scheme` values.

@@ -23,7 +23,7 @@ from fedqueue.outbound.outcomes import Attempt
 from fedqueue.outbound.scheme_rules import refuses_signature
 from fedqueue.outbound.signing_threads import SigningThreads
 from fedqueue.remote.client import ACTIVITY_JSON, HttpClient, SendFailed, SigningIdentity, signed_headers
-from fedqueue.signing.cavage import (
+from fedqueue.signing.requests import (
     SignatureError,
     SignatureScheme,
     content_digest_header,

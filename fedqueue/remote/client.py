@@ -36,7 +36,7 @@ from fedqueue import __version__
 from fedqueue.errors import FedqueueError
 from fedqueue.remote.capped import read_capped
 from fedqueue.settings import Settings
-from fedqueue.signing.cavage import (
+from fedqueue.signing.requests import (
     GET_SIGNED_HEADERS,
     POST_SIGNED_HEADERS,
     RFC9421_GET_COMPONENTS,

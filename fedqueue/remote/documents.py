@@ -25,7 +25,7 @@ from fedqueue.remote.client import (
     host_of,
     signed_headers,
 )
-from fedqueue.signing.cavage import SignatureScheme
+from fedqueue.signing.requests import SignatureScheme
 from fedqueue.storable import URI_CHARS, text_problem
 from fedqueue.storage import CachedRemote, Store
 from fedqueue.storage.types import utcnow

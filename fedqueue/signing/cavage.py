@@ -1,10 +1,7 @@
-"""HTTP request signatures: base strings, signing and verification (pure: no network).
+"""draft-cavage-http-signatures-12 as Mastodon sends and accepts it (pure: no network).
 
-draft-cavage-http-signatures-12 as Mastodon sends and accepts it lives here; RFC 9421 lives in
-`signatures_rfc9421` and RFC 9530 Content-Digest in `content_digest`. This module is the one
-surface callers need for both: `sign_request`, `parse_request_signatures`, `verify_parsed` and
-`verify_any`. Everything works on plain values (method, URL, headers, body, keys); fetching
-keys, time windows, replay and which components a request must cover are the callers' business.
+The signing string, signing, parsing the `Signature` header, verifying it, and the
+`Digest` header it covers. Callers use the scheme-neutral surface in `signing.requests`.
 """
 
 from __future__ import annotations
@@ -14,9 +11,7 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import format_datetime
-from typing import ClassVar, Literal, TypeAlias
+from typing import ClassVar, Literal
 from urllib.parse import urlsplit
 
 from cryptography.exceptions import InvalidSignature
@@ -27,64 +22,8 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes, Pub
 from fedqueue.errors import SignatureError
 from fedqueue.signing.digests import (
     CONTENT_DIGEST_ALGORITHMS,
-    check_content_digest,
-    content_digest_header,
     match_digests,
 )
-from fedqueue.signing.rfc9421 import (
-    DEFAULT_LABEL,
-    RFC9421_ALGORITHMS,
-    RFC9421_GET_COMPONENTS,
-    RFC9421_POST_COMPONENTS,
-    Rfc9421Algorithm,
-    Rfc9421Signature,
-    authority,
-    default_algorithm,
-    lower_headers,
-    parse_rfc9421_signatures,
-    rfc9421_signature_base,
-    sign_rfc9421,
-    sign_rfc9421_request,
-    verify_rfc9421,
-)
-
-__all__ = [
-    "CAVAGE_ALGORITHMS",
-    "DEFAULT_LABEL",
-    "GET_SIGNED_HEADERS",
-    "POST_SIGNED_HEADERS",
-    "RFC9421_ALGORITHMS",
-    "RFC9421_GET_COMPONENTS",
-    "RFC9421_POST_COMPONENTS",
-    "CavageSignature",
-    "ParsedSignature",
-    "Rfc9421Algorithm",
-    "Rfc9421Signature",
-    "SignatureError",
-    "SignatureScheme",
-    "authority",
-    "cavage_signing_string",
-    "check_content_digest",
-    "check_digest",
-    "content_digest_header",
-    "default_algorithm",
-    "parse_cavage_signature",
-    "parse_request_signatures",
-    "parse_rfc9421_signatures",
-    "request_target",
-    "rfc9421_signature_base",
-    "sha256_digest_header",
-    "sign_cavage",
-    "sign_request",
-    "sign_rfc9421",
-    "sign_rfc9421_request",
-    "signature_field_parts",
-    "signature_with_label",
-    "verify_any",
-    "verify_cavage",
-    "verify_parsed",
-    "verify_rfc9421",
-]
 
 #: What fedqueue signs on a POST, in Mastodon's order.
 POST_SIGNED_HEADERS = ("(request-target)", "host", "date", "digest", "content-type")
@@ -114,11 +53,6 @@ class CavageSignature:
     def covers_body(self) -> bool:
         """Whether the signature covers Digest, and so (once that is checked) the body."""
         return "digest" in self.headers
-
-
-#: Either kind of parsed signature; tell them apart with isinstance (or `.scheme`).
-ParsedSignature: TypeAlias = CavageSignature | Rfc9421Signature
-SignatureScheme = Literal["cavage", "rfc9421"]
 
 
 def sha256_digest_header(body: bytes) -> str:
@@ -271,152 +205,3 @@ def check_digest(value: str, body: bytes) -> None:
         if base64.b64encode(digests[name]).decode() != encoded:
             raise SignatureError(f"Digest {name} is not canonical base64")
     match_digests("Digest", digests, body)
-
-
-def _signature_members(value: str) -> list[str]:
-    """The comma-separated members of a Signature field, not splitting inside quoted strings."""
-    members: list[str] = []
-    start, quoted, escaped = 0, False, False
-    for position, char in enumerate(value):
-        if escaped:
-            escaped = False
-        elif quoted and char == "\\":
-            escaped = True
-        elif char == '"':
-            quoted = not quoted
-        elif char == "," and not quoted:
-            members.append(value[start:position].strip())
-            start = position + 1
-    members.append(value[start:].strip())
-    return [member for member in members if member]
-
-
-def signature_field_parts(headers: Mapping[str, str]) -> tuple[str | None, str | None]:
-    """The Signature field as (its draft-cavage value, its RFC 9421 value); None where absent.
-
-    Without Signature-Input the whole field is draft-cavage. With it, a sender may still send
-    both kinds on two Signature lines, which arrive joined by ", ": members whose value is a
-    byte sequence (`sig1=:...:`) are RFC 9421, the others (`keyId="..."`, ...) draft-cavage.
-    """
-    lowered = lower_headers(headers)
-    value = lowered.get("signature")
-    if value is None or "signature-input" not in lowered:
-        return value, None
-    cavage: list[str] = []
-    rfc9421: list[str] = []
-    for member in _signature_members(value):
-        (rfc9421 if member.partition("=")[2].lstrip().startswith(":") else cavage).append(member)
-    return ",".join(cavage) or None, ", ".join(rfc9421) or None
-
-
-def sign_request(
-    scheme: SignatureScheme,
-    method: str,
-    url: str,
-    headers: Mapping[str, str],
-    body: bytes | None,
-    private_key: PrivateKeyTypes,
-    key_id: str,
-    now: datetime,
-) -> dict[str, str]:
-    """The headers to add so the request is signed under `scheme`; `body=None` means no body (a GET).
-
-    `url` and `method` must be exactly what will be sent. cavage adds Host and Date when
-    `headers` lack them, Digest with a body, and Signature; rfc9421 adds Content-Digest with a
-    body, Signature-Input and Signature (label sig1, created from `now`, keyid, alg).
-    """
-    if now.tzinfo is None:
-        raise ValueError("now must be timezone-aware")
-    if scheme == "rfc9421":
-        return sign_rfc9421_request(method, url, headers, body, private_key, key_id, int(now.timestamp()))
-    lowered = lower_headers(headers)
-    added: dict[str, str] = {}
-    # Host and Date are signed, so they must be sent exactly as signed: hand them back to set.
-    if "host" not in lowered:
-        added["Host"] = lowered["host"] = authority(url)
-    if "date" not in lowered:
-        added["Date"] = lowered["date"] = format_datetime(now.astimezone(UTC), usegmt=True)
-    signed: Sequence[str] = GET_SIGNED_HEADERS
-    if body is not None:
-        added["Digest"] = lowered["digest"] = sha256_digest_header(body)
-        signed = [name for name in POST_SIGNED_HEADERS if name != "content-type" or name in lowered]
-    added["Signature"] = sign_cavage(method, url, lowered, private_key, key_id, signed)
-    return added
-
-
-def parse_request_signatures(headers: Mapping[str, str]) -> list[ParsedSignature]:
-    """Every signature a request carries ([] if unsigned); SignatureError if one is malformed.
-
-    A Signature-Input header means RFC 9421 (as Mastodon decides), in header order; a
-    draft-cavage Signature beside it (see `signature_field_parts`) comes after those.
-    """
-    lowered = lower_headers(headers)
-    cavage, rfc9421 = signature_field_parts(lowered)
-    parsed: list[ParsedSignature] = []
-    if "signature-input" in lowered:
-        without = {name: value for name, value in lowered.items() if name != "signature"}
-        parsed.extend(parse_rfc9421_signatures(without | ({"signature": rfc9421} if rfc9421 else {})))
-    if cavage is not None:
-        parsed.append(parse_cavage_signature(cavage))
-    return parsed
-
-
-def verify_parsed(
-    parsed: ParsedSignature,
-    method: str,
-    url: str,
-    headers: Mapping[str, str],
-    body: bytes,
-    public_key: PublicKeyTypes,
-) -> None:
-    """Raise SignatureError unless `parsed` verifies and any digest it covers matches `body`.
-
-    Pass b"" as the body of a request without one.
-    """
-    lowered = lower_headers(headers)
-    if isinstance(parsed, CavageSignature):
-        if parsed.covers_body:
-            check_digest(lowered.get("digest", ""), body)
-        verify_cavage(method, url, lowered, parsed, public_key)
-        return
-    if parsed.covers_body:
-        if "content-digest" not in lowered:
-            raise SignatureError("signed header 'content-digest' is missing from the request")
-        check_content_digest(lowered["content-digest"], body)
-    verify_rfc9421(method, url, lowered, parsed, public_key)
-
-
-def verify_any(
-    parsed: Sequence[ParsedSignature],
-    method: str,
-    url: str,
-    headers: Mapping[str, str],
-    body: bytes,
-    public_keys: Mapping[str, PublicKeyTypes],
-) -> ParsedSignature:
-    """The first signature (in header order) that verifies under its key in `public_keys` (by key id).
-
-    Signatures whose key id is not in `public_keys` are skipped; SignatureError names each
-    failure if none verifies.
-    """
-    failures: list[str] = []
-    for signature in parsed:
-        key = public_keys.get(signature.key_id) if signature.key_id is not None else None
-        if key is None:
-            failures.append(f"{signature.key_id!r}: no key given")
-            continue
-        try:
-            verify_parsed(signature, method, url, headers, body, key)
-        except SignatureError as exc:
-            failures.append(f"{signature.key_id!r}: {exc}")
-        else:
-            return signature
-    raise SignatureError("no signature verifies: " + ("; ".join(failures) or "the request is not signed"))
-
-
-def signature_with_label(parsed: Sequence[ParsedSignature], label: str) -> Rfc9421Signature:
-    """The RFC 9421 signature labelled `label`; SignatureError if there is none."""
-    for signature in parsed:
-        if isinstance(signature, Rfc9421Signature) and signature.label == label:
-            return signature
-    raise SignatureError(f"the request has no signature labelled {label!r}")

@@ -39,7 +39,7 @@ from fedqueue.inbound.verify import (
 from fedqueue.metrics import Metrics
 from fedqueue.remote.client import FetchError, SigningIdentity, host_of
 from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.signing.cavage import SignatureError
+from fedqueue.signing.requests import SignatureError
 from fedqueue.storable import URI_CHARS, check_text, parse_decimal
 from fedqueue.storage import NewInbound, StorageUnavailable, Store, check_actor_name
 from fedqueue.storage.types import utcnow

@@ -36,7 +36,7 @@ from sqlalchemy.engine import make_url
 
 from fedqueue.remote.client import SigningIdentity, signed_headers
 from fedqueue.signing import keys
-from fedqueue.signing.cavage import sha256_digest_header
+from fedqueue.signing.requests import sha256_digest_header
 from fedqueue.storage.migrate import upgrade_to_head
 from fedqueue.storage.types import utcnow
 

@@ -13,7 +13,7 @@ from sqlalchemy import select, update
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.settings import Settings
 from fedqueue.signing import keys
-from fedqueue.signing.cavage import sha256_digest_header
+from fedqueue.signing.requests import sha256_digest_header
 from fedqueue.storage import Store
 from fedqueue.storage.tables import HostRow, InboundActivityRow, InboxItemRow
 from fedqueue.web.app import create_app

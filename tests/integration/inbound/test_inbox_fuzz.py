@@ -14,7 +14,7 @@ from fedqueue.remote.client import HttpClient, SigningIdentity, signed_headers
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.settings import load_settings
 from fedqueue.signing import keys
-from fedqueue.signing.cavage import sha256_digest_header
+from fedqueue.signing.requests import sha256_digest_header
 from fedqueue.storage import Store
 from fedqueue.storage.types import utcnow
 from fedqueue.web.app import create_app

@@ -14,8 +14,8 @@ from sqlalchemy import select
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.settings import Settings
 from fedqueue.signing import keys
-from fedqueue.signing.cavage import RFC9421_POST_COMPONENTS, sign_rfc9421
 from fedqueue.signing.digests import content_digest_header
+from fedqueue.signing.requests import RFC9421_POST_COMPONENTS, sign_rfc9421
 from fedqueue.storage import Store
 from fedqueue.storage.tables import InboundActivityRow, RemoteActorRow
 from fedqueue.storage.types import utcnow

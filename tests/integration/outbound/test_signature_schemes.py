@@ -18,7 +18,7 @@ from fedqueue.outbound.circuit import HostHealth
 from fedqueue.outbound.status import activity_status
 from fedqueue.settings import Settings
 from fedqueue.signing import keys
-from fedqueue.signing.cavage import SignatureScheme, parse_request_signatures, verify_parsed
+from fedqueue.signing.requests import SignatureScheme, parse_request_signatures, verify_parsed
 from fedqueue.storage import Store
 from fedqueue.storage.types import utcnow
 from fedqueue.urls import Urls

@@ -15,7 +15,7 @@ from fedqueue.remote.client import FetchError, HttpClient, SendFailed, SigningId
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.settings import Settings
 from fedqueue.signing import keys
-from fedqueue.signing.cavage import parse_cavage_signature, verify_cavage
+from fedqueue.signing.requests import parse_cavage_signature, verify_cavage
 from fedqueue.storage import Store
 from fedqueue.storage.types import utcnow
 from tests.loopback import LoopbackServer

@@ -8,7 +8,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from fedqueue.settings import Settings
 from fedqueue.signing import keys
-from fedqueue.signing.cavage import GET_SIGNED_HEADERS, parse_cavage_signature, sign_cavage, verify_cavage
+from fedqueue.signing.requests import GET_SIGNED_HEADERS, parse_cavage_signature, sign_cavage, verify_cavage
 from fedqueue.storage import Store
 from fedqueue.web.app import create_app
 from tests.helpers import asgi_client

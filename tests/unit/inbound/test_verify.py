@@ -25,7 +25,7 @@ from fedqueue.inbound.verify import (
     verify_signature,
 )
 from fedqueue.signing import keys
-from fedqueue.signing.cavage import SignatureError, sign_request
+from fedqueue.signing.requests import SignatureError, sign_request
 
 # draft-cavage-http-signatures-12, Appendix C: the test key (RSA, keyId "Test") and request.
 SPEC_PRIVATE_KEY = """-----BEGIN RSA PRIVATE KEY-----

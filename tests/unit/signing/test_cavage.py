@@ -4,7 +4,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from fedqueue.signing import keys
-from fedqueue.signing.cavage import (
+from fedqueue.signing.requests import (
     POST_SIGNED_HEADERS,
     SignatureError,
     parse_cavage_signature,

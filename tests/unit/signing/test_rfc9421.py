@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes, PublicKeyTypes
 
 from fedqueue.errors import SignatureError
-from fedqueue.signing.cavage import (
+from fedqueue.signing.requests import (
     Rfc9421Algorithm,
     Rfc9421Signature,
     parse_request_signatures,
