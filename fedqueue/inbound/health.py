@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from fedqueue.remote.client import FetchError, host_of
 from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.guard import FetchError, host_of
 from fedqueue.storage import Store
 
 log = logging.getLogger("fedqueue.inbox")

@@ -38,8 +38,8 @@ from fedqueue.outbound.intake import (
     subject_of,
 )
 from fedqueue.outbound.send import Keyring
-from fedqueue.remote.client import FetchError, host_of
 from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.guard import FetchError, host_of
 from fedqueue.settings import Settings
 from fedqueue.storage import OutboxEntry, Store, Target
 from fedqueue.urls import Urls

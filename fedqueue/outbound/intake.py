@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedqueue.errors import InvalidInput
-from fedqueue.remote.client import FetchError, check_url, host_of
+from fedqueue.remote.guard import FetchError, check_url, host_of
 from fedqueue.storable import HOST_CHARS, NAME_CHARS, URI_CHARS, check_text
 from fedqueue.urls import Urls
 

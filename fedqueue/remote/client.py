@@ -6,7 +6,7 @@ Delivery POSTs, the hot path, skip httpx and use the same aiohttp session direct
 httpx's request and response models and its cookie jar cost about as much CPU per POST as the
 exchange itself. Both paths share one connection pool, so the caps hold across them.
 
-The address guard works at two depths. `check_url` refuses URLs whose host is an IP literal
+The address guard (`guard`) works at two depths. `check_url` refuses URLs whose host is an IP literal
 in a forbidden range before any request is made; the aiohttp resolver refuses names that
 resolve to such addresses at connect time, so a DNS answer that changes between a check and
 the connection (rebinding) cannot slip through.
@@ -15,8 +15,6 @@ the connection (rebinding) cannot slip through.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
-import re
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -35,6 +33,13 @@ from httpx_aiohttp import AiohttpTransport
 from fedqueue import __version__
 from fedqueue.errors import FedqueueError
 from fedqueue.remote.capped import read_capped
+from fedqueue.remote.guard import (
+    FetchError,
+    ForbiddenAddress,
+    check_url,
+    forbidden_cause,
+    is_forbidden_ip,
+)
 from fedqueue.settings import Settings
 from fedqueue.signing.requests import (
     GET_SIGNED_HEADERS,
@@ -51,14 +56,6 @@ ACTIVITY_JSON = "application/activity+json"
 ACCEPT_ACTIVITY = f'{ACTIVITY_JSON}, application/ld+json; profile="https://www.w3.org/ns/activitystreams"'
 
 
-class ForbiddenAddress(FedqueueError, OSError):
-    """A URL's host is, or resolves to, a loopback, private, link-local or reserved address."""
-
-
-class FetchError(FedqueueError):
-    """A remote document could not be fetched or used; the message says why, in one line."""
-
-
 @dataclass(frozen=True)
 class SigningIdentity:
     """Who signs an outbound request: a local actor's key id and private key."""
@@ -67,109 +64,7 @@ class SigningIdentity:
     private_key: PrivateKeyTypes
 
 
-#: NAT64's well-known prefix: the last 32 bits are the IPv4 address the translator connects to.
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 #: A host name whose last label is a number (decimal, or 0x hex) is an IPv4 address to URL parsers.
-_NUMERIC_LABEL = re.compile(r"[0-9]+|0[xX][0-9a-fA-F]*")
-
-
-def embedded_ipv4s(ip: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
-    """The IPv4 addresses traffic to `ip` really reaches: IPv4-mapped, 6to4, NAT64, Teredo."""
-    if ip.ipv4_mapped is not None:
-        return (ip.ipv4_mapped,)
-    if ip.sixtofour is not None:
-        return (ip.sixtofour,)
-    if ip.teredo is not None:
-        return ip.teredo  # (server, client); Python undoes the client's bitwise NOT
-    if ip in _NAT64:
-        return (ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF),)
-    return ()
-
-
-def is_forbidden_ip(address: str) -> bool:
-    """Whether an IP literal is loopback, private, link-local, reserved or otherwise not global.
-
-    An IPv6 address that embeds IPv4 addresses (see `embedded_ipv4s`) is judged by those alone,
-    since that is where its packets go; Python counts 2002::/16 as global whatever it embeds.
-    IPv4-compatible (::a.b.c.d, deprecated) and local-use NAT64 (64:ff9b:1::/48) addresses
-    are reserved, so refused.
-    """
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address):
-        embedded = embedded_ipv4s(ip)
-        if embedded:
-            return any(_forbidden_class(inner) for inner in embedded)
-    return _forbidden_class(ip)
-
-
-def _forbidden_class(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    return (
-        ip.is_private
-        or ip.is_loopback
-        or ip.is_link_local
-        or ip.is_multicast
-        or ip.is_reserved
-        or ip.is_unspecified
-        or not ip.is_global
-    )
-
-
-def is_noncanonical_ipv4(host: str) -> bool:
-    """Whether `host` is an IPv4 address spelt other than as four plain decimals (0177.0.0.1, 127.1, 0x7f...).
-
-    URL parsers and resolvers disagree on such spellings (httpx refuses some, getaddrinfo reads
-    them as octal or hex), so no client is asked to use them.
-    """
-    last = host.removesuffix(".").rsplit(".", 1)[-1]
-    if ":" in host or not _NUMERIC_LABEL.fullmatch(last):
-        return False
-    try:
-        ipaddress.IPv4Address(host)
-    except ValueError:
-        return True
-    return False
-
-
-def host_of(url: str) -> str:
-    """The host as hosts are tracked: lower-case name, with the port when it is explicit.
-
-    Never raises: a URL too malformed to split (an unclosed `[`, a port out of range) gives
-    its raw authority, which `check_url` refuses before anything is fetched.
-    """
-    try:
-        parts = urlsplit(url)
-        host = (parts.hostname or "").lower()
-        return f"{host}:{parts.port}" if parts.port else host
-    except ValueError:
-        return url.partition("://")[2].partition("/")[0].lower()[:255]
-
-
-def check_url(url: str, *, allow_private: bool) -> None:
-    """Refuse URLs that are not http(s) with a usable host, or whose host is a forbidden IP literal.
-
-    Hosts no client can use (a non-canonical IPv4 spelling, a malformed IPv6 literal or port)
-    are refused even when private addresses are allowed.
-    """
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-        _ = parts.port  # a port out of range raises here
-    except ValueError:
-        raise FetchError(f"not a valid URL: {url[:200]!r}") from None
-    if parts.scheme not in ("http", "https") or not host:
-        raise FetchError(f"not an http(s) URL: {url[:200]!r}")
-    if is_noncanonical_ipv4(host):
-        raise FetchError(f"host {host[:100]!r} is a non-canonical IPv4 spelling")
-    try:
-        forbidden = is_forbidden_ip(host)
-    except ValueError:
-        if ":" in host:
-            raise FetchError(f"host {host[:100]!r} is not a valid IPv6 address") from None
-        return  # a name: the resolver checks what it resolves to
-    if forbidden and not allow_private:
-        raise ForbiddenAddress(f"{host} is a private or loopback address")
-
-
 class GuardedResolver(AbstractResolver):
     """Resolves like aiohttp's default resolver, then drops forbidden addresses."""
 
@@ -189,18 +84,6 @@ class GuardedResolver(AbstractResolver):
         await self._inner.close()
 
 
-def forbidden_cause(exc: BaseException) -> ForbiddenAddress | None:
-    """The ForbiddenAddress somewhere in an exception's cause chain, if any."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ForbiddenAddress):
-            return seen
-        seen = seen.__cause__ or seen.__context__ or getattr(seen, "os_error", None)
-    return None
-
-
-#: What a client can raise besides our own errors: httpx's (InvalidURL is no HTTPError),
-#: aiohttp's, sockets', timeouts, and ValueError for what the URL or header parsers refuse.
 CLIENT_ERRORS = (
     httpx.HTTPError,
     httpx.InvalidURL,

@@ -16,15 +16,8 @@ from typing import Any
 from urllib.parse import urldefrag, urlsplit
 
 from fedqueue.errors import TooLarge
-from fedqueue.remote.client import (
-    ACCEPT_ACTIVITY,
-    FetchError,
-    HttpClient,
-    SigningIdentity,
-    check_url,
-    host_of,
-    signed_headers,
-)
+from fedqueue.remote.client import ACCEPT_ACTIVITY, HttpClient, SigningIdentity, signed_headers
+from fedqueue.remote.guard import FetchError, check_url, host_of
 from fedqueue.signing.requests import SignatureScheme
 from fedqueue.storable import URI_CHARS, text_problem
 from fedqueue.storage import CachedRemote, Store

@@ -37,8 +37,9 @@ from fedqueue.inbound.verify import (
     verify_signature,
 )
 from fedqueue.metrics import Metrics
-from fedqueue.remote.client import FetchError, SigningIdentity, host_of
+from fedqueue.remote.client import SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.guard import FetchError, host_of
 from fedqueue.signing.requests import SignatureError
 from fedqueue.storable import URI_CHARS, check_text, parse_decimal
 from fedqueue.storage import NewInbound, StorageUnavailable, Store, check_actor_name

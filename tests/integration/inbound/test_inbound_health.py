@@ -10,8 +10,9 @@ from aiohttp import web
 
 from fedqueue.outbound.circuit import CLOSED, OPEN, HostHealth
 from fedqueue.outbound.worker import Worker
-from fedqueue.remote.client import HttpClient, host_of
+from fedqueue.remote.client import HttpClient
 from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.guard import host_of
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.types import utcnow

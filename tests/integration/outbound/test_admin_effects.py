@@ -10,7 +10,8 @@ from aiohttp import web
 
 from fedqueue.outbound.circuit import HostHealth
 from fedqueue.outbound.worker import Worker
-from fedqueue.remote.client import HttpClient, host_of
+from fedqueue.remote.client import HttpClient
+from fedqueue.remote.guard import host_of
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from tests.conftest import ADMIN_TOKEN

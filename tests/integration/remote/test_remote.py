@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from fedqueue.remote.client import FetchError, HttpClient, SendFailed, SigningIdentity
+from fedqueue.remote.client import HttpClient, SendFailed, SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.guard import FetchError
 from fedqueue.settings import Settings
 from fedqueue.signing import keys
 from fedqueue.signing.requests import parse_cavage_signature, verify_cavage

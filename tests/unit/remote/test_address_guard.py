@@ -8,7 +8,8 @@ import socket
 import pytest
 from aiohttp.abc import ResolveResult
 
-from fedqueue.remote.client import FetchError, ForbiddenAddress, GuardedResolver, check_url, is_forbidden_ip
+from fedqueue.remote.client import GuardedResolver
+from fedqueue.remote.guard import FetchError, ForbiddenAddress, check_url, is_forbidden_ip
 
 REFUSED = [
     "127.0.0.1",
