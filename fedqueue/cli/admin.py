@@ -18,8 +18,8 @@ from typing import Any
 from fedqueue.cli.core import Subparsers, prepared_settings
 from fedqueue.errors import InvalidInput
 from fedqueue.storage import Store
+from fedqueue.storage.admin_json import activity_json, delivery_json, host_json
 from fedqueue.urls import Urls
-from fedqueue.web.admin_api import activity_json, delivery_json, host_json
 
 HOST_ACTIONS = {
     "pause": "pause a host: its deliveries wait and spend no attempts",

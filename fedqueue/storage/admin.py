@@ -1,4 +1,4 @@
-"""Admin views and actions over deliveries and hosts, each action audited in its own transaction.
+"""Admin actions on deliveries and hosts, over the views in `admin_views`, each audited in its transaction.
 
 Actions are single guarded UPDATE statements: the WHERE clause names the states an action may
 start from, so a concurrent worker can never have its row overwritten in a state the admin did
@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import case, func, insert, or_, select, union, update
+from sqlalchemy import insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.errors import InvalidInput, NotFound
-from fedqueue.storable import HOST_CHARS, NAME_CHARS, URI_CHARS, check_row_id, check_text, parse_decimal
-from fedqueue.storage.database import Database
+from fedqueue.storable import HOST_CHARS, check_row_id, check_text
+from fedqueue.storage.admin_views import AdminViews, DeliveryView, HostView
 from fedqueue.storage.tables import AuditRow, DeliveryRow, HostRow, OutboxRow
 from fedqueue.storage.types import utcnow
 
@@ -33,346 +32,18 @@ _hosts = HostRow.__table__  # type: ignore[attr-defined]
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 _audit = AuditRow.__table__  # type: ignore[attr-defined]
 
-DELIVERY_STATES = ("queued", "sending", "delivered", "failed", "dead", "coalesced")
-CIRCUIT_STATES = ("closed", "half_open", "open")
 CANCELLED = "cancelled by admin"
 BLOCKED = "host blocked by admin"
 #: States a single retry may start from: anything not finished well and not in flight.
 RETRYABLE = ("queued", "failed", "dead")
 #: States a cancel may start from; a `sending` row loses its lease, so the worker's result is dropped.
 CANCELLABLE = ("queued", "sending", "failed")
-MAX_PAGE = 500
-
-
-@dataclass(frozen=True)
-class ActivitySummary:
-    outbox_id: int
-    activity_id: str | None
-    actor: str
-    activity_type: str | None
-    state: str
-    error: str | None
-    created_at: datetime
-    counts: dict[str, int]
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
-
-    @property
-    def complete(self) -> bool:
-        return self.state in ("expanded", "rejected", "duplicate") and not any(
-            self.counts.get(s, 0) for s in ("queued", "sending", "failed")
-        )
-
-
-@dataclass(frozen=True)
-class DeliveryView:
-    id: int
-    outbox_id: int
-    activity_id: str | None
-    inbox: str
-    host: str
-    actor: str
-    activity_type: str
-    state: str
-    attempts: int
-    next_attempt_at: datetime
-    last_status: int | None
-    last_error: str | None
-    coalesced_by: str | None
-    coalesced_reason: str | None
-    created_at: datetime
-    last_attempt_at: datetime | None
-    delivered_at: datetime | None
-
-
-@dataclass(frozen=True)
-class DeliveryPage:
-    items: list[DeliveryView]
-    next_cursor: str | None
-
-
-@dataclass(frozen=True)
-class HostView:
-    host: str
-    circuit: str
-    consecutive_failures: int
-    failing_since: datetime | None
-    last_failure_at: datetime | None
-    last_success_at: datetime | None
-    paused: bool
-    blocked: bool
-    unavailable: bool
-    signature_scheme: str
-    counts: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def in_trouble(self) -> bool:
-        return (
-            self.circuit != "closed"
-            or self.consecutive_failures > 0
-            or self.paused
-            or self.blocked
-            or self.counts.get("dead", 0) > 0
-        )
-
-
-@dataclass(frozen=True)
-class AuditEntry:
-    id: int
-    at: datetime
-    who: str
-    action: str
-    target: str
-    detail: str | None
-
 
 Progress = Callable[[int], None]
 
 
-def parse_cursor(cursor: str | None) -> int | None:
-    """A page cursor is the last id seen, as decimal text; anything else is refused."""
-    if cursor is None or cursor == "":
-        return None
-    try:
-        return parse_decimal("cursor", cursor)
-    except InvalidInput:
-        raise InvalidInput(f"invalid cursor {cursor[:100]!r}") from None
-
-
-def _check_state(state: str | None) -> None:
-    if state is not None and state not in DELIVERY_STATES:
-        raise InvalidInput(f"unknown delivery state {state!r}: use one of {', '.join(DELIVERY_STATES)}")
-
-
-def _limit(limit: int) -> int:
-    if not 1 <= limit <= MAX_PAGE:
-        raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}")
-    return limit
-
-
-def _count_columns() -> list[Any]:
-    return [
-        func.sum(case((_deliveries.c.state == state, 1), else_=0)).label(state) for state in DELIVERY_STATES
-    ]
-
-
-class AdminStore:
-    def __init__(self, database: Database) -> None:
-        self._db = database
-
-    # --- views -----------------------------------------------------------------------
-
-    async def activities(
-        self,
-        *,
-        limit: int = 50,
-        cursor: str | None = None,
-        actor: str | None = None,
-        activity_type: str | None = None,
-        delivery_state: str | None = None,
-        outbox_id: int | None = None,
-    ) -> tuple[list[ActivitySummary], str | None]:
-        """Newest activities first with counts of their deliveries per state; keyset-paged by outbox id."""
-        _check_state(delivery_state)
-        limit = _limit(limit)
-        after = parse_cursor(cursor)
-        query = select(_outbox).order_by(_outbox.c.id.desc()).limit(limit + 1)
-        if after is not None:
-            query = query.where(_outbox.c.id < after)
-        if outbox_id is not None:
-            query = query.where(_outbox.c.id == check_row_id("activity", outbox_id))
-        if actor:
-            query = query.where(_outbox.c.actor == check_text("actor filter", actor, NAME_CHARS))
-        if activity_type:
-            checked = check_text("type filter", activity_type, NAME_CHARS)
-            query = query.where(_outbox.c.activity_type == checked)
-        if delivery_state:
-            has_state = (
-                select(_deliveries.c.id)
-                .where(_deliveries.c.outbox_id == _outbox.c.id, _deliveries.c.state == delivery_state)
-                .exists()
-            )
-            query = query.where(has_state)
-        async with self._db.reading() as conn:
-            rows = (await conn.execute(query)).all()
-            page = rows[:limit]
-            counts = await self._counts_by_outbox(conn, [row.id for row in page])
-        items = [
-            ActivitySummary(
-                outbox_id=row.id,
-                activity_id=row.activity_id,
-                actor=row.actor,
-                activity_type=row.activity_type,
-                state=row.state,
-                error=row.error,
-                created_at=row.created_at,
-                counts=counts.get(row.id, {}),
-            )
-            for row in page
-        ]
-        next_cursor = str(page[-1].id) if len(rows) > limit else None
-        return items, next_cursor
-
-    async def activity(self, outbox_id: int) -> ActivitySummary:
-        """One activity with its delivery counts."""
-        items, _ = await self.activities(limit=1, outbox_id=outbox_id)
-        if not items:
-            raise NotFound(f"no activity {outbox_id}")
-        return items[0]
-
-    async def _counts_by_outbox(self, conn: AsyncConnection, ids: list[int]) -> dict[int, dict[str, int]]:
-        if not ids:
-            return {}
-        result = await conn.execute(
-            select(_deliveries.c.outbox_id, _deliveries.c.state, func.count().label("n"))
-            .where(_deliveries.c.outbox_id.in_(ids))
-            .group_by(_deliveries.c.outbox_id, _deliveries.c.state)
-        )
-        counts: dict[int, dict[str, int]] = {}
-        for outbox_id, state, n in result.all():
-            counts.setdefault(outbox_id, {})[state] = int(n)
-        return counts
-
-    async def deliveries(
-        self,
-        *,
-        state: str | None = None,
-        host: str | None = None,
-        activity: str | None = None,
-        cursor: str | None = None,
-        limit: int = 100,
-    ) -> DeliveryPage:
-        """Deliveries newest first; `activity` is an outbox id or an activity URI; keyset-paged by id."""
-        _check_state(state)
-        limit = _limit(limit)
-        after = parse_cursor(cursor)
-        query = (
-            select(_deliveries, _outbox.c.activity_id)
-            .join(_outbox, _outbox.c.id == _deliveries.c.outbox_id)
-            .order_by(_deliveries.c.id.desc())
-            .limit(limit + 1)
-        )
-        if after is not None:
-            query = query.where(_deliveries.c.id < after)
-        if state:
-            query = query.where(_deliveries.c.state == state)
-        if host:
-            query = query.where(_deliveries.c.host == check_text("host filter", host, HOST_CHARS).lower())
-        if activity:
-            check_text("activity filter", activity, URI_CHARS)
-            if activity.isascii() and activity.isdigit() and len(activity) <= 18:
-                query = query.where(_deliveries.c.outbox_id == int(activity))
-            else:
-                query = query.where(_outbox.c.activity_id == activity)
-        async with self._db.reading() as conn:
-            rows = (await conn.execute(query)).all()
-        page = rows[:limit]
-        items = [_delivery_view(row) for row in page]
-        return DeliveryPage(items, str(page[-1].id) if len(rows) > limit else None)
-
-    async def delivery(self, delivery_id: int) -> DeliveryView:
-        check_row_id("delivery", delivery_id)
-        async with self._db.reading() as conn:
-            row = (
-                await conn.execute(
-                    select(_deliveries, _outbox.c.activity_id)
-                    .join(_outbox, _outbox.c.id == _deliveries.c.outbox_id)
-                    .where(_deliveries.c.id == delivery_id)
-                )
-            ).first()
-        if row is None:
-            raise NotFound(f"no delivery {delivery_id}")
-        return _delivery_view(row)
-
-    async def hosts(self, *, limit: int = 100, host: str | None = None) -> list[HostView]:
-        """Every host known from the hosts table or from deliveries, worst first.
-
-        Worst: open circuit, then half-open, then blocked/paused, then most consecutive
-        failures, most dead, most failed; ties by name.
-        """
-        limit = _limit(limit)
-        names = union(
-            select(_hosts.c.host.label("host")), select(_deliveries.c.host.label("host"))
-        ).subquery()
-        counts = (
-            select(_deliveries.c.host.label("host"), *_count_columns())
-            .group_by(_deliveries.c.host)
-            .subquery()
-        )
-        circuit_rank = case((_hosts.c.circuit == "open", 0), (_hosts.c.circuit == "half_open", 1), else_=2)
-        flag_rank = case((_hosts.c.blocked, 0), (_hosts.c.paused, 1), else_=2)
-        query = (
-            select(
-                names.c.host,
-                _hosts.c.circuit,
-                _hosts.c.consecutive_failures,
-                _hosts.c.first_failure_at,
-                _hosts.c.last_failure_at,
-                _hosts.c.last_success_at,
-                _hosts.c.paused,
-                _hosts.c.blocked,
-                _hosts.c.unavailable,
-                _hosts.c.signature_scheme,
-                *[counts.c[state] for state in DELIVERY_STATES],
-            )
-            .select_from(names)
-            .outerjoin(_hosts, _hosts.c.host == names.c.host)
-            .outerjoin(counts, counts.c.host == names.c.host)
-            .order_by(
-                circuit_rank,
-                flag_rank,
-                func.coalesce(_hosts.c.consecutive_failures, 0).desc(),
-                func.coalesce(counts.c.dead, 0).desc(),
-                func.coalesce(counts.c.failed, 0).desc(),
-                names.c.host,
-            )
-            .limit(limit)
-        )
-        if host:
-            query = query.where(names.c.host == check_text("host", host, HOST_CHARS).lower())
-        async with self._db.reading() as conn:
-            rows = (await conn.execute(query)).all()
-        return [
-            HostView(
-                host=row.host,
-                circuit=row.circuit or "closed",
-                consecutive_failures=row.consecutive_failures or 0,
-                failing_since=row.first_failure_at,
-                last_failure_at=row.last_failure_at,
-                last_success_at=row.last_success_at,
-                paused=bool(row.paused),
-                blocked=bool(row.blocked),
-                unavailable=bool(row.unavailable),
-                signature_scheme=row.signature_scheme or "unknown",
-                counts={state: int(getattr(row, state) or 0) for state in DELIVERY_STATES},
-            )
-            for row in rows
-        ]
-
-    async def host(self, host: str) -> HostView:
-        found = await self.hosts(limit=1, host=host)
-        if not found:
-            raise NotFound(f"no host {host!r} is known")
-        return found[0]
-
-    async def is_blocked(self, host: str) -> bool:
-        """Whether an admin blocked `host`: the inbox refuses its traffic, the worker sends nothing."""
-        async with self._db.reading() as conn:
-            blocked = (
-                await conn.execute(select(_hosts.c.blocked).where(_hosts.c.host == host.lower()))
-            ).scalar()
-        return bool(blocked)
-
-    async def audit_log(self, *, limit: int = 100) -> list[AuditEntry]:
-        async with self._db.reading() as conn:
-            rows = (
-                await conn.execute(select(_audit).order_by(_audit.c.id.desc()).limit(_limit(limit)))
-            ).all()
-        return [AuditEntry(**row._asdict()) for row in rows]
-
-    # --- actions ---------------------------------------------------------------------
+class AdminStore(AdminViews):
+    """The admin actions, each audited in its transaction, over the views."""
 
     async def retry(self, delivery_id: int, *, who: str, now: datetime | None = None) -> DeliveryView:
         """Queue one delivery (queued, failed or dead) again, due now, with a fresh attempt budget."""
@@ -538,35 +209,4 @@ async def _audit_row(
     )
 
 
-def _delivery_view(row: Any) -> DeliveryView:
-    return DeliveryView(
-        id=row.id,
-        outbox_id=row.outbox_id,
-        activity_id=row.activity_id,
-        inbox=row.inbox,
-        host=row.host,
-        actor=row.actor,
-        activity_type=row.activity_type,
-        state=row.state,
-        attempts=row.attempts,
-        next_attempt_at=row.next_attempt_at,
-        last_status=row.last_status,
-        last_error=row.last_error,
-        coalesced_by=row.coalesced_by,
-        coalesced_reason=row.coalesced_reason,
-        created_at=row.created_at,
-        last_attempt_at=row.last_attempt_at,
-        delivered_at=row.delivered_at,
-    )
-
-
-__all__ = [
-    "CANCELLED",
-    "DELIVERY_STATES",
-    "ActivitySummary",
-    "AdminStore",
-    "AuditEntry",
-    "DeliveryPage",
-    "DeliveryView",
-    "HostView",
-]
+__all__ = ["BLOCKED", "CANCELLED", "AdminStore"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from fedqueue.storable import MAX_ROW_ID
-from fedqueue.storage.admin import DELIVERY_STATES, MAX_PAGE
+from fedqueue.storage.admin_views import DELIVERY_STATES, MAX_PAGE
 
 _ERROR = {"$ref": "#/components/responses/Error"}
 _UNAUTHORIZED = {"$ref": "#/components/responses/Unauthorized"}

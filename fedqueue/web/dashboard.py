@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from fedqueue.storage.admin import DELIVERY_STATES
+from fedqueue.storage.admin_views import DELIVERY_STATES
 from fedqueue.storage.stats import Bucket
 from fedqueue.web.admin_auth import (
     COOKIE_NAME,

@@ -7,7 +7,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from fedqueue.metrics import Metrics, gauge
-from fedqueue.storage.admin import CIRCUIT_STATES, DELIVERY_STATES
+from fedqueue.storage.admin_views import CIRCUIT_STATES, DELIVERY_STATES
 from fedqueue.web.responses import store_of
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
