@@ -5,6 +5,7 @@ activity with one inbox entry per local recipient, and its effects (followers), 
 with a one-line reason.
 
 - `receive_rules`: media types, JSON limits, local recipients (pure);
+- `signature_schemes`: draft-cavage and RFC 9421 as the policy sees them (pure);
 - `verify`: the signature policy: coverage, time window, keys, the owner rule;
 - `follows`: what a Follow, Undo(Follow) or Delete(actor) changes (pure);
 - `health`: what an inbound request tells the delivery side about its sender's host;

@@ -28,14 +28,8 @@ from fedqueue.inbound.receive_rules import (
     named_local_actors,
     parse_activity,
 )
-from fedqueue.inbound.verify import (
-    InboundRequest,
-    KeyRecord,
-    KeyResolver,
-    TimeWindow,
-    precheck,
-    verify_signature,
-)
+from fedqueue.inbound.signature_schemes import InboundRequest
+from fedqueue.inbound.verify import KeyRecord, KeyResolver, TimeWindow, precheck, verify_signature
 from fedqueue.metrics import Metrics
 from fedqueue.remote.client import SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory

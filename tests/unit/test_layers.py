@@ -33,6 +33,7 @@ RULES = frozenset(
         "fedqueue.outbound.record",
         "fedqueue.inbound.receive_rules",
         "fedqueue.inbound.verify",
+        "fedqueue.inbound.signature_schemes",
         "fedqueue.inbound.follows",
     }
 )

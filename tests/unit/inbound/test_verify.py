@@ -11,9 +11,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
+from fedqueue.inbound.signature_schemes import Coverage, InboundRequest, rfc9421_coverage
 from fedqueue.inbound.verify import (
-    Coverage,
-    InboundRequest,
     KeyRecord,
     TimeWindow,
     Verdict,
@@ -21,7 +20,6 @@ from fedqueue.inbound.verify import (
     check_owner,
     parse_signatures,
     precheck,
-    rfc9421_coverage,
     verify_signature,
 )
 from fedqueue.signing import keys
