@@ -1,7 +1,8 @@
 """Coalescing: which unsent deliveries are redundant, and which must wait (pure: no I/O).
 
-The rules of issue 4 are in `RULES`, numbered as in the issue. They read a *history*: every
-delivery row to one inbox about one subject, in any state, in submission order (outbox id).
+The rules are in `RULES`, numbered as in the README's Coalescing table. They read a
+*history*: every delivery row to one inbox about one subject, in any state, in submission
+order (outbox id).
 The storage layer fetches it with one indexed lookup on (inbox, object_id); deliveries of
 several inboxes or subjects may be passed at once, they are grouped here and never mixed.
 
@@ -200,7 +201,7 @@ def _redundant_against_history(history: _History) -> Iterator[tuple[Delivery, st
 
 @dataclass(frozen=True)
 class Rule:
-    """One numbered rule of issue 4."""
+    """One numbered coalescing rule."""
 
     number: int
     name: str

@@ -187,7 +187,7 @@ class Dispatcher:
             self._metrics.worker_error("record", exc, "could not give back %d claimed deliveries", len(ids))
 
     async def _coalesce(self, rows: list[Claimed]) -> list[Claimed]:
-        """Coalescing (issue 4), just before sending: drop redundant rows, give back those that must wait.
+        """Coalescing just before sending: drop redundant rows, give back those that must wait.
 
         The batch's histories are loaded once and every row is decided before any is sent; a
         row still in flight (this batch or an earlier one) counts as pending, so a later row

@@ -169,7 +169,7 @@ class Fanout:
                 log.warning("lost the expansion lease of outbox row %s; another worker goes on", entry.id)
                 return
             await self._store.deliveries.enqueue(entry.id, facts, targets[start : start + CHUNK_ROWS], now)
-        # Coalescing (issue 4): the new rows against each inbox's history about the same subject.
+        # Coalescing: the new rows against each inbox's history about the same subject.
         await self._coalescer.after_enqueue(facts, [t.inbox for t in targets if t.dead_reason is None])
         await self._store.outbox.finish(entry.id, self._owner, "expanded", self._clock())
         log.info("activity %s: %d deliveries", facts.activity_id, len(targets))
