@@ -45,6 +45,7 @@ class Settings(BaseSettings):
     shutdown_grace_seconds: float = Field(ge=0)
     expansion_max_attempts: int = Field(ge=1, le=100)
     expansion_retry_seconds: float = Field(gt=0)
+    expansion_batch_size: int = Field(ge=1, le=10_000)
 
     outbox_max_pending: int = Field(ge=0)
 

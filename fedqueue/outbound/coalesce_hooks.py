@@ -29,6 +29,15 @@ from fedqueue.storage import Decision, HistoryRow, Store
 Key = tuple[str, str]
 
 
+@dataclass(frozen=True)
+class Added:
+    """An activity whose delivery rows were just inserted, and the inboxes they go to."""
+
+    outbox_id: int
+    facts: ActivityFacts
+    inboxes: Sequence[str]
+
+
 class Verdict(Enum):
     SEND = "send"
     COALESCED = "coalesced"
@@ -112,20 +121,47 @@ class Coalescer:
         self._clock = clock
         self._recheck_s = recheck_s
 
-    async def resolve_undo(self, facts: ActivityFacts) -> ActivityFacts:
-        """An Undo naming the undone activity by id only: its subject is that activity's object."""
+    async def resolve_undo(
+        self, facts: ActivityFacts, earlier: Sequence[ActivityFacts] = ()
+    ) -> ActivityFacts:
+        """An Undo naming the undone activity by id only: its subject is that activity's object.
+
+        The undone activity is looked for among `earlier` (expanded in the same batch, not yet
+        stored) first, then among the actor's stored activities.
+        """
         if facts.activity_type != "Undo" or facts.undoes is None or facts.object_id != facts.undoes:
             return facts
-        subject = await self._store.coalescing.undone_subject(facts.actor, facts.undoes)
+        subject = next(
+            (e.object_id for e in earlier if e.activity_id == facts.undoes and e.actor == facts.actor), None
+        ) or await self._store.coalescing.undone_subject(facts.actor, facts.undoes)
         return facts if subject is None else replace(facts, object_id=subject)
 
-    async def after_enqueue(self, facts: ActivityFacts, inboxes: Sequence[str]) -> int:
-        """Coalesce after an activity's deliveries were inserted; how many rows were coalesced."""
-        if facts.object_id is None or not inboxes:
-            return 0
-        rows = await self._store.coalescing.history((inbox, facts.object_id) for inbox in inboxes)
-        decisions = coalesce(_delivery(row) for row in rows)
-        return await self._store.coalescing.decide(self._owner, [_decision(c) for c in decisions])
+    async def after_enqueue(self, added: Sequence[Added]) -> int:
+        """Coalesce after activities' deliveries were inserted; how many rows were coalesced.
+
+        One history load and one write for all of `added`, deciding as if each activity had been
+        coalesced on its own right after its insert, in submission order: each sees the rows of
+        the activities before it (and their decisions), not those after it.
+        """
+        keyed: dict[Key, list[tuple[int, Delivery]]] = {}
+        keys = [(inbox, a.facts.object_id) for a in added if a.facts.object_id for inbox in a.inboxes]
+        for row in await self._store.coalescing.history(keys) if keys else []:
+            keyed.setdefault((row.inbox, row.object_id), []).append((row.outbox_id, _delivery(row)))
+        later = {a.outbox_id for a in added}
+        decided: dict[int, Coalesced] = {}
+        for a in sorted(added, key=lambda a: a.outbox_id):
+            later.discard(a.outbox_id)
+            if a.facts.object_id is None:
+                continue
+            for key in dict.fromkeys((inbox, a.facts.object_id) for inbox in a.inboxes):
+                history = keyed.get(key, [])
+                for c in coalesce(d for outbox_id, d in history if outbox_id not in later):
+                    decided.setdefault(c.delivery_id, c)
+                keyed[key] = [
+                    (outbox_id, replace(d, state=DeliveryState.COALESCED) if d.delivery_id in decided else d)
+                    for outbox_id, d in history
+                ]
+        return await self._store.coalescing.decide(self._owner, [_decision(c) for c in decided.values()])
 
     async def gate(self, claimed: Sequence[Claimed]) -> SendGate:
         """Load the histories of a claimed batch (one query per chunk of keys, not per row)."""

@@ -18,17 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from fedqueue.errors import FedqueueError, InvalidInput, describe
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.addressing import InboxChoice, choose_inboxes, recipients
 from fedqueue.outbound.backoff import RetrySchedule
-from fedqueue.outbound.coalesce_hooks import Coalescer
+from fedqueue.outbound.coalesce_hooks import Added, Coalescer
 from fedqueue.outbound.intake import (
     ActivityFacts,
     dumps,
@@ -41,7 +42,7 @@ from fedqueue.outbound.send import Keyring
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import FetchError, host_of
 from fedqueue.settings import Settings
-from fedqueue.storage import OutboxEntry, Store, Target
+from fedqueue.storage import Accepted, Enqueued, OutboxEntry, Store, Target
 from fedqueue.urls import Urls
 
 log = logging.getLogger("fedqueue.outbound.fanout")
@@ -73,46 +74,84 @@ class Fanout:
         self._urls = Urls(settings.base_url)
         self._coalescer = Coalescer(store, owner, clock, settings.poll_interval_seconds)
         self._metrics = metrics or Metrics()
+        #: Local actors seen to exist (actors are never deleted while rows name them).
+        self._known_actors: set[str] = set()
         #: A failed expansion is tried again after base * 2**(n-1) seconds, at most max_attempts times.
         self._retries = RetrySchedule(
             settings.expansion_retry_seconds, settings.retry_cap_seconds, settings.expansion_max_attempts
         )
 
-    async def expand_pending(self, limit: int = 10) -> int:
-        """Expand up to `limit` claimable outbox rows, each on its own; how many were claimed."""
+    async def expand_pending(self, limit: int | None = None) -> int:
+        """Expand up to `limit` (default `expansion_batch_size`) claimable outbox rows; how many were claimed.
+
+        The rows are planned one by one (a failure is that row's outcome), then written together:
+        a constant number of transactions per group of rows, whatever its size. If a group's
+        writes fail, its rows are written again one by one, so a bad row still fails alone.
+        """
         entries = await self._store.outbox.claim_pending(
-            self._owner, self._clock(), self._settings.lease_seconds, limit
+            self._owner,
+            self._clock(),
+            self._settings.lease_seconds,
+            limit or self._settings.expansion_batch_size,
         )
-        for entry in entries:
-            await self._expand_isolated(entry)
+        if not entries:
+            return 0
+        async with self._lease_kept([entry.id for entry in entries]):
+            plans: list[Plan] = []
+            for entry in entries:
+                plan = await self._plan_isolated(entry, plans)
+                if plan is not None:
+                    plans.append(plan)
+            for group in _groups(plans):
+                await self._write_isolated(group)
         return len(entries)
 
-    async def _expand_isolated(self, entry: OutboxEntry) -> None:
-        """Expand one row; whatever goes wrong ends in that row's state, never in an exception."""
+    async def _plan_isolated(self, entry: OutboxEntry, earlier: list[Plan]) -> Plan | None:
+        """One row's plan; None if the row has been settled instead (rejected, retried later)."""
         tries = self._retries.max_attempts
         if entry.expansion_attempts > tries:
             # Claimed that often with no failure left to give up on: earlier workers died mid-way.
             last = entry.error or "none caught (the worker stopped during the expansion)"
             await self._settle(entry, f"expansion did not finish in {tries} attempts; last error: {last}")
-            return
+            return None
         try:
-            async with self._lease_kept(entry):
-                await self.expand(entry)
+            return await self._plan(entry, earlier)
+        except InvalidInput as exc:
+            await self._settle(entry, str(exc))
         except Exception as exc:
-            self._metrics.worker_error(
-                "expand",
-                exc,
-                "outbox row %s: expansion attempt %d failed",
-                entry.id,
-                entry.expansion_attempts,
-            )
+            self._failed(entry, exc)
             await self._settle(entry, describe(exc), failed=True)
+        return None
+
+    async def _write_isolated(self, group: list[Plan]) -> None:
+        """Write a group's rows together; if that fails, each row on its own, failures settled per row."""
+        if len(group) > 1:
+            try:
+                await self._write_together(group)
+                return
+            except DuplicateInGroup:
+                log.info("%d outbox rows: a duplicate among them; written one by one", len(group))
+            except Exception as exc:
+                self._metrics.worker_error(
+                    "expand", exc, "%d outbox rows: writing together failed; one by one now", len(group)
+                )
+        for plan in group:
+            try:
+                await self._write(plan)
+            except Exception as exc:
+                self._failed(plan.entry, exc)
+                await self._settle(plan.entry, describe(exc), failed=True)
+
+    def _failed(self, entry: OutboxEntry, exc: Exception) -> None:
+        self._metrics.worker_error(
+            "expand", exc, "outbox row %s: expansion attempt %d failed", entry.id, entry.expansion_attempts
+        )
 
     @contextlib.asynccontextmanager
-    async def _lease_kept(self, entry: OutboxEntry) -> AsyncIterator[None]:
-        """Renew the row's lease in the background while it is expanded.
+    async def _lease_kept(self, outbox_ids: list[int]) -> AsyncIterator[None]:
+        """Renew the rows' leases in the background (one statement) while they are expanded.
 
-        Slow actor fetches must not let the lease lapse: another worker would claim the row
+        Slow actor fetches must not let a lease lapse: another worker would claim the row
         meanwhile, and every such claim counts toward `expansion_max_attempts`.
         """
         lease_s = self._settings.lease_seconds
@@ -121,8 +160,8 @@ class Fanout:
             while True:
                 await asyncio.sleep(lease_s / 3)
                 until = self._clock() + timedelta(seconds=lease_s)
-                with contextlib.suppress(Exception):  # failing that, the lease runs out
-                    await self._store.outbox.renew(entry.id, self._owner, until)
+                with contextlib.suppress(Exception):  # failing that, the leases run out
+                    await self._store.outbox.renew(outbox_ids, self._owner, until)
 
         renewing = asyncio.create_task(renew())
         try:
@@ -143,68 +182,98 @@ class Fanout:
                 return
             if failed:
                 reason = f"expansion failed {attempts} times; last error: {reason}"
-            await self._store.outbox.finish(entry.id, self._owner, "rejected", now, reason)
+            await self._store.outbox.finish([entry.id], self._owner, "rejected", now, reason)
             log.warning("outbox row %s rejected: %s", entry.id, reason)
         except Exception as exc:
             # The lease runs out instead; the claim counter still bounds the tries.
             self._metrics.worker_error("expand", exc, "outbox row %s: could not store its failure", entry.id)
 
-    async def expand(self, entry: OutboxEntry) -> None:
-        """Create every delivery row of one leased outbox row, then mark it expanded."""
-        try:
-            facts = await self._facts(entry)
-        except InvalidInput as exc:
-            await self._store.outbox.finish(entry.id, self._owner, "rejected", self._clock(), str(exc))
-            return
-        if facts is None:
-            return
-        facts = await self._coalescer.resolve_undo(facts)
-        targets = await self._targets(entry, facts)
-        gone = await self._store.audience.gone(t.inbox for t in targets if t.dead_reason is None)
-        targets = [Target(t.inbox, t.host, GONE_REASON) if t.inbox in gone else t for t in targets]
-        for start in range(0, len(targets), CHUNK_ROWS):
-            now = self._clock()
-            lease_until = now + timedelta(seconds=self._settings.lease_seconds)
-            if not await self._store.outbox.renew(entry.id, self._owner, lease_until):
-                log.warning("lost the expansion lease of outbox row %s; another worker goes on", entry.id)
-                return
-            await self._store.deliveries.enqueue(entry.id, facts, targets[start : start + CHUNK_ROWS], now)
-        # Coalescing: the new rows against each inbox's history about the same subject.
-        await self._coalescer.after_enqueue(facts, [t.inbox for t in targets if t.dead_reason is None])
-        await self._store.outbox.finish(entry.id, self._owner, "expanded", self._clock())
-        log.info("activity %s: %d deliveries", facts.activity_id, len(targets))
-
-    async def _facts(self, entry: OutboxEntry) -> ActivityFacts | None:
-        """The row's facts; a raw (INSERTed) row is validated here first. None: a duplicate."""
+    async def _plan(self, entry: OutboxEntry, earlier: list[Plan]) -> Plan:
+        """What one leased row becomes: its facts and targets (reads only; InvalidInput: reject it)."""
+        activity = parse_activity(entry.activity)
         if entry.activity_id is not None and entry.activity_type is not None:
-            _subject, undoes, target = subject_of(parse_activity(entry.activity))
-            return ActivityFacts(
+            _subject, undoes, target = subject_of(activity)
+            facts = ActivityFacts(
                 entry.actor, entry.activity_id, entry.activity_type, entry.object_id, undoes, target
             )
-        try:
-            await self._store.actors.get(entry.actor)
-        except FedqueueError:
-            raise InvalidInput(f"no local actor named {entry.actor!r}") from None
-        activity, facts = normalize(
-            parse_activity(entry.activity), entry.actor, self._urls, lambda: secrets.token_urlsafe(16)
-        )
-        if entry.inboxes is not None:
-            parse_inboxes(entry.inboxes)
-        if not await self._store.outbox.accept(entry.id, self._owner, facts, dumps(activity)):
-            await self._store.outbox.finish(
-                entry.id,
-                self._owner,
-                "duplicate",
-                self._clock(),
-                f"activity {facts.activity_id} was submitted before",
-            )
-            return None
-        return facts
+            accepted = None
+        else:
+            await self._local_actor(entry.actor)
+            activity, facts = normalize(activity, entry.actor, self._urls, lambda: secrets.token_urlsafe(16))
+            if entry.inboxes is not None:
+                parse_inboxes(entry.inboxes)
+            accepted = Accepted(entry.id, facts, dumps(activity))
+        facts = await self._coalescer.resolve_undo(facts, [p.facts for p in earlier])
+        targets = await self._targets(entry, facts, activity)
+        return Plan(entry, facts, accepted, targets)
 
-    async def _targets(self, entry: OutboxEntry, facts: ActivityFacts) -> list[Target]:
+    async def _local_actor(self, name: str) -> None:
+        """InvalidInput unless `name` is a local actor (remembered per worker once seen)."""
+        if name in self._known_actors:
+            return
+        try:
+            await self._store.actors.get(name)
+        except FedqueueError:
+            raise InvalidInput(f"no local actor named {name!r}") from None
+        self._known_actors.add(name)
+
+    async def _write_together(self, group: list[Plan]) -> None:
+        """Store a group of planned rows: a fixed number of transactions, however many rows."""
+        await self._mark_gone(group)
+        now = self._clock()
+        kept = await self._store.outbox.renew(
+            [p.entry.id for p in group], self._owner, now + timedelta(seconds=self._settings.lease_seconds)
+        )
+        self._log_lost([p for p in group if p.entry.id not in kept])
+        group = [p for p in group if p.entry.id in kept]
+        if not await self._store.outbox.accept(self._owner, [p.accepted for p in group if p.accepted]):
+            raise DuplicateInGroup("an activity id in the group was submitted before")
+        await self._store.deliveries.enqueue([Enqueued(p.entry.id, p.facts, p.targets) for p in group], now)
+        await self._coalescer.after_enqueue([Added(p.entry.id, p.facts, p.live_inboxes) for p in group])
+        await self._store.outbox.finish([p.entry.id for p in group], self._owner, "expanded", self._clock())
+        for plan in group:
+            log.info("activity %s: %d deliveries", plan.facts.activity_id, len(plan.targets))
+
+    async def _write(self, plan: Plan) -> None:
+        """Store one planned row, its deliveries in chunks with the lease renewed before each."""
+        entry, facts = plan.entry, plan.facts
+        if plan.accepted is not None and not await self._store.outbox.accept(self._owner, [plan.accepted]):
+            reason = f"activity {facts.activity_id} was submitted before"
+            await self._store.outbox.finish([entry.id], self._owner, "duplicate", self._clock(), reason)
+            return
+        await self._mark_gone([plan])
+        for start in range(0, len(plan.targets), CHUNK_ROWS):
+            now = self._clock()
+            lease_until = now + timedelta(seconds=self._settings.lease_seconds)
+            if not await self._store.outbox.renew([entry.id], self._owner, lease_until):
+                self._log_lost([plan])
+                return
+            chunk = plan.targets[start : start + CHUNK_ROWS]
+            await self._store.deliveries.enqueue([Enqueued(entry.id, facts, chunk)], now)
+        await self._coalescer.after_enqueue([Added(entry.id, facts, plan.live_inboxes)])
+        await self._store.outbox.finish([entry.id], self._owner, "expanded", self._clock())
+        log.info("activity %s: %d deliveries", facts.activity_id, len(plan.targets))
+
+    async def _mark_gone(self, plans: list[Plan]) -> None:
+        """Targets known to be gone (410) become dead deliveries (one lookup for all plans)."""
+        gone = await self._store.audience.gone(inbox for p in plans for inbox in p.live_inboxes)
+        if not gone:
+            return
+        for plan in plans:
+            plan.targets = [
+                Target(t.inbox, t.host, GONE_REASON) if t.inbox in gone else t for t in plan.targets
+            ]
+
+    @staticmethod
+    def _log_lost(plans: list[Plan]) -> None:
+        for plan in plans:
+            log.warning("lost the expansion lease of outbox row %s; another worker goes on", plan.entry.id)
+
+    async def _targets(
+        self, entry: OutboxEntry, facts: ActivityFacts, activity: dict[str, Any]
+    ) -> list[Target]:
         if entry.inboxes is not None:
             return [Target(inbox, host_of(inbox)) for inbox in parse_inboxes(entry.inboxes)]
-        activity = json.loads((await self._store.outbox.activities([entry.id]))[entry.id][1])
         wanted = recipients(activity, self._urls.followers(entry.actor), self._urls.actor(entry.actor))
         choices: list[InboxChoice] = []
         if wanted.followers:
@@ -240,6 +309,39 @@ class Fanout:
         fetched = [answer for answer in answers if isinstance(answer, InboxChoice)]
         failed = [(uri, answer) for uri, answer in zip(uris, answers, strict=True) if isinstance(answer, str)]
         return fetched, failed
+
+
+class DuplicateInGroup(FedqueueError):
+    """A group's accept hit an activity id stored before: its rows are written one by one."""
+
+
+@dataclass
+class Plan:
+    """One leased outbox row, ready to store: facts, targets, and (a raw row) its accepted activity."""
+
+    entry: OutboxEntry
+    facts: ActivityFacts
+    accepted: Accepted | None
+    targets: list[Target]
+
+    @property
+    def live_inboxes(self) -> list[str]:
+        """The inboxes that get a queued delivery (not dead from the start)."""
+        return [t.inbox for t in self.targets if t.dead_reason is None]
+
+
+def _groups(plans: list[Plan]) -> Iterator[list[Plan]]:
+    """Plans in groups of at most `CHUNK_ROWS` targets; a larger plan goes alone (written in chunks)."""
+    group: list[Plan] = []
+    size = 0
+    for plan in plans:
+        if group and size + len(plan.targets) > CHUNK_ROWS:
+            yield group
+            group, size = [], 0
+        group.append(plan)
+        size += len(plan.targets)
+    if group:
+        yield group
 
 
 def unusable(uri: str, why: str) -> str:

@@ -6,8 +6,11 @@ trigger, with polling as the fallback; on SQLite it polls.
 
 The loop never waits for a batch to finish: it records whatever sends have finished, claims
 more while fewer than `Dispatcher.max_in_flight` are out, and otherwise waits for the next
-send to finish. While sends are in flight, new outbox rows are looked for once per poll
-interval, and a claim that came back short is not repeated sooner either.
+send to finish. Outbox rows are expanded a batch per round for as long as claims find any
+(sends go on meanwhile); once a claim finds none, they are looked for again after a poll
+interval (while sends are in flight) or on a wake-up. A delivery claim that came back short is
+not repeated within a poll interval either, unless new rows were expanded meanwhile or a host
+it had to skip as crowded has room again.
 
 Shutdown: once `stop` is set nothing more is claimed; the sends in flight have
 `shutdown_grace_seconds` to finish, then they are cancelled and their leases released, so
@@ -89,6 +92,8 @@ class Worker:
         self._step_failures = 0
         self._step_error = ""
         self._next_expansion = self._next_claim = clock()
+        #: Crowded hosts the last short claim skipped: once one has room, claim again at once.
+        self._skipped: frozenset[str] = frozenset()
         self.dispatcher = Dispatcher(
             settings, store, client, keyring, self.owner, clock, jitter, self.metrics
         )
@@ -100,7 +105,10 @@ class Worker:
         expanded = 0
         if not self.dispatcher.busy or now >= self._next_expansion:
             expanded = await self.fanout.expand_pending()
-            self._next_expansion = now + self._poll
+            # Rows found: there may be more, so look again next round; none: after a poll interval.
+            self._next_expansion = now if expanded else now + self._poll
+            if expanded:
+                self._next_claim = now  # their deliveries are due now
         return done + expanded + await self._claim()
 
     async def _guarded_step(self) -> int | None:
@@ -122,14 +130,20 @@ class Worker:
         room = self.dispatcher.room()
         batch = min(room, self.settings.claim_batch_size)
         busy = self.dispatcher.busy
-        if busy and (batch < self.settings.claim_batch_size // 2 or self._clock() < self._next_claim):
-            return 0  # a fuller claim soon beats many small ones
+        crowded = self.dispatcher.crowded_hosts()
         now = self._clock()
+        if busy and batch < self.settings.claim_batch_size // 2:
+            return 0  # a fuller claim soon beats many small ones
+        if busy and now < self._next_claim and self._skipped <= set(crowded):
+            return 0  # came back short lately, and no host it skipped has room again
         claimed = await self.store.deliveries.claim(
-            self.owner, now, self.settings.lease_seconds, batch, self.dispatcher.crowded_hosts()
+            self.owner, now, self.settings.lease_seconds, batch, crowded
         )
-        # Came back short: the queue is drained for now, so do not ask again at every finished send.
-        self._next_claim = now + self._poll if len(claimed) < batch else now
+        # Came back short: nothing more is due but on the crowded hosts, so do not ask again at
+        # every finished send; only once a crowded host has room again (or a poll interval passed).
+        short = len(claimed) < batch
+        self._next_claim = now + self._poll if short else now
+        self._skipped = frozenset(crowded) if short else frozenset()
         if not claimed:
             return 0
         return await self.dispatcher.submit(claimed)

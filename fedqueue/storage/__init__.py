@@ -10,21 +10,23 @@ from fedqueue.storage.actors import ActorStore, CreatedActor, LocalActor, check_
 from fedqueue.storage.admin import AdminStore
 from fedqueue.storage.audience import AudienceStore
 from fedqueue.storage.database import Database, StorageUnavailable, UnstorableValue
-from fedqueue.storage.deliveries import DeliveryStore, DeliveryView, Target
+from fedqueue.storage.deliveries import DeliveryStore, DeliveryView, Enqueued, Target
 from fedqueue.storage.followers import Follower, FollowerStore
 from fedqueue.storage.histories import CoalescingStore, Decision, HistoryRow
 from fedqueue.storage.hosts import HostStore
 from fedqueue.storage.inbox import InboxEntry, InboxStore, NewInbound, Pulled
-from fedqueue.storage.outbox import OutboxEntry, OutboxState, OutboxStore, Sendable, Submitted
+from fedqueue.storage.outbox import Accepted, OutboxEntry, OutboxState, OutboxStore, Sendable, Submitted
 from fedqueue.storage.published import PublishedStore
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
 from fedqueue.storage.stats import StatsStore
 
 __all__ = [
+    "Accepted",
     "CachedRemote",
     "CreatedActor",
     "Decision",
     "DeliveryView",
+    "Enqueued",
     "Follower",
     "HistoryRow",
     "InboxEntry",

@@ -41,6 +41,15 @@ class Target:
 
 
 @dataclass(frozen=True)
+class Enqueued:
+    """An outbox row's activity and the inboxes it goes to."""
+
+    outbox_id: int
+    facts: ActivityFacts
+    targets: Sequence[Target]
+
+
+@dataclass(frozen=True)
 class DeliveryView:
     inbox: str
     host: str
@@ -65,30 +74,31 @@ class DeliveryStore:
     def __init__(self, database: Database) -> None:
         self._db = database
 
-    async def enqueue(
-        self, outbox_id: int, facts: ActivityFacts, targets: Sequence[Target], now: datetime
-    ) -> None:
-        """Create the delivery rows of `targets`; rows that exist already are left alone (idempotent)."""
+    async def enqueue(self, batch: Sequence[Enqueued], now: datetime) -> None:
+        """Create every `Enqueued` row in one transaction; existing rows are left alone (idempotent)."""
+        values = [
+            {
+                "outbox_id": item.outbox_id,
+                "inbox": target.inbox,
+                "host": target.host,
+                "actor": item.facts.actor,
+                "activity_type": item.facts.activity_type,
+                "object_id": item.facts.object_id,
+                "undoes": item.facts.undoes,
+                "target": item.facts.target,
+                "state": "dead" if target.dead_reason else "queued",
+                "last_error": target.dead_reason,
+                "next_attempt_at": now,
+            }
+            for item in batch
+            for target in item.targets
+        ]
+        if not values:
+            return
         statement = insert_ignoring_conflicts(self._db, _deliveries, ("outbox_id", "inbox"))
-        for start in range(0, len(targets), _ENQUEUE_CHUNK):
-            values = [
-                {
-                    "outbox_id": outbox_id,
-                    "inbox": target.inbox,
-                    "host": target.host,
-                    "actor": facts.actor,
-                    "activity_type": facts.activity_type,
-                    "object_id": facts.object_id,
-                    "undoes": facts.undoes,
-                    "target": facts.target,
-                    "state": "dead" if target.dead_reason else "queued",
-                    "last_error": target.dead_reason,
-                    "next_attempt_at": now,
-                }
-                for target in targets[start : start + _ENQUEUE_CHUNK]
-            ]
-            async with self._db.transaction() as conn:
-                await conn.execute(statement, values)
+        async with self._db.transaction() as conn:
+            for start in range(0, len(values), _ENQUEUE_CHUNK):
+                await conn.execute(statement, values[start : start + _ENQUEUE_CHUNK])
 
     async def claim(
         self, owner: str, now: datetime, lease_seconds: float, limit: int, skip_hosts: Sequence[str] = ()

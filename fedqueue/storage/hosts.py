@@ -7,12 +7,12 @@ hands out probes atomically, so that of many workers exactly one probes a host a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import bindparam, case, literal, or_, select, update
 
-from fedqueue.outbound.circuit import HALF_OPEN, OPEN, HostHealth
+from fedqueue.outbound.circuit import CLOSED, HALF_OPEN, OPEN, HostHealth
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import HostRow
 from fedqueue.storage.upsert import insert_ignoring_conflicts
@@ -77,19 +77,81 @@ class HostStore:
             return sorted(changed.scalars())
 
     async def update(self, changes: Mapping[str, HealthChange]) -> None:
-        """Apply each host's change to its current health, in one transaction (rows locked on PostgreSQL)."""
+        """Apply each host's change to its current health, safe against other workers doing the same.
+
+        Most changes are a healthy host answering again, which moves only `last_success_at`:
+        those are written in one statement guarded by the healthy state, with no lock held
+        across round trips, so workers recording answers from the same hosts do not queue
+        behind each other. Any other change (and a guarded write that found the host no longer
+        healthy) is read and written under row locks taken in host order (PostgreSQL), in one
+        transaction.
+        """
         if not changes:
             return
+        current = await self.health(changes)
+        successes: dict[str, datetime] = {}
+        for name, stored in current.items():
+            changed = changes[name](stored)
+            at = changed.last_success_at
+            if at is not None and _healthy(stored) and changed == replace(stored, last_success_at=at):
+                successes[name] = at
+        rest = sorted(set(changes) - set(successes))
+        if successes:
+            when_at = {name: literal(at, _hosts.c.last_success_at.type) for name, at in successes.items()}
+            async with self._db.transaction() as conn:
+                written = await conn.execute(
+                    update(_hosts)
+                    .where(_hosts.c.host.in_(sorted(successes)), *_HEALTHY)
+                    .values(last_success_at=case(when_at, value=_hosts.c.host))
+                    .returning(_hosts.c.host)
+                )
+                rest = sorted(set(rest) | (set(successes) - set(written.scalars())))
+        if rest:
+            await self._update_locked({name: changes[name] for name in rest}, new=set(rest) - set(current))
+
+    async def _update_locked(self, changes: Mapping[str, HealthChange], new: set[str]) -> None:
+        """Read-modify-write each host's health under its row lock (host order), in one transaction."""
         names = sorted(changes)
         async with self._db.transaction() as conn:
-            await conn.execute(
-                insert_ignoring_conflicts(self._db, _hosts, ("host",)), [{"host": name} for name in names]
-            )
+            if new:
+                await conn.execute(
+                    insert_ignoring_conflicts(self._db, _hosts, ("host",)),
+                    [{"host": name} for name in sorted(new)],
+                )
             query = select(*[_hosts.c[name] for name in _FIELDS]).where(_hosts.c.host.in_(names))
             if self._db.is_postgres:
                 query = query.order_by(_hosts.c.host).with_for_update()
             rows = (await conn.execute(query)).all()
+            values = []
             for row in rows:
-                changed = changes[row.host](HostHealth(**row._asdict()))
-                values = {key: value for key, value in asdict(changed).items() if key != "host"}
-                await conn.execute(update(_hosts).where(_hosts.c.host == row.host).values(**values))
+                stored = HostHealth(**row._asdict())
+                changed = changes[row.host](stored)
+                if changed != stored:
+                    values.append({f"h_{key}": value for key, value in asdict(changed).items()})
+            if values:
+                statement = (
+                    update(_hosts)
+                    .where(_hosts.c.host == bindparam("h_host"))
+                    .values({name: bindparam(f"h_{name}") for name in _FIELDS if name != "host"})
+                )
+                await conn.execute(statement, values)
+
+
+#: A host in good health: after a success, only its `last_success_at` moves (`circuit.after_success`).
+_HEALTHY = (
+    _hosts.c.circuit == CLOSED,
+    _hosts.c.consecutive_failures == 0,
+    _hosts.c.first_failure_at.is_(None),
+    _hosts.c.recovery_allowance == 0,
+    _hosts.c.unavailable.is_(False),
+)
+
+
+def _healthy(health: HostHealth) -> bool:
+    return (
+        health.circuit == CLOSED
+        and health.consecutive_failures == 0
+        and health.first_failure_at is None
+        and health.recovery_allowance == 0
+        and not health.unavailable
+    )

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy import and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from fedqueue.outbound.intake import ActivityFacts
@@ -59,6 +59,15 @@ class OutboxEntry:
     #: Claims for expansion so far, this one included; `error`: the last expansion failure.
     expansion_attempts: int
     error: str | None
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A raw row's validated activity, to be stored on it (`OutboxStore.accept`)."""
+
+    outbox_id: int
+    facts: ActivityFacts
+    activity_json: str
 
 
 @dataclass(frozen=True)
@@ -162,44 +171,68 @@ class OutboxStore:
             ).all()
         return sorted((OutboxEntry(**row._asdict()) for row in rows), key=lambda entry: entry.id)
 
-    async def renew(self, outbox_id: int, owner: str, until: datetime) -> bool:
-        """Extend an expansion lease; False if it is no longer ours."""
+    async def renew(self, outbox_ids: Sequence[int], owner: str, until: datetime) -> set[int]:
+        """Extend expansion leases (one statement); the ids whose lease is still ours."""
+        if not outbox_ids:
+            return set()
         async with self._db.transaction() as conn:
-            result = await conn.execute(
+            kept = await conn.execute(
                 update(_outbox)
                 .where(
-                    _outbox.c.id == outbox_id, _outbox.c.lease_owner == owner, _outbox.c.state == "expanding"
+                    _outbox.c.id.in_(sorted(outbox_ids)),
+                    _outbox.c.lease_owner == owner,
+                    _outbox.c.state == "expanding",
                 )
                 .values(lease_until=until)
+                .returning(_outbox.c.id)
             )
-        return bool(result.rowcount)
+            return set(kept.scalars())
 
-    async def accept(self, outbox_id: int, owner: str, facts: ActivityFacts, activity_json: str) -> bool:
-        """Fill a raw row's validated fields; False if its activity id is another row's (duplicate)."""
+    async def accept(self, owner: str, accepted: Sequence[Accepted]) -> bool:
+        """Fill raw rows' validated fields, all in one transaction.
+
+        False, and nothing stored, if an activity id is another row's (a duplicate; with
+        several rows, any one of them).
+        """
+        if not accepted:
+            return True
+        statement = (
+            update(_outbox)
+            .where(_outbox.c.id == bindparam("a_id"), _outbox.c.lease_owner == owner)
+            .values(
+                activity=bindparam("a_activity"),
+                activity_id=bindparam("a_activity_id"),
+                activity_type=bindparam("a_type"),
+                object_id=bindparam("a_object_id"),
+            )
+        )
+        params = [
+            {
+                "a_id": a.outbox_id,
+                "a_activity": a.activity_json,
+                "a_activity_id": a.facts.activity_id,
+                "a_type": a.facts.activity_type,
+                "a_object_id": a.facts.object_id,
+            }
+            for a in accepted
+        ]
         try:
             async with self._db.transaction() as conn:
-                await conn.execute(
-                    update(_outbox)
-                    .where(_outbox.c.id == outbox_id, _outbox.c.lease_owner == owner)
-                    .values(
-                        activity=activity_json,
-                        activity_id=facts.activity_id,
-                        activity_type=facts.activity_type,
-                        object_id=facts.object_id,
-                    )
-                )
+                await conn.execute(statement, params)
         except IntegrityError:
             return False
         return True
 
     async def finish(
-        self, outbox_id: int, owner: str, state: str, now: datetime, error: str | None = None
+        self, outbox_ids: Sequence[int], owner: str, state: str, now: datetime, error: str | None = None
     ) -> None:
-        """End an expansion: `expanded` (every delivery row is in), `rejected` or `duplicate`."""
+        """End expansions (one statement): `expanded` (all deliveries are in), `rejected` or `duplicate`."""
+        if not outbox_ids:
+            return
         async with self._db.transaction() as conn:
             await conn.execute(
                 update(_outbox)
-                .where(_outbox.c.id == outbox_id, _outbox.c.lease_owner == owner)
+                .where(_outbox.c.id.in_(sorted(outbox_ids)), _outbox.c.lease_owner == owner)
                 .values(state=state, error=error, lease_owner=None, lease_until=None, expanded_at=now)
             )
 

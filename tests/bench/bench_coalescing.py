@@ -24,9 +24,9 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from fedqueue.outbound.coalesce_hooks import Coalescer
+from fedqueue.outbound.coalesce_hooks import Added, Coalescer
 from fedqueue.outbound.intake import ActivityFacts
-from fedqueue.storage import Store, Target
+from fedqueue.storage import Enqueued, Store, Target
 from fedqueue.storage.types import utcnow
 from tests.bench import harness
 
@@ -107,10 +107,10 @@ async def _fanout_hook(store: Store, coalescer: Coalescer, notes: int) -> list[f
         facts = ActivityFacts("bench", activity_id, "Update", _note(n))
         # The note's Create and Update went to the same 10 inboxes: the older Update is coalesced.
         targets = [Target(_inbox(n * 7 + j), HOST) for j in range(FANOUT)]
-        await store.deliveries.enqueue(next_id, facts, targets, utcnow())
+        await store.deliveries.enqueue([Enqueued(next_id, facts, targets)], utcnow())
         next_id += 1
         started = time.perf_counter()
-        await coalescer.after_enqueue(facts, [t.inbox for t in targets])
+        await coalescer.after_enqueue([Added(next_id, facts, [t.inbox for t in targets])])
         samples.append((time.perf_counter() - started) * 1e6 / len(targets))
     return samples
 

@@ -60,10 +60,12 @@ def poison_expansion(monkeypatch: pytest.MonkeyPatch, poison_id: int) -> None:
     """Expanding outbox row `poison_id` raises an error nothing in fedqueue expects."""
     real = Fanout._targets
 
-    async def targets(self: Fanout, entry: OutboxEntry, facts: ActivityFacts) -> list[Target]:
+    async def targets(
+        self: Fanout, entry: OutboxEntry, facts: ActivityFacts, activity: dict[str, Any]
+    ) -> list[Target]:
         if entry.id == poison_id:
             raise RuntimeError("synthetic failure\nwith a second line")
-        return await real(self, entry, facts)
+        return await real(self, entry, facts, activity)
 
     monkeypatch.setattr(Fanout, "_targets", targets)
 

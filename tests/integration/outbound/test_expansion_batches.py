@@ -1,0 +1,115 @@
+"""Outbox rows are expanded in batches, and a batch never makes one row's fate another's."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
+
+import pytest
+
+from fedqueue.metrics import Metrics
+from fedqueue.outbound.worker import Worker
+from fedqueue.remote.client import HttpClient
+from fedqueue.settings import Settings
+from fedqueue.storage import Enqueued, Store
+from fedqueue.storage.deliveries import DeliveryStore
+from tests.integration.outbound.test_worker_survival import Clock
+from tests.loopback import LoopbackServer
+from tests.outbound import fast, insert_outbox_row
+
+
+def like(n: int, activity_id: str | None = None) -> dict[str, str]:
+    activity = {"type": "Like", "object": f"https://example.org/notes/{n}"}
+    return activity if activity_id is None else {**activity, "id": activity_id}
+
+
+@pytest.fixture
+async def worker(settings: Settings, store: Store) -> AsyncIterator[Worker]:
+    client = HttpClient(settings)
+    try:
+        yield Worker(fast(settings), store, client, clock=Clock(), metrics=Metrics())
+    finally:
+        await client.aclose()
+
+
+async def test_a_batch_of_rows_is_expanded_in_one_call_each_row_with_its_own_deliveries(
+    worker: Worker, store: Store, remote: LoopbackServer
+) -> None:
+    await store.actors.create("alice")
+    rows = [await insert_outbox_row(store, "alice", like(n), [remote.url(f"/inbox/{n}")]) for n in range(30)]
+
+    assert await worker.fanout.expand_pending() == 30
+
+    for n, row in enumerate(rows):
+        assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]
+        assert [(d.inbox, d.state) for d in await store.deliveries.for_outbox(row)] == [
+            (remote.url(f"/inbox/{n}"), "queued")
+        ]
+
+
+async def test_a_duplicate_in_a_batch_is_marked_duplicate_and_the_other_rows_are_expanded(
+    worker: Worker, store: Store, remote: LoopbackServer
+) -> None:
+    await store.actors.create("alice")
+    same = "http://127.0.0.1:8000/actors/alice/activities/like-1"
+    first = await insert_outbox_row(store, "alice", like(1, same), [remote.url("/inbox")])
+    assert await worker.fanout.expand_pending() == 1
+    rows = [
+        await insert_outbox_row(store, "alice", like(2), [remote.url("/inbox")]),
+        await insert_outbox_row(store, "alice", like(1, same), [remote.url("/inbox")]),
+        await insert_outbox_row(store, "alice", like(3), [remote.url("/inbox")]),
+    ]
+
+    assert await worker.fanout.expand_pending() == 3
+
+    states = [await store.outbox.state(row) for row in rows]
+    assert [s.state for s in states if s is not None] == ["expanded", "duplicate", "expanded"]
+    assert states[1] is not None and states[1].error == f"activity {same} was submitted before"
+    assert len(await store.deliveries.for_outbox(first)) == 1
+    assert await store.deliveries.for_outbox(rows[1]) == []
+    assert worker.metrics.worker_errors["expand"] == 0
+
+
+async def test_a_row_whose_deliveries_the_database_refuses_fails_alone_when_written_together(
+    worker: Worker, store: Store, remote: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await store.actors.create("alice")
+    rows = [await insert_outbox_row(store, "alice", like(n), [remote.url(f"/inbox/{n}")]) for n in range(3)]
+    poison = rows[1]
+    real = DeliveryStore.enqueue
+
+    async def enqueue(self: DeliveryStore, batch: Sequence[Enqueued], now: datetime) -> None:
+        if any(item.outbox_id == poison for item in batch):
+            raise RuntimeError("refused")
+        await real(self, batch, now)
+
+    monkeypatch.setattr(DeliveryStore, "enqueue", enqueue)
+
+    assert await worker.fanout.expand_pending() == 3
+
+    good = [await store.outbox.state(row) for row in (rows[0], rows[2])]
+    assert [s.state for s in good if s is not None] == ["expanded", "expanded"]
+    failing = await store.outbox.state(poison)
+    assert failing is not None and failing.state == "expanding" and failing.error == "RuntimeError: refused"
+    assert await store.deliveries.for_outbox(poison) == []
+    # once for the group, once for the row on its own
+    assert worker.metrics.worker_errors["expand"] == 2
+
+
+async def test_a_backlog_larger_than_a_batch_is_expanded_round_after_round_while_sends_are_in_flight(
+    settings: Settings, store: Store, remote: LoopbackServer
+) -> None:
+    await store.actors.create("alice")
+    rows = [await insert_outbox_row(store, "alice", like(n), [remote.url(f"/inbox/{n}")]) for n in range(3)]
+    client = HttpClient(settings)
+    try:
+        # The clock stands still: a poll interval never passes.
+        worker = Worker(fast(settings, expansion_batch_size=1), store, client, clock=Clock())
+        worker.dispatcher.in_flight.add(-1)  # a send in flight
+        for _ in rows:
+            await worker.step()
+        await worker.dispatcher.settle(30)
+    finally:
+        await client.aclose()
+    for row in rows:
+        assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]

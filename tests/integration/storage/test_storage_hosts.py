@@ -1,0 +1,64 @@
+"""Host health as the worker records it: fast for healthy hosts, never losing another worker's failure."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from fedqueue.outbound.circuit import CLOSED, CircuitPolicy, HostHealth, after_failure, after_success
+from fedqueue.storage import Store
+from fedqueue.storage.hosts import HostStore
+from fedqueue.storage.types import utcnow
+
+POLICY = CircuitPolicy(
+    failure_threshold=10, open_seconds=300, recovery_start=2, full_allowance=8, unavailable_after_days=7
+)
+
+
+async def test_a_success_from_a_healthy_host_moves_only_its_last_success_time(store: Store) -> None:
+    now = utcnow()
+    await store.hosts.update({"a.example": lambda h: after_success(h, now, POLICY)})
+    later = now + timedelta(seconds=5)
+    await store.hosts.update({"a.example": lambda h: after_success(h, later, POLICY)})
+
+    health = (await store.hosts.health(["a.example"]))["a.example"]
+    assert health == HostHealth("a.example", last_success_at=later)
+
+
+async def test_a_success_after_failures_resets_the_failure_count(store: Store) -> None:
+    now = utcnow()
+    for _ in range(3):
+        await store.hosts.update({"a.example": lambda h: after_failure(h, now, POLICY)})
+    assert (await store.hosts.health(["a.example"]))["a.example"].consecutive_failures == 3
+    await store.hosts.update({"a.example": lambda h: after_success(h, now, POLICY)})
+
+    health = (await store.hosts.health(["a.example"]))["a.example"]
+    assert (health.consecutive_failures, health.first_failure_at, health.circuit) == (0, None, CLOSED)
+
+
+async def test_a_success_read_as_healthy_does_not_overwrite_failures_another_worker_recorded_meanwhile(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = utcnow()
+    await store.hosts.update({"a.example": lambda h: after_success(h, now, POLICY)})
+    stale = await store.hosts.health(["a.example"])
+    for _ in range(10):  # another worker: the circuit opens
+        await store.hosts.update({"a.example": lambda h: after_failure(h, now, POLICY)})
+    real = HostStore.health
+
+    async def stale_health(self: HostStore, hosts: object) -> dict[str, HostHealth]:
+        return stale
+
+    monkeypatch.setattr(HostStore, "health", stale_health)
+    later = now + timedelta(seconds=1)
+    await store.hosts.update({"a.example": lambda h: after_success(h, later, POLICY)})
+    monkeypatch.setattr(HostStore, "health", real)
+
+    health = (await store.hosts.health(["a.example"]))["a.example"]
+    # The success was applied to the open circuit, not to the stale healthy read: recovery starts.
+    assert health == replace(
+        health, consecutive_failures=0, circuit=CLOSED, recovery_allowance=2, last_success_at=later
+    )
+    assert health.last_failure_at == now
