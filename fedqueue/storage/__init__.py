@@ -14,13 +14,14 @@ from fedqueue.storage.deliveries import DeliveryStore, DeliveryView, Target
 from fedqueue.storage.followers import Follower, FollowerStore
 from fedqueue.storage.histories import CoalescingStore, Decision, HistoryRow
 from fedqueue.storage.hosts import HostStore
-from fedqueue.storage.inbox import InboxEntry, InboxStore, NewInbound, Pulled
+from fedqueue.storage.inbox import Admission, InboxEntry, InboxStore, NewInbound, Pulled
 from fedqueue.storage.outbox import OutboxEntry, OutboxState, OutboxStore, Sendable, Submitted
 from fedqueue.storage.published import PublishedStore
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
 from fedqueue.storage.stats import StatsStore
 
 __all__ = [
+    "Admission",
     "CachedRemote",
     "CreatedActor",
     "Decision",

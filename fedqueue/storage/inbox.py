@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -13,11 +13,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from fedqueue.inbound.follows import AddFollower, Effect, EnqueueActivity, RemoveAllFollows, RemoveFollower
 from fedqueue.storage import followers
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import InboundActivityRow, InboxCursorRow, InboxItemRow
+from fedqueue.storage.tables import ActorRow, HostRow, InboundActivityRow, InboxCursorRow, InboxItemRow
 
 _inbound = InboundActivityRow.__table__  # type: ignore[attr-defined]
 _items = InboxItemRow.__table__  # type: ignore[attr-defined]
 _cursors = InboxCursorRow.__table__  # type: ignore[attr-defined]
+_actors = ActorRow.__table__  # type: ignore[attr-defined]
+_hosts = HostRow.__table__  # type: ignore[attr-defined]
 
 #: pg_advisory_xact_lock key serializing inbox item inserts (see Database.serialize_in_transaction).
 _INBOX_ORDER_LOCK = 0x66710001
@@ -34,6 +36,16 @@ class NewInbound:
     key_id: str
     recipients: tuple[str, ...]
     received_at: datetime
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What the inbox needs to know before it verifies a request, read at once."""
+
+    #: The given hosts an admin blocked.
+    blocked_hosts: frozenset[str]
+    #: The given names that are local actors, each with whether it accepts follows by itself.
+    auto_accept: dict[str, bool]
 
 
 @dataclass(frozen=True)
@@ -58,6 +70,26 @@ class Pulled:
 class InboxStore:
     def __init__(self, database: Database) -> None:
         self._db = database
+
+    async def admission(self, hosts: Iterable[str], names: Iterable[str]) -> Admission:
+        """Which of `hosts` are blocked and which of `names` are local actors, in one short read.
+
+        Costs what the activity mentions, not what the database holds: no full list of actors.
+        """
+        wanted_hosts, wanted_names = sorted({host.lower() for host in hosts}), sorted(set(names))
+        async with self._db.reading() as conn:
+            blocked = (
+                await conn.execute(
+                    select(_hosts.c.host).where(_hosts.c.host.in_(wanted_hosts), _hosts.c.blocked)
+                )
+            ).scalars()
+            actors = await conn.execute(
+                select(_actors.c.name, _actors.c.auto_accept_follows).where(_actors.c.name.in_(wanted_names))
+            )
+            return Admission(
+                blocked_hosts=frozenset(blocked),
+                auto_accept={row.name: row.auto_accept_follows for row in actors},
+            )
 
     async def insert_inbound_if_new(self, inbound: NewInbound, effects: Sequence[Effect] = ()) -> bool:
         """Store a verified activity and apply its effects in one transaction; False if a duplicate.
