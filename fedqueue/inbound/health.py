@@ -10,6 +10,7 @@ is evidently alive.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from datetime import datetime
 
 from fedqueue.remote.documents import RemoteDirectory
@@ -20,10 +21,21 @@ log = logging.getLogger("fedqueue.inbox")
 
 
 async def heard_from(
-    store: Store, directory: RemoteDirectory, actor_uri: str, key_id: str, now: datetime
+    store: Store,
+    directory: RemoteDirectory,
+    actor_uri: str,
+    key_id: str,
+    now: datetime,
+    failing_hosts: Collection[str],
 ) -> None:
-    """Record that `actor_uri` just sent a verified request signed with `key_id`."""
-    probed = await store.hosts.probe_now({host_of(actor_uri), host_of(key_id)}, now)
+    """Record that `actor_uri` just sent a verified request signed with `key_id`.
+
+    `failing_hosts` are the hosts whose circuit was open when the request came in: only then
+    is there a probe to bring forward, so most requests write nothing here. (A circuit that
+    opened meanwhile waits for the next request from its host.)
+    """
+    hosts = {host_of(actor_uri), host_of(key_id)} & set(failing_hosts)
+    probed = await store.hosts.probe_now(hosts, now) if hosts else []
     if probed:
         log.info("inbound request from failing host(s) %s: probing now", ", ".join(probed))
     try:

@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.inbound.follows import AddFollower, Effect, EnqueueActivity, RemoveAllFollows, RemoveFollower
+from fedqueue.outbound.circuit import OPEN
 from fedqueue.storage import followers
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import ActorRow, HostRow, InboundActivityRow, InboxCursorRow, InboxItemRow
@@ -44,6 +45,8 @@ class Admission:
 
     #: The given hosts an admin blocked.
     blocked_hosts: frozenset[str]
+    #: The given hosts whose circuit is open, waiting for its next probe (`HostStore.probe_now`).
+    failing_hosts: frozenset[str]
     #: The given names that are local actors, each with whether it accepts follows by itself.
     auto_accept: dict[str, bool]
 
@@ -71,23 +74,27 @@ class InboxStore:
     def __init__(self, database: Database) -> None:
         self._db = database
 
-    async def admission(self, hosts: Iterable[str], names: Iterable[str]) -> Admission:
-        """Which of `hosts` are blocked and which of `names` are local actors, in one short read.
+    async def admission(self, hosts: Iterable[str], names: Iterable[str], now: datetime) -> Admission:
+        """Which of `hosts` are blocked or failing and which of `names` are local actors, in one read.
 
         Costs what the activity mentions, not what the database holds: no full list of actors.
         """
         wanted_hosts, wanted_names = sorted({host.lower() for host in hosts}), sorted(set(names))
+        failing = and_(_hosts.c.circuit == OPEN, _hosts.c.circuit_until > now)
         async with self._db.reading() as conn:
-            blocked = (
+            known = (
                 await conn.execute(
-                    select(_hosts.c.host).where(_hosts.c.host.in_(wanted_hosts), _hosts.c.blocked)
+                    select(_hosts.c.host, _hosts.c.blocked, failing.label("failing")).where(
+                        _hosts.c.host.in_(wanted_hosts)
+                    )
                 )
-            ).scalars()
+            ).all()
             actors = await conn.execute(
                 select(_actors.c.name, _actors.c.auto_accept_follows).where(_actors.c.name.in_(wanted_names))
             )
             return Admission(
-                blocked_hosts=frozenset(blocked),
+                blocked_hosts=frozenset(row.host for row in known if row.blocked),
+                failing_hosts=frozenset(row.host for row in known if row.failing),
                 auto_accept={row.name: row.auto_accept_follows for row in actors},
             )
 
