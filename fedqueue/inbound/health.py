@@ -10,37 +10,25 @@ is evidently alive.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
 from datetime import datetime
 
-from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.remote.guard import FetchError, host_of
-from fedqueue.storage import Store
+from fedqueue.remote.guard import host_of
+from fedqueue.storage import Admission, Store
 
 log = logging.getLogger("fedqueue.inbox")
 
 
-async def heard_from(
-    store: Store,
-    directory: RemoteDirectory,
-    actor_uri: str,
-    key_id: str,
-    now: datetime,
-    failing_hosts: Collection[str],
-) -> None:
+async def heard_from(store: Store, admission: Admission, actor_uri: str, key_id: str, now: datetime) -> None:
     """Record that `actor_uri` just sent a verified request signed with `key_id`.
 
-    `failing_hosts` are the hosts whose circuit was open when the request came in: only then
-    is there a probe to bring forward, so most requests write nothing here. (A circuit that
-    opened meanwhile waits for the next request from its host.)
+    `admission` is what was read when the request came in: which hosts had an open circuit
+    and which of the actor's cached inboxes were marked gone. Only those are written, so most
+    requests write nothing here. (A circuit opened, or an inbox marked gone, since then waits
+    for the actor's next request; an actor fetched afresh clears its gone inboxes anyway.)
     """
-    hosts = {host_of(actor_uri), host_of(key_id)} & set(failing_hosts)
+    hosts = {host_of(actor_uri), host_of(key_id)} & admission.failing_hosts
     probed = await store.hosts.probe_now(hosts, now) if hosts else []
     if probed:
         log.info("inbound request from failing host(s) %s: probing now", ", ".join(probed))
-    try:
-        # Cached: verification just fetched the key's owner, which is this actor.
-        actor = await directory.actor(actor_uri, None)
-    except FetchError:
-        return
-    await store.audience.forget_gone(filter(None, (actor.inbox, actor.shared_inbox)))
+    if admission.gone_inboxes:
+        await store.audience.forget_gone(admission.gone_inboxes)

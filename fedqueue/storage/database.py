@@ -35,6 +35,9 @@ class Database:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.is_postgres = engine.dialect.name == "postgresql"
+        # Reads need no BEGIN and ROLLBACK round trips: at PostgreSQL's READ COMMITTED each
+        # statement sees its own snapshot either way. (pysqlite is in autocommit mode already.)
+        self._reader = engine.execution_options(isolation_level="AUTOCOMMIT") if self.is_postgres else engine
         self.is_sqlite = engine.dialect.name == "sqlite"
         self._writer: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
 
@@ -95,9 +98,9 @@ class Database:
 
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[AsyncConnection]:
-        """A connection for reads only (no write lock on SQLite)."""
+        """A connection for reads only (no write lock on SQLite, no transaction on PostgreSQL)."""
         try:
-            async with self.engine.connect() as conn:
+            async with self._reader.connect() as conn:
                 yield conn
         except OperationalError as exc:
             raise StorageUnavailable(f"database error: {_first_line(exc)}") from exc

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, delete, exists, func, select
+from sqlalchemy import and_, delete, exists, func, select, union
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -14,13 +14,23 @@ from fedqueue.inbound.follows import AddFollower, Effect, EnqueueActivity, Remov
 from fedqueue.outbound.circuit import OPEN
 from fedqueue.storage import followers
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import ActorRow, HostRow, InboundActivityRow, InboxCursorRow, InboxItemRow
+from fedqueue.storage.tables import (
+    ActorRow,
+    GoneInboxRow,
+    HostRow,
+    InboundActivityRow,
+    InboxCursorRow,
+    InboxItemRow,
+    RemoteActorRow,
+)
 
 _inbound = InboundActivityRow.__table__  # type: ignore[attr-defined]
 _items = InboxItemRow.__table__  # type: ignore[attr-defined]
 _cursors = InboxCursorRow.__table__  # type: ignore[attr-defined]
 _actors = ActorRow.__table__  # type: ignore[attr-defined]
 _hosts = HostRow.__table__  # type: ignore[attr-defined]
+_remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
+_gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
 
 #: pg_advisory_xact_lock key serializing inbox item inserts (see Database.serialize_in_transaction).
 _INBOX_ORDER_LOCK = 0x66710001
@@ -47,6 +57,8 @@ class Admission:
     blocked_hosts: frozenset[str]
     #: The given hosts whose circuit is open, waiting for its next probe (`HostStore.probe_now`).
     failing_hosts: frozenset[str]
+    #: The sender's inboxes (as cached) that answered 410 Gone (`AudienceStore.forget_gone`).
+    gone_inboxes: frozenset[str]
     #: The given names that are local actors, each with whether it accepts follows by itself.
     auto_accept: dict[str, bool]
 
@@ -74,8 +86,11 @@ class InboxStore:
     def __init__(self, database: Database) -> None:
         self._db = database
 
-    async def admission(self, hosts: Iterable[str], names: Iterable[str], now: datetime) -> Admission:
-        """Which of `hosts` are blocked or failing and which of `names` are local actors, in one read.
+    async def admission(
+        self, hosts: Iterable[str], names: Iterable[str], sender: str, now: datetime
+    ) -> Admission:
+        """Which of `hosts` are blocked or failing, which of `names` are local actors, and which of
+        the `sender`'s cached inboxes are marked gone: one short read.
 
         Costs what the activity mentions, not what the database holds: no full list of actors.
         """
@@ -92,10 +107,16 @@ class InboxStore:
             actors = await conn.execute(
                 select(_actors.c.name, _actors.c.auto_accept_follows).where(_actors.c.name.in_(wanted_names))
             )
+            inboxes = union(
+                select(_remote.c.inbox).where(_remote.c.uri == sender),
+                select(_remote.c.shared_inbox).where(_remote.c.uri == sender),
+            )
+            gone = (await conn.execute(select(_gone.c.inbox).where(_gone.c.inbox.in_(inboxes)))).scalars()
             return Admission(
                 blocked_hosts=frozenset(row.host for row in known if row.blocked),
                 failing_hosts=frozenset(row.host for row in known if row.failing),
                 auto_accept={row.name: row.auto_accept_follows for row in actors},
+                gone_inboxes=frozenset(gone),
             )
 
     async def insert_inbound_if_new(self, inbound: NewInbound, effects: Sequence[Effect] = ()) -> bool:

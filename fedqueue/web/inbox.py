@@ -147,7 +147,7 @@ async def _receive(request: Request) -> bool:
     )
     hosts = {host_of(activity.actor)} | {host_of(parsed.key_id) for parsed in candidates}
     mentioned = sorted(named_local_actors(activity, urls) | ({name} if name else set()))
-    admission = await store.inbox.admission(hosts, mentioned[:MAX_MENTIONED_NAMES], utcnow())
+    admission = await store.inbox.admission(hosts, mentioned[:MAX_MENTIONED_NAMES], activity.actor, utcnow())
     # Any signature's key on a blocked host refuses the request: no fetch goes to such a host.
     if admission.blocked_hosts:
         raise Forbidden(f"host {min(admission.blocked_hosts)} is blocked here")
@@ -158,7 +158,7 @@ async def _receive(request: Request) -> bool:
     resolve = key_resolver(directory, signer, settings.inbound_verify_timeout_seconds)
     verdict = await verify_signature(candidates, resolve, activity.actor)
     check_text("the signature's keyId", verdict.key_id, URI_CHARS)
-    await heard_from(store, directory, activity.actor, verdict.key_id, utcnow(), admission.failing_hosts)
+    await heard_from(store, admission, activity.actor, verdict.key_id, utcnow())
     effects = effects_for(
         activity,
         urls,
