@@ -35,10 +35,10 @@ class Database:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.is_postgres = engine.dialect.name == "postgresql"
+        self.is_sqlite = engine.dialect.name == "sqlite"
         # Reads need no BEGIN and ROLLBACK round trips: at PostgreSQL's READ COMMITTED each
         # statement sees its own snapshot either way. (pysqlite is in autocommit mode already.)
         self._reader = engine.execution_options(isolation_level="AUTOCOMMIT") if self.is_postgres else engine
-        self.is_sqlite = engine.dialect.name == "sqlite"
         self._writer: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
 
     @classmethod
