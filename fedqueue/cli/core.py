@@ -19,6 +19,7 @@ from fedqueue.metrics import Metrics
 from fedqueue.outbound.supervise import WorkerHealth, supervise
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.client import HttpClient
+from fedqueue.remote.keyring import Keyring
 from fedqueue.settings import Settings, load_settings
 from fedqueue.storage import Store, check_actor_name
 from fedqueue.storage.migrate import upgrade_to_head
@@ -111,17 +112,22 @@ def run_serve(args: argparse.Namespace) -> int:
         stop = asyncio.Event()
         # One recorder for the process: /metrics shows what the in-process worker did.
         metrics = Metrics()
+        # One keyring for the process: the inbox and the worker each parse a key at most once.
+        keyring = Keyring(store, Urls(settings.base_url))
         worker = None
         health = WorkerHealth(state="disabled" if args.no_worker else "running")
         if not args.no_worker:
             # A fresh Worker per (re)start: nothing of a failed one's in-flight state is reused.
             worker = asyncio.create_task(
                 supervise(
-                    lambda: Worker(settings, store, client, metrics=metrics).run(stop), stop, health, metrics
+                    lambda: Worker(settings, store, client, metrics=metrics, keyring=keyring).run(stop),
+                    stop,
+                    health,
+                    metrics,
                 )
             )
         try:
-            app = create_app(settings, store, recorder=metrics, worker=health)
+            app = create_app(settings, store, recorder=metrics, worker=health, keyring=keyring)
             config = uvicorn.Config(
                 app, host=args.host, port=args.port, log_config=None, access_log=False, lifespan="on"
             )

@@ -12,23 +12,23 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.remote.guard import FetchError, host_of
-from fedqueue.storage import Store
+from fedqueue.remote.guard import host_of
+from fedqueue.storage import Admission, Store
 
 log = logging.getLogger("fedqueue.inbox")
 
 
-async def heard_from(
-    store: Store, directory: RemoteDirectory, actor_uri: str, key_id: str, now: datetime
-) -> None:
-    """Record that `actor_uri` just sent a verified request signed with `key_id`."""
-    probed = await store.hosts.probe_now({host_of(actor_uri), host_of(key_id)}, now)
+async def heard_from(store: Store, admission: Admission, actor_uri: str, key_id: str, now: datetime) -> None:
+    """Record that `actor_uri` just sent a verified request signed with `key_id`.
+
+    `admission` is what was read when the request came in: which hosts had an open circuit
+    and which of the actor's cached inboxes were marked gone. Only those are written, so most
+    requests write nothing here. (A circuit opened, or an inbox marked gone, since then waits
+    for the actor's next request; an actor fetched afresh clears its gone inboxes anyway.)
+    """
+    hosts = {host_of(actor_uri), host_of(key_id)} & admission.failing_hosts
+    probed = await store.hosts.probe_now(hosts, now) if hosts else []
     if probed:
         log.info("inbound request from failing host(s) %s: probing now", ", ".join(probed))
-    try:
-        # Cached: verification just fetched the key's owner, which is this actor.
-        actor = await directory.actor(actor_uri, None)
-    except FetchError:
-        return
-    await store.audience.forget_gone(filter(None, (actor.inbox, actor.shared_inbox)))
+    if admission.gone_inboxes:
+        await store.audience.forget_gone(admission.gone_inboxes)

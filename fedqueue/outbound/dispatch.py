@@ -41,9 +41,10 @@ from fedqueue.outbound.coalesce_hooks import Coalescer, Verdict
 from fedqueue.outbound.outcomes import Attempt
 from fedqueue.outbound.record import Claimed, Result, health_changes, refused_result, result_of
 from fedqueue.outbound.scheme_choice import SchemeBook
-from fedqueue.outbound.send import Keyring, PreparedBody, post_knocking, prepare_body, signing_threads
+from fedqueue.outbound.send import PreparedBody, post_knocking, prepare_body, signing_threads
 from fedqueue.outbound.signing_threads import SigningThreads
 from fedqueue.remote.client import HttpClient
+from fedqueue.remote.keyring import Keyring
 from fedqueue.settings import Settings
 from fedqueue.storage import StorageUnavailable, Store
 

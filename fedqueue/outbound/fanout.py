@@ -38,9 +38,9 @@ from fedqueue.outbound.intake import (
     parse_inboxes,
     subject_of,
 )
-from fedqueue.outbound.send import Keyring
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import FetchError, host_of
+from fedqueue.remote.keyring import Keyring
 from fedqueue.settings import Settings
 from fedqueue.storage import Accepted, Enqueued, OutboxEntry, Store, Target
 from fedqueue.urls import Urls

@@ -11,7 +11,6 @@ CPU as the rest of a delivery, and OpenSSL computes it without holding the GIL.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -29,8 +28,6 @@ from fedqueue.signing.requests import (
     content_digest_header,
     sha256_digest_header,
 )
-from fedqueue.storage import Store
-from fedqueue.urls import Urls
 
 #: How much of a refusing server's body is kept on the delivery row.
 BODY_HEAD_BYTES = 512
@@ -61,27 +58,6 @@ def prepare_body(activity_json: str) -> PreparedBody:
     return PreparedBody(
         body=body, digest=sha256_digest_header(body), content_digest=content_digest_header(body)
     )
-
-
-class Keyring:
-    """Local actors' signing identities, loaded once per process."""
-
-    def __init__(self, store: Store, urls: Urls) -> None:
-        self._store = store
-        self._urls = urls
-        self._identities: dict[str, SigningIdentity] = {}
-        # One lock: a batch of concurrent sends must not load (and parse) the same key many times.
-        self._loading = asyncio.Lock()
-
-    async def identity(self, actor: str) -> SigningIdentity:
-        found = self._identities.get(actor)
-        if found is not None:
-            return found
-        async with self._loading:
-            if actor not in self._identities:
-                key = await self._store.actors.signing_key(actor)
-                self._identities[actor] = SigningIdentity(key_id=self._urls.key_id(actor), private_key=key)
-        return self._identities[actor]
 
 
 def sign_delivery(

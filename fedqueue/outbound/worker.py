@@ -40,9 +40,9 @@ from fedqueue.metrics import Metrics
 from fedqueue.outbound.backoff import Jitter, RetrySchedule
 from fedqueue.outbound.dispatch import Dispatcher
 from fedqueue.outbound.fanout import Fanout
-from fedqueue.outbound.send import Keyring
 from fedqueue.remote.client import HttpClient
 from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.keyring import Keyring
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.types import utcnow
@@ -75,12 +75,13 @@ class Worker:
         clock: Callable[[], datetime] = utcnow,
         jitter: Jitter = random.random,
         metrics: Metrics | None = None,
+        keyring: Keyring | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.owner = owner or worker_id()
         self._clock = clock
-        keyring = Keyring(store, Urls(settings.base_url))
+        keyring = keyring or Keyring(store, Urls(settings.base_url))
         directory = RemoteDirectory(store, client, clock)
         self.metrics = metrics or Metrics()
         self.fanout = Fanout(settings, store, directory, keyring, self.owner, clock, self.metrics)

@@ -14,7 +14,7 @@ from fedqueue.storage.deliveries import DeliveryStore, DeliveryView, Enqueued, T
 from fedqueue.storage.followers import Follower, FollowerStore
 from fedqueue.storage.histories import CoalescingStore, Decision, HistoryRow
 from fedqueue.storage.hosts import HostStore
-from fedqueue.storage.inbox import InboxEntry, InboxStore, NewInbound, Pulled
+from fedqueue.storage.inbox import Admission, InboxEntry, InboxStore, NewInbound, Pulled
 from fedqueue.storage.outbox import Accepted, OutboxEntry, OutboxState, OutboxStore, Sendable, Submitted
 from fedqueue.storage.published import PublishedStore
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
@@ -22,6 +22,7 @@ from fedqueue.storage.stats import StatsStore
 
 __all__ = [
     "Accepted",
+    "Admission",
     "CachedRemote",
     "CreatedActor",
     "Decision",

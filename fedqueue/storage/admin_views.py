@@ -334,14 +334,6 @@ class AdminViews:
             raise NotFound(f"no host {host!r} is known")
         return found[0]
 
-    async def is_blocked(self, host: str) -> bool:
-        """Whether an admin blocked `host`: the inbox refuses its traffic, the worker sends nothing."""
-        async with self._db.reading() as conn:
-            blocked = (
-                await conn.execute(select(_hosts.c.blocked).where(_hosts.c.host == host.lower()))
-            ).scalar()
-        return bool(blocked)
-
     async def audit_log(self, *, limit: int = 100) -> list[AuditEntry]:
         async with self._db.reading() as conn:
             rows = (

@@ -2,22 +2,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, delete, exists, func, select
+from sqlalchemy import and_, delete, exists, func, select, union
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.inbound.follows import AddFollower, Effect, EnqueueActivity, RemoveAllFollows, RemoveFollower
+from fedqueue.outbound.circuit import OPEN
 from fedqueue.storage import followers
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import InboundActivityRow, InboxCursorRow, InboxItemRow
+from fedqueue.storage.tables import (
+    ActorRow,
+    GoneInboxRow,
+    HostRow,
+    InboundActivityRow,
+    InboxCursorRow,
+    InboxItemRow,
+    RemoteActorRow,
+)
 
 _inbound = InboundActivityRow.__table__  # type: ignore[attr-defined]
 _items = InboxItemRow.__table__  # type: ignore[attr-defined]
 _cursors = InboxCursorRow.__table__  # type: ignore[attr-defined]
+_actors = ActorRow.__table__  # type: ignore[attr-defined]
+_hosts = HostRow.__table__  # type: ignore[attr-defined]
+_remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
+_gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
 
 #: pg_advisory_xact_lock key serializing inbox item inserts (see Database.serialize_in_transaction).
 _INBOX_ORDER_LOCK = 0x66710001
@@ -34,6 +47,20 @@ class NewInbound:
     key_id: str
     recipients: tuple[str, ...]
     received_at: datetime
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What the inbox needs to know before it verifies a request, read at once."""
+
+    #: The given hosts an admin blocked.
+    blocked_hosts: frozenset[str]
+    #: The given hosts whose circuit is open, waiting for its next probe (`HostStore.probe_now`).
+    failing_hosts: frozenset[str]
+    #: The sender's inboxes (as cached) that answered 410 Gone (`AudienceStore.forget_gone`).
+    gone_inboxes: frozenset[str]
+    #: The given names that are local actors, each with whether it accepts follows by itself.
+    auto_accept: dict[str, bool]
 
 
 @dataclass(frozen=True)
@@ -58,6 +85,39 @@ class Pulled:
 class InboxStore:
     def __init__(self, database: Database) -> None:
         self._db = database
+
+    async def admission(
+        self, hosts: Iterable[str], names: Iterable[str], sender: str, now: datetime
+    ) -> Admission:
+        """Which of `hosts` are blocked or failing, which of `names` are local actors, and which of
+        the `sender`'s cached inboxes are marked gone: one short read.
+
+        Costs what the activity mentions, not what the database holds: no full list of actors.
+        """
+        wanted_hosts, wanted_names = sorted({host.lower() for host in hosts}), sorted(set(names))
+        failing = and_(_hosts.c.circuit == OPEN, _hosts.c.circuit_until > now)
+        async with self._db.reading() as conn:
+            known = (
+                await conn.execute(
+                    select(_hosts.c.host, _hosts.c.blocked, failing.label("failing")).where(
+                        _hosts.c.host.in_(wanted_hosts)
+                    )
+                )
+            ).all()
+            actors = await conn.execute(
+                select(_actors.c.name, _actors.c.auto_accept_follows).where(_actors.c.name.in_(wanted_names))
+            )
+            inboxes = union(
+                select(_remote.c.inbox).where(_remote.c.uri == sender),
+                select(_remote.c.shared_inbox).where(_remote.c.uri == sender),
+            )
+            gone = (await conn.execute(select(_gone.c.inbox).where(_gone.c.inbox.in_(inboxes)))).scalars()
+            return Admission(
+                blocked_hosts=frozenset(row.host for row in known if row.blocked),
+                failing_hosts=frozenset(row.host for row in known if row.failing),
+                auto_accept={row.name: row.auto_accept_follows for row in actors},
+                gone_inboxes=frozenset(gone),
+            )
 
     async def insert_inbound_if_new(self, inbound: NewInbound, effects: Sequence[Effect] = ()) -> bool:
         """Store a verified activity and apply its effects in one transaction; False if a duplicate.

@@ -31,8 +31,10 @@ from fedqueue.outbound.backpressure import Backlog
 from fedqueue.outbound.supervise import WorkerHealth
 from fedqueue.remote.client import HttpClient
 from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.keyring import Keyring
 from fedqueue.settings import Settings
 from fedqueue.storage import StorageUnavailable, Store
+from fedqueue.urls import Urls
 from fedqueue.web import actors, admin_api, dashboard, followers, inbox, metrics, outbox, status
 from fedqueue.web.admin_auth import AdminAuthMiddleware
 from fedqueue.web.responses import JSONResponse, error_response
@@ -94,13 +96,15 @@ def create_app(
     directory: RemoteDirectory | None = None,
     recorder: Metrics | None = None,
     worker: WorkerHealth | None = None,
+    keyring: Keyring | None = None,
 ) -> Starlette:
     """The ASGI app over an open store; the caller owns the store's lifetime.
 
     `directory` (remote actors and keys, for inbox verification) is made in the lifespan
     unless given; tests pass one because they run the app without a lifespan.
     `recorder` is the process's Metrics, shared with the worker when both run in one process;
-    `worker` that worker's health, for `/healthz` (None: no worker in this process, `disabled`).
+    `worker` that worker's health, for `/healthz` (None: no worker in this process, `disabled`);
+    `keyring` the local actors' parsed keys, shared with that worker (None: the app's own).
     """
 
     @asynccontextmanager
@@ -146,5 +150,6 @@ def create_app(
         store.outbox.backlog, settings.outbox_max_pending, poll_interval_s=settings.poll_interval_seconds
     )
     app.state.directory = directory
+    app.state.keyring = keyring or Keyring(store, Urls(settings.base_url))
     app.state.worker = worker or WorkerHealth(state="disabled")
     return app

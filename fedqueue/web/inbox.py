@@ -34,6 +34,7 @@ from fedqueue.metrics import Metrics
 from fedqueue.remote.client import SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import FetchError, host_of
+from fedqueue.remote.keyring import Keyring
 from fedqueue.signing.requests import SignatureError
 from fedqueue.storable import URI_CHARS, check_text, parse_decimal
 from fedqueue.storage import NewInbound, StorageUnavailable, Store, check_actor_name
@@ -49,6 +50,8 @@ DEFAULT_CONSUMER = "default"
 DEFAULT_PULL_LIMIT = 100
 #: More named local recipients than this in one activity are ignored beyond the first ones.
 MAX_NAMED_RECIPIENTS = 100
+#: At most this many local-looking names of an activity are looked up (the first, sorted).
+MAX_MENTIONED_NAMES = 1000
 
 
 def directory_of(request: Request) -> RemoteDirectory:
@@ -86,11 +89,9 @@ def key_resolver(directory: RemoteDirectory, signer: SigningIdentity | None, tim
     return resolve
 
 
-async def fetch_signer(store: Store, urls: Urls, name: str | None) -> SigningIdentity | None:
-    """Who signs the key fetch (authorized fetch needs one): the addressed local actor, if any."""
-    if name is None:
-        return None
-    return SigningIdentity(urls.key_id(name), await store.actors.signing_key(name))
+def keyring_of(request: Request) -> Keyring:
+    keyring: Keyring = request.app.state.keyring
+    return keyring
 
 
 #: Label of each refusal in `fedqueue_inbox_requests_total{reason}`: status class and a slug,
@@ -130,10 +131,10 @@ async def receive(request: Request) -> Response:
 async def _receive(request: Request) -> bool:
     """Verify and store one inbound activity; True if new, False if a duplicate."""
     settings, store, urls = settings_of(request), store_of(request), urls_of(request)
+    keyring = keyring_of(request)
     name = request.path_params.get("name")
-    local_names = set(await store.actors.names())
-    if name is not None and check_actor_name(name) not in local_names:
-        raise NotFound(f"no local actor named {name!r}")
+    # The addressed actor's identity signs any key fetch; an unknown name is a 404 here, first.
+    signer = None if name is None else await keyring.identity(check_actor_name(name))
     body = await read_body(request, settings.inbox_max_body_bytes)
     check_media_type(request.headers.get("content-type"))
     signed = inbound_request(request, settings.base_url, body)
@@ -144,22 +145,24 @@ async def _receive(request: Request) -> bool:
     activity = parse_activity(
         body, max_depth=settings.inbox_max_json_depth, anonymous_seed=signed.headers["signature"]
     )
+    hosts = {host_of(activity.actor)} | {host_of(parsed.key_id) for parsed in candidates}
+    mentioned = sorted(named_local_actors(activity, urls) | ({name} if name else set()))
+    admission = await store.inbox.admission(hosts, mentioned[:MAX_MENTIONED_NAMES], activity.actor, utcnow())
     # Any signature's key on a blocked host refuses the request: no fetch goes to such a host.
-    for host in sorted({host_of(activity.actor)} | {host_of(parsed.key_id) for parsed in candidates}):
-        if await store.admin.is_blocked(host):
-            raise Forbidden(f"host {host} is blocked here")
-    recipients = _recipients(activity, urls, name, local_names)
-    signer_name = name or (min(recipients) if recipients else None)
+    if admission.blocked_hosts:
+        raise Forbidden(f"host {min(admission.blocked_hosts)} is blocked here")
+    recipients = await _recipients(store, name, admission.auto_accept)
+    if signer is None and recipients:
+        signer = await keyring.identity(min(recipients))
     directory = directory_of(request)
-    signer = await fetch_signer(store, urls, signer_name)
     resolve = key_resolver(directory, signer, settings.inbound_verify_timeout_seconds)
     verdict = await verify_signature(candidates, resolve, activity.actor)
     check_text("the signature's keyId", verdict.key_id, URI_CHARS)
-    await heard_from(store, directory, activity.actor, verdict.key_id, utcnow())
+    await heard_from(store, admission, activity.actor, verdict.key_id, utcnow())
     effects = effects_for(
         activity,
         urls,
-        await _auto_accept(store, activity, urls, local_names),
+        _auto_accept(activity, urls, admission.auto_accept),
         await _follower_inboxes(directory, activity),
     )
     stored = await store.inbox.insert_inbound_if_new(
@@ -180,32 +183,31 @@ async def _receive(request: Request) -> bool:
     return stored
 
 
-def _recipients(activity: Activity, urls: Urls, name: str | None, local_names: set[str]) -> set[str]:
+async def _recipients(store: Store, name: str | None, named: dict[str, bool]) -> set[str]:
     """The addressed local actors; on the shared inbox with none named, every local actor.
 
-    fedqueue does not track whom local actors follow, so a followers-only post arriving at the
-    shared inbox cannot be narrowed down further; it goes to all rather than to none.
+    `named` holds the local actors the activity (or the path) names. Only when it names none
+    on the shared inbox are all local actors read: fedqueue does not track whom local actors
+    follow, so a followers-only post there cannot be narrowed down; it goes to all, not none.
     """
-    named = sorted(named_local_actors(activity, urls) & local_names)[:MAX_NAMED_RECIPIENTS]
-    recipients = set(named)
+    recipients = set(sorted(named)[:MAX_NAMED_RECIPIENTS])
     if name is not None:
         recipients.add(name)
     elif not recipients:
-        recipients = set(local_names)
+        recipients = set(await store.actors.names())
     return recipients
 
 
-async def _auto_accept(
-    store: Store, activity: Activity, urls: Urls, local_names: set[str]
-) -> dict[str, bool]:
+def _auto_accept(activity: Activity, urls: Urls, named: dict[str, bool]) -> dict[str, bool]:
+    """The followed local actor's auto-accept setting, if this is a Follow of a local actor."""
     if activity.type != "Follow":
         return {}
     target = activity.doc.get("object")
     target_uri = target.get("id") if isinstance(target, dict) else target
     name = urls.local_actor_name(target_uri) if isinstance(target_uri, str) else None
-    if name is None or name not in local_names:
+    if name is None or name not in named:
         return {}
-    return {name: (await store.actors.get(name)).auto_accept_follows}
+    return {name: named[name]}
 
 
 async def _follower_inboxes(directory: RemoteDirectory, activity: Activity) -> FollowerInboxes | None:

@@ -31,9 +31,10 @@ from pathlib import Path
 from sqlalchemy import text
 
 from fedqueue.cli.loop import run
-from fedqueue.outbound.send import Keyring, post, prepare_body, signing_threads
+from fedqueue.outbound.send import post, prepare_body, signing_threads
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.client import HttpClient
+from fedqueue.remote.keyring import Keyring
 from fedqueue.settings import Settings, load_settings
 from fedqueue.storage import Store
 from fedqueue.storage.types import utcnow

@@ -15,6 +15,7 @@ from fedqueue.settings import Settings
 from fedqueue.signing import keys
 from fedqueue.signing.requests import sha256_digest_header
 from fedqueue.storage import Store
+from fedqueue.storage.actors import ActorStore
 from fedqueue.storage.tables import HostRow, InboundActivityRow, InboxItemRow
 from fedqueue.web.app import create_app
 from tests.fediverse import LOCAL, RemoteActor, hours_ago, post
@@ -361,3 +362,76 @@ async def test_metrics_count_every_inbox_post_by_result_and_a_short_reason(
         'fedqueue_inbox_requests_total{result="refused",reason="404_unknown_actor"}': "1",
         'fedqueue_inbox_requests_total{result="refused",reason="403_blocked"}': "1",
     }
+
+
+class NameReads:
+    """Counts how often the inbox reads the names of every local actor."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        every_name = ActorStore.names
+
+        async def counted(actors: ActorStore) -> list[str]:
+            self.count += 1
+            return await every_name(actors)
+
+        monkeypatch.setattr(ActorStore, "names", counted)
+
+
+async def shared_post(client: httpx.AsyncClient, bob: RemoteActor, activity: dict[str, Any]) -> None:
+    response = await post(client, "/inbox", bob.signed("/inbox", activity))
+    assert response.status_code == 202, response.text
+
+
+async def test_the_shared_inbox_gives_an_activity_only_to_the_local_actors_it_names(
+    client: httpx.AsyncClient, store: Store, bob: RemoteActor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("alice", "carol", "dave"):
+        await store.actors.create(name)
+    reads = NameReads(monkeypatch)
+    await shared_post(client, bob, bob.note_to("carol", "ghost", "dave"))
+    assert sorted(actor for actor, _ in await items(store)) == ["carol", "dave"]
+    assert reads.count == 0  # what the activity names is looked up, not every local actor
+
+
+async def test_the_shared_inbox_gives_an_activity_naming_no_local_actor_to_every_local_actor(
+    client: httpx.AsyncClient, store: Store, bob: RemoteActor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("alice", "carol"):
+        await store.actors.create(name)
+    reads = NameReads(monkeypatch)
+    followers_only = bob.activity("Create", to=[f"{bob.uri}/followers"], object={"type": "Note"})
+    await shared_post(client, bob, followers_only)
+    await shared_post(client, bob, bob.note_to("ghost"))  # a local-looking name that is no actor
+    first, second = (row["id"] for row in await stored(store))
+    assert sorted(await items(store)) == [
+        ("alice", first),
+        ("alice", second),
+        ("carol", first),
+        ("carol", second),
+    ]
+    assert reads.count == 2
+
+
+async def test_a_personal_inbox_gives_an_activity_to_its_actor_and_the_other_local_actors_named(
+    client: httpx.AsyncClient, store: Store, bob: RemoteActor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("alice", "carol", "dave"):
+        await store.actors.create(name)
+    reads = NameReads(monkeypatch)
+    response = await post(
+        client, "/actors/alice/inbox", bob.signed("/actors/alice/inbox", bob.note_to("carol"))
+    )
+    assert response.status_code == 202, response.text
+    assert sorted(actor for actor, _ in await items(store)) == ["alice", "carol"]
+    assert reads.count == 0
+
+
+async def test_a_follow_on_the_shared_inbox_is_accepted_for_the_followed_local_actor(
+    client: httpx.AsyncClient, store: Store, bob: RemoteActor
+) -> None:
+    for name in ("alice", "carol"):
+        await store.actors.create(name)
+    await shared_post(client, bob, bob.activity("Follow", object=f"{LOCAL}/actors/carol"))
+    assert (await store.followers.get("carol", bob.uri)).state == "accepted"
+    assert [actor for actor, _ in await items(store)] == ["carol"]

@@ -162,8 +162,10 @@ async def test_pause_resume_block_create_the_host_row_and_audit(store: Store) ->
     assert (await store.admin.resume("down.example", who="api")).paused is False
     blocked = await store.admin.block("down.example", who="api")
     assert blocked.blocked
-    assert await store.admin.is_blocked("down.example")
-    assert not await store.admin.is_blocked("good.example")
+    admission = await store.inbox.admission(
+        ["Down.Example", "good.example"], [], "https://down.example/u", utcnow()
+    )
+    assert admission.blocked_hosts == {"down.example"}
     killed = await store.admin.delivery(ids[2])
     assert (killed.state, killed.last_error) == ("dead", "host blocked by admin")
     assert not (await store.admin.unblock("down.example", who="api")).blocked

@@ -1,0 +1,39 @@
+"""Local actors' signing identities, parsed once per process and shared by the inbox and the worker.
+
+Parsing an RSA private key from PEM costs milliseconds (OpenSSL checks the key); signing with
+a parsed one costs a fraction of that. `fedqueue serve` hands one `Keyring` to both the inbox
+(which signs its key fetches as the addressed actor) and the worker (which signs deliveries).
+
+Nothing is ever evicted: a local actor's key never changes after `actor create` (there is no
+key rotation and no actor deletion), so a parsed key stays right for the life of the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from fedqueue.remote.client import SigningIdentity
+from fedqueue.storage import Store
+from fedqueue.urls import Urls
+
+
+class Keyring:
+    """Local actors' signing identities, each loaded from the database once per process."""
+
+    def __init__(self, store: Store, urls: Urls) -> None:
+        self._store = store
+        self._urls = urls
+        self._identities: dict[str, SigningIdentity] = {}
+        # One lock: a burst of concurrent requests must not load (and parse) the same key many times.
+        self._loading = asyncio.Lock()
+
+    async def identity(self, actor: str) -> SigningIdentity:
+        """`actor`'s key id and parsed private key; NotFound if there is no such local actor."""
+        found = self._identities.get(actor)
+        if found is not None:
+            return found
+        async with self._loading:
+            if actor not in self._identities:
+                key = await self._store.actors.signing_key(actor)
+                self._identities[actor] = SigningIdentity(key_id=self._urls.key_id(actor), private_key=key)
+        return self._identities[actor]
