@@ -1,4 +1,5 @@
-"""Settings: defaults from config/fedqueue.toml, overridden by FEDQUEUE_* environment variables.
+"""Settings: defaults from the packaged fedqueue/defaults.toml (or FEDQUEUE_CONFIG), overridden by
+FEDQUEUE_* environment variables. A checkout's config/fedqueue.toml is a link to the packaged file.
 
 Validation happens once at start-up; any problem becomes a single-line SettingsError naming
 the setting, so `fedqueue serve` never starts half-configured.
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 import os
 import tomllib
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -20,11 +23,11 @@ from fedqueue.errors import SettingsError
 from fedqueue.outbound.scheme_rules import SchemePolicy
 
 ENV_PREFIX = "FEDQUEUE_"
-_REPO_CONFIG = Path(__file__).resolve().parent.parent / "config" / "fedqueue.toml"
+CONFIG_ENV = f"{ENV_PREFIX}CONFIG"
 
 
 class Settings(BaseSettings):
-    """Every setting fedqueue reads. Defaults live only in config/fedqueue.toml."""
+    """Every setting fedqueue reads. Defaults live only in fedqueue/defaults.toml."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
 
@@ -136,13 +139,22 @@ class _TomlDefaults(PydanticBaseSettingsSource):
             raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
 
 
-def config_path() -> Path:
-    """FEDQUEUE_CONFIG, else ./config/fedqueue.toml, else the one shipped beside the package."""
-    explicit = os.environ.get(f"{ENV_PREFIX}CONFIG")
-    if explicit:
-        return Path(explicit)
-    local = Path("config") / "fedqueue.toml"
-    return local if local.is_file() else _REPO_CONFIG
+def config_path() -> Traversable:
+    """The file FEDQUEUE_CONFIG names, else the defaults shipped in the package (any working directory)."""
+    explicit = os.environ.get(CONFIG_ENV)
+    return Path(explicit) if explicit else resources.files("fedqueue") / "defaults.toml"
+
+
+def setting_sources() -> dict[str, str]:
+    """Where each setting's value comes from: its environment variable, else the config file."""
+    environment = {key.upper() for key in os.environ}
+    file = f"{CONFIG_ENV} file" if os.environ.get(CONFIG_ENV) else "default file"
+    return {
+        name: f"environment {ENV_PREFIX}{name.upper()}"
+        if f"{ENV_PREFIX}{name.upper()}" in environment
+        else file
+        for name in Settings.model_fields
+    }
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -11,10 +11,10 @@ import sys
 from collections.abc import Sequence
 
 from fedqueue import __version__
-from fedqueue.cli import admin, core, status, worker
+from fedqueue.cli import admin, config, core, status, worker
 from fedqueue.errors import FedqueueError
 
-MODULES = (core, worker, status, admin)
+MODULES = (core, worker, status, admin, config)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from fedqueue.cli.core import Subparsers, prepared_settings
+from fedqueue.cli.core import Subparsers, existing_database_settings
 from fedqueue.errors import InvalidInput
 from fedqueue.storage import Store
 from fedqueue.storage.admin_json import activity_json, delivery_json, host_json
@@ -81,7 +81,7 @@ def _who() -> str:
 
 
 def _with_store(work: Callable[[Store, Urls], Awaitable[Any]]) -> Any:
-    settings = prepared_settings()
+    settings = existing_database_settings()
 
     async def run() -> Any:
         store = Store.open(settings.database_url)

@@ -22,7 +22,7 @@ from fedqueue.remote.client import HttpClient
 from fedqueue.remote.keyring import Keyring
 from fedqueue.settings import Settings, load_settings
 from fedqueue.storage import Store, check_actor_name
-from fedqueue.storage.migrate import upgrade_to_head
+from fedqueue.storage.migrate import require_head, upgrade_to_head
 from fedqueue.urls import Urls
 from fedqueue.web.app import create_app
 
@@ -51,6 +51,14 @@ def prepared_settings() -> Settings:
     settings = load_settings()
     configure_logging(settings)
     upgrade_to_head(settings.database_url)
+    return settings
+
+
+def existing_database_settings() -> Settings:
+    """Settings for a command that reads or changes existing data: the schema must be at head already."""
+    settings = load_settings()
+    configure_logging(settings)
+    require_head(settings.database_url)
     return settings
 
 

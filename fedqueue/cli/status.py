@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from fedqueue.cli.core import prepared_settings
+from fedqueue.cli.core import existing_database_settings
 from fedqueue.outbound.status import activity_status, parse_ref
 from fedqueue.storage import Store
 from fedqueue.urls import Urls
@@ -70,7 +70,7 @@ def _render_failing(failing: list[dict[str, Any]], out: TextIO) -> None:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    settings = prepared_settings()
+    settings = existing_database_settings()
     urls = Urls(settings.base_url)
     ref = parse_ref(args.activity)
 

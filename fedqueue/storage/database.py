@@ -126,17 +126,37 @@ class Database:
             await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock_key})
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names (relative to the working directory), or None for anything else."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return None
+    return None if database.startswith("file:") else Path(database).expanduser()
+
+
+def describe_url(url: str) -> str:
+    """The database URL for a person: password hidden, a relative SQLite path also shown resolved."""
+    try:
+        shown = make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+    path = sqlite_file(url)
+    return f"{shown} ({path.resolve()})" if path is not None and not path.is_absolute() else shown
+
+
 def _check_sqlite_directory(url: str) -> None:
     """Refuse a SQLite file in a missing directory up front, with the path in the message.
 
     Left to the driver, the failed open surfaces from aiosqlite's thread after the event loop
     has closed, as a traceback instead of a message.
     """
-    database = make_url(url).database
-    if database and database != ":memory:" and not database.startswith("file:"):
-        directory = Path(database).expanduser().resolve().parent
-        if not directory.is_dir():
-            raise SettingsError(f"FEDQUEUE_DATABASE_URL: directory {directory} does not exist")
+    path = sqlite_file(url)
+    if path is not None and not path.resolve().parent.is_dir():
+        raise SettingsError(f"FEDQUEUE_DATABASE_URL: directory {path.resolve().parent} does not exist")
 
 
 def _sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:

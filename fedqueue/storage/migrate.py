@@ -1,9 +1,14 @@
-"""Schema migrations (alembic), run synchronously before any event loop starts."""
+"""Schema migrations (alembic), run synchronously before any event loop starts.
+
+The migrations ship inside the package (`fedqueue/storage/migrations`); the checkout's
+top-level `alembic/` is a link to them, for developers' `alembic revision --autogenerate`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 
@@ -14,15 +19,24 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from alembic import command
-from fedqueue.storage.database import Database, StorageUnavailable
+from fedqueue.storage.database import Database, StorageUnavailable, describe_url, sqlite_file
 
 T = TypeVar("T")
-ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"
+#: What a command that needs an existing database tells a person who has none.
+NOT_READY_ADVICE = "run `fedqueue migrate`, or set FEDQUEUE_DATABASE_URL"
+
+
+def migrations_dir() -> Path:
+    """The alembic script directory shipped in the package; alembic needs it as real files."""
+    location = resources.files("fedqueue.storage") / "migrations"
+    if not isinstance(location, Path) or not location.is_dir():
+        raise StorageUnavailable(f"fedqueue's migrations are not installed as files at {location}")
+    return location
 
 
 def alembic_config(database_url: str) -> Config:
     config = Config()
-    config.set_main_option("script_location", str(ALEMBIC_DIR))
+    config.set_main_option("script_location", str(migrations_dir()))
     config.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
     return config
 
@@ -32,8 +46,31 @@ def upgrade_to_head(database_url: str) -> None:
     try:
         command.upgrade(alembic_config(database_url), "head")
     except (DBAPIError, OSError) as exc:
-        detail = str(getattr(exc, "orig", None) or exc).splitlines()[0]
-        raise StorageUnavailable(f"cannot migrate the database: {detail}") from None
+        raise StorageUnavailable(f"cannot migrate the database: {_reason(exc)}") from None
+
+
+def require_head(database_url: str) -> None:
+    """Refuse, in one line, a database that is missing or not at head; never create one.
+
+    A missing SQLite file is refused before any connection, since connecting would create it.
+    """
+    where = describe_url(database_url)
+    path = sqlite_file(database_url)
+    if path is not None and not path.is_file():
+        raise StorageUnavailable(f"database {where} does not exist: {NOT_READY_ADVICE}")
+    try:
+        current = current_revision(database_url)
+    except (DBAPIError, OSError) as exc:
+        raise StorageUnavailable(
+            f"cannot open database {where}: {_reason(exc)}; check FEDQUEUE_DATABASE_URL"
+        ) from None
+    head = head_revision()
+    if current is None:
+        raise StorageUnavailable(f"database {where} has no fedqueue schema: {NOT_READY_ADVICE}")
+    if current != head:
+        raise StorageUnavailable(
+            f"database {where} is at schema revision {current}, not {head}: {NOT_READY_ADVICE}"
+        )
 
 
 def inspect_schema(database_url: str, read: Callable[[Connection], T]) -> T:
@@ -57,3 +94,8 @@ def current_revision(database_url: str) -> str | None:
 
 def head_revision() -> str | None:
     return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+
+
+def _reason(exc: DBAPIError | OSError) -> str:
+    lines = str(getattr(exc, "orig", None) or exc).splitlines()
+    return lines[0] if lines else type(exc).__name__

@@ -1,0 +1,56 @@
+"""`fedqueue config`: the settings in effect and where each came from, secrets masked."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from fedqueue.cli.admin import table
+from fedqueue.settings import config_path, load_settings, setting_sources
+from fedqueue.storage.database import describe_url
+
+Subparsers = Any
+#: Shown instead of a secret that is set; an unset one shows as empty.
+MASK = "********"
+
+
+def register(commands: Subparsers) -> None:
+    config = commands.add_parser(
+        "config",
+        help="the settings in effect and where each came from (secrets masked)",
+        description="Print every setting in effect and its source: the default file, the file "
+        "FEDQUEUE_CONFIG names, or a FEDQUEUE_* environment variable. The admin token and the "
+        "database password are masked. Example: FEDQUEUE_DATABASE_URL=... fedqueue config",
+    )
+    config.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    config.set_defaults(run=run_config)
+
+
+def shown_settings() -> dict[str, Any]:
+    """Every setting's value as a person may see it: the admin token masked, the database password hidden."""
+    values: dict[str, Any] = load_settings().model_dump(mode="json")
+    values["database_url"] = describe_url(values["database_url"])
+    values["admin_token"] = MASK if values["admin_token"] else ""
+    return values
+
+
+def run_config(args: argparse.Namespace) -> int:
+    values = shown_settings()
+    sources = setting_sources()
+    file = str(config_path())
+    if args.json:
+        items = {name: {"value": value, "source": sources[name]} for name, value in values.items()}
+        print(json.dumps({"config_file": file, "settings": items}, indent=2))
+        return 0
+    rows = [
+        {
+            "name": name,
+            "value": value if isinstance(value, str) and value else json.dumps(value),
+            "source": sources[name],
+        }
+        for name, value in values.items()
+    ]
+    print(f"config file: {file}")
+    print(table(rows, [("name", "SETTING"), ("value", "VALUE"), ("source", "SOURCE")]))
+    return 0
