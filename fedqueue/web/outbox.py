@@ -22,7 +22,7 @@ from fedqueue.outbound.addressing import is_public, strip_hidden
 from fedqueue.outbound.backpressure import Backlog
 from fedqueue.outbound.intake import dumps, normalize, parse_activity
 from fedqueue.storable import parse_decimal
-from fedqueue.storage import Submitted, check_actor_name
+from fedqueue.storage import Store, Submitted, check_actor_name
 from fedqueue.web.incoming import bearer_token, read_body
 from fedqueue.web.metrics import metrics_of
 from fedqueue.web.responses import (
@@ -40,11 +40,25 @@ from fedqueue.web.responses import (
 URI_PUNCTUATION = ":/?#[]@!$&'()*+,;=%~"
 
 
+async def _authorize(request: Request, store: Store, name: str) -> None:
+    """Return if the bearer token is the actor's; else 404 for an unknown actor, 401 otherwise.
+
+    Actor documents are public, so telling an unknown outbox from a wrong token reveals nothing.
+    """
+    try:
+        if await store.actors.token_is_valid(name, bearer_token(request)):
+            return
+        refusal = Unauthorized("wrong bearer token for this outbox")
+    except Unauthorized as exc:
+        refusal = exc
+    await store.actors.get(name)  # NotFound for an unknown actor, whatever the token
+    raise refusal
+
+
 async def post_outbox(request: Request) -> Response:
     name = check_actor_name(request.path_params["name"])
     store = store_of(request)
-    if not await store.actors.token_is_valid(name, bearer_token(request)):
-        raise Unauthorized("wrong bearer token for this outbox")
+    await _authorize(request, store, name)
     body = await read_body(request, settings_of(request).max_document_bytes)
     urls = urls_of(request)
     activity, facts = normalize(parse_activity(body), name, urls, lambda: secrets.token_urlsafe(16))

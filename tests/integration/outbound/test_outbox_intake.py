@@ -87,6 +87,24 @@ async def test_bad_input_is_a_one_line_json_error_and_nothing_is_stored(
     assert await store.outbox.state(1) is None
 
 
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}])
+async def test_an_outbox_of_no_local_actor_is_not_found_whatever_the_token(
+    client: httpx.AsyncClient, store: Store, token: str, headers: dict[str, str]
+) -> None:
+    response = await client.post("/actors/nobody/outbox", json={"type": "Note"}, headers=headers)
+    assert response.status_code == 404
+    assert response.json() == {"error": "no local actor named 'nobody'"}
+    assert await store.outbox.state(1) is None
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}])
+async def test_a_known_actors_outbox_without_its_token_is_still_unauthorized(
+    client: httpx.AsyncClient, token: str, headers: dict[str, str]
+) -> None:
+    response = await client.post("/actors/alice/outbox", json={"type": "Note"}, headers=headers)
+    assert response.status_code == 401
+
+
 async def test_the_status_url_needs_the_admin_token(client: httpx.AsyncClient, token: str) -> None:
     created = await client.post(
         "/actors/alice/outbox", json={"type": "Note"}, headers={"Authorization": f"Bearer {token}"}
