@@ -247,18 +247,6 @@ class OutboxStore:
                 .values(error=error, lease_owner=None, lease_until=until)
             )
 
-    async def activities(self, outbox_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
-        """(actor name, activity JSON) of each row, for building request bodies."""
-        async with self._db.reading() as conn:
-            rows = (
-                await conn.execute(
-                    select(_outbox.c.id, _outbox.c.actor, _outbox.c.activity).where(
-                        _outbox.c.id.in_(outbox_ids)
-                    )
-                )
-            ).all()
-        return {row.id: (row.actor, row.activity) for row in rows}
-
     async def sendable(self, outbox_ids: Sequence[int]) -> dict[int, Sendable]:
         """Each row's activity JSON and creation time, for building request bodies and latencies."""
         async with self._db.reading() as conn:
