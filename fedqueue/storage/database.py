@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,7 @@ class Database:
         100 ms between tries and made inbound floods slow). Other processes still meet
         BEGIN IMMEDIATE and the busy timeout.
         """
-        try:
+        with _translated_errors():
             async with self._one_writer(), self.engine.connect() as conn:
                 if self.is_sqlite:
                     await conn.exec_driver_sql("BEGIN IMMEDIATE")
@@ -78,11 +78,6 @@ class Database:
                     await conn.rollback()
                     raise
                 await conn.commit()
-        except OperationalError as exc:
-            raise StorageUnavailable(f"database error: {_first_line(exc)}") from exc
-        except (DBAPIError, OverflowError, UnicodeEncodeError) as exc:
-            _raise_if_unstorable(exc)
-            raise
 
     @asynccontextmanager
     async def _one_writer(self) -> AsyncIterator[None]:
@@ -99,14 +94,9 @@ class Database:
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[AsyncConnection]:
         """A connection for reads only (no write lock on SQLite, no transaction on PostgreSQL)."""
-        try:
+        with _translated_errors():
             async with self._reader.connect() as conn:
                 yield conn
-        except OperationalError as exc:
-            raise StorageUnavailable(f"database error: {_first_line(exc)}") from exc
-        except (DBAPIError, OverflowError, UnicodeEncodeError) as exc:
-            _raise_if_unstorable(exc)
-            raise
 
     async def dispose(self) -> None:
         await self.engine.dispose()
@@ -172,6 +162,18 @@ def _sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEn
 
 def _first_line(exc: DBAPIError | Any) -> str:
     return str(getattr(exc, "orig", exc)).splitlines()[0]
+
+
+@contextmanager
+def _translated_errors() -> Iterator[None]:
+    """Database errors as fedqueue's: unreachable is StorageUnavailable, a refused value UnstorableValue."""
+    try:
+        yield
+    except OperationalError as exc:
+        raise StorageUnavailable(f"database error: {_first_line(exc)}") from exc
+    except (DBAPIError, OverflowError, UnicodeEncodeError) as exc:
+        _raise_if_unstorable(exc)
+        raise
 
 
 def _raise_if_unstorable(exc: DBAPIError | OverflowError | UnicodeEncodeError) -> None:
