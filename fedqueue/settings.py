@@ -16,8 +16,12 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
 from fedqueue.errors import SettingsError
 from fedqueue.outbound.scheme_rules import SchemePolicy
@@ -76,6 +80,7 @@ class Settings(BaseSettings):
     inbox_prune_interval_seconds: float = Field(gt=0)
     inbox_pull_max_items: int = Field(ge=1, le=10_000)
     followers_page_size: int = Field(ge=1, le=1000)
+    authorized_fetch: bool
 
     @field_validator("base_url")
     @classmethod
@@ -116,27 +121,20 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, _TomlDefaults(settings_cls))
+        return (init_settings, env_settings, _toml_defaults(settings_cls))
 
 
-class _TomlDefaults(PydanticBaseSettingsSource):
-    """The lowest-priority source: the TOML defaults file."""
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return self._values().get(field_name), field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        return self._values()
-
-    def _values(self) -> dict[str, Any]:
-        path = config_path()
-        try:
-            with path.open("rb") as handle:
-                return tomllib.load(handle)
-        except FileNotFoundError:
-            raise SettingsError(f"config file {path} not found (set FEDQUEUE_CONFIG)") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
+def _toml_defaults(settings_cls: type[BaseSettings]) -> TomlConfigSettingsSource:
+    """The lowest-priority source: the TOML defaults file, which must exist (pydantic-settings
+    would quietly read a missing file as empty)."""
+    path = config_path()
+    if not path.is_file():
+        raise SettingsError(f"config file {path} not found (set FEDQUEUE_CONFIG)")
+    try:
+        with resources.as_file(path) as file:  # read now: the source loads the file when built
+            return TomlConfigSettingsSource(settings_cls, toml_file=file)
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
 
 
 def config_path() -> Traversable:

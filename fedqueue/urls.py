@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlencode
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,20 @@ class Urls:
 
     def following(self, name: str) -> str:
         return f"{self.actor(name)}/following"
+
+    def instance_actor(self) -> str:
+        """The instance (Application) actor, which signs fetches on behalf of the whole server."""
+        return f"{self.base_url}/actor"
+
+    def instance_outbox(self) -> str:
+        return f"{self.instance_actor()}/outbox"
+
+    def instance_key_id(self) -> str:
+        return f"{self.instance_actor()}#main-key"
+
+    def followers_synchronization(self, name: str, domain: str) -> str:
+        """The part of `name`'s followers on `domain` (FEP-8fcf); `domain` is a host[:port]."""
+        return f"{self.followers(name)}_synchronization?{urlencode({'domain': domain})}"
 
     def shared_inbox(self) -> str:
         return f"{self.base_url}/inbox"

@@ -8,6 +8,7 @@ spellings of 127.0.0.1.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import httpx
@@ -79,12 +80,16 @@ def fuzz_settings(max_examples: int) -> settings:
 
 
 def check_answer(response: httpx.Response) -> None:
-    """No 5xx; a 4xx is `{"error": "<one line>"}` (the dashboard's HTML login page aside)."""
+    """No 5xx; a 4xx is `{"error": "<one line>"}`, or on a console page an HTML page with a
+    one-line reason (or the login form)."""
     status = response.status_code
     assert status < 500, (status, response.text[:500])
     if status < 400:
         return
-    if status == 401 and response.headers.get("content-type", "").startswith("text/html"):
+    if response.headers.get("content-type", "").startswith("text/html"):
+        reason = re.search(r'id="error-reason">([^<]*)</p>', response.text)
+        assert reason is not None or 'name="token"' in response.text, (status, response.text[:500])
+        assert reason is None or "\n" not in reason.group(1), (status, reason.group(1))
         return
     error = response.json()["error"]
     assert isinstance(error, str) and error and "\n" not in error, (status, error)

@@ -11,62 +11,126 @@ import asyncio
 import getpass
 import json
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from fedqueue.cli.core import Subparsers, existing_database_settings
+from fedqueue.cli.core import existing_database_settings
+from fedqueue.cli.help import Subparsers, command
 from fedqueue.errors import InvalidInput
 from fedqueue.storage import Store
 from fedqueue.storage.admin_json import activity_json, delivery_json, host_json
 from fedqueue.urls import Urls
 
+#: name: (summary, description, example); every host action prints the host's flags after it.
 HOST_ACTIONS = {
-    "pause": "pause a host: its deliveries wait and spend no attempts",
-    "resume": "resume a paused host",
-    "block": "block a host: outstanding deliveries become dead, its inbox traffic is refused",
-    "unblock": "lift a block",
+    "pause": (
+        "pause a host: its deliveries wait and spend no attempts",
+        "Pause deliveries to HOST: they stay queued or failed, spend no attempts, and go out "
+        "again after `fedqueue resume HOST`. Inbound traffic from HOST is still accepted.",
+        "fedqueue pause mastodon.example",
+    ),
+    "resume": (
+        "resume a paused host",
+        "Resume deliveries to a paused HOST; the worker ramps them back up.",
+        "fedqueue resume mastodon.example",
+    ),
+    "block": (
+        "block a host: outstanding deliveries become dead, its inbox traffic is refused",
+        "Block HOST both ways: its signed POSTs to our inboxes are refused with 403, and every "
+        "delivery to it that is queued, sending or failed becomes dead ('host blocked by admin'). "
+        "`fedqueue unblock HOST --requeue` lifts the block and queues those deliveries again.",
+        "fedqueue block spam.example",
+    ),
+    "unblock": (
+        "lift a block (--requeue: queue again what the block killed)",
+        "Lift the block of HOST. The deliveries the block made dead stay dead unless --requeue "
+        "is given: then they are queued again, due now, and the deliveries of HOST dead for any "
+        "other reason (given up, cancelled) are counted as still dead.",
+        "fedqueue unblock spam.example --requeue",
+    ),
 }
 
 
 def register(commands: Subparsers) -> None:
-    deliveries = commands.add_parser("deliveries", help="deliveries, newest first")
+    deliveries = command(
+        commands,
+        "deliveries",
+        "deliveries, newest first",
+        "List deliveries, newest first, one line each: id, activity, state, tries, last HTTP status, "
+        "inbox (or the recipient whose inbox is not known), next attempt and last error.",
+        ["fedqueue deliveries --state dead --host mastodon.example", "fedqueue deliveries --activity 42"],
+    )
     deliveries.add_argument("--state", help="queued, sending, delivered, failed, dead or coalesced")
     deliveries.add_argument("--host", help="remote host, e.g. example.org")
     deliveries.add_argument("--activity", help="outbox id or activity URI")
-    deliveries.add_argument("--limit", type=int, default=50)
+    deliveries.add_argument("--limit", type=int, default=50, help="rows per page")
     deliveries.add_argument("--cursor", help="next_cursor printed by the previous page")
     _json_flag(deliveries)
     deliveries.set_defaults(run=run_deliveries)
 
-    hosts = commands.add_parser("hosts", help="remote hosts, worst first")
-    hosts.add_argument("--limit", type=int, default=100)
+    hosts = command(
+        commands,
+        "hosts",
+        "remote hosts, worst first",
+        "List remote hosts, the ones in trouble first: circuit state, failures in a row, last "
+        "success, deliveries queued/failed/dead, the signature scheme and the admin flags.",
+        ["fedqueue hosts", "fedqueue hosts --json --limit 10"],
+    )
+    hosts.add_argument("--limit", type=int, default=100, help="hosts to list")
     _json_flag(hosts)
     hosts.set_defaults(run=run_hosts)
 
-    activities = commands.add_parser("activities", help="recent activities with counts per state")
+    activities = command(
+        commands,
+        "activities",
+        "recent activities with counts per state",
+        "List the latest activities with their deliveries counted per state. "
+        "`fedqueue status ID` shows one of them in full.",
+        ["fedqueue activities", "fedqueue activities --delivery-state dead"],
+    )
     activities.add_argument("--delivery-state", help="only activities with a delivery in this state")
-    activities.add_argument("--limit", type=int, default=20)
+    activities.add_argument("--limit", type=int, default=20, help="activities to list")
     _json_flag(activities)
     activities.set_defaults(run=run_activities)
 
-    retry = commands.add_parser("retry", help="retry deliveries: by id, or every dead one (--dead)")
+    retry = command(
+        commands,
+        "retry",
+        "retry deliveries: by id, or every dead one (--dead)",
+        "Queue deliveries again, due now, with a fresh attempt budget: the given DELIVERY_IDs "
+        "(queued, failed or dead), or with --dead every dead delivery except those cancelled by "
+        "an admin. A delivery whose recipient's actor document could not be fetched fetches it "
+        "again first.",
+        ["fedqueue retry 17 18", "fedqueue retry --dead --host mastodon.example"],
+    )
     retry.add_argument("ids", nargs="*", type=int, metavar="DELIVERY_ID")
     retry.add_argument("--dead", action="store_true", help="every dead delivery (not cancelled ones)")
     retry.add_argument("--host", help="with --dead: only this host's")
     _json_flag(retry)
     retry.set_defaults(run=run_retry)
 
-    cancel = commands.add_parser("cancel", help="give up deliveries (dead, 'cancelled by admin')")
+    cancel = command(
+        commands,
+        "cancel",
+        "give up deliveries (dead, 'cancelled by admin')",
+        "Give up deliveries that are queued, sending or failed: they become dead with the reason "
+        "'cancelled by admin', and `retry --dead` leaves them alone.",
+        ["fedqueue cancel 17"],
+    )
     cancel.add_argument("ids", nargs="+", type=int, metavar="DELIVERY_ID")
     _json_flag(cancel)
     cancel.set_defaults(run=run_cancel)
 
-    for name, help_text in HOST_ACTIONS.items():
-        command = commands.add_parser(name, help=help_text)
-        command.add_argument("host")
-        _json_flag(command)
-        command.set_defaults(run=run_host_action, action=name)
+    for name, (summary, description, example) in HOST_ACTIONS.items():
+        host_command = command(commands, name, summary, description, [example])
+        host_command.add_argument("host", metavar="HOST", help="e.g. example.org or example.org:8443")
+        if name == "unblock":
+            host_command.add_argument(
+                "--requeue", action="store_true", help="queue again the deliveries the block made dead"
+            )
+        _json_flag(host_command)
+        host_command.set_defaults(run=run_host_action, action=name)
 
 
 def _json_flag(parser: argparse.ArgumentParser) -> None:
@@ -99,7 +163,7 @@ def _when(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
+def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
     """Left-aligned columns with a header; `columns` is (key, heading)."""
     cells = [[heading for _, heading in columns]]
     cells += [["" if row.get(key) is None else str(row[key]) for key, _ in columns] for row in rows]
@@ -125,7 +189,11 @@ def run_deliveries(args: argparse.Namespace) -> int:
 
     def render() -> str:
         rows = [
-            {**d, "next": _when(d["next_attempt_at"]) if d["state"] in ("queued", "failed") else ""}
+            {
+                **d,
+                "next": _when(d["next_attempt_at"]) if d["state"] in ("queued", "failed") else "",
+                "to": d["inbox"] or f"{d['recipient']} (inbox unknown)",
+            }
             for d in data["items"]
         ]
         text = table(
@@ -136,7 +204,7 @@ def run_deliveries(args: argparse.Namespace) -> int:
                 ("state", "STATE"),
                 ("attempts", "TRIES"),
                 ("last_status", "STATUS"),
-                ("inbox", "INBOX"),
+                ("to", "INBOX (or RECIPIENT)"),
                 ("next", "NEXT ATTEMPT"),
                 ("last_error", "LAST ERROR"),
             ],
@@ -148,7 +216,7 @@ def run_deliveries(args: argparse.Namespace) -> int:
 
 
 def run_hosts(args: argparse.Namespace) -> int:
-    async def work(store: Store, urls: Urls) -> list[dict[str, Any]]:
+    async def work(store: Store, urls: Urls) -> list[Mapping[str, Any]]:
         return [host_json(h) for h in await store.admin.hosts(limit=args.limit)]
 
     data = _with_store(work)
@@ -184,7 +252,7 @@ def run_hosts(args: argparse.Namespace) -> int:
 
 
 def run_activities(args: argparse.Namespace) -> int:
-    async def work(store: Store, urls: Urls) -> list[dict[str, Any]]:
+    async def work(store: Store, urls: Urls) -> list[Mapping[str, Any]]:
         items, _ = await store.admin.activities(limit=args.limit, delivery_state=args.delivery_state)
         return [activity_json(a, urls) for a in items]
 
@@ -238,7 +306,7 @@ def run_retry(args: argparse.Namespace) -> int:
 def run_cancel(args: argparse.Namespace) -> int:
     who = _who()
 
-    async def work(store: Store, urls: Urls) -> list[dict[str, Any]]:
+    async def work(store: Store, urls: Urls) -> list[Mapping[str, Any]]:
         return [delivery_json(await store.admin.cancel(i, who=who)) for i in args.ids]
 
     data = _with_store(work)
@@ -249,9 +317,28 @@ def run_host_action(args: argparse.Namespace) -> int:
     who = _who()
 
     async def work(store: Store, urls: Urls) -> dict[str, Any]:
-        host = await getattr(store.admin, args.action)(args.host, who=who)
-        return host_json(host)
+        host = dict(host_json(await getattr(store.admin, args.action)(args.host, who=who)))
+        if args.action == "block":
+            host["deliveries_dead"] = await store.admin.killed_by_block(args.host)
+        if getattr(args, "requeue", False):
+            counts = await store.admin.requeue_blocked(args.host, who=who)
+            host.update(requeued=counts.requeued, still_dead=counts.still_dead)
+        return host
 
     data = _with_store(work)
-    state = ", ".join(f for f in ("paused", "blocked") if data[f]) or "active"
-    return _print(args, data, lambda: f"{data['host']}: {state}")
+    return _print(args, data, lambda: host_action_line(args.action, data))
+
+
+def host_action_line(action: str, host: dict[str, Any]) -> str:
+    """What a host action did, in one line (or two) for a person."""
+    name = host["host"]
+    line = f"{name}: " + (", ".join(f for f in ("paused", "blocked") if host[f]) or "active")
+    if action == "block":
+        dead = host["deliveries_dead"]
+        line += (
+            f"; its inbox traffic is refused and {dead} of its deliveries are dead by the block"
+            f"\nundo: fedqueue unblock {name} --requeue"
+        )
+    if "requeued" in host:
+        line += f"; requeued {host['requeued']} deliveries, {host['still_dead']} still dead"
+    return line

@@ -7,21 +7,23 @@ import json
 from typing import Any
 
 from fedqueue.cli.admin import table
+from fedqueue.cli.help import Subparsers, command
 from fedqueue.settings import config_path, load_settings, setting_sources
 from fedqueue.storage.database import describe_url
 
-Subparsers = Any
 #: Shown instead of a secret that is set; an unset one shows as empty.
 MASK = "********"
 
 
 def register(commands: Subparsers) -> None:
-    config = commands.add_parser(
+    config = command(
+        commands,
         "config",
-        help="the settings in effect and where each came from (secrets masked)",
-        description="Print every setting in effect and its source: the default file, the file "
+        "the settings in effect and where each came from (secrets masked)",
+        "Print every setting in effect and its source: the default file, the file "
         "FEDQUEUE_CONFIG names, or a FEDQUEUE_* environment variable. The admin token and the "
-        "database password are masked. Example: FEDQUEUE_DATABASE_URL=... fedqueue config",
+        "database password are masked.",
+        ["fedqueue config", "FEDQUEUE_DATABASE_URL=postgresql+asyncpg://fq@db/fq fedqueue config --json"],
     )
     config.add_argument("--json", action="store_true", help="print JSON instead of a table")
     config.set_defaults(run=run_config)

@@ -9,10 +9,10 @@ import json
 import logging
 import signal
 from collections.abc import Iterator
-from typing import Any
 
 import uvicorn
 
+from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.loop import run
 from fedqueue.logs import configure_logging
 from fedqueue.metrics import Metrics
@@ -26,23 +26,49 @@ from fedqueue.storage.migrate import require_head, upgrade_to_head
 from fedqueue.urls import Urls
 from fedqueue.web.app import create_app
 
-Subparsers = Any  # argparse's _SubParsersAction is private
-
 
 def register(commands: Subparsers) -> None:
-    serve = commands.add_parser("serve", help="HTTP app and delivery worker in one process")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve = command(
+        commands,
+        "serve",
+        "HTTP app and delivery worker in one process",
+        "Serve the HTTP app (actors, inboxes, outboxes, /admin, /metrics) and run the delivery "
+        "worker in the same process; the schema is brought to head first. SIGTERM or Ctrl-C "
+        "stops both, giving sends in flight a grace period.",
+        ["fedqueue serve", "fedqueue serve --host 0.0.0.0 --port 8080 --no-worker"],
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on")
     serve.add_argument("--no-worker", action="store_true", help="serve HTTP only")
     serve.set_defaults(run=run_serve)
 
-    migrate = commands.add_parser("migrate", help="bring the schema to head")
+    migrate = command(
+        commands,
+        "migrate",
+        "bring the schema to head",
+        "Create the database schema or bring it to the latest revision (alembic). `serve`, "
+        "`worker` and `actor create` do this themselves; the read and admin commands never do.",
+        ["fedqueue migrate", "FEDQUEUE_DATABASE_URL=postgresql+asyncpg://fq@db/fq fedqueue migrate"],
+    )
     migrate.set_defaults(run=run_migrate)
 
-    actor = commands.add_parser("actor", help="local actors")
+    actor = command(
+        commands,
+        "actor",
+        "local actors",
+        "Manage local actors.",
+        ["fedqueue actor create alice"],
+    )
     actor_commands = actor.add_subparsers(dest="actor_command", required=True, metavar="ACTION")
-    create = actor_commands.add_parser("create", help="create a local actor with a fresh key pair")
-    create.add_argument("name")
+    create = command(
+        actor_commands,
+        "create",
+        "create a local actor with a fresh key pair",
+        "Create a local actor NAME with a fresh RSA-2048 key pair and print JSON with its id, "
+        "name and token (the bearer token for POSTs to its outbox; shown once).",
+        ["fedqueue actor create alice"],
+    )
+    create.add_argument("name", metavar="NAME", help="letters, digits, '_', '-' and '.'")
     create.set_defaults(run=run_actor_create)
 
 

@@ -1,4 +1,9 @@
-"""`fedqueue status ACTIVITY_ID [--json] [--watch]`: one activity's fan-out, for a person."""
+"""`fedqueue status ACTIVITY_ID [--json] [--watch]`: one activity's fan-out, for a person.
+
+`--watch` on a terminal redraws the whole view in place (rich's Live) until the activity is
+complete, then prints the final view in full; elsewhere (a pipe, a file) it waits and prints
+only the final view, so no redraw is ever left behind as stale text.
+"""
 
 from __future__ import annotations
 
@@ -6,30 +11,49 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any, TextIO
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
 
 from fedqueue.cli.core import existing_database_settings
-from fedqueue.outbound.status import activity_status, parse_ref
+from fedqueue.cli.help import Subparsers, command
+from fedqueue.outbound.status import ActivityStatus, activity_status, parse_ref
 from fedqueue.storage import Store
 from fedqueue.urls import Urls
 
-Subparsers = Any
 STATE_ORDER = ("queued", "sending", "failed", "delivered", "dead", "coalesced")
 BAR_CHARS = 40
 #: --watch gives up after this many refreshes (a day at one per second).
 WATCH_MAX_REFRESHES = 86_400
+#: Rows shown per section (failing, waiting, coalesced); the rest are counted.
+SECTION_ROWS = 20
+INBOX_CHARS = 60
 
 
 def register(commands: Subparsers) -> None:
-    status = commands.add_parser("status", help="an activity's deliveries: counts and failing inboxes")
-    status.add_argument("activity", help="activity id, outbox id or status URL")
+    status = command(
+        commands,
+        "status",
+        "an activity's deliveries: counts, failing inboxes, and why the rest wait",
+        "Show one activity's fan-out: deliveries per state, a progress bar, then by delivery id "
+        "the inboxes that failed or are dead (with the reason), the ones waiting and why (host "
+        "paused, circuit open until the next probe, backoff until the next attempt), and the "
+        "ones coalesced. ACTIVITY is an outbox id, an activity URI or a status URL.",
+        ["fedqueue status 42", "fedqueue status 42 --watch", "fedqueue status 42 --json"],
+    )
+    status.add_argument("activity", metavar="ACTIVITY", help="outbox id, activity URI or status URL")
     status.add_argument("--json", action="store_true", help="the status document as JSON")
-    status.add_argument("--watch", action="store_true", help="a live progress bar until complete")
+    status.add_argument(
+        "--watch", action="store_true", help="redraw until the activity is complete, then print it"
+    )
     status.add_argument("--interval", type=float, default=1.0, help=argparse.SUPPRESS)
     status.set_defaults(run=run_status)
 
 
-def progress_line(doc: dict[str, Any]) -> str:
+def progress_line(doc: Mapping[str, Any]) -> str:
     counts: dict[str, int] = doc["counts"]
     total = sum(counts.values())
     finished = total - sum(counts.get(state, 0) for state in ("queued", "sending", "failed"))
@@ -39,60 +63,93 @@ def progress_line(doc: dict[str, Any]) -> str:
     return f"[{'#' * filled}{'.' * (BAR_CHARS - filled)}] {finished}/{total} {tally}{suffix}"
 
 
-def render(doc: dict[str, Any], out: TextIO) -> None:
-    """Counts per state, then the inboxes that failed or are dead, and those coalesced, with reasons."""
-    print(f"activity  {doc['activity'] or '(not yet validated)'}", file=out)
-    print(f"state     {doc['state']}{': ' + doc['error'] if doc['error'] else ''}", file=out)
-    print(f"complete  {'yes' if doc['complete'] else 'no'}", file=out)
-    print(progress_line(doc), file=out)
-    failing = [d for d in doc["deliveries"] if d["state"] in ("failed", "dead")]
+def _to(delivery: dict[str, Any]) -> str:
+    """Where a delivery goes: its inbox, or the recipient whose inbox is not known."""
+    target = delivery["inbox"] or f"{delivery['recipient']} (no inbox)"
+    return str(target)
+
+
+def _section(title: str, rows: list[dict[str, Any]], reason: str) -> list[str]:
+    """One titled table: id, inbox, state, tries and a reason column, at most SECTION_ROWS rows."""
+    width = min(INBOX_CHARS, max(len(_to(d)) for d in rows))
+    lines = ["", f"{title}:", f"{'id':>8}  {'inbox':<{width}}  {'state':<9}  {'tries':>5}  {reason}"]
+    for d in rows[:SECTION_ROWS]:
+        lines.append(
+            f"{d['id']:>8}  {_to(d)[:width]:<{width}}  {d['state']:<9}  {d['attempts']:>5}  {d['why']}"
+        )
+    if len(rows) > SECTION_ROWS:
+        lines.append(f"... and {len(rows) - SECTION_ROWS} more (fedqueue deliveries --activity ID)")
+    return lines
+
+
+def status_text(doc: Mapping[str, Any]) -> str:
+    """The whole view: summary, progress, then failing, waiting and coalesced deliveries by id."""
+    lines = [
+        f"activity  {doc['activity'] or '(not yet validated)'}",
+        f"state     {doc['state']}{': ' + doc['error'] if doc['error'] else ''}",
+        f"complete  {'yes' if doc['complete'] else 'no'}",
+    ]
+    if doc["note"]:
+        lines.append(f"note      {doc['note']}")
+    lines.append(progress_line(doc))
+    deliveries = doc["deliveries"]
+    failing = [
+        {**d, "why": d["last_error"] or (f"HTTP {d['last_status']}" if d["last_status"] else "")}
+        for d in deliveries
+        if d["state"] in ("failed", "dead")
+    ]
     if failing:
-        _render_failing(failing, out)
-    coalesced = [d for d in doc["deliveries"] if d["state"] == "coalesced"]
+        lines += _section("failing", failing, "reason")
+    waiting = [{**d, "why": d["waiting"]["text"]} for d in deliveries if d["waiting"]]
+    if waiting:
+        lines += _section("waiting", waiting, "why")
+    coalesced = [
+        {**d, "why": f"{d['coalesced_reason']}; by {d['coalesced_by']}"}
+        for d in deliveries
+        if d["state"] == "coalesced"
+    ]
     if coalesced:
-        _render_coalesced(coalesced, out)
-
-
-def _render_coalesced(coalesced: list[dict[str, Any]], out: TextIO) -> None:
-    """Coalesced inboxes: never sent; why, and the activity that made each redundant."""
-    width = min(60, max(len(d["inbox"]) for d in coalesced))
-    print(f"\n{'coalesced (not sent)':<{width}}  reason; by", file=out)
-    for d in coalesced:
-        print(f"{d['inbox'][:width]:<{width}}  {d['coalesced_reason']}; by {d['coalesced_by']}", file=out)
-
-
-def _render_failing(failing: list[dict[str, Any]], out: TextIO) -> None:
-    width = min(60, max(len(d["inbox"]) for d in failing))
-    print(f"\n{'inbox':<{width}}  {'state':<6}  {'tries':>5}  reason", file=out)
-    for d in failing:
-        reason = d["last_error"] or (f"HTTP {d['last_status']}" if d["last_status"] else "")
-        print(f"{d['inbox'][:width]:<{width}}  {d['state']:<6}  {d['attempts']:>5}  {reason}", file=out)
+        lines += _section("coalesced (not sent)", coalesced, "reason; by")
+    return "\n".join(lines)
 
 
 def run_status(args: argparse.Namespace) -> int:
     settings = existing_database_settings()
     urls = Urls(settings.base_url)
     ref = parse_ref(args.activity)
+    console = Console(highlight=False, soft_wrap=True)
 
-    async def show() -> int:
+    async def show() -> ActivityStatus:
         store = Store.open(settings.database_url)
         try:
             doc = await activity_status(store, urls, ref)
-            for _ in range(WATCH_MAX_REFRESHES if args.watch else 0):
-                if doc["complete"]:
-                    break
-                sys.stderr.write("\r" + progress_line(doc))
-                sys.stderr.flush()
-                await asyncio.sleep(args.interval)
-                doc = await activity_status(store, urls, ref)
-            if args.watch:
-                sys.stderr.write("\r" + progress_line(doc) + "\n")
+            if not args.watch or doc["complete"]:
+                return doc
+            if not console.is_terminal or args.json:
+                return await _until_complete(store, urls, ref, doc, args.interval, None)
+            view = Text(status_text(doc), no_wrap=True, overflow="crop")
+            with Live(view, console=console, auto_refresh=False, transient=True) as live:
+                return await _until_complete(store, urls, ref, doc, args.interval, live)
         finally:
             await store.close()
-        if args.json:
-            print(json.dumps(doc, indent=2))
-        else:
-            render(doc, sys.stdout)
-        return 0
 
-    return asyncio.run(show())
+    doc = asyncio.run(show())
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        sys.stdout.write(status_text(doc) + "\n")
+    return 0
+
+
+async def _until_complete(
+    store: Store, urls: Urls, ref: int | str, doc: ActivityStatus, interval_s: float, live: Live | None
+) -> ActivityStatus:
+    """Read the status every `interval_s` until it is complete (bounded), redrawing `live` if given."""
+    for _ in range(WATCH_MAX_REFRESHES):
+        if doc["complete"]:
+            break
+        await asyncio.sleep(interval_s)
+        doc = await activity_status(store, urls, ref)
+        if live is not None:
+            live.update(Text(status_text(doc), no_wrap=True, overflow="crop"), refresh=True)
+    return doc

@@ -5,19 +5,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
-from typing import Any
 
 from fedqueue.cli.core import prepared_settings
+from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.loop import run
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.client import HttpClient
 from fedqueue.storage import Store
 
-Subparsers = Any
-
 
 def register(commands: Subparsers) -> None:
-    worker = commands.add_parser("worker", help="delivery worker only (many may share one PostgreSQL)")
+    worker = command(
+        commands,
+        "worker",
+        "delivery worker only (many may share one PostgreSQL)",
+        "Run the delivery worker without the HTTP app: expand new outbox rows and deliver what "
+        "is due, until SIGTERM. Many workers may run against one PostgreSQL database; the "
+        "schema is brought to head first.",
+        ["fedqueue worker", "fedqueue worker --burst"],
+    )
     worker.add_argument("--burst", action="store_true", help="deliver what is due, then exit")
     worker.set_defaults(run=run_worker)
 

@@ -4,6 +4,7 @@ In: a signed POST (the web edge, `web/inbox`, reads it). Out: a verified, dedupl
 activity with one inbox entry per local recipient, and its effects (followers), or a refusal
 with a one-line reason.
 
+- `receive`: the flow, from a signed request to the stored activity and its effects;
 - `receive_rules`: media types, JSON limits, local recipients (pure);
 - `signature_schemes`: draft-cavage and RFC 9421 as the policy sees them (pure);
 - `verify`: the signature policy: coverage, time window, keys, the owner rule;

@@ -69,6 +69,8 @@ class TimeWindow:
 
 
 POST_REQUIRED = (Coverage.TARGET, Coverage.HOST, Coverage.DIGEST)
+#: A signed GET (authorized fetch) has no body, but must not be replayable at another URL.
+GET_REQUIRED = (Coverage.TARGET, Coverage.HOST)
 
 
 def _one_line(failures: Sequence[tuple[str, str]], default: str) -> SignatureError:
@@ -107,10 +109,8 @@ def _parse_all(
 
 
 def check_coverage(parsed: ParsedSignature, method: str) -> None:
-    """A POST's signature must cover the target, host, digest, and date or created."""
-    if method.upper() != "POST":
-        return
-    for role in POST_REQUIRED:
+    """A POST's signature must cover the target, host, digest, and date or created; a GET's all but digest."""
+    for role in POST_REQUIRED if method.upper() == "POST" else GET_REQUIRED:
         if role not in parsed.covers:
             raise SignatureError(parsed.must_cover[role])
     if Coverage.DATE not in parsed.covers and Coverage.CREATED not in parsed.covers:
@@ -195,9 +195,9 @@ def _check_with(parsed: ParsedSignature, key: KeyRecord) -> None:
 
 
 async def verify_signature(
-    candidates: Sequence[ParsedSignature], resolve: KeyResolver, actor_uri: str
+    candidates: Sequence[ParsedSignature], resolve: KeyResolver, actor_uri: str | None
 ) -> Verdict:
-    """A signature that verifies under its key and whose key `actor_uri` owns.
+    """A signature that verifies under its key and whose key `actor_uri` owns (None: any owner).
 
     The distinct key ids are resolved concurrently (from the cache when fresh), and the first
     signature to pass ends the others' fetches. Only when none passes is each key that resolved
@@ -220,7 +220,7 @@ async def _first_verdict(
     candidates: Sequence[ParsedSignature],
     resolve: KeyResolver,
     refresh: bool,
-    actor_uri: str,
+    actor_uri: str | None,
     failures: dict[str, str],
     stale: dict[str, None],
 ) -> Verdict | None:
@@ -257,7 +257,7 @@ async def _first_verdict(
 def _attempt(
     parsed: ParsedSignature,
     key: KeyRecord,
-    actor_uri: str,
+    actor_uri: str | None,
     failures: dict[str, str],
     stale: dict[str, None],
 ) -> Verdict | None:
@@ -268,6 +268,8 @@ def _attempt(
         stale[parsed.key_id] = None
         return None
     verdict = Verdict(key_id=parsed.key_id, owner=key.owner, scheme=parsed.scheme)
+    if actor_uri is None:  # a signed fetch: whoever signs, the owner is whom it is signed for
+        return verdict
     try:
         check_owner(verdict, actor_uri)
     except SignatureError as exc:

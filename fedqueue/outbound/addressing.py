@@ -15,6 +15,11 @@ from typing import Any
 AUDIENCE_FIELDS = ("to", "cc", "bto", "bcc", "audience")
 HIDDEN_FIELDS = ("bto", "bcc")
 PUBLIC_FORMS = frozenset({"https://www.w3.org/ns/activitystreams#Public", "as:Public", "Public"})
+#: Said on the outbox's answer and the status document when an activity goes nowhere.
+NO_RECIPIENTS = (
+    "0 recipients: the activity addresses no one but the public collection, the sender itself "
+    "or followers it does not have; nothing will be delivered"
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,16 @@ def recipients(activity: dict[str, Any], followers_uri: str, sender_uri: str) ->
                 continue
             seen.setdefault(uri, None)
     return Recipients(followers=followers, actors=tuple(seen))
+
+
+def recipient_count(wanted: Recipients, follower_count: int) -> int:
+    """How many actors an activity addresses: each other actor, and each follower if followers are."""
+    return len(wanted.actors) + (follower_count if wanted.followers else 0)
+
+
+def addresses(activity: dict[str, Any], uri: str) -> bool:
+    """Whether `uri` is among the activity's audience (to, cc, bto, bcc, audience)."""
+    return any(uri in _uris(activity.get(name)) for name in AUDIENCE_FIELDS)
 
 
 def strip_hidden(activity: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,11 @@ earlier results overlap with the POSTs still on the wire.
   3. record (`flush`): every finished result in one transaction (only while the lease is
      still ours), then host health and learned schemes in one more, then the metrics.
 
+Webhook events (rows with `webhook_event_id`, no `outbox_id`) skip coalescing and are POSTed
+HMAC-signed with their webhook's secret (`post_webhook`); admission, chaining (one chain per
+webhook URL and actor, so a consumer's events go out in claim order), recording and retries are
+the same as for activities.
+
 Lease invariant: an id is in `in_flight` from its claim until its result is recorded or it
 is released; on shutdown the worker releases whatever is still in flight.
 
@@ -34,6 +39,7 @@ from datetime import datetime, timedelta
 from functools import partial
 
 from fedqueue.errors import describe
+from fedqueue.follower_sync import partial_followers_digest, sync_header
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.backoff import Jitter, RetrySchedule
 from fedqueue.outbound.circuit import CLOSED, CircuitPolicy, HostHealth, admit
@@ -41,14 +47,18 @@ from fedqueue.outbound.coalesce_hooks import Coalescer, Verdict
 from fedqueue.outbound.outcomes import Attempt
 from fedqueue.outbound.record import Claimed, Result, health_changes, refused_result, result_of
 from fedqueue.outbound.scheme_choice import SchemeBook
-from fedqueue.outbound.send import PreparedBody, post_knocking, prepare_body, signing_threads
+from fedqueue.outbound.send import PreparedBody, post_knocking, post_webhook, prepare_body, signing_threads
 from fedqueue.outbound.signing_threads import SigningThreads
 from fedqueue.remote.client import HttpClient
 from fedqueue.remote.keyring import Keyring
 from fedqueue.settings import Settings
 from fedqueue.storage import StorageUnavailable, Store
+from fedqueue.storage.admin import REFUSED_BLOCKED
+from fedqueue.storage.webhooks import WebhookPayload
+from fedqueue.urls import Urls
 
-BLOCKED_REASON = "host is blocked by an admin"
+EVENT_GONE_REASON = "webhook event is gone"
+
 #: Prepared bodies kept per worker (one per recent activity).
 BODY_CACHE_SIZE = 256
 #: Claimed batches a worker keeps in flight at most; more would only wait in the client's queue.
@@ -62,12 +72,17 @@ OrderKey = tuple[str, str, str]
 
 @dataclass(frozen=True)
 class Job:
-    """One admitted delivery, with everything its send needs captured at admission."""
+    """One admitted delivery, with everything its send needs captured at admission.
+
+    `body`: an activity's (signed with the actor's key) or a webhook event's (HMAC-signed).
+    """
 
     row: Claimed
-    body: PreparedBody
+    body: PreparedBody | WebhookPayload
     written_at: datetime
     health: HostHealth | None
+    #: The `Collection-Synchronization` header (FEP-8fcf), on a followers-addressed delivery.
+    sync: str | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +107,7 @@ class Dispatcher:
         metrics: Metrics | None = None,
     ) -> None:
         self._settings = settings
+        self._urls = Urls(settings.base_url)
         self._store = store
         self._client = client
         self._keyring = keyring
@@ -148,16 +164,38 @@ class Dispatcher:
         started: set[int] = set()
         try:
             to_send, refused, health = await self._admit(claimed)
-            await self._refuse([(row, BLOCKED_REASON) for row in refused])
-            to_send = await self._coalesce(to_send)
-            unbuildable = await self._load_bodies({row.outbox_id for row in to_send})
+            await self._refuse([(row, REFUSED_BLOCKED) for row in refused])
+            hooks = [row for row in to_send if row.webhook_event_id is not None]
+            to_send = await self._coalesce([row for row in to_send if row.outbox_id is not None])
+            unbuildable = await self._load_bodies(
+                {row.outbox_id: row.actor for row in to_send if row.outbox_id}
+            )
             await self._refuse(
                 [(row, unbuildable[row.outbox_id]) for row in to_send if row.outbox_id in unbuildable]
             )
+            to_send = [row for row in to_send if row.outbox_id not in unbuildable]
+            syncs = await self._sync_headers(
+                {
+                    (row.actor, row.host)
+                    for row in to_send
+                    if row.outbox_id is not None and self._bodies[row.outbox_id][0].to_followers
+                }
+            )
             for row in to_send:
-                if row.outbox_id not in unbuildable:
-                    body, written_at = self._bodies[row.outbox_id]
-                    self._start(Job(row, body, written_at, health.get(row.host)))
+                if row.outbox_id is None:
+                    continue
+                body, written_at = self._bodies[row.outbox_id]
+                sync = syncs.get((row.actor, row.host)) if body.to_followers else None
+                self._start(Job(row, body, written_at, health.get(row.host), sync))
+                started.add(row.id)
+            payloads = await self._store.webhooks.payloads([row.webhook_event_id or 0 for row in hooks])
+            await self._refuse(
+                [(row, EVENT_GONE_REASON) for row in hooks if row.webhook_event_id not in payloads]
+            )
+            for row in hooks:
+                payload = payloads.get(row.webhook_event_id or 0)
+                if payload is not None:
+                    self._start(Job(row, payload, payload.written_at, health.get(row.host)))
                     started.add(row.id)
         except Exception:
             unstarted = self.in_flight - started
@@ -312,17 +350,34 @@ class Dispatcher:
         self.in_flight.difference_update(returned)
         return to_send, refused, health
 
-    async def _load_bodies(self, outbox_ids: set[int]) -> dict[int, str]:
-        """Build each row's request body unless cached; the rows whose body cannot be built, with why."""
-        missing = [outbox_id for outbox_id in outbox_ids if outbox_id not in self._bodies]
+    async def _sync_headers(self, pairs: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """FEP-8fcf's header per (local actor, remote host): the digest of the actor's followers there.
+
+        Read afresh for each batch: a stale digest would make the receiver drop a live follow.
+        """
+        headers: dict[tuple[str, str], str] = {}
+        for actor, host in pairs:
+            digest = partial_followers_digest(await self._store.followers.ids_on(actor, host))
+            url = self._urls.followers_synchronization(actor, host)
+            headers[(actor, host)] = sync_header(self._urls.followers(actor), url, digest)
+        return headers
+
+    async def _load_bodies(self, actors: dict[int, str]) -> dict[int, str]:
+        """Build each row's request body unless cached; the rows whose body cannot be built, with why.
+
+        `actors`: each outbox row's local actor, whose followers collection it may address.
+        """
+        missing = [outbox_id for outbox_id in actors if outbox_id not in self._bodies]
         if not missing:
             return {}
         if len(self._bodies) + len(missing) > BODY_CACHE_SIZE:
             self._bodies.clear()  # jobs in flight hold their own bodies
+            missing = list(actors)  # this batch's cached bodies went too
         unbuildable: dict[int, str] = {}
         for outbox_id, sendable in (await self._store.outbox.sendable(missing)).items():
             try:
-                self._bodies[outbox_id] = (prepare_body(sendable.activity), sendable.written_at)
+                followers = self._urls.followers(actors[outbox_id])
+                self._bodies[outbox_id] = (prepare_body(sendable.activity, followers), sendable.written_at)
             except Exception as exc:
                 self._metrics.worker_error("send", exc, "outbox row %s: request body not built", outbox_id)
                 unbuildable[outbox_id] = f"request body could not be built: {describe(exc)}"
@@ -330,7 +385,9 @@ class Dispatcher:
 
     def _start(self, job: Job) -> None:
         row = job.row
-        key = (row.inbox, row.actor, row.object_id or str(row.outbox_id))
+        # One consumer's webhook events are chained in the order claimed, like one object's activities.
+        subject = "webhook" if row.webhook_event_id is not None else row.object_id or str(row.outbox_id)
+        key = (row.inbox, row.actor, subject)
         task = asyncio.create_task(self._send(job, self._chains.get(key)))
         self._chains[key] = task
         self._tasks.add(task)
@@ -342,11 +399,7 @@ class Dispatcher:
             await asyncio.wait({previous})
         row = job.row
         try:
-            identity = await self._keyring.identity(row.actor)
-            knock = partial(
-                post_knocking, self._client, row.inbox, job.body, identity, self._clock, self._signer()
-            )
-            attempt = await self.schemes.deliver(row.host, job.health, knock)
+            attempt = await self._attempt(job)
         except Exception as exc:
             self._metrics.worker_error("send", exc, "delivery %s: unexpected error while sending", row.id)
             # Only an unreachable database may pass; anything else would fail the same way again.
@@ -355,6 +408,27 @@ class Dispatcher:
         result = result_of(row, attempt, self._clock(), self.schedule, self._jitter)
         self._sent.append(Sent(job, attempt, result))
         self._progress.set()
+
+    async def _attempt(self, job: Job) -> Attempt:
+        """One attempt: a webhook event POSTed with its HMAC, or an activity under the host's scheme."""
+        row = job.row
+        if isinstance(job.body, WebhookPayload):
+            payload = job.body
+            return await post_webhook(
+                self._client, row.inbox, payload.body, payload.kind, payload.secret, self._clock()
+            )
+        identity = await self._keyring.identity(row.actor)
+        knock = partial(
+            post_knocking,
+            self._client,
+            row.inbox,
+            job.body,
+            identity,
+            self._clock,
+            self._signer(),
+            sync=job.sync,
+        )
+        return await self.schemes.deliver(row.host, job.health, knock)
 
     def _forget(self, key: OrderKey, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)

@@ -38,6 +38,7 @@ from fedqueue.outbound.intake import (
     parse_inboxes,
     subject_of,
 )
+from fedqueue.outbound.outcomes import readable_error
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import FetchError, host_of
 from fedqueue.remote.keyring import Keyring
@@ -279,35 +280,37 @@ class Fanout:
         if wanted.followers:
             rows = await self._store.audience.follower_inboxes(entry.actor)
             choices.extend(InboxChoice(inbox, shared) for inbox, shared in rows)
-        fetched, failed = await self._fetch_actors(entry.actor, wanted.actors)
+        fetched, failed = await self._fetch_actors(wanted.actors)
         choices.extend(fetched)
         targets = [Target(inbox, host_of(inbox)) for inbox in choose_inboxes(choices)]
-        chosen = {t.inbox for t in targets}
-        return targets + [Target(uri, host_of(uri), reason) for uri, reason in failed if uri not in chosen]
+        # No inbox is known for these: the row names the actor, and a retry fetches it again.
+        return targets + [
+            Target(None, host_of(uri), failure.reason, recipient=uri, detail=failure.detail)
+            for uri, failure in failed
+        ]
 
     async def _fetch_actors(
-        self, actor: str, uris: tuple[str, ...]
-    ) -> tuple[list[InboxChoice], list[tuple[str, str]]]:
-        """Each addressed actor's inboxes (signed GET, cached); failures with a one-line reason."""
+        self, uris: tuple[str, ...]
+    ) -> tuple[list[InboxChoice], list[tuple[str, Unusable]]]:
+        """Each addressed actor's inboxes (signed by the instance actor, cached); failures with a reason."""
         if not uris:
             return [], []
-        signer = await self._keyring.identity(actor)
+        signer = await self._keyring.instance()
         limit = asyncio.Semaphore(ACTOR_FETCH_CONCURRENCY)
 
-        async def fetch(uri: str) -> InboxChoice | str:
+        async def fetch(uri: str) -> InboxChoice | Unusable:
             async with limit:
                 try:
                     found = await self._directory.actor(uri, signer)
-                except FetchError as exc:
-                    return unusable(uri, str(exc))
                 except Exception as exc:
-                    self._metrics.worker_error("expand", exc, "recipient %s: unexpected error", uri[:200])
-                    return unusable(uri, describe(exc))
+                    return unusable(uri, exc, self._settings.total_timeout_seconds, self._metrics)
                 return InboxChoice(found.inbox, found.shared_inbox)
 
         answers = await asyncio.gather(*(fetch(uri) for uri in uris))
         fetched = [answer for answer in answers if isinstance(answer, InboxChoice)]
-        failed = [(uri, answer) for uri, answer in zip(uris, answers, strict=True) if isinstance(answer, str)]
+        failed = [
+            (uri, answer) for uri, answer in zip(uris, answers, strict=True) if isinstance(answer, Unusable)
+        ]
         return fetched, failed
 
 
@@ -327,7 +330,7 @@ class Plan:
     @property
     def live_inboxes(self) -> list[str]:
         """The inboxes that get a queued delivery (not dead from the start)."""
-        return [t.inbox for t in self.targets if t.dead_reason is None]
+        return [t.inbox for t in self.targets if t.dead_reason is None and t.inbox is not None]
 
 
 def _groups(plans: list[Plan]) -> Iterator[list[Plan]]:
@@ -344,6 +347,24 @@ def _groups(plans: list[Plan]) -> Iterator[list[Plan]]:
         yield group
 
 
-def unusable(uri: str, why: str) -> str:
-    """The one-line reason a recipient gets a dead delivery (capped, without NUL)."""
-    return f"recipient {uri[:200]} unusable: {why}".replace("\x00", "\\x00")[:600]
+@dataclass(frozen=True)
+class Unusable:
+    """Why a recipient's actor document could not be used: for a person, and the raw text."""
+
+    reason: str
+    detail: str
+
+
+def unusable(uri: str, exc: Exception, timeout_s: float, metrics: Metrics) -> Unusable:
+    """Why fetching `uri`'s actor document failed, one line each (capped, without NUL).
+
+    A FetchError is an answer about the recipient; anything else is also logged and counted.
+    """
+    raw = str(exc) if isinstance(exc, FetchError) else describe(exc)
+    if not isinstance(exc, FetchError):
+        metrics.worker_error("expand", exc, "recipient %s: unexpected error", uri[:200])
+
+    def line(text: str) -> str:
+        return text.replace("\x00", "\\x00")[:600]
+
+    return Unusable(line(f"recipient {uri[:200]} unusable: {readable_error(raw, timeout_s)}"), line(raw))

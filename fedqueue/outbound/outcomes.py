@@ -7,6 +7,10 @@
 | 410                                      | dead, and the inbox is marked gone        |
 | any other status                         | dead, with the status and the body's head |
 | retryable, but attempts used up          | dead                                      |
+
+`readable_error` turns raw transport text ("ClientConnectorError: Cannot connect to host ...
+[Connect call failed ...]") into the words a person looks for ("connection refused"); the raw
+text is kept beside it (`last_error_detail`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,23 @@ from fedqueue.signing.requests import SignatureScheme
 RETRYABLE_STATUSES = frozenset({408, 429})
 BODY_HEAD_CHARS = 200
 
+#: (fragments of raw transport text, any of which means..., what a person reads), first match wins.
+#: Timeouts are matched apart, to say how long was waited.
+READABLE_ERRORS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("connection refused", "connect call failed", "errno 111", "errno 61"), "connection refused"),
+    (("certificate verify failed", "certificate_verify_failed"), "TLS certificate not trusted"),
+    (
+        ("name or service not known", "nodename nor servname", "name resolution", "getaddrinfo"),
+        "host name not found",
+    ),
+    (("connection reset", "errno 104"), "connection reset by the server"),
+    (("server disconnected", "remoteprotocolerror", "connection closed"), "server closed the connection"),
+    (("network is unreachable", "no route to host"), "network unreachable"),
+    # After the others: aiohttp names "ssl:default" in every connect error.
+    (("sslerror", "ssl error", "[ssl", "handshake", "wrong_version_number"), "TLS handshake failed"),
+)
+TIMEOUT_FRAGMENTS = ("timed out", "timeout")
+
 
 @dataclass(frozen=True)
 class Attempt:
@@ -30,6 +51,8 @@ class Attempt:
     body_head: str = ""
     retry_after: str | None = None
     error: str | None = None
+    #: The raw transport text behind `error` (which is for a person).
+    error_detail: str | None = None
     permanent: bool = False
     #: The scheme of the POST this answer is to; `knocks`: POSTs the attempt took (2: double knock).
     scheme: SignatureScheme | None = None
@@ -56,6 +79,20 @@ class Dead:
 
 
 Outcome = Delivered | Retry | Dead
+
+
+def readable_error(raw: str, timeout_s: float) -> str:
+    """What a failed exchange's raw text means, in a few words ("connection refused"); else `raw`.
+
+    `timeout_s` is how long a request may take: a timeout reads "timed out after 30 s".
+    """
+    text = raw.lower()
+    if any(fragment in text for fragment in TIMEOUT_FRAGMENTS):
+        return f"timed out after {timeout_s:g} s"
+    for fragments, meaning in READABLE_ERRORS:
+        if any(fragment in text for fragment in fragments):
+            return meaning
+    return raw
 
 
 def retry_after_seconds(value: str | None, now: datetime) -> float | None:

@@ -31,8 +31,10 @@ HealthChange = Callable[[HostHealth], HostHealth]
 
 @dataclass(frozen=True)
 class Claimed:
+    """A leased delivery: of an activity (`outbox_id`), or of a webhook event (`webhook_event_id`)."""
+
     id: int
-    outbox_id: int
+    outbox_id: int | None
     inbox: str
     host: str
     actor: str
@@ -40,6 +42,7 @@ class Claimed:
     object_id: str | None
     attempts: int
     next_attempt_at: datetime
+    webhook_event_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,8 @@ class Result:
     delivered_at: datetime | None = None
     inbox: str = ""
     gone: bool = False
+    #: The raw transport text behind `last_error` (which is for a person).
+    last_error_detail: str | None = None
 
 
 def result_of(
@@ -81,11 +86,14 @@ def result_of(
         last_error=None,
         attempted_at=now,
         inbox=row.inbox,
+        last_error_detail=attempt.error_detail if attempt.status is None else None,
     )
     if isinstance(outcome, Delivered):
         return replace(base, state="delivered", delivered_at=now)
     if isinstance(outcome, Dead):
-        return replace(base, state="dead", last_error=outcome.reason, gone=outcome.gone)
+        # A 410 from a webhook URL says nothing about any actor's inbox: only inboxes are marked gone.
+        gone = outcome.gone and row.webhook_event_id is None
+        return replace(base, state="dead", last_error=outcome.reason, gone=gone)
     return replace(base, next_attempt_at=outcome.at, last_error=outcome.reason)
 
 

@@ -33,8 +33,9 @@ from fedqueue.signing.requests import SignatureScheme
 
 #: How long a host's other deliveries wait for the answer to its discovery knock.
 DISCOVERY_WAIT_S = 2.0
-#: Sends one delivery: signed under the first scheme, re-signed under the second (if any) when refused.
-Knock = Callable[[SignatureScheme, SignatureScheme | None], Awaitable[Attempt]]
+#: Sends one delivery: signed under the first scheme, re-signed under the second (if any) when
+#: refused; the flag says whether this is a discovery knock (the host's scheme is not settled).
+Knock = Callable[[SignatureScheme, SignatureScheme | None, bool], Awaitable[Attempt]]
 
 
 class SchemeBook:
@@ -83,7 +84,7 @@ class SchemeBook:
         known, checked_at = self._known(host, stored)
         settled = is_confirmed(known, checked_at, self._recheck_days, now)
         first = first_knock(self._policy, known, checked_at, self._recheck_days, now)
-        attempt = await knock(first, second_knock(self._policy, first))
+        attempt = await knock(first, second_knock(self._policy, first), not settled)
         # Remember what a discovery knock (or a switch of scheme) found; routine successes with
         # a settled scheme do not move `scheme_checked_at`, or a recheck would never come.
         if (not settled or attempt.knocks > 1) and confirms(attempt.status) and attempt.scheme is not None:

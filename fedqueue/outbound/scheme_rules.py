@@ -6,12 +6,15 @@ or `unknown`. The policy setting decides the first knock on an unknown host:
 | policy          | first knock | after a signature refusal        |
 |-----------------|-------------|----------------------------------|
 | `cavage-first`  | cavage      | rfc9421 at once, same attempt    |
-| `rfc9421-first` | rfc9421     | cavage at once, same attempt     |
+| `rfc9421-first` | rfc9421     | cavage at once, same attempt (*) |
 | `cavage-only`   | cavage      | nothing more (outcome rules)     |
 
 A known scheme is used first; a refusal of it still gets the other scheme (servers change
 software). Once `recheck_days` have passed since the scheme was last confirmed, the host is
 knocked on as if unknown, so a host that learned RFC 9421 is found out.
+
+(*) Under `rfc9421-first` a 5xx to the discovery knock is also re-tried once with cavage:
+some servers crash on an RFC 9421 signature instead of refusing it.
 """
 
 from __future__ import annotations
@@ -72,3 +75,13 @@ def refuses_signature(status: int | None, body_head: str) -> bool:
 def confirms(status: int | None) -> bool:
     """Whether an answer shows the signature was accepted (only a 2xx says so for sure)."""
     return status is not None and 200 <= status < 300
+
+
+def knocks_again(status: int | None, body_head: str, first: SignatureScheme, discovering: bool) -> bool:
+    """Whether to re-sign and POST again at once: a refused signature, or a 5xx to an RFC 9421 discovery.
+
+    `discovering`: the host's scheme was unknown (or due for a recheck) when `first` was chosen.
+    """
+    if refuses_signature(status, body_head):
+        return True
+    return discovering and first == "rfc9421" and status is not None and 500 <= status < 600

@@ -1,8 +1,9 @@
 """Sending one delivery: the request body (built once per activity), the signature, the POST(s).
 
 Signing is behind one function, `sign_delivery`, which takes the scheme (draft-cavage or
-RFC 9421). `post_knocking` is the double knock: when the answer refuses the signature, the
-same delivery is re-signed with the other scheme and sent again at once, within one attempt.
+RFC 9421). `post_knocking` is the double knock: when the answer refuses the signature (or
+crashes on an RFC 9421 discovery knock), the same delivery is re-signed with the other scheme
+and sent again at once, within one attempt.
 Which scheme goes first is the business of `fedqueue.outbound.scheme_rules` and the dispatcher.
 
 The worker signs on `SigningThreads` (pass `signer`): an RSA signature costs about as much
@@ -17,11 +18,20 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 
-from fedqueue.outbound.addressing import strip_hidden
-from fedqueue.outbound.outcomes import Attempt
-from fedqueue.outbound.scheme_rules import refuses_signature
+from fedqueue.follower_sync import HEADER as SYNC_HEADER
+from fedqueue.outbound import webhooks
+from fedqueue.outbound.addressing import addresses, strip_hidden
+from fedqueue.outbound.outcomes import Attempt, readable_error
+from fedqueue.outbound.scheme_rules import knocks_again
 from fedqueue.outbound.signing_threads import SigningThreads
-from fedqueue.remote.client import ACTIVITY_JSON, HttpClient, SendFailed, SigningIdentity, signed_headers
+from fedqueue.remote.client import (
+    ACTIVITY_JSON,
+    Answer,
+    HttpClient,
+    SendFailed,
+    SigningIdentity,
+    signed_headers,
+)
 from fedqueue.signing.requests import (
     SignatureError,
     SignatureScheme,
@@ -49,14 +59,23 @@ class PreparedBody:
     #: `Digest` (draft-cavage, RFC 3230) and `Content-Digest` (RFC 9421, RFC 9530) values.
     digest: str
     content_digest: str
+    #: Addressed to its actor's followers collection: its deliveries carry FEP-8fcf's header.
+    to_followers: bool = False
 
 
-def prepare_body(activity_json: str) -> PreparedBody:
-    """Strip bto/bcc and serialize once; the digest is computed here, not per inbox."""
-    activity = strip_hidden(json.loads(activity_json))
+def prepare_body(activity_json: str, followers_uri: str | None = None) -> PreparedBody:
+    """Strip bto/bcc and serialize once; the digest is computed here, not per inbox.
+
+    `followers_uri`: the sending actor's followers collection, to tell whether it is addressed.
+    """
+    original = json.loads(activity_json)
+    activity = strip_hidden(original)
     body = json.dumps(activity, ensure_ascii=False, separators=(",", ":")).encode()
     return PreparedBody(
-        body=body, digest=sha256_digest_header(body), content_digest=content_digest_header(body)
+        body=body,
+        digest=sha256_digest_header(body),
+        content_digest=content_digest_header(body),
+        to_followers=followers_uri is not None and addresses(original, followers_uri),
     )
 
 
@@ -86,18 +105,30 @@ async def post(
     now: datetime,
     scheme: SignatureScheme = "cavage",
     signer: SigningThreads | None = None,
+    sync: str | None = None,
 ) -> Attempt:
-    """POST one delivery signed under `scheme` (on `signer`, if given); every failure becomes an Attempt."""
+    """POST one delivery signed under `scheme` (on `signer`, if given); every failure becomes an Attempt.
+
+    `sync`: a `Collection-Synchronization` value (FEP-8fcf), sent beside the signature, not in it.
+    """
     try:
         if signer is None:
             headers = sign_delivery(inbox, prepared, identity, now, scheme)
         else:
             headers = await signer.run(partial(sign_delivery, inbox, prepared, identity, now, scheme))
+        if sync is not None:
+            headers[SYNC_HEADER.lower()] = sync
         answer = await client.post(inbox, prepared.body, headers, head_bytes=BODY_HEAD_BYTES)
     except SignatureError as exc:
         return Attempt(status=None, error=str(exc), permanent=True, scheme=scheme)
     except SendFailed as exc:
-        return Attempt(status=None, error=str(exc), permanent=exc.permanent, scheme=scheme)
+        raw = str(exc)
+        readable = readable_error(raw, client.settings.total_timeout_seconds)
+        return Attempt(status=None, error=readable, error_detail=raw, permanent=exc.permanent, scheme=scheme)
+    return _attempt(answer, scheme)
+
+
+def _attempt(answer: Answer, scheme: SignatureScheme | None) -> Attempt:
     return Attempt(
         status=answer.status,
         # A NUL would be refused by PostgreSQL's text columns when the outcome is recorded.
@@ -105,6 +136,19 @@ async def post(
         retry_after=answer.retry_after,
         scheme=scheme,
     )
+
+
+async def post_webhook(
+    client: HttpClient, url: str, body: bytes, kind: str, secret: str, now: datetime
+) -> Attempt:
+    """POST one webhook event, HMAC-signed with its secret at `now`; every failure becomes an Attempt."""
+    try:
+        answer = await client.post(
+            url, body, webhooks.signed_headers(secret, kind, body, now), head_bytes=BODY_HEAD_BYTES
+        )
+    except SendFailed as exc:
+        return Attempt(status=None, error=str(exc), permanent=exc.permanent)
+    return _attempt(answer, None)
 
 
 async def post_knocking(
@@ -116,13 +160,16 @@ async def post_knocking(
     signer: SigningThreads | None,
     first: SignatureScheme,
     second: SignatureScheme | None,
+    discovering: bool,
+    *,
+    sync: str | None = None,
 ) -> Attempt:
-    """POST signed under `first`; if that signature is refused, re-sign under `second` and POST again.
+    """POST signed under `first`; if the answer calls for it (`knocks_again`), re-sign under `second`.
 
     Both POSTs are one attempt: the answer returned is the last one, with `knocks=2`.
     """
-    attempt = await post(client, inbox, prepared, identity, clock(), first, signer)
-    if second is None or not refuses_signature(attempt.status, attempt.body_head):
+    attempt = await post(client, inbox, prepared, identity, clock(), first, signer, sync)
+    if second is None or not knocks_again(attempt.status, attempt.body_head, first, discovering):
         return attempt
-    again = await post(client, inbox, prepared, identity, clock(), second, signer)
+    again = await post(client, inbox, prepared, identity, clock(), second, signer, sync)
     return replace(again, knocks=2)

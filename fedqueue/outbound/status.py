@@ -2,18 +2,54 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from pydantic import with_config
+from typing_extensions import TypedDict
 
 from fedqueue.errors import NotFound
+from fedqueue.outbound.addressing import NO_RECIPIENTS
+from fedqueue.outbound.waiting import waiting_for
 from fedqueue.storable import URI_CHARS, check_row_id, check_text
 from fedqueue.storage import Store
+from fedqueue.storage.admin_json import SHAPE, Counts, DeliveryState, IsoTime, WaitingJson, iso, waiting_json
 from fedqueue.storage.deliveries import UNFINISHED
+from fedqueue.storage.types import utcnow
 from fedqueue.urls import Urls
 
 
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
+@with_config(SHAPE)
+class StatusDelivery(TypedDict):
+    id: int
+    inbox: str | None
+    recipient: str | None
+    host: str
+    state: DeliveryState
+    attempts: int
+    last_status: int | None
+    last_error: str | None
+    last_error_detail: str | None
+    next_attempt_at: IsoTime | None
+    waiting: WaitingJson | None
+    delivered_at: IsoTime | None
+    coalesced_by: str | None
+    coalesced_reason: str | None
+
+
+@with_config(SHAPE)
+class ActivityStatus(TypedDict):
+    """The status_url document (see `storage.admin_json` for how shapes become schemas)."""
+
+    activity: str | None
+    outbox_id: int
+    status_url: str
+    state: str
+    error: str | None
+    complete: bool
+    #: Inboxes the activity goes to (a shared inbox counts once); null until the fan-out is done.
+    recipients: int | None
+    #: Why a complete activity went nowhere; null otherwise.
+    note: str | None
+    counts: Counts
+    deliveries: list[StatusDelivery]
 
 
 def parse_ref(ref: str) -> int | str:
@@ -22,11 +58,12 @@ def parse_ref(ref: str) -> int | str:
     return int(tail) if tail.isascii() and tail.isdigit() and len(tail) <= 19 else ref
 
 
-async def activity_status(store: Store, urls: Urls, ref: int | str) -> dict[str, Any]:
+async def activity_status(store: Store, urls: Urls, ref: int | str) -> ActivityStatus:
     """The status document of an activity (by outbox id or activity id); NotFound if unknown.
 
     `complete` is true only when the fan-out has finished (all delivery rows are in) and no
-    delivery is queued, sending or failed.
+    delivery is queued, sending or failed. An expanded activity with no delivery is complete
+    too, with `recipients` 0 and a `note` saying that nothing was sent.
     """
     if isinstance(ref, int):
         check_row_id("activity", ref)
@@ -36,10 +73,13 @@ async def activity_status(store: Store, urls: Urls, ref: int | str) -> dict[str,
     if row is None:
         raise NotFound(f"no activity {ref}")
     deliveries = await store.deliveries.for_outbox(row.id)
+    health = await store.hosts.health(d.host for d in deliveries if d.state in UNFINISHED)
+    now = utcnow()
     counts: dict[str, int] = {}
     for delivery in deliveries:
         counts[delivery.state] = counts.get(delivery.state, 0) + 1
     unfinished = any(counts.get(state) for state in UNFINISHED)
+    expanded = row.state == "expanded"
     return {
         "activity": row.activity_id,
         "outbox_id": row.id,
@@ -47,16 +87,23 @@ async def activity_status(store: Store, urls: Urls, ref: int | str) -> dict[str,
         "state": row.state,
         "error": row.error,
         "complete": not row.expanding and not unfinished,
+        "recipients": len(deliveries) if expanded else None,
+        "note": NO_RECIPIENTS if expanded and not deliveries else None,
         "counts": counts,
         "deliveries": [
             {
+                "id": d.id,
                 "inbox": d.inbox,
+                "recipient": d.recipient,
+                "host": d.host,
                 "state": d.state,
                 "attempts": d.attempts,
                 "last_status": d.last_status,
                 "last_error": d.last_error,
-                "next_attempt_at": _iso(d.next_attempt_at) if d.state in UNFINISHED else None,
-                "delivered_at": _iso(d.delivered_at),
+                "last_error_detail": d.last_error_detail,
+                "next_attempt_at": iso(d.next_attempt_at) if d.state in UNFINISHED else None,
+                "waiting": waiting_json(waiting_for(d.state, d.next_attempt_at, health.get(d.host), now)),
+                "delivered_at": iso(d.delivered_at),
                 "coalesced_by": d.coalesced_by,
                 "coalesced_reason": d.coalesced_reason,
             }

@@ -40,6 +40,7 @@ from fedqueue.metrics import Metrics
 from fedqueue.outbound.backoff import Jitter, RetrySchedule
 from fedqueue.outbound.dispatch import Dispatcher
 from fedqueue.outbound.fanout import Fanout
+from fedqueue.outbound.readdress import Readdresser
 from fedqueue.remote.client import HttpClient
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.keyring import Keyring
@@ -85,6 +86,7 @@ class Worker:
         directory = RemoteDirectory(store, client, clock)
         self.metrics = metrics or Metrics()
         self.fanout = Fanout(settings, store, directory, keyring, self.owner, clock, self.metrics)
+        self.readdresser = Readdresser(settings, store, directory, keyring, self.owner, clock, self.metrics)
         self._poll = timedelta(seconds=settings.poll_interval_seconds)
         self._step_pauses = RetrySchedule(
             settings.poll_interval_seconds, STEP_BACKOFF_CAP_S, BURST_STEP_FAILURES
@@ -105,7 +107,7 @@ class Worker:
         now = self._clock()
         expanded = 0
         if not self.dispatcher.busy or now >= self._next_expansion:
-            expanded = await self.fanout.expand_pending()
+            expanded = await self.fanout.expand_pending() + await self.readdresser.readdress_due()
             # Rows found: there may be more, so look again next round; none: after a poll interval.
             self._next_expansion = now if expanded else now + self._poll
             if expanded:

@@ -1,8 +1,9 @@
-"""Local actors' signing identities, parsed once per process and shared by the inbox and the worker.
+"""Local actors' and the instance actor's signing identities, parsed once per process, shared by both flows.
 
 Parsing an RSA private key from PEM costs milliseconds (OpenSSL checks the key); signing with
 a parsed one costs a fraction of that. `fedqueue serve` hands one `Keyring` to both the inbox
-(which signs its key fetches as the addressed actor) and the worker (which signs deliveries).
+(whose key fetches the instance actor signs) and the worker (which signs deliveries as their
+actors, and recipient fetches as the instance actor).
 
 Nothing is ever evicted: a local actor's key never changes after `actor create` (there is no
 key rotation and no actor deletion), so a parsed key stays right for the life of the process.
@@ -24,6 +25,7 @@ class Keyring:
         self._store = store
         self._urls = urls
         self._identities: dict[str, SigningIdentity] = {}
+        self._instance: SigningIdentity | None = None
         # One lock: a burst of concurrent requests must not load (and parse) the same key many times.
         self._loading = asyncio.Lock()
 
@@ -37,3 +39,12 @@ class Keyring:
                 key = await self._store.actors.signing_key(actor)
                 self._identities[actor] = SigningIdentity(key_id=self._urls.key_id(actor), private_key=key)
         return self._identities[actor]
+
+    async def instance(self) -> SigningIdentity:
+        """The instance actor's identity, which signs every actor and key fetch (made on first need)."""
+        if self._instance is None:
+            async with self._loading:
+                if self._instance is None:
+                    key = await self._store.actors.instance_signing_key()
+                    self._instance = SigningIdentity(key_id=self._urls.instance_key_id(), private_key=key)
+        return self._instance

@@ -26,7 +26,7 @@ CONTENT_DIGEST_ALGORITHMS: tuple[DigestAlgorithm, ...] = ("sha-256", "sha-512")
 
 def content_digest_header(body: bytes, algorithm: DigestAlgorithm = "sha-256") -> str:
     """The `Content-Digest` value for a body: `sha-256=:<base64>:`."""
-    return f"{algorithm}={sf.serialize_bare_item(_HASHES[algorithm](body))}"
+    return sf.serialize_dictionary({algorithm: sf.Item(_HASHES[algorithm](body))})
 
 
 def parse_content_digest(value: str) -> dict[str, bytes]:

@@ -249,8 +249,8 @@ def sign_rfc9421(
     base = rfc9421_signature_base(method, url, headers, signature_input)
     raw = _sign_bytes(alg or default_algorithm(private_key), private_key, base)
     return {
-        "Signature-Input": f"{label}={sf.serialize_inner_list(signature_input)}",
-        "Signature": f"{label}={sf.serialize_bare_item(raw)}",
+        "Signature-Input": sf.serialize_dictionary({label: signature_input}),
+        "Signature": sf.serialize_dictionary({label: sf.Item(raw)}),
     }
 
 

@@ -47,7 +47,12 @@ _KEY_CHARS = frozenset(string.ascii_lowercase + string.digits + "_-.*")
 _TOKEN_START = frozenset(string.ascii_letters + "*")
 _TOKEN_CHARS = frozenset(string.ascii_letters + string.digits + "!#$%&'*+-.^_`|~:/")
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+# The same sets as regular expressions, for whole values being serialised (one C-level scan).
+_KEY = re.compile(r"[a-z*][a-z0-9_.*-]*")
+_TOKEN = re.compile(r"[A-Za-z*][A-Za-z0-9!#$%&'*+.^_`|~:/-]*")
+_STRING = re.compile(r"[ -~]*")
 _MAX_INTEGER_DIGITS = 15
+_MAX_INTEGER = 999_999_999_999_999
 
 
 class _Parser:
@@ -213,8 +218,12 @@ class _Parser:
 
 
 def parse_dictionary(field: str, value: str) -> dict[str, Member]:
-    """Parse a dictionary field value; InvalidInput naming `field` if it is not one."""
-    parser = _Parser(field, value.strip(" \t"))
+    """Parse a dictionary field value; InvalidInput naming `field` if it is not one.
+
+    Only spaces around the value are discarded (RFC 8941 4.2); HTTP strips tabs around a field
+    value before it gets here, so a tab that is left is part of the value, and not allowed first.
+    """
+    parser = _Parser(field, value.strip(" "))
     return parser.dictionary()
 
 
@@ -224,31 +233,59 @@ def serialize_bare_item(value: BareItem) -> str:
     if isinstance(value, bool):
         return "?1" if value else "?0"
     if isinstance(value, int):
+        if not -_MAX_INTEGER <= value <= _MAX_INTEGER:
+            raise InvalidInput("a structured-field integer has at most 15 digits")
         return str(value)
     if isinstance(value, bytes):
         return ":" + base64.b64encode(value).decode() + ":"
     if isinstance(value, Token):
+        if not _TOKEN.fullmatch(value):
+            raise InvalidInput(f"{value!r} is not a structured-field token")
         return str(value)
-    if any(not " " <= char <= "~" for char in value):
+    if not _STRING.fullmatch(value):
         raise InvalidInput("a structured-field string must be printable ASCII")
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _checked_key(key: str) -> str:
+    if not is_key(key):
+        raise InvalidInput(f"{key!r} is not a structured-field key (lower-case letters, digits, _-.*)")
+    return key
 
 
 def serialize_parameters(params: Parameters) -> str:
     """The RFC 8941 text of parameters, `;key=value` each, `;key` alone for true."""
     return "".join(
-        f";{key}" if value is True else f";{key}={serialize_bare_item(value)}" for key, value in params
+        f";{_checked_key(key)}" if value is True else f";{_checked_key(key)}={serialize_bare_item(value)}"
+        for key, value in params
     )
+
+
+def serialize_item(item: Item) -> str:
+    """The RFC 8941 text of an item with its parameters."""
+    return serialize_bare_item(item.value) + serialize_parameters(item.params)
 
 
 def serialize_inner_list(inner: InnerList) -> str:
     """The RFC 8941 text of an inner list with its parameters."""
-    items = " ".join(
-        serialize_bare_item(item.value) + serialize_parameters(item.params) for item in inner.items
-    )
+    items = " ".join(serialize_item(item) for item in inner.items)
     return f"({items}){serialize_parameters(inner.params)}"
+
+
+def serialize_dictionary(members: dict[str, Member]) -> str:
+    """The RFC 8941 text of a dictionary; a member that is true alone is written as its key."""
+    return ", ".join(
+        _checked_key(key)
+        + (
+            serialize_parameters(member.params)
+            if isinstance(member, Item) and member.value is True
+            else "="
+            + (serialize_inner_list(member) if isinstance(member, InnerList) else serialize_item(member))
+        )
+        for key, member in members.items()
+    )
 
 
 def is_key(text: str) -> bool:
     """Whether `text` can be a dictionary key (a signature label, a digest algorithm)."""
-    return bool(text) and text[0] in _KEY_START and all(char in _KEY_CHARS for char in text)
+    return _KEY.fullmatch(text) is not None

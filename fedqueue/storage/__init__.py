@@ -19,6 +19,7 @@ from fedqueue.storage.outbox import Accepted, OutboxEntry, OutboxState, OutboxSt
 from fedqueue.storage.published import PublishedStore
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
 from fedqueue.storage.stats import StatsStore
+from fedqueue.storage.webhooks import Webhook, WebhookPayload, WebhookStore
 
 __all__ = [
     "Accepted",
@@ -42,6 +43,8 @@ __all__ = [
     "Submitted",
     "Target",
     "UnstorableValue",
+    "Webhook",
+    "WebhookPayload",
     "check_actor_name",
 ]
 
@@ -63,6 +66,7 @@ class Store:
         self.audience = AudienceStore(database)
         self.coalescing = CoalescingStore(database)
         self.published = PublishedStore(database)
+        self.webhooks = WebhookStore(database)
 
     @classmethod
     def open(cls, database_url: str) -> Store:

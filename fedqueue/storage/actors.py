@@ -13,10 +13,12 @@ from sqlalchemy.exc import IntegrityError
 from fedqueue.errors import Duplicate, InvalidInput, NotFound
 from fedqueue.signing import keys
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import ActorRow
+from fedqueue.storage.tables import ActorRow, InstanceKeyRow
+from fedqueue.storage.upsert import insert_ignoring_conflicts
 
 ACTOR_NAME = re.compile(r"[a-z0-9_]{1,64}")
 _actors = ActorRow.__table__  # type: ignore[attr-defined]
+_instance_key = InstanceKeyRow.__table__  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,19 @@ class ActorStore:
         # Compare against a dummy for unknown actors so timing does not reveal which names exist.
         return keys.token_matches(token, stored or "0" * 64) and stored is not None
 
+    async def owner_of_token(self, token: str) -> str | None:
+        """The name of the actor whose outbox bearer token this is, or None.
+
+        Looked up by the token's SHA-256: equality on a hash of a random token leaks nothing
+        useful by timing.
+        """
+        async with self._db.reading() as conn:
+            return (
+                await conn.execute(
+                    select(_actors.c.name).where(_actors.c.token_hash == keys.hash_token(token))
+                )
+            ).scalar()
+
     async def signing_key(self, name: str) -> PrivateKeyTypes:
         """The actor's private key, loaded for signing only."""
         async with self._db.reading() as conn:
@@ -106,3 +121,34 @@ class ActorStore:
         if pem is None:
             raise NotFound(f"no local actor named {name!r}")
         return keys.load_private_key(pem)
+
+    async def instance_public_key(self) -> str:
+        """The instance actor's public key (PEM); the key pair is made on first need."""
+        return (await self._instance_key_pems())[1]
+
+    async def instance_signing_key(self) -> PrivateKeyTypes:
+        """The instance actor's private key, loaded for signing only; made on first need."""
+        return keys.load_private_key((await self._instance_key_pems())[0])
+
+    async def _instance_key_pems(self) -> tuple[str, str]:
+        """(private, public) PEM of the one instance key; concurrent first calls agree on one pair."""
+        found = await self._read_instance_key()
+        if found is not None:
+            return found
+        pair = keys.generate_key_pair()
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                insert_ignoring_conflicts(self._db, _instance_key, ["id"]).values(
+                    id=1, private_key_pem=pair.private_pem, public_key_pem=pair.public_pem
+                )
+            )
+        found = await self._read_instance_key()
+        assert found is not None  # inserted just now, or by whoever won the race
+        return found
+
+    async def _read_instance_key(self) -> tuple[str, str] | None:
+        async with self._db.reading() as conn:
+            row = (
+                await conn.execute(select(_instance_key.c.private_key_pem, _instance_key.c.public_key_pem))
+            ).first()
+        return None if row is None else (row.private_key_pem, row.public_key_pem)

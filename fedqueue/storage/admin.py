@@ -12,12 +12,13 @@ next attempt overwrites them, so the admin still sees why it had failed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, or_, select, update
+from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -34,12 +35,22 @@ _audit = AuditRow.__table__  # type: ignore[attr-defined]
 
 CANCELLED = "cancelled by admin"
 BLOCKED = "host blocked by admin"
+#: Why the worker gives a delivery up unsent while its host is blocked.
+REFUSED_BLOCKED = "host is blocked by an admin"
 #: States a single retry may start from: anything not finished well and not in flight.
 RETRYABLE = ("queued", "failed", "dead")
 #: States a cancel may start from; a `sending` row loses its lease, so the worker's result is dropped.
 CANCELLABLE = ("queued", "sending", "failed")
 
 Progress = Callable[[int], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Requeued:
+    """After an unblock: the deliveries the block had killed, queued again; the host's other dead ones."""
+
+    requeued: int
+    still_dead: int
 
 
 class AdminStore(AdminViews):
@@ -136,8 +147,37 @@ class AdminStore(AdminViews):
         return await self._set_host(host, who, "block", {"blocked": True}, now)
 
     async def unblock(self, host: str, *, who: str, now: datetime | None = None) -> HostView:
-        """Lift a block; deliveries it killed stay dead until retried."""
+        """Lift a block; deliveries it killed stay dead until retried (`requeue_blocked`)."""
         return await self._set_host(host, who, "unblock", {"blocked": False}, now)
+
+    async def killed_by_block(self, host: str) -> int:
+        """How many of the host's deliveries are dead because it was blocked."""
+        host = _check_host(host)
+        async with self._db.reading() as conn:
+            found = await conn.execute(select(func.count()).where(*_killed_by_block(host)))
+            return int(found.scalar() or 0)
+
+    async def requeue_blocked(self, host: str, *, who: str, now: datetime | None = None) -> Requeued:
+        """Queue again, due now, the deliveries a block of `host` killed; InvalidInput while still blocked.
+
+        Only those: deliveries dead for any other reason (given up, cancelled, refused) stay
+        dead, and are counted in `still_dead`.
+        """
+        host = _check_host(host)
+        now = now or utcnow()
+        async with self._db.transaction() as conn:
+            flag = (await conn.execute(select(_hosts.c.blocked).where(_hosts.c.host == host))).scalar()
+            if flag:
+                raise InvalidInput(f"host {host} is blocked: unblock it first")
+            requeued = await conn.execute(
+                update(_deliveries).where(*_killed_by_block(host)).values(**_requeued(now))
+            )
+            still_dead = await conn.execute(
+                select(func.count()).where(_deliveries.c.host == host, _deliveries.c.state == "dead")
+            )
+            counts = Requeued(int(requeued.rowcount), int(still_dead.scalar() or 0))
+            await _audit_row(conn, who, "requeue_blocked", f"host:{host}", dataclasses.asdict(counts), now)
+        return counts
 
     async def _set_host(
         self, host: str, who: str, action: str, flags: dict[str, bool], now: datetime | None
@@ -185,6 +225,15 @@ def _check_host(host: str) -> str:
     return host
 
 
+def _killed_by_block(host: str) -> tuple[Any, ...]:
+    """Dead deliveries of `host` that a block killed: at the block, or refused by the worker after."""
+    return (
+        _deliveries.c.host == host,
+        _deliveries.c.state == "dead",
+        _deliveries.c.last_error.in_((BLOCKED, REFUSED_BLOCKED)),
+    )
+
+
 def _not_cancelled() -> Any:
     return or_(_deliveries.c.last_error.is_(None), _deliveries.c.last_error != CANCELLED)
 
@@ -209,4 +258,4 @@ async def _audit_row(
     )
 
 
-__all__ = ["BLOCKED", "CANCELLED", "AdminStore"]
+__all__ = ["BLOCKED", "CANCELLED", "REFUSED_BLOCKED", "AdminStore", "Requeued"]

@@ -1,20 +1,174 @@
-"""The JSON shape of each admin view, below both edges, so the admin API and the CLI print the same fields."""
+"""The JSON shape of each admin view, below both edges, so the admin API and the CLI print the same fields.
+
+Each shape is a TypedDict: mypy checks every builder against it, and the OpenAPI document
+derives its schemas from the same classes (`json_schemas`), so a field is documented exactly
+when it is returned. Adding a field is one line in its TypedDict (and one in its builder, which
+mypy then demands). Every field is always present (`total`), null where the type says so;
+`extra="forbid"` makes the schemas refuse undocumented fields.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from fedqueue.storage.admin_views import ActivitySummary, AuditEntry, DeliveryView, HostView
+from pydantic import ConfigDict, TypeAdapter, WithJsonSchema, with_config
+from typing_extensions import TypedDict
+
+from fedqueue.outbound.waiting import WAITING_REASONS, Waiting
+from fedqueue.storage.admin_views import (
+    CIRCUIT_STATES,
+    DELIVERY_STATES,
+    ActivitySummary,
+    AuditEntry,
+    DeliveryView,
+    HostView,
+)
 from fedqueue.urls import Urls
+
+#: A timestamp as `datetime.isoformat()` writes it (timezone-aware UTC).
+IsoTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
+DeliveryState = Annotated[str, WithJsonSchema({"type": "string", "enum": list(DELIVERY_STATES)})]
+CircuitState = Annotated[str, WithJsonSchema({"type": "string", "enum": list(CIRCUIT_STATES)})]
+#: Deliveries per state; states with none are left out.
+Counts = Annotated[
+    dict[str, int],
+    WithJsonSchema(
+        {"type": "object", "additionalProperties": {"type": "integer"}, "description": "deliveries per state"}
+    ),
+]
+SHAPE = ConfigDict(extra="forbid")
 
 
 def iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def activity_json(item: ActivitySummary, urls: Urls) -> dict[str, Any]:
+@with_config(SHAPE)
+class ActivityJson(TypedDict):
+    id: int
+    activity: str | None
+    actor: str
+    type: str | None
+    state: str
+    error: str | None
+    created_at: IsoTime
+    counts: Counts
+    total: int
+    complete: bool
+    status_url: str
+
+
+@with_config(SHAPE)
+class WaitingJson(TypedDict):
+    reason: Annotated[str, WithJsonSchema({"type": "string", "enum": list(WAITING_REASONS)})]
+    until: IsoTime | None
+    text: str
+
+
+def waiting_json(waiting: Waiting | None) -> WaitingJson | None:
+    if waiting is None:
+        return None
+    return {"reason": waiting.reason, "until": iso(waiting.until), "text": waiting.text}
+
+
+@with_config(SHAPE)
+class DeliveryJson(TypedDict):
+    id: int
+    #: None for a webhook POST (`webhook_id` is set).
+    outbox_id: int | None
+    webhook_id: int | None
+    activity: str | None
+    #: None while unknown: `recipient` names the actor whose document could not be used.
+    inbox: str | None
+    recipient: str | None
+    host: str
+    actor: str
+    activity_type: str
+    state: DeliveryState
+    attempts: int
+    next_attempt_at: IsoTime
+    last_status: int | None
+    last_error: str | None
+    last_error_detail: str | None
+    coalesced_by: str | None
+    coalesced_reason: str | None
+    created_at: IsoTime
+    last_attempt_at: IsoTime | None
+    delivered_at: IsoTime | None
+    #: Why a queued or failed delivery is not sent now; null for other states.
+    waiting: WaitingJson | None
+
+
+@with_config(SHAPE)
+class HostJson(TypedDict):
+    host: str
+    circuit: CircuitState
+    consecutive_failures: int
+    failing_since: IsoTime | None
+    last_failure_at: IsoTime | None
+    last_success_at: IsoTime | None
+    paused: bool
+    blocked: bool
+    unavailable: bool
+    signature_scheme: str
+    counts: Counts
+    in_trouble: bool
+
+
+@with_config(SHAPE)
+class HostAction(HostJson, total=False):
+    """A host after an action: `block` counts what it made dead, `unblock?requeue=true` what came back."""
+
+    deliveries_dead: int
+    requeued: int
+    still_dead: int
+
+
+@with_config(SHAPE)
+class AuditJson(TypedDict):
+    id: int
+    at: IsoTime
+    who: str
+    action: str
+    target: str
+    detail: Annotated[str | None, WithJsonSchema({"type": ["string", "null"], "description": "JSON text"})]
+
+
+@with_config(SHAPE)
+class ActivityPage(TypedDict):
+    items: list[ActivityJson]
+    next_cursor: str | None
+
+
+@with_config(SHAPE)
+class DeliveryPage(TypedDict):
+    items: list[DeliveryJson]
+    next_cursor: str | None
+
+
+@with_config(SHAPE)
+class HostList(TypedDict):
+    items: list[HostJson]
+
+
+@with_config(SHAPE)
+class AuditList(TypedDict):
+    items: list[AuditJson]
+
+
+@with_config(SHAPE)
+class Retried(TypedDict):
+    retried: int
+
+
+@with_config(SHAPE)
+class HostRetried(TypedDict):
+    host: str
+    retried: int
+
+
+def activity_json(item: ActivitySummary, urls: Urls) -> ActivityJson:
     return {
         "id": item.outbox_id,
         "activity": item.activity_id,
@@ -22,7 +176,7 @@ def activity_json(item: ActivitySummary, urls: Urls) -> dict[str, Any]:
         "type": item.activity_type,
         "state": item.state,
         "error": item.error,
-        "created_at": iso(item.created_at),
+        "created_at": item.created_at.isoformat(),
         "counts": item.counts,
         "total": item.total,
         "complete": item.complete,
@@ -30,15 +184,33 @@ def activity_json(item: ActivitySummary, urls: Urls) -> dict[str, Any]:
     }
 
 
-def delivery_json(item: DeliveryView) -> dict[str, Any]:
-    data = asdict(item)
-    for key in ("next_attempt_at", "created_at", "last_attempt_at", "delivered_at"):
-        data[key] = iso(data[key])
-    data["activity"] = data.pop("activity_id")
-    return data
+def delivery_json(item: DeliveryView) -> DeliveryJson:
+    return {
+        "id": item.id,
+        "outbox_id": item.outbox_id,
+        "webhook_id": item.webhook_id,
+        "activity": item.activity_id,
+        "inbox": item.inbox,
+        "recipient": item.recipient,
+        "host": item.host,
+        "actor": item.actor,
+        "activity_type": item.activity_type,
+        "state": item.state,
+        "attempts": item.attempts,
+        "next_attempt_at": item.next_attempt_at.isoformat(),
+        "last_status": item.last_status,
+        "last_error": item.last_error,
+        "last_error_detail": item.last_error_detail,
+        "coalesced_by": item.coalesced_by,
+        "coalesced_reason": item.coalesced_reason,
+        "created_at": item.created_at.isoformat(),
+        "last_attempt_at": iso(item.last_attempt_at),
+        "delivered_at": iso(item.delivered_at),
+        "waiting": waiting_json(item.waiting),
+    }
 
 
-def host_json(item: HostView) -> dict[str, Any]:
+def host_json(item: HostView) -> HostJson:
     return {
         "host": item.host,
         "circuit": item.circuit,
@@ -55,5 +227,21 @@ def host_json(item: HostView) -> dict[str, Any]:
     }
 
 
-def audit_json(item: AuditEntry) -> dict[str, Any]:
-    return {**asdict(item), "at": iso(item.at)}
+def audit_json(item: AuditEntry) -> AuditJson:
+    return {
+        "id": item.id,
+        "at": item.at.isoformat(),
+        "who": item.who,
+        "action": item.action,
+        "target": item.target,
+        "detail": item.detail,
+    }
+
+
+def json_schemas(shapes: dict[str, Any], ref_template: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """JSON Schemas of `shapes` (name: type), and the definitions they refer to by `ref_template`."""
+    by_name, definitions = TypeAdapter.json_schemas(
+        [(name, "serialization", TypeAdapter(shape)) for name, shape in shapes.items()],
+        ref_template=ref_template,
+    )
+    return {name: schema for (name, _mode), schema in by_name.items()}, definitions.get("$defs", {})

@@ -10,9 +10,11 @@ from sqlalchemy import case, func, select, union
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.errors import InvalidInput, NotFound
+from fedqueue.outbound.waiting import Waiting, why_waiting
 from fedqueue.storable import HOST_CHARS, NAME_CHARS, URI_CHARS, check_row_id, check_text, parse_decimal
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import AuditRow, DeliveryRow, HostRow, OutboxRow
+from fedqueue.storage.types import utcnow
 
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _hosts = HostRow.__table__  # type: ignore[attr-defined]
@@ -48,10 +50,14 @@ class ActivitySummary:
 
 @dataclass(frozen=True)
 class DeliveryView:
+    """One delivery: of an activity (`outbox_id`), or a webhook POST (`webhook_id`, `inbox` is its URL)."""
+
     id: int
-    outbox_id: int
+    outbox_id: int | None
     activity_id: str | None
-    inbox: str
+    #: None while unknown: `recipient` names the actor whose document could not be used.
+    inbox: str | None
+    recipient: str | None
     host: str
     actor: str
     activity_type: str
@@ -60,11 +66,15 @@ class DeliveryView:
     next_attempt_at: datetime
     last_status: int | None
     last_error: str | None
+    last_error_detail: str | None
     coalesced_by: str | None
     coalesced_reason: str | None
     created_at: datetime
     last_attempt_at: datetime | None
     delivered_at: datetime | None
+    webhook_id: int | None = None
+    #: Why a queued or failed delivery is not sent now (see outbound.waiting); None otherwise.
+    waiting: Waiting | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +96,8 @@ class HostView:
     unavailable: bool
     signature_scheme: str
     counts: dict[str, int] = field(default_factory=dict)
+    #: While the circuit is open: when the next probe may go.
+    circuit_until: datetime | None = None
 
     @property
     def in_trouble(self) -> bool:
@@ -150,6 +162,7 @@ class AdminViews:
         activity_type: str | None = None,
         delivery_state: str | None = None,
         outbox_id: int | None = None,
+        activity_uri: str | None = None,
     ) -> tuple[list[ActivitySummary], str | None]:
         """Newest activities first with counts of their deliveries per state; keyset-paged by outbox id."""
         _check_state(delivery_state)
@@ -160,6 +173,8 @@ class AdminViews:
             query = query.where(_outbox.c.id < after)
         if outbox_id is not None:
             query = query.where(_outbox.c.id == check_row_id("activity", outbox_id))
+        if activity_uri is not None:
+            query = query.where(_outbox.c.activity_id == check_text("activity URI", activity_uri, URI_CHARS))
         if actor:
             query = query.where(_outbox.c.actor == check_text("actor filter", actor, NAME_CHARS))
         if activity_type:
@@ -226,8 +241,7 @@ class AdminViews:
         limit = _limit(limit)
         after = parse_cursor(cursor)
         query = (
-            select(_deliveries, _outbox.c.activity_id)
-            .join(_outbox, _outbox.c.id == _deliveries.c.outbox_id)
+            _with_host(select(_deliveries, _outbox.c.activity_id))
             .order_by(_deliveries.c.id.desc())
             .limit(limit + 1)
         )
@@ -246,7 +260,8 @@ class AdminViews:
         async with self._db.reading() as conn:
             rows = (await conn.execute(query)).all()
         page = rows[:limit]
-        items = [delivery_view(row) for row in page]
+        now = utcnow()
+        items = [delivery_view(row, now) for row in page]
         return DeliveryPage(items, str(page[-1].id) if len(rows) > limit else None)
 
     async def delivery(self, delivery_id: int) -> DeliveryView:
@@ -254,14 +269,14 @@ class AdminViews:
         async with self._db.reading() as conn:
             row = (
                 await conn.execute(
-                    select(_deliveries, _outbox.c.activity_id)
-                    .join(_outbox, _outbox.c.id == _deliveries.c.outbox_id)
-                    .where(_deliveries.c.id == delivery_id)
+                    _with_host(select(_deliveries, _outbox.c.activity_id)).where(
+                        _deliveries.c.id == delivery_id
+                    )
                 )
             ).first()
         if row is None:
             raise NotFound(f"no delivery {delivery_id}")
-        return delivery_view(row)
+        return delivery_view(row, utcnow())
 
     async def hosts(self, *, limit: int = 100, host: str | None = None) -> list[HostView]:
         """Every host known from the hosts table or from deliveries, worst first.
@@ -292,6 +307,7 @@ class AdminViews:
                 _hosts.c.blocked,
                 _hosts.c.unavailable,
                 _hosts.c.signature_scheme,
+                _hosts.c.circuit_until,
                 *[counts.c[state] for state in DELIVERY_STATES],
             )
             .select_from(names)
@@ -324,6 +340,7 @@ class AdminViews:
                 unavailable=bool(row.unavailable),
                 signature_scheme=row.signature_scheme or "unknown",
                 counts={state: int(getattr(row, state) or 0) for state in DELIVERY_STATES},
+                circuit_until=row.circuit_until,
             )
             for row in rows
         ]
@@ -342,12 +359,28 @@ class AdminViews:
         return [AuditEntry(**row._asdict()) for row in rows]
 
 
-def delivery_view(row: Any) -> DeliveryView:
+def _with_host(query: Any) -> Any:
+    """A delivery query joined to its activity and (if known) its host's circuit and flags."""
+    return (
+        query.add_columns(
+            _hosts.c.circuit.label("host_circuit"),
+            _hosts.c.circuit_until.label("host_circuit_until"),
+            _hosts.c.paused.label("host_paused"),
+            _hosts.c.blocked.label("host_blocked"),
+        )
+        .outerjoin(_outbox, _outbox.c.id == _deliveries.c.outbox_id)
+        .outerjoin(_hosts, _hosts.c.host == _deliveries.c.host)
+    )
+
+
+def delivery_view(row: Any, now: datetime) -> DeliveryView:
+    """A delivery row (joined by `_with_host`) as admins see it, with why it waits at `now`."""
     return DeliveryView(
         id=row.id,
         outbox_id=row.outbox_id,
         activity_id=row.activity_id,
         inbox=row.inbox,
+        recipient=row.recipient,
         host=row.host,
         actor=row.actor,
         activity_type=row.activity_type,
@@ -356,9 +389,20 @@ def delivery_view(row: Any) -> DeliveryView:
         next_attempt_at=row.next_attempt_at,
         last_status=row.last_status,
         last_error=row.last_error,
+        last_error_detail=row.last_error_detail,
         coalesced_by=row.coalesced_by,
         coalesced_reason=row.coalesced_reason,
         created_at=row.created_at,
         last_attempt_at=row.last_attempt_at,
         delivered_at=row.delivered_at,
+        webhook_id=row.webhook_id,
+        waiting=why_waiting(
+            state=row.state,
+            next_attempt_at=row.next_attempt_at,
+            circuit=row.host_circuit,
+            circuit_until=row.host_circuit_until,
+            paused=bool(row.host_paused),
+            blocked=bool(row.host_blocked),
+            now=now,
+        ),
     )

@@ -20,8 +20,9 @@ from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.outbound.record import Claimed, Result
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import DeliveryRow, GoneInboxRow, HostRow
-from fedqueue.storage.types import UTCDateTime
+from fedqueue.storage.types import UTCDateTime, utcnow
 from fedqueue.storage.upsert import insert_ignoring_conflicts
+from fedqueue.storage.webhooks import after_record
 
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _hosts = HostRow.__table__  # type: ignore[attr-defined]
@@ -33,11 +34,17 @@ _ENQUEUE_CHUNK = 500
 
 @dataclass(frozen=True)
 class Target:
-    """One inbox of an activity; `dead_reason` set: the row is created dead (unreachable recipient)."""
+    """One inbox of an activity; `dead_reason` set: the row is created dead.
 
-    inbox: str
+    A recipient whose actor document could not be fetched has no inbox: `recipient` names the
+    actor (and `host` is its host), and `detail` keeps the raw error text.
+    """
+
+    inbox: str | None
     host: str
     dead_reason: str | None = None
+    recipient: str | None = None
+    detail: str | None = None
 
 
 @dataclass(frozen=True)
@@ -51,16 +58,30 @@ class Enqueued:
 
 @dataclass(frozen=True)
 class DeliveryView:
-    inbox: str
+    id: int
+    inbox: str | None
+    recipient: str | None
     host: str
     state: str
     attempts: int
     last_status: int | None
     last_error: str | None
+    last_error_detail: str | None
     next_attempt_at: datetime
     delivered_at: datetime | None
     coalesced_by: str | None
     coalesced_reason: str | None
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A claimed delivery whose inbox is not known yet: the actor document of `recipient` names it."""
+
+    id: int
+    outbox_id: int
+    recipient: str
+    actor: str
+    attempts: int
 
 
 def _held_hosts(now: datetime) -> Select[tuple[str]]:
@@ -80,6 +101,7 @@ class DeliveryStore:
             {
                 "outbox_id": item.outbox_id,
                 "inbox": target.inbox,
+                "recipient": target.recipient,
                 "host": target.host,
                 "actor": item.facts.actor,
                 "activity_type": item.facts.activity_type,
@@ -88,6 +110,7 @@ class DeliveryStore:
                 "target": item.facts.target,
                 "state": "dead" if target.dead_reason else "queued",
                 "last_error": target.dead_reason,
+                "last_error_detail": target.detail,
                 "next_attempt_at": now,
             }
             for item in batch
@@ -95,7 +118,8 @@ class DeliveryStore:
         ]
         if not values:
             return
-        statement = insert_ignoring_conflicts(self._db, _deliveries, ("outbox_id", "inbox"))
+        # Either unique key may exist already: (outbox_id, inbox), or (outbox_id, recipient).
+        statement = insert_ignoring_conflicts(self._db, _deliveries)
         async with self._db.transaction() as conn:
             for start in range(0, len(values), _ENQUEUE_CHUNK):
                 await conn.execute(statement, values[start : start + _ENQUEUE_CHUNK])
@@ -118,6 +142,7 @@ class DeliveryStore:
                     and_(_deliveries.c.state.in_(("queued", "failed")), _deliveries.c.next_attempt_at <= now),
                     and_(_deliveries.c.state == "sending", _deliveries.c.lease_until <= now),
                 ),
+                _deliveries.c.inbox.is_not(None),
                 _deliveries.c.host.not_in(_held_hosts(now)),
             )
             .order_by(_deliveries.c.next_attempt_at, _deliveries.c.id)
@@ -145,14 +170,78 @@ class DeliveryStore:
                         _deliveries.c.object_id,
                         _deliveries.c.attempts,
                         _deliveries.c.next_attempt_at,
+                        _deliveries.c.webhook_event_id,
                     )
                 )
             ).all()
         claimed = [Claimed(**row._asdict()) for row in rows]
         return sorted(claimed, key=lambda row: (row.next_attempt_at, row.id))
 
+    async def claim_unresolved(
+        self, owner: str, now: datetime, lease_seconds: float, limit: int
+    ) -> list[Unresolved]:
+        """Lease up to `limit` due deliveries that have no inbox yet (a retried unusable recipient).
+
+        `claim` never takes these; the worker fetches each recipient's actor document first
+        and then `readdress`es the row, or records it dead. Found through the inbox index.
+        """
+        d = _deliveries.c
+        due = (
+            select(d.id)
+            .where(
+                d.inbox.is_(None),
+                or_(
+                    and_(d.state.in_(("queued", "failed")), d.next_attempt_at <= now),
+                    and_(d.state == "sending", d.lease_until <= now),
+                ),
+            )
+            .order_by(d.id)
+            .limit(limit)
+        )
+        if self._db.is_postgres:
+            due = due.with_for_update(skip_locked=True)
+        async with self._db.transaction() as conn:
+            rows = (
+                await conn.execute(
+                    update(_deliveries)
+                    .where(d.id.in_(due.scalar_subquery()))
+                    .values(
+                        state="sending", lease_owner=owner, lease_until=now + timedelta(seconds=lease_seconds)
+                    )
+                    .returning(d.id, d.outbox_id, d.recipient, d.actor, d.attempts)
+                )
+            ).all()
+        return [Unresolved(**row._asdict()) for row in rows if row.recipient is not None]
+
+    async def readdress(
+        self, owner: str, row: Unresolved, inbox: str, host: str, now: datetime
+    ) -> int | None:
+        """Give a leased row without an inbox its inbox, queued and due now; None if done.
+
+        If the activity reaches that inbox through another delivery already, the row is
+        dead with that reason instead, and that delivery's id is returned.
+        """
+        d = _deliveries.c
+        async with self._db.transaction() as conn:
+            other = (
+                await conn.execute(select(d.id).where(d.outbox_id == row.outbox_id, d.inbox == inbox))
+            ).scalar()
+            mine = and_(d.id == row.id, d.lease_owner == owner, d.state == "sending")
+            if other is not None:
+                reason = f"its inbox {inbox[:200]} already gets this activity (delivery {other})"
+                values: dict[str, object] = {"state": "dead", "last_error": reason, "last_error_detail": None}
+            else:
+                values = {"inbox": inbox, "host": host, "state": "queued", "next_attempt_at": now}
+            await conn.execute(
+                update(_deliveries).where(mine).values(lease_owner=None, lease_until=None, **values)
+            )
+        return None if other is None else int(other)
+
     async def record(self, owner: str, results: Sequence[Result]) -> int:
-        """Store attempt results in one transaction; rows whose lease is no longer ours are skipped."""
+        """Store attempt results in one transaction; rows whose lease is no longer ours are skipped.
+
+        The same transaction queues the webhook events the results cause (`after_record`).
+        """
         if not results:
             return 0
         statement = (
@@ -168,6 +257,7 @@ class DeliveryStore:
                 next_attempt_at=bindparam("r_next"),
                 last_status=bindparam("r_status"),
                 last_error=bindparam("r_error"),
+                last_error_detail=bindparam("r_detail"),
                 last_attempt_at=bindparam("r_attempted"),
                 delivered_at=bindparam("r_delivered"),
                 lease_owner=None,
@@ -182,6 +272,7 @@ class DeliveryStore:
                 "r_next": r.next_attempt_at,
                 "r_status": r.last_status,
                 "r_error": r.last_error,
+                "r_detail": r.last_error_detail,
                 "r_attempted": r.attempted_at,
                 "r_delivered": r.delivered_at,
             }
@@ -192,6 +283,7 @@ class DeliveryStore:
             updated = await conn.execute(statement, params)
             if gone:
                 await conn.execute(insert_ignoring_conflicts(self._db, _gone, ("inbox",)), gone)
+            await after_record(self._db, conn, results, utcnow())
         return int(updated.rowcount)
 
     async def release(self, owner: str, ids: Sequence[int], next_attempt_at: datetime | None = None) -> None:
@@ -239,12 +331,15 @@ class DeliveryStore:
             rows = (
                 await conn.execute(
                     select(
+                        d.id,
                         d.inbox,
+                        d.recipient,
                         d.host,
                         d.state,
                         d.attempts,
                         d.last_status,
                         d.last_error,
+                        d.last_error_detail,
                         d.next_attempt_at,
                         d.delivered_at,
                         d.coalesced_by,

@@ -6,13 +6,17 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import and_, delete, func, insert, select, update
+from sqlalchemy import ColumnElement, and_, delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.errors import NotFound
+from fedqueue.follower_sync import resides_on
 from fedqueue.inbound.follows import AddFollower, EnqueueActivity, RemoveAllFollows, RemoveFollower
+from fedqueue.outbound import webhooks as webhook_rules
+from fedqueue.storage import webhooks
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import FollowerRow, OutboxRow
+from fedqueue.storage.types import utcnow
 
 _followers = FollowerRow.__table__  # type: ignore[attr-defined]
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
@@ -32,8 +36,23 @@ class Follower:
     created_at: datetime
 
 
+async def _announce(database: Database, conn: AsyncConnection, kind: str, actor: str, uri: str) -> None:
+    """A `follower.added` or `follower.removed` event for `actor`'s webhooks."""
+    await webhooks.emit(database, conn, actor, kind, {"follower": uri}, utcnow())
+
+
 async def add_follower(database: Database, conn: AsyncConnection, effect: AddFollower) -> None:
-    """Insert or refresh a follower; an accepted follow is never set back to pending."""
+    """Insert or refresh a follower; an accepted follow is never set back to pending.
+
+    A follow that becomes accepted here is announced to the actor's webhooks (`follower.added`).
+    """
+    before = (
+        await conn.execute(
+            select(_followers.c.state).where(
+                _followers.c.actor == effect.actor, _followers.c.follower_uri == effect.follower_uri
+            )
+        )
+    ).scalar()
     values = {
         "inbox": effect.inbox,
         "shared_inbox": effect.shared_inbox,
@@ -47,19 +66,33 @@ async def add_follower(database: Database, conn: AsyncConnection, effect: AddFol
     await conn.execute(
         statement.on_conflict_do_update(index_elements=["actor", "follower_uri"], set_=updates)
     )
+    if effect.accepted and before != ACCEPTED:
+        await _announce(database, conn, webhook_rules.FOLLOWER_ADDED, effect.actor, effect.follower_uri)
 
 
-async def remove_follower(conn: AsyncConnection, effect: RemoveFollower) -> None:
+async def _remove(database: Database, conn: AsyncConnection, where: ColumnElement[bool]) -> None:
+    """Delete follows; each accepted one removed is announced (`follower.removed`)."""
+    removed = await conn.execute(
+        delete(_followers)
+        .where(where)
+        .returning(_followers.c.actor, _followers.c.follower_uri, _followers.c.state)
+    )
+    for row in removed.all():
+        if row.state == ACCEPTED:
+            await _announce(database, conn, webhook_rules.FOLLOWER_REMOVED, row.actor, row.follower_uri)
+
+
+async def remove_follower(database: Database, conn: AsyncConnection, effect: RemoveFollower) -> None:
     where = _followers.c.follower_uri == effect.follower_uri
     if effect.actor is not None:
         where = and_(where, _followers.c.actor == effect.actor)
     else:
         where = and_(where, _followers.c.follow_activity_id == effect.follow_activity_id)
-    await conn.execute(delete(_followers).where(where))
+    await _remove(database, conn, where)
 
 
-async def remove_all_follows(conn: AsyncConnection, effect: RemoveAllFollows) -> None:
-    await conn.execute(delete(_followers).where(_followers.c.follower_uri == effect.follower_uri))
+async def remove_all_follows(database: Database, conn: AsyncConnection, effect: RemoveAllFollows) -> None:
+    await _remove(database, conn, _followers.c.follower_uri == effect.follower_uri)
 
 
 async def enqueue(conn: AsyncConnection, effect: EnqueueActivity) -> None:
@@ -100,6 +133,21 @@ class FollowerStore:
             )
         return int(total.scalar_one())
 
+    async def ids_on(self, actor: str, domain: str) -> list[str]:
+        """Ids of `actor`'s accepted followers residing on `domain` (FEP-8fcf's partial collection)."""
+        async with self._db.reading() as conn:
+            rows = await conn.execute(
+                select(_followers.c.follower_uri)
+                .where(
+                    _followers.c.actor == actor,
+                    _followers.c.state == ACCEPTED,
+                    _followers.c.follower_uri.contains(f"://{domain}", autoescape=True),
+                )
+                .order_by(_followers.c.follower_uri)
+            )
+            # The LIKE narrows the rows down; the rule decides (case, ports, look-alike hosts).
+            return [uri for uri in rows.scalars() if resides_on(uri, domain)]
+
     async def page(self, actor: str, *, offset: int, limit: int, state: str = ACCEPTED) -> list[Follower]:
         """Followers of `actor` in `state`, oldest follow first."""
         async with self._db.reading() as conn:
@@ -127,3 +175,4 @@ class FollowerStore:
             if changed.rowcount == 0:
                 raise NotFound(f"no pending follow of {actor} by {follower_uri}")
             await enqueue(conn, accept)
+            await _announce(self._db, conn, webhook_rules.FOLLOWER_ADDED, actor, follower_uri)

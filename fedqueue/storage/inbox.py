@@ -11,8 +11,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.inbound.follows import AddFollower, Effect, EnqueueActivity, RemoveAllFollows, RemoveFollower
+from fedqueue.outbound import webhooks as webhook_rules
 from fedqueue.outbound.circuit import OPEN
-from fedqueue.storage import followers
+from fedqueue.storage import followers, webhooks
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import (
     ActorRow,
@@ -142,7 +143,7 @@ class InboxStore:
                     )
                 )
                 inbound_id = inserted.scalar_one()
-                await self._add_items(conn, inbound_id, inbound.recipients)
+                await self._add_items(conn, inbound_id, inbound)
                 for effect in effects:
                     await self._apply(conn, effect)
             return True
@@ -154,24 +155,42 @@ class InboxStore:
                 await conn.execute(select(_inbound.c.id).where(_inbound.c.activity_id == inbound.activity_id))
             ).scalar()
             if existing is not None:
-                await self._add_items(conn, existing, inbound.recipients)
+                await self._add_items(conn, existing, inbound)
         return False
 
-    async def _add_items(self, conn: AsyncConnection, inbound_id: int, recipients: Sequence[str]) -> None:
-        for actor in sorted(set(recipients)):
-            await conn.execute(
-                self._db.upsert(_items)
-                .values(inbound_id=inbound_id, actor=actor)
-                .on_conflict_do_nothing(index_elements=["inbound_id", "actor"])
+    async def _add_items(self, conn: AsyncConnection, inbound_id: int, inbound: NewInbound) -> None:
+        """One item per new recipient, each announced to that actor's webhooks (`inbox.new`)."""
+        for actor in sorted(set(inbound.recipients)):
+            item_id = (
+                await conn.execute(
+                    self._db.upsert(_items)
+                    .values(inbound_id=inbound_id, actor=actor)
+                    .on_conflict_do_nothing(index_elements=["inbound_id", "actor"])
+                    .returning(_items.c.id)
+                )
+            ).scalar()
+            if item_id is None:
+                continue
+            data = webhook_rules.inbox_data(
+                item_id,
+                inbound.activity_id,
+                inbound.activity_type,
+                inbound.actor_uri,
+                inbound.key_id,
+                inbound.body,
+                inbound.received_at,
+            )
+            await webhooks.emit(
+                self._db, conn, actor, webhook_rules.INBOX, data, inbound.received_at, inbox_item_id=item_id
             )
 
     async def _apply(self, conn: AsyncConnection, effect: Effect) -> None:
         if isinstance(effect, AddFollower):
             await followers.add_follower(self._db, conn, effect)
         elif isinstance(effect, RemoveFollower):
-            await followers.remove_follower(conn, effect)
+            await followers.remove_follower(self._db, conn, effect)
         elif isinstance(effect, RemoveAllFollows):
-            await followers.remove_all_follows(conn, effect)
+            await followers.remove_all_follows(self._db, conn, effect)
         elif isinstance(effect, EnqueueActivity):
             await followers.enqueue(conn, effect)
 

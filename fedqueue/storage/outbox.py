@@ -28,6 +28,7 @@ from sqlalchemy.exc import IntegrityError
 from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import OutboxRow
+from fedqueue.storage.webhooks import announce_completions
 
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 NOTIFY_CHANNEL = "fedqueue_outbox"
@@ -226,7 +227,10 @@ class OutboxStore:
     async def finish(
         self, outbox_ids: Sequence[int], owner: str, state: str, now: datetime, error: str | None = None
     ) -> None:
-        """End expansions (one statement): `expanded` (all deliveries are in), `rejected` or `duplicate`."""
+        """End expansions (one statement): `expanded` (all deliveries are in), `rejected` or `duplicate`.
+
+        An activity expanded with nothing left to send is announced complete to webhooks here.
+        """
         if not outbox_ids:
             return
         async with self._db.transaction() as conn:
@@ -235,6 +239,8 @@ class OutboxStore:
                 .where(_outbox.c.id.in_(sorted(outbox_ids)), _outbox.c.lease_owner == owner)
                 .values(state=state, error=error, lease_owner=None, lease_until=None, expanded_at=now)
             )
+            if state == "expanded":
+                await announce_completions(self._db, conn, outbox_ids, now)
 
     async def retry_later(self, outbox_id: int, owner: str, until: datetime, error: str) -> None:
         """Give a failed expansion back: claimable again at `until`, with `error` kept on the row."""

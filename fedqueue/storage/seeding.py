@@ -29,6 +29,10 @@ class SeededDelivery:
     attempts: int = 0
     last_status: int | None = None
     last_error: str | None = None
+    #: Default: due at once.
+    next_attempt_at: datetime | None = None
+    coalesced_by: str | None = None
+    coalesced_reason: str | None = None
 
 
 async def seed_activity(
@@ -73,9 +77,11 @@ async def seed_activity(
                             activity_type=activity_type,
                             state=seeded.state,
                             attempts=seeded.attempts,
-                            next_attempt_at=now,
+                            next_attempt_at=seeded.next_attempt_at or now,
                             last_status=seeded.last_status,
                             last_error=seeded.last_error,
+                            coalesced_by=seeded.coalesced_by,
+                            coalesced_reason=seeded.coalesced_reason,
                             created_at=now,
                             last_attempt_at=now if seeded.attempts else None,
                             delivered_at=now if seeded.state == "delivered" else None,

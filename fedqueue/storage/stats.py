@@ -37,6 +37,7 @@ class Bucket:
     start: datetime
     delivered: int
     failed: int
+    dead: int
 
 
 class StatsStore:
@@ -88,7 +89,8 @@ class StatsStore:
         )
 
     async def last_hour(self, now: datetime | None = None, buckets: int = 12) -> list[Bucket]:
-        """Deliveries that succeeded and that failed (last attempt failed) per bucket of the last hour.
+        """Per bucket of the last hour: deliveries that succeeded, and those whose latest attempt
+        left them `failed` (to be retried) or `dead` (given up).
 
         There is no per-attempt history, so a failure counts once, at its latest attempt.
         """
@@ -97,24 +99,24 @@ class StatsStore:
         starts = [now - timedelta(hours=1) + i * width for i in range(buckets)]
         delivered_at = _deliveries.c.delivered_at
         attempted_at = _deliveries.c.last_attempt_at
-        failed = _deliveries.c.state.in_(("failed", "dead"))
         columns = []
-        for i, start in enumerate(starts):
+        for start in starts:
             end = start + width
-            columns.append(
-                func.sum(case((and_(delivered_at >= start, delivered_at < end), 1), else_=0)).label(f"d{i}")
-            )
-            columns.append(
-                func.sum(case((and_(failed, attempted_at >= start, attempted_at < end), 1), else_=0)).label(
-                    f"f{i}"
-                )
-            )
+            columns.append(func.sum(case((and_(delivered_at >= start, delivered_at < end), 1), else_=0)))
+            for state in ("failed", "dead"):
+                in_bucket = and_(_deliveries.c.state == state, attempted_at >= start, attempted_at < end)
+                columns.append(func.sum(case((in_bucket, 1), else_=0)))
         since = starts[0]
         query = select(*columns).where((delivered_at >= since) | (attempted_at >= since))
         async with self._db.reading() as conn:
             row = (await conn.execute(query)).one()
         return [
-            Bucket(start=start, delivered=int(row[2 * i] or 0), failed=int(row[2 * i + 1] or 0))
+            Bucket(
+                start=start,
+                delivered=int(row[3 * i] or 0),
+                failed=int(row[3 * i + 1] or 0),
+                dead=int(row[3 * i + 2] or 0),
+            )
             for i, start in enumerate(starts)
         ]
 

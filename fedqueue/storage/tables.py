@@ -2,7 +2,8 @@
 
 Outbound: outbox -> deliveries (one per activity and inbox) -> hosts, remote_actors.
 Inbound: inbound_activities -> inbox_items (one per local recipient) -> inbox_cursors; followers.
-Admin: audit_log.
+Webhooks: webhooks -> webhook_events, each sent as a deliveries row (webhook_id set).
+Admin: audit_log. The instance actor: instance_key.
 
 The outbox table is a public contract (the transactional outbox): apps may INSERT into it
 inside their own transactions, so every column an app need not fill has a server default.
@@ -14,6 +15,7 @@ from datetime import datetime
 
 from sqlalchemy import (
     Boolean,
+    CheckConstraint,
     Column,
     ForeignKey,
     Index,
@@ -55,6 +57,18 @@ class ActorRow(SQLModel, table=True):
     created_at: datetime | None = Field(default=None, sa_column=_created())
 
 
+class InstanceKeyRow(SQLModel, table=True):
+    """The instance actor's key pair (at most one row, id 1): made the first time it is needed."""
+
+    __tablename__ = "instance_key"
+    __table_args__ = (CheckConstraint("id = 1", name="instance_key_one_row"),)
+
+    id: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=False))
+    private_key_pem: str = Field(sa_column=Column(Text, nullable=False))
+    public_key_pem: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: datetime | None = Field(default=None, sa_column=_created())
+
+
 class OutboxRow(SQLModel, table=True):
     """An activity handed to fedqueue by a local app (HTTP or a direct INSERT).
 
@@ -93,11 +107,15 @@ class DeliveryRow(SQLModel, table=True):
 
     `object_id` is the coalescing subject: the activity's object id, or for an Undo the object
     of the undone activity (`undoes`). `target`: an Add's or Remove's collection.
+    `inbox` is NULL while the inbox is not known: `recipient` then names the actor whose
+    document could not be fetched, and a retry fetches it again before anything is sent.
+    `last_error` is for a person; `last_error_detail` keeps the raw transport text.
     """
 
     __tablename__ = "deliveries"
     __table_args__ = (
         UniqueConstraint("outbox_id", "inbox", name="uq_deliveries_outbox_inbox"),
+        UniqueConstraint("outbox_id", "recipient", name="uq_deliveries_outbox_recipient"),
         Index("ix_deliveries_due", "state", "next_attempt_at"),
         # Coalescing reads one (inbox, subject) history in submission order: one index range.
         Index("ix_deliveries_inbox_object", "inbox", "object_id", "outbox_id"),
@@ -105,10 +123,12 @@ class DeliveryRow(SQLModel, table=True):
     )
 
     id: int | None = Field(default=None, sa_column=Column(BigId, primary_key=True))
-    outbox_id: int = Field(
-        sa_column=Column(BigId, ForeignKey("outbox.id", ondelete="CASCADE"), nullable=False)
+    # NULL for a webhook POST (`webhook_id` and `webhook_event_id` set instead).
+    outbox_id: int | None = Field(
+        default=None, sa_column=Column(BigId, ForeignKey("outbox.id", ondelete="CASCADE"), nullable=True)
     )
-    inbox: str = Field(sa_column=Column(URI, nullable=False))
+    inbox: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
+    recipient: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
     host: str = Field(sa_column=Column(HOST, nullable=False))
     actor: str = Field(sa_column=Column(NAME, nullable=False))
     activity_type: str = Field(sa_column=Column(NAME, nullable=False))
@@ -122,6 +142,7 @@ class DeliveryRow(SQLModel, table=True):
     lease_until: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
     last_status: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
     last_error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    last_error_detail: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     undoes: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
     target: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
     coalesced_by: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
@@ -129,6 +150,14 @@ class DeliveryRow(SQLModel, table=True):
     created_at: datetime | None = Field(default=None, sa_column=_created())
     last_attempt_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
     delivered_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+    webhook_id: int | None = Field(
+        default=None,
+        sa_column=Column(BigId, ForeignKey("webhooks.id", ondelete="CASCADE"), nullable=True, index=True),
+    )
+    webhook_event_id: int | None = Field(
+        default=None,
+        sa_column=Column(BigId, ForeignKey("webhook_events.id", ondelete="CASCADE"), nullable=True),
+    )
 
 
 class HostRow(SQLModel, table=True):
@@ -243,6 +272,43 @@ class FollowerRow(SQLModel, table=True):
     state: str = Field(
         default="accepted", sa_column=Column(STATE, nullable=False, server_default=text("'accepted'"))
     )
+    created_at: datetime | None = Field(default=None, sa_column=_created())
+
+
+class WebhookRow(SQLModel, table=True):
+    """Where to POST one consumer's events about one local actor, and the secret that signs them."""
+
+    __tablename__ = "webhooks"
+    __table_args__ = (UniqueConstraint("actor", "consumer", name="uq_webhooks_actor_consumer"),)
+
+    id: int | None = Field(default=None, sa_column=Column(BigId, primary_key=True))
+    actor: str = Field(sa_column=Column(NAME, nullable=False))
+    consumer: str = Field(sa_column=Column(NAME, nullable=False))
+    url: str = Field(sa_column=Column(URI, nullable=False))
+    secret: str = Field(sa_column=Column(String(256), nullable=False))
+    #: Subscribed event names, comma-separated.
+    events: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: datetime | None = Field(default=None, sa_column=_created())
+
+
+class WebhookEventRow(SQLModel, table=True):
+    """One event body to POST to one webhook (its delivery row points here).
+
+    `inbox_item_id`: for `inbox.new`, the item whose ACK advances the consumer's cursor.
+    `dedupe_key`: an event that must be sent once (activity complete) is stored once.
+    """
+
+    __tablename__ = "webhook_events"
+    __table_args__ = (UniqueConstraint("webhook_id", "dedupe_key", name="uq_webhook_events_dedupe"),)
+
+    id: int | None = Field(default=None, sa_column=Column(BigId, primary_key=True))
+    webhook_id: int = Field(
+        sa_column=Column(BigId, ForeignKey("webhooks.id", ondelete="CASCADE"), nullable=False)
+    )
+    kind: str = Field(sa_column=Column(NAME, nullable=False))
+    body: str = Field(sa_column=Column(Text, nullable=False))
+    inbox_item_id: int | None = Field(default=None, sa_column=Column(BigId, nullable=True))
+    dedupe_key: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
     created_at: datetime | None = Field(default=None, sa_column=_created())
 
 

@@ -1,4 +1,4 @@
-"""Actor documents and WebFinger: how remote servers discover local actors."""
+"""Actor documents and WebFinger: how remote servers discover local actors and the instance actor."""
 
 from __future__ import annotations
 
@@ -6,16 +6,31 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fedqueue.errors import InvalidInput, NotFound
+from fedqueue.errors import InvalidInput, NotFound, Unauthorized
 from fedqueue.storage import check_actor_name
 from fedqueue.web.responses import (
     AS_CONTEXT,
     SECURITY_CONTEXT,
     JSONResponse,
     activity_response,
+    ordered_collection,
     settings_of,
     store_of,
     urls_of,
+)
+from fedqueue.web.signed_fetch import fetch_signer
+
+#: What an unsigned GET of an actor gets under authorized fetch (Mastodon's choice): enough to
+#: verify the actor's signatures and to deliver to it, since many servers fetch keys unsigned.
+KEY_BEARING_FIELDS = (
+    "@context",
+    "id",
+    "type",
+    "preferredUsername",
+    "inbox",
+    "outbox",
+    "endpoints",
+    "publicKey",
 )
 
 
@@ -23,25 +38,63 @@ async def actor_document(request: Request) -> Response:
     name = check_actor_name(request.path_params["name"])
     actor = await store_of(request).actors.get(name)
     urls = urls_of(request)
+    doc = {
+        "@context": [AS_CONTEXT, SECURITY_CONTEXT],
+        "id": urls.actor(name),
+        "type": "Person",
+        "preferredUsername": name,
+        "inbox": urls.inbox(name),
+        "outbox": urls.outbox(name),
+        "followers": urls.followers(name),
+        "following": urls.following(name),
+        "manuallyApprovesFollowers": not actor.auto_accept_follows,
+        "endpoints": {"sharedInbox": urls.shared_inbox()},
+        "publicKey": {
+            "id": urls.key_id(name),
+            "owner": urls.actor(name),
+            "publicKeyPem": actor.public_key_pem,
+        },
+    }
+    if settings_of(request).authorized_fetch and not await _verified(request):
+        doc = {field: doc[field] for field in KEY_BEARING_FIELDS}
+    return activity_response(doc)
+
+
+async def _verified(request: Request) -> bool:
+    """Whether the GET carries a signature that verifies. A failure is no 401 here: the key must
+    stay reachable even when this server cannot fetch the signer's key (nor would Mastodon)."""
+    try:
+        return await fetch_signer(request) is not None
+    except Unauthorized:
+        return False
+
+
+async def instance_actor(request: Request) -> Response:
+    """GET /actor: the Application actor that signs this server's fetches; never needs a signature."""
+    urls, host = urls_of(request), settings_of(request).host
+    actor = urls.instance_actor()
     return activity_response(
         {
             "@context": [AS_CONTEXT, SECURITY_CONTEXT],
-            "id": urls.actor(name),
-            "type": "Person",
-            "preferredUsername": name,
-            "inbox": urls.inbox(name),
-            "outbox": urls.outbox(name),
-            "followers": urls.followers(name),
-            "following": urls.following(name),
-            "manuallyApprovesFollowers": not actor.auto_accept_follows,
+            "id": actor,
+            "type": "Application",
+            "preferredUsername": host,
+            "inbox": urls.shared_inbox(),
+            "outbox": urls.instance_outbox(),
             "endpoints": {"sharedInbox": urls.shared_inbox()},
+            "manuallyApprovesFollowers": True,
             "publicKey": {
-                "id": urls.key_id(name),
-                "owner": urls.actor(name),
-                "publicKeyPem": actor.public_key_pem,
+                "id": urls.instance_key_id(),
+                "owner": actor,
+                "publicKeyPem": await store_of(request).actors.instance_public_key(),
             },
         }
     )
+
+
+async def instance_outbox(request: Request) -> Response:
+    """GET /actor/outbox: the instance actor publishes nothing; an empty collection."""
+    return ordered_collection(urls_of(request).instance_outbox(), 0, None)
 
 
 async def webfinger(request: Request) -> Response:
@@ -57,11 +110,14 @@ async def webfinger(request: Request) -> Response:
             raise NotFound(f"{resource} is not on this server ({host})")
         name = user
     else:
-        name = urls.local_actor_name(resource)
+        name = host if resource == urls.instance_actor() else urls.local_actor_name(resource)
         if name is None:
             raise NotFound(f"{resource} is not an actor on this server")
-    await store_of(request).actors.get(check_actor_name(name))
-    actor_url = urls.actor(name)
+    if name == host:  # the instance actor, as Mastodon names it: acct:{host}@{host}
+        actor_url = urls.instance_actor()
+    else:
+        await store_of(request).actors.get(check_actor_name(name))
+        actor_url = urls.actor(name)
     return JSONResponse(
         {
             "subject": f"acct:{name}@{host}",
@@ -73,6 +129,8 @@ async def webfinger(request: Request) -> Response:
 
 
 routes = [
+    Route("/actor", instance_actor, methods=["GET"]),
+    Route("/actor/outbox", instance_outbox, methods=["GET"]),
     Route("/actors/{name}", actor_document, methods=["GET"]),
     Route("/.well-known/webfinger", webfinger, methods=["GET"]),
 ]

@@ -7,13 +7,14 @@ only take the caller's name for the audit log. The OpenAPI document is `admin_op
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import cast
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue.errors import InvalidInput
-from fedqueue.storage.admin_json import activity_json, audit_json, delivery_json, host_json
+from fedqueue.storage.admin_json import HostAction, activity_json, audit_json, delivery_json, host_json
 from fedqueue.storage.admin_views import HostView
 from fedqueue.web.admin_auth import session_of
 from fedqueue.web.admin_openapi import openapi_document
@@ -27,6 +28,13 @@ def int_param(request: Request, name: str, default: int) -> int:
     if not raw.isascii() or not raw.isdigit() or len(raw) > 9:
         raise InvalidInput(f"query parameter {name!r} must be a positive integer")
     return int(raw)
+
+
+def bool_param(request: Request, name: str) -> bool:
+    raw = (request.query_params.get(name) or "false").lower()
+    if raw not in ("true", "false", "1", "0"):
+        raise InvalidInput(f"query parameter {name!r} must be true or false")
+    return raw in ("true", "1")
 
 
 def str_param(request: Request, name: str) -> str | None:
@@ -87,9 +95,16 @@ def host_action(action: str) -> Callable[[Request], Awaitable[Response]]:
     """A handler for one host flag action: pause, resume, block or unblock."""
 
     async def handler(request: Request) -> Response:
-        method = getattr(store_of(request).admin, action)
-        host: HostView = await method(request.path_params["host"], who=session_of(request).who)
-        return JSONResponse(host_json(host))
+        admin, name, who = store_of(request).admin, request.path_params["host"], session_of(request).who
+        requeue = action == "unblock" and bool_param(request, "requeue")
+        host: HostView = await getattr(admin, action)(name, who=who)
+        data = cast(HostAction, host_json(host))
+        if action == "block":
+            data["deliveries_dead"] = await admin.killed_by_block(name)
+        if requeue:
+            counts = await admin.requeue_blocked(name, who=who)
+            data["requeued"], data["still_dead"] = counts.requeued, counts.still_dead
+        return JSONResponse(data)
 
     return handler
 

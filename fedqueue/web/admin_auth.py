@@ -9,6 +9,9 @@ protected without doing anything. The checks:
 - The dashboard's session cookie `{expires}.{nonce}.{mac}`, MAC'd with a key derived from the
   admin token: changing the token logs every session out. The cookie is Secure, HttpOnly and
   SameSite=Strict; browsers accept Secure cookies on http://localhost and 127.0.0.1 too.
+- A status_url (`GET /admin/activities/{id}`, `ACTOR_READABLE`) is also open to a local
+  actor's outbox bearer token: the middleware passes such a request on with no admin session,
+  and the route checks that the activity is that actor's (`web/status.py`).
 - A cookie is ambient authority, so it is honoured for unsafe methods only on dashboard
   routes (`/admin/ui/...`, `/admin/logout`), which check the session's CSRF token themselves.
   The JSON API's actions need the bearer token.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 import time
 from collections.abc import Callable
@@ -38,9 +42,13 @@ LOGIN_PATH = "/admin/login"
 #: Unsafe methods may use the cookie here; the handlers verify the CSRF token.
 COOKIE_WRITE_PREFIXES = ("/admin/ui/", "/admin/logout")
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: Paths an actor's own bearer token may read (its activities' status_url); the route checks whose.
+ACTOR_READABLE = re.compile(r"/admin/activities/[0-9]+")
 
 #: Renders the login form (request, error message, status code); the dashboard supplies it.
 LoginPage = Callable[[Request, "str | None", int], Response]
+#: Whether a path is a console page (refusals there are the login page, not JSON).
+HtmlRoute = Callable[[str], bool]
 
 
 @dataclass(frozen=True)
@@ -113,12 +121,27 @@ def authenticate(request: Request, settings: Settings) -> AdminSession:
     raise Unauthorized("admin token required (Authorization: Bearer ...)")
 
 
+def admin_session(request: Request) -> AdminSession | None:
+    """The session the middleware put on this request; None on an actor-readable route without one."""
+    session = getattr(request.state, "admin", None)
+    return session if isinstance(session, AdminSession) else None
+
+
 def session_of(request: Request) -> AdminSession:
     """The session the middleware put on this request."""
-    session = getattr(request.state, "admin", None)
-    if not isinstance(session, AdminSession):
+    session = admin_session(request)
+    if session is None:
         raise Unauthorized("admin token required")
     return session
+
+
+def actor_may_read(request: Request) -> bool:
+    """A safe request for an actor-readable path with a bearer token: its route decides."""
+    return (
+        request.method in SAFE_METHODS
+        and ACTOR_READABLE.fullmatch(request.url.path) is not None
+        and bool(bearer_of(request))
+    )
 
 
 def check_csrf(request: Request, submitted: str | None) -> None:
@@ -138,10 +161,13 @@ def wants_html(request: Request) -> bool:
 class AdminAuthMiddleware:
     """Refuses every unauthenticated request under /admin with 401 before any route runs."""
 
-    def __init__(self, app: ASGIApp, settings: Settings, login_page: LoginPage) -> None:
+    def __init__(
+        self, app: ASGIApp, settings: Settings, login_page: LoginPage, is_html_route: HtmlRoute
+    ) -> None:
         self.app = app
         self.settings = settings
         self.login_page = login_page
+        self.is_html_route = is_html_route
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope.get("path", "")
@@ -161,6 +187,9 @@ class AdminAuthMiddleware:
             ):
                 raise Unauthorized("admin token required for API actions (Authorization: Bearer ...)")
         except Unauthorized as exc:
+            if actor_may_read(request):
+                await self.app(scope, receive, send)
+                return
             response = self._refusal(request, str(exc))
             await response(scope, receive, send)
             return
@@ -168,6 +197,7 @@ class AdminAuthMiddleware:
         await self.app(scope, receive, send)
 
     def _refusal(self, request: Request, reason: str) -> Response:
-        if request.method == "GET" and wants_html(request):
-            return self.login_page(request, None, 401)
+        if self.is_html_route(request.url.path) or (request.method == "GET" and wants_html(request)):
+            expired = None if request.method == "GET" else "Your session ended; log in and try again."
+            return self.login_page(request, expired, 401)
         return error_response(401, reason, {"WWW-Authenticate": "Bearer"})

@@ -1,49 +1,96 @@
 """The OpenAPI 3.1 document of the admin JSON API, served at /admin/openapi.json.
 
-Hand-written next to the routes in `admin_api`; `tests/test_admin_api.py` checks that every
-JSON route under /admin is described here, and schemathesis checks that none answers 5xx.
+The paths are written here, next to the routes in `admin_api`; the response schemas are
+derived from the TypedDicts the handlers return (`storage.admin_json`, `outbound.status`), so
+the document names exactly the fields the code returns. `tests/integration/web/test_admin_api.py`
+checks that every JSON route under /admin is described here, and schemathesis
+(`tests/e2e/test_admin_fuzz.py`) checks every answer of a live instance against it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from fedqueue.outbound.status import ActivityStatus
+from fedqueue.outbound.webhooks import EVENTS, MAX_SECRET_CHARS, MIN_SECRET_CHARS
 from fedqueue.storable import MAX_ROW_ID
+from fedqueue.storage.admin_json import (
+    ActivityPage,
+    AuditList,
+    DeliveryJson,
+    DeliveryPage,
+    HostAction,
+    HostJson,
+    HostList,
+    HostRetried,
+    Retried,
+    json_schemas,
+)
 from fedqueue.storage.admin_views import DELIVERY_STATES, MAX_PAGE
+from fedqueue.storage.webhooks import WebhookJson, WebhookList
 
+SCHEMA_REF = "#/components/schemas/{model}"
+#: Every response body; its schema is components/schemas/<class name>.
+SHAPES: tuple[Any, ...] = (
+    ActivityStatus,
+    ActivityPage,
+    DeliveryPage,
+    DeliveryJson,
+    HostList,
+    HostJson,
+    HostAction,
+    WebhookList,
+    WebhookJson,
+    AuditList,
+    Retried,
+    HostRetried,
+)
 _ERROR = {"$ref": "#/components/responses/Error"}
 _UNAUTHORIZED = {"$ref": "#/components/responses/Unauthorized"}
 
 
-def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
+def _ok(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": "OK", "content": {"application/json": {"schema": schema}}}
 
 
-def _ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
+def _schema_ref(model: str) -> dict[str, str]:
+    return {"$ref": SCHEMA_REF.format(model=model)}
 
 
 def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
 
 
-def _op(summary: str, ok: dict[str, Any], parameters: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def _path_id(description: str) -> dict[str, Any]:
+    schema = {"type": "integer", "minimum": 1, "maximum": MAX_ROW_ID}
+    return {"name": "id", "in": "path", "required": True, "schema": schema, "description": description}
+
+
+def _op(
+    operation_id: str,
+    summary: str,
+    shape: Any,
+    parameters: list[dict[str, Any]] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     return {
+        "operationId": operation_id,
         "summary": summary,
         "parameters": parameters or [],
-        "responses": {"200": ok, "400": _ERROR, "401": _UNAUTHORIZED, "404": _ERROR},
+        "responses": {
+            "200": _ok(_schema_ref(shape.__name__)),
+            "400": _ERROR,
+            "401": _UNAUTHORIZED,
+            "404": _ERROR,
+        },
+        **extra,
     }
 
 
 _LIMIT = _query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE}, "page size")
 _CURSOR = _query("cursor", {"type": "string", "pattern": "^[0-9]{1,18}$"}, "next_cursor of the previous page")
 _STATE = {"type": "string", "enum": list(DELIVERY_STATES)}
-_DELIVERY_ID = {
-    "name": "id",
-    "in": "path",
-    "required": True,
-    "schema": {"type": "integer", "minimum": 1, "maximum": MAX_ROW_ID},
-}
+_DELIVERY_ID = _path_id("delivery id")
 _HOST = {
     "name": "host",
     "in": "path",
@@ -51,110 +98,79 @@ _HOST = {
     "schema": {"type": "string", "pattern": "^[a-z0-9.-]+(:[0-9]{1,5})?$", "maxLength": 255},
     "description": "host name, with :port when not the default",
 }
-_NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
-_COUNTS = {
+_HOST_ACTIONS = (
+    ("pause", "Pause a host: its deliveries wait and spend no attempts"),
+    ("resume", "Resume a paused host"),
+    (
+        "block",
+        "Block a host: outstanding deliveries become dead (deliveries_dead counts them), "
+        "its inbox traffic is refused",
+    ),
+    (
+        "unblock",
+        "Lift a block; with requeue=true the deliveries it killed are queued again "
+        "(requeued, still_dead count them)",
+    ),
+)
+_REQUEUE = _query("requeue", {"type": "boolean"}, "queue again the deliveries the block made dead")
+_NEW_WEBHOOK: dict[str, Any] = {
     "type": "object",
-    "additionalProperties": {"type": "integer"},
-    "description": "deliveries per state",
-}
-
-_SCHEMAS: dict[str, Any] = {
-    "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
-    "Activity": {
-        "type": "object",
-        "properties": {
-            "id": {"type": "integer", "description": "outbox id"},
-            "activity": {"type": ["string", "null"], "description": "activity URI"},
-            "actor": {"type": "string"},
-            "type": {"type": ["string", "null"]},
-            "state": {"type": "string", "description": "outbox state: pending, expanding, expanded, ..."},
-            "error": {"type": ["string", "null"]},
-            "created_at": {"type": "string", "format": "date-time"},
-            "counts": _COUNTS,
-            "total": {"type": "integer"},
-            "complete": {"type": "boolean"},
-            "status_url": {"type": "string"},
+    "required": ["actor", "url"],
+    "additionalProperties": False,
+    "properties": {
+        "actor": {"type": "string", "description": "local actor name"},
+        "url": {"type": "string", "description": "http(s) URL the events are POSTed to"},
+        "consumer": {
+            "type": "string",
+            "pattern": "^[A-Za-z0-9_.-]{1,64}$",
+            "description": "the pull API consumer whose cursor ACKs advance (default: default)",
         },
-    },
-    "Delivery": {
-        "type": "object",
-        "properties": {
-            "id": {"type": "integer"},
-            "outbox_id": {"type": "integer"},
-            "activity": {"type": ["string", "null"]},
-            "inbox": {"type": "string"},
-            "host": {"type": "string"},
-            "actor": {"type": "string"},
-            "activity_type": {"type": "string"},
-            "state": _STATE,
-            "attempts": {"type": "integer"},
-            "next_attempt_at": {"type": "string", "format": "date-time"},
-            "last_status": {"type": ["integer", "null"]},
-            "last_error": {"type": ["string", "null"]},
-            "coalesced_by": {"type": ["string", "null"]},
-            "coalesced_reason": {"type": ["string", "null"]},
-            "created_at": {"type": "string", "format": "date-time"},
-            "last_attempt_at": _NULLABLE_TIME,
-            "delivered_at": _NULLABLE_TIME,
+        "secret": {
+            "type": "string",
+            "minLength": MIN_SECRET_CHARS,
+            "maxLength": MAX_SECRET_CHARS,
+            "description": "HMAC-SHA256 key; generated when absent",
         },
-    },
-    "Host": {
-        "type": "object",
-        "properties": {
-            "host": {"type": "string"},
-            "circuit": {"type": "string", "enum": ["closed", "half_open", "open"]},
-            "consecutive_failures": {"type": "integer"},
-            "failing_since": _NULLABLE_TIME,
-            "last_failure_at": _NULLABLE_TIME,
-            "last_success_at": _NULLABLE_TIME,
-            "paused": {"type": "boolean"},
-            "blocked": {"type": "boolean"},
-            "unavailable": {"type": "boolean"},
-            "signature_scheme": {"type": "string"},
-            "counts": _COUNTS,
-            "in_trouble": {"type": "boolean"},
-        },
-    },
-    "AuditEntry": {
-        "type": "object",
-        "properties": {
-            "id": {"type": "integer"},
-            "at": {"type": "string", "format": "date-time"},
-            "who": {"type": "string"},
-            "action": {"type": "string"},
-            "target": {"type": "string"},
-            "detail": {"type": ["string", "null"], "description": "JSON text"},
+        "events": {
+            "type": "array",
+            "items": {"type": "string", "enum": list(EVENTS)},
+            "description": "events to send; all when absent",
         },
     },
 }
 
 
-def _page(item: str) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {
-            "items": {"type": "array", "items": _ref(item)},
-            "next_cursor": {"type": ["string", "null"]},
-        },
+def _status_operation() -> dict[str, Any]:
+    """The status_url: the admin token reads any activity, an actor's outbox token its own."""
+    operation = _op(
+        "getActivityStatus",
+        "One activity's fan-out (its status_url)",
+        ActivityStatus,
+        [_path_id("outbox id")],
+        security=[{"adminToken": []}, {"actorToken": []}],
+    )
+    operation["responses"]["403"] = {
+        "description": "an actor's token, for another actor's activity",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
     }
+    return operation
 
 
 def _paths() -> dict[str, Any]:
-    retried = _json({"type": "object", "properties": {"retried": {"type": "integer"}}})
     host_actions = {
-        f"/admin/hosts/{{host}}/{action}": {"post": _op(summary, _json(_ref("Host")), [_HOST])}
-        for action, summary in (
-            ("pause", "Pause a host: its deliveries wait and spend no attempts"),
-            ("resume", "Resume a paused host"),
-            ("block", "Block a host: outstanding deliveries become dead, its inbox traffic is refused"),
-            ("unblock", "Lift a block"),
-        )
+        f"/admin/hosts/{{host}}/{action}": {
+            "post": _op(
+                f"{action}Host", summary, HostAction, [_HOST, *([_REQUEUE] if action == "unblock" else [])]
+            )
+        }
+        for action, summary in _HOST_ACTIONS
     }
     return {
         "/admin/activities": {
             "get": _op(
+                "listActivities",
                 "Recent activities, newest first, with delivery counts per state",
-                _json(_page("Activity")),
+                ActivityPage,
                 [
                     _LIMIT,
                     _CURSOR,
@@ -164,24 +180,12 @@ def _paths() -> dict[str, Any]:
                 ],
             )
         },
-        "/admin/activities/{id}": {
-            "get": _op(
-                "One activity's fan-out (its status_url)",
-                _json({"type": "object"}),
-                [
-                    {
-                        "name": "id",
-                        "in": "path",
-                        "required": True,
-                        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_ROW_ID},
-                    }
-                ],
-            )
-        },
+        "/admin/activities/{id}": {"get": _status_operation()},
         "/admin/deliveries": {
             "get": _op(
+                "listDeliveries",
                 "Deliveries, newest first, cursor-paged",
-                _json(_page("Delivery")),
+                DeliveryPage,
                 [
                     _query("state", _STATE, "delivery state"),
                     _query("host", {"type": "string"}, "remote host"),
@@ -191,28 +195,82 @@ def _paths() -> dict[str, Any]:
                 ],
             )
         },
-        "/admin/deliveries/{id}": {"get": _op("One delivery", _json(_ref("Delivery")), [_DELIVERY_ID])},
+        "/admin/deliveries/{id}": {"get": _op("getDelivery", "One delivery", DeliveryJson, [_DELIVERY_ID])},
         "/admin/deliveries/{id}/retry": {
             "post": _op(
+                "retryDelivery",
                 "Queue a queued, failed or dead delivery again, due now",
-                _json(_ref("Delivery")),
+                DeliveryJson,
                 [_DELIVERY_ID],
             )
         },
         "/admin/deliveries/{id}/cancel": {
             "post": _op(
-                "Give up a delivery (dead, 'cancelled by admin')", _json(_ref("Delivery")), [_DELIVERY_ID]
+                "cancelDelivery",
+                "Give up a delivery (dead, 'cancelled by admin')",
+                DeliveryJson,
+                [_DELIVERY_ID],
             )
         },
-        "/admin/dead/retry": {"post": _op("Queue every dead delivery again (not cancelled ones)", retried)},
-        "/admin/hosts": {"get": _op("Remote hosts, worst first", _json(_page("Host")), [_LIMIT])},
-        "/admin/hosts/{host}": {"get": _op("One remote host", _json(_ref("Host")), [_HOST])},
+        "/admin/dead/retry": {
+            "post": _op("retryAllDead", "Queue every dead delivery again (not cancelled ones)", Retried)
+        },
+        "/admin/hosts": {"get": _op("listHosts", "Remote hosts, worst first", HostList, [_LIMIT])},
+        "/admin/hosts/{host}": {"get": _op("getHost", "One remote host", HostJson, [_HOST])},
         "/admin/hosts/{host}/dead/retry": {
-            "post": _op("Queue every dead delivery of a host again", retried, [_HOST])
+            "post": _op("retryHostDead", "Queue every dead delivery of a host again", HostRetried, [_HOST])
         },
         **host_actions,
-        "/admin/audit": {"get": _op("Admin actions, newest first", _json(_page("AuditEntry")), [_LIMIT])},
+        "/admin/audit": {"get": _op("listAudit", "Admin actions, newest first", AuditList, [_LIMIT])},
+        "/admin/webhooks": {
+            "get": _op(
+                "listWebhooks",
+                "Webhooks (without their secrets)",
+                WebhookList,
+                [_query("actor", {"type": "string"}, "local actor name")],
+            ),
+            "post": {
+                "operationId": "addWebhook",
+                "summary": "Add a webhook for one consumer of a local actor's inbox",
+                "parameters": [],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _schema_ref("NewWebhook")}},
+                },
+                "responses": {
+                    "201": {
+                        "description": "added; the answer holds the secret",
+                        "content": {"application/json": {"schema": _schema_ref("WebhookJson")}},
+                    },
+                    "400": _ERROR,
+                    "401": _UNAUTHORIZED,
+                    "404": _ERROR,
+                    "409": _ERROR,
+                    "413": _ERROR,
+                },
+            },
+        },
+        "/admin/webhooks/{id}": {
+            "delete": _op(
+                "removeWebhook",
+                "Remove a webhook with its queued events",
+                WebhookJson,
+                [_path_id("webhook id")],
+            )
+        },
     }
+
+
+def _schemas() -> dict[str, Any]:
+    """Every response shape (and the shapes they nest) by class name, and Error."""
+    _refs, definitions = json_schemas({shape.__name__: shape for shape in SHAPES}, SCHEMA_REF)
+    error = {
+        "type": "object",
+        "required": ["error"],
+        "properties": {"error": {"type": "string"}},
+        "additionalProperties": False,
+    }
+    return {**definitions, "Error": error, "NewWebhook": _NEW_WEBHOOK}
 
 
 def openapi_document(base_url: str) -> dict[str, Any]:
@@ -223,17 +281,31 @@ def openapi_document(base_url: str) -> dict[str, Any]:
             "title": "fedqueue admin API",
             "version": "1",
             "description": "Where every delivery stands, per activity and per host, and how to steer it. "
-            "Every request needs `Authorization: Bearer <FEDQUEUE_ADMIN_TOKEN>`; every action is audited.",
+            "Every request needs `Authorization: Bearer <FEDQUEUE_ADMIN_TOKEN>`; every action is audited. "
+            "An activity's status_url also answers to its actor's outbox token.",
         },
         "servers": [{"url": base_url}],
         "security": [{"adminToken": []}],
         "paths": _paths(),
         "components": {
-            "securitySchemes": {"adminToken": {"type": "http", "scheme": "bearer"}},
-            "schemas": _SCHEMAS,
+            "securitySchemes": {
+                "adminToken": {"type": "http", "scheme": "bearer", "description": "FEDQUEUE_ADMIN_TOKEN"},
+                "actorToken": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "a local actor's outbox token (fedqueue actor create)",
+                },
+            },
+            "schemas": _schemas(),
             "responses": {
-                "Error": _json(_ref("Error"), "refused; the reason is one line"),
-                "Unauthorized": _json(_ref("Error"), "missing or wrong admin token"),
+                "Error": {
+                    "description": "refused; the reason is one line",
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+                },
+                "Unauthorized": {
+                    "description": "missing or wrong admin token",
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+                },
             },
         },
     }

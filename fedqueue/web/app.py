@@ -35,7 +35,18 @@ from fedqueue.remote.keyring import Keyring
 from fedqueue.settings import Settings
 from fedqueue.storage import StorageUnavailable, Store
 from fedqueue.urls import Urls
-from fedqueue.web import actors, admin_api, dashboard, followers, inbox, metrics, outbox, status
+from fedqueue.web import (
+    actors,
+    admin_api,
+    dashboard,
+    dashboard_actions,
+    followers,
+    inbox,
+    metrics,
+    outbox,
+    status,
+    webhooks,
+)
 from fedqueue.web.admin_auth import AdminAuthMiddleware
 from fedqueue.web.responses import JSONResponse, error_response
 
@@ -64,17 +75,23 @@ def status_for(error: FedqueueError) -> int:
 async def _fedqueue_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, FedqueueError)
     status = status_for(exc)
+    if dashboard.is_html_route(request.url.path):
+        return dashboard.error_page(request, status, str(exc))
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 and "token" in str(exc) else None
     return error_response(status, str(exc), headers)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    if dashboard.is_html_route(request.url.path):
+        return dashboard.error_page(request, exc.status_code, exc.detail)
     return error_response(exc.status_code, exc.detail, dict(exc.headers or {}))
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
+    if dashboard.is_html_route(request.url.path):
+        return dashboard.error_page(request, 500, "internal error; the server log has the details")
     return error_response(500, "internal error")
 
 
@@ -109,6 +126,8 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if not settings.admin_token:
+            log.warning("admin console disabled: set FEDQUEUE_ADMIN_TOKEN to use /admin")
         client: HttpClient | None = None
         if directory is None:
             client = HttpClient(settings)
@@ -133,9 +152,18 @@ def create_app(
             *status.routes,
             *metrics.routes,
             *admin_api.routes,
+            *webhooks.routes,
             *dashboard.routes,
+            *dashboard_actions.routes,
         ],
-        middleware=[Middleware(AdminAuthMiddleware, settings=settings, login_page=dashboard.login_page)],
+        middleware=[
+            Middleware(
+                AdminAuthMiddleware,
+                settings=settings,
+                login_page=dashboard.login_page,
+                is_html_route=dashboard.is_html_route,
+            )
+        ],
         exception_handlers={
             FedqueueError: _fedqueue_error,
             HTTPException: _http_error,

@@ -1,113 +1,145 @@
-"""The admin dashboard: server-rendered HTML at /admin/, no JavaScript.
+"""The admin console's pages: server-rendered HTML at /admin/, readable without JavaScript.
 
-Pages read the same storage views as the JSON API; every button is a POST form carrying the
-session's CSRF token, answered with a redirect back to the page it came from.
+Pages read the same storage views as the JSON API. The only script is the opt-in live view
+(/static/live.js, same origin, allowed by the page's CSP). Actions live in `dashboard_actions`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+from importlib.resources import files
 
-from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from fedqueue.storage.admin_views import DELIVERY_STATES
-from fedqueue.storage.stats import Bucket
-from fedqueue.web.admin_auth import (
-    COOKIE_NAME,
-    check_csrf,
-    check_session_cookie,
-    new_session_cookie,
-    session_of,
-    token_matches,
-)
+from fedqueue.errors import NotFound
+from fedqueue.storage.admin_views import CIRCUIT_STATES, HostView
+from fedqueue.web.admin_auth import COOKIE_NAME, check_session_cookie, new_session_cookie, token_matches
+from fedqueue.web.console_render import chart, render
 from fedqueue.web.responses import settings_of, store_of
 
-_env = Environment(
-    loader=PackageLoader("fedqueue", "templates"),
-    autoescape=select_autoescape(default=True, default_for_string=True),
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
-STATE_COLOURS = {
-    "delivered": "#2e7d32",
-    "queued": "#90a4ae",
-    "sending": "#1565c0",
-    "failed": "#ef6c00",
-    "dead": "#c62828",
-    "coalesced": "#8e24aa",
-}
+#: Pages of the console (HTML), as opposed to the JSON API under /admin.
+HTML_PREFIXES = ("/admin/ui/", "/admin/login", "/admin/logout")
+HEALTH_FILTERS = ("failing", "healthy")
+PAGE_SIZE = 20
+#: Origins where browsers store a Secure cookie over plain HTTP.
+LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+DISABLED = "The admin console is disabled: the server has no FEDQUEUE_ADMIN_TOKEN set."
 
 
-def render(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-    session = getattr(request.state, "admin", None)
-    html = _env.get_template(template).render(
-        csrf=getattr(session, "csrf_token", None) or "",
-        path=request.url.path,
-        colours=STATE_COLOURS,
-        states=DELIVERY_STATES,
-        **context,
-    )
-    return HTMLResponse(
-        html,
-        status_code=status_code,
-        headers={
-            "Cache-Control": "no-store",
-            "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'",
-            "X-Frame-Options": "DENY",
-        },
+def is_html_route(path: str) -> bool:
+    """Console pages answer errors as HTML; the JSON API under /admin answers JSON."""
+    return path == "/admin/" or path.startswith(HTML_PREFIXES)
+
+
+def error_page(request: Request, status_code: int, reason: str) -> Response:
+    """An error on a console page, as a page with a way back."""
+    return render(request, "error.html", status_code, status=status_code, reason=reason)
+
+
+def cookie_problem(request: Request) -> str | None:
+    """Why the browser will drop the Secure session cookie on this origin, or None."""
+    host = (request.url.hostname or "").lower()
+    if request.url.scheme == "https" or host in LOCAL_HOSTS or host.endswith(".localhost"):
+        return None
+    return (
+        f"This page came over plain HTTP from {host}, so the browser will not store the Secure "
+        "session cookie and logging in cannot work. Open the console over HTTPS, or at "
+        "http://localhost or http://127.0.0.1."
     )
 
 
 def login_page(request: Request, error: str | None, status_code: int) -> Response:
     """The login form; answered with 401 to anyone not logged in."""
-    return render(request, "login.html", status_code, error=error)
-
-
-def chart(buckets: list[Bucket], width: int = 480, height: int = 120) -> dict[str, Any]:
-    """Bar geometry for the last hour: delivered up, failed in red beside it."""
-    peak = max([1, *(max(b.delivered, b.failed) for b in buckets)])
-    slot = width / max(1, len(buckets))
-    bars = []
-    for i, bucket in enumerate(buckets):
-        x = i * slot
-        for offset, value, colour, label in (
-            (0.1, bucket.delivered, STATE_COLOURS["delivered"], "delivered"),
-            (0.5, bucket.failed, STATE_COLOURS["dead"], "failed"),
-        ):
-            h = round(value / peak * (height - 20), 1)
-            bars.append(
-                {
-                    "x": round(x + offset * slot, 1),
-                    "y": round(height - h, 1),
-                    "w": round(slot * 0.4, 1),
-                    "h": h,
-                    "colour": colour,
-                    "title": f"{bucket.start:%H:%M} {label}: {value}",
-                }
-            )
-    return {"width": width, "height": height, "bars": bars, "peak": peak}
+    disabled = not settings_of(request).admin_token
+    return render(
+        request,
+        "login.html",
+        status_code,
+        error=error,
+        disabled=DISABLED if disabled else None,
+        insecure=cookie_problem(request),
+    )
 
 
 async def overview(request: Request) -> Response:
     store = store_of(request)
     hosts = await store.admin.hosts(limit=50)
-    activities, _ = await store.admin.activities(limit=20)
+    cursor = request.query_params.get("cursor") or None
+    activities, next_cursor = await store.admin.activities(limit=PAGE_SIZE, cursor=cursor)
     buckets = await store.stats.last_hour()
     return render(
         request,
         "overview.html",
         chart=chart(buckets),
-        delivered_hour=sum(b.delivered for b in buckets),
-        failed_hour=sum(b.failed for b in buckets),
+        hour={s: sum(getattr(b, s) for b in buckets) for s in ("delivered", "failed", "dead")},
         troubled=[h for h in hosts if h.in_trouble],
         activities=activities,
+        cursor=cursor,
+        next_cursor=next_cursor,
         queue=await store.stats.queue(),
         backlog_bound=settings_of(request).outbox_max_pending,
     )
+
+
+def filter_hosts(hosts: list[HostView], circuit: str | None, health: str | None) -> list[HostView]:
+    """Hosts with this circuit state and health ('failing': in trouble; 'healthy': not)."""
+    return [
+        h
+        for h in hosts
+        if (not circuit or h.circuit == circuit) and (not health or h.in_trouble == (health == "failing"))
+    ]
+
+
+async def hosts_page(request: Request) -> Response:
+    circuit = request.query_params.get("circuit") or None
+    health = request.query_params.get("health") or None
+    if circuit is not None and circuit not in CIRCUIT_STATES:
+        return error_page(
+            request, 400, f"unknown circuit state {circuit[:40]!r}: use {', '.join(CIRCUIT_STATES)}"
+        )
+    if health is not None and health not in HEALTH_FILTERS:
+        return error_page(request, 400, f"unknown health {health[:40]!r}: use failing or healthy")
+    hosts = await store_of(request).admin.hosts(limit=500)
+    return render(
+        request,
+        "hosts.html",
+        hosts=filter_hosts(hosts, circuit, health),
+        circuit=circuit,
+        health=health,
+        circuits=CIRCUIT_STATES,
+        healths=HEALTH_FILTERS,
+    )
+
+
+async def deliveries_page(request: Request) -> Response:
+    state = request.query_params.get("state") or None
+    host = request.query_params.get("host") or None
+    cursor = request.query_params.get("cursor") or None
+    page = await store_of(request).admin.deliveries(state=state, host=host, cursor=cursor, limit=50)
+    return render(
+        request,
+        "deliveries.html",
+        deliveries=page.items,
+        state=state,
+        host=host,
+        next_cursor=page.next_cursor,
+    )
+
+
+async def search(request: Request) -> Response:
+    """Jump to an activity by its outbox id or its activity URI."""
+    query = (request.query_params.get("q") or "").strip()
+    if not query:
+        return error_page(request, 400, "Type an outbox id (a number) or an activity URI to search.")
+    store = store_of(request)
+    if query.isascii() and query.isdigit() and len(query) <= 18:
+        found = [await store.admin.activity(int(query))]
+    else:
+        found, _ = await store.admin.activities(limit=1, activity_uri=query)
+    if not found:
+        raise NotFound(f"no activity has the id or URI {query[:200]!r}")
+    return RedirectResponse(f"/admin/ui/activities/{found[0].outbox_id}", status_code=303)
 
 
 async def activity_page(request: Request) -> Response:
@@ -134,10 +166,15 @@ async def login_form(request: Request) -> Response:
 
 async def login(request: Request) -> Response:
     settings = settings_of(request)
+    if not settings.admin_token:
+        return login_page(request, None, 401)
     form = await request.form()
     token = form.get("token")
     if not isinstance(token, str) or not token_matches(token, settings.admin_token):
         return login_page(request, "Wrong admin token.", 401)
+    problem = cookie_problem(request)
+    if problem is not None:
+        return login_page(request, problem, 400)
     response = RedirectResponse("/admin/", status_code=303)
     response.set_cookie(
         COOKIE_NAME,
@@ -151,74 +188,26 @@ async def login(request: Request) -> Response:
     return response
 
 
-async def logout(request: Request) -> Response:
-    await _checked_form(request)
-    response = RedirectResponse("/admin/login", status_code=303)
-    response.delete_cookie(COOKIE_NAME, path="/admin", secure=True, httponly=True, samesite="strict")
-    return response
+_LIVE_JS = files("fedqueue").joinpath("static/live.js")
 
 
-async def _checked_form(request: Request) -> dict[str, str]:
-    form = await request.form()
-    values = {k: v for k, v in form.items() if isinstance(v, str)}
-    check_csrf(request, values.get("csrf"))
-    return values
-
-
-def _back(values: dict[str, str]) -> RedirectResponse:
-    target = values.get("next", "")
-    # Only ever back into the dashboard: never an open redirect.
-    if not target.startswith("/admin/") or target.startswith("//") or "\\" in target:
-        target = "/admin/"
-    return RedirectResponse(target, status_code=303)
-
-
-Action = Callable[[Request, str], Awaitable[object]]
-
-
-def action(perform: Action) -> Callable[[Request], Awaitable[Response]]:
-    """A POST handler: check CSRF, perform as the logged-in admin, redirect back."""
-
-    async def handler(request: Request) -> Response:
-        values = await _checked_form(request)
-        await perform(request, session_of(request).who)
-        return _back(values)
-
-    return handler
-
-
-async def _retry(request: Request, who: str) -> object:
-    return await store_of(request).admin.retry(request.path_params["id"], who=who)
-
-
-async def _cancel(request: Request, who: str) -> object:
-    return await store_of(request).admin.cancel(request.path_params["id"], who=who)
-
-
-def _host_flag(name: str) -> Action:
-    async def perform(request: Request, who: str) -> object:
-        method = getattr(store_of(request).admin, name)
-        return await method(request.path_params["host"], who=who)
-
-    return perform
-
-
-async def _retry_dead(request: Request, who: str) -> object:
-    return await store_of(request).admin.retry_dead(who=who, host=request.path_params["host"])
+async def live_js(request: Request) -> Response:
+    """The live view's script: static, public, cached briefly."""
+    return Response(
+        _LIVE_JS.read_bytes(),
+        media_type="text/javascript",
+        headers={"Cache-Control": "max-age=300", "X-Content-Type-Options": "nosniff"},
+    )
 
 
 routes = [
+    Route("/static/live.js", live_js, methods=["GET"]),
     Route("/admin/", overview, methods=["GET"]),
     Route("/admin/login", login_form, methods=["GET"]),
     Route("/admin/login", login, methods=["POST"]),
-    Route("/admin/logout", logout, methods=["POST"]),
+    Route("/admin/ui/hosts", hosts_page, methods=["GET"]),
+    Route("/admin/ui/deliveries", deliveries_page, methods=["GET"]),
+    Route("/admin/ui/search", search, methods=["GET"]),
     Route("/admin/ui/activities/{id:row_id}", activity_page, methods=["GET"]),
     Route("/admin/ui/hosts/{host}", host_page, methods=["GET"]),
-    Route("/admin/ui/deliveries/{id:row_id}/retry", action(_retry), methods=["POST"]),
-    Route("/admin/ui/deliveries/{id:row_id}/cancel", action(_cancel), methods=["POST"]),
-    Route("/admin/ui/hosts/{host}/retry-dead", action(_retry_dead), methods=["POST"]),
-    *(
-        Route(f"/admin/ui/hosts/{{host}}/{name}", action(_host_flag(name)), methods=["POST"])
-        for name in ("pause", "resume", "block", "unblock")
-    ),
 ]

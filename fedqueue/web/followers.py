@@ -1,4 +1,5 @@
-"""GET /actors/{name}/followers: an OrderedCollection of accepted followers, paged."""
+"""GET /actors/{name}/followers: an OrderedCollection of accepted followers, paged; and the part of
+it on one remote server, for FEP-8fcf followers synchronization."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fedqueue.errors import InvalidInput
-from fedqueue.storable import parse_decimal
+from fedqueue.errors import Forbidden, InvalidInput
+from fedqueue.remote.guard import host_of
+from fedqueue.storable import HOST_CHARS, check_text, parse_decimal
 from fedqueue.storage import check_actor_name
 from fedqueue.web.responses import (
     AS_CONTEXT,
@@ -19,12 +21,14 @@ from fedqueue.web.responses import (
     store_of,
     urls_of,
 )
+from fedqueue.web.signed_fetch import authorize_fetch, require_signer
 
 
 async def followers_collection(request: Request) -> Response:
     store, urls = store_of(request), urls_of(request)
     name = check_actor_name(request.path_params["name"])
     await store.actors.get(name)
+    await authorize_fetch(request, "the followers collection")
     collection = urls.followers(name)
     total = await store.followers.count(name)
     raw_page = request.query_params.get("page")
@@ -50,4 +54,35 @@ async def followers_collection(request: Request) -> Response:
     return activity_response(doc)
 
 
-routes = [Route("/actors/{name}/followers", followers_collection, methods=["GET"])]
+async def followers_on_domain(request: Request) -> Response:
+    """GET /actors/{name}/followers_synchronization?domain=HOST: the followers residing on HOST.
+
+    Only for a request signed by an actor on HOST itself (FEP-8fcf: the receiving server checks
+    its own followers), in any mode: who follows from a server is that server's business.
+    """
+    store, urls = store_of(request), urls_of(request)
+    name = check_actor_name(request.path_params["name"])
+    raw_domain = request.query_params.get("domain")
+    if not raw_domain:
+        raise InvalidInput("missing query parameter 'domain'")
+    domain = check_text("query parameter 'domain'", raw_domain, HOST_CHARS).lower()
+    await store.actors.get(name)
+    verdict = await require_signer(request, "the followers synchronization collection")
+    if host_of(verdict.key_id) != domain:
+        raise Forbidden(f"the followers on {domain} are shown only to a request signed from {domain}")
+    ids = await store.followers.ids_on(name, domain)
+    return activity_response(
+        {
+            "@context": AS_CONTEXT,
+            "id": urls.followers_synchronization(name, domain),
+            "type": "OrderedCollection",
+            "totalItems": len(ids),
+            "orderedItems": ids,
+        }
+    )
+
+
+routes = [
+    Route("/actors/{name}/followers", followers_collection, methods=["GET"]),
+    Route("/actors/{name}/followers_synchronization", followers_on_domain, methods=["GET"]),
+]

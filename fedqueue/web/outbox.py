@@ -18,7 +18,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue.errors import Duplicate, NotFound, Unauthorized
-from fedqueue.outbound.addressing import is_public, strip_hidden
+from fedqueue.outbound.addressing import NO_RECIPIENTS, is_public, recipient_count, recipients, strip_hidden
 from fedqueue.outbound.backpressure import Backlog
 from fedqueue.outbound.intake import dumps, normalize, parse_activity
 from fedqueue.storable import parse_decimal
@@ -35,6 +35,7 @@ from fedqueue.web.responses import (
     store_of,
     urls_of,
 )
+from fedqueue.web.signed_fetch import authorize_fetch
 
 #: RFC 3986 reserved characters, `%` and `~`: kept as they are in a Location header.
 URI_PUNCTUATION = ":/?#[]@!$&'()*+,;=%~"
@@ -80,8 +81,15 @@ async def post_outbox(request: Request) -> Response:
             backlog.admitted()
     if submitted.actor != name:
         raise Duplicate(f"activity id {facts.activity_id} belongs to another actor")
+    wanted = recipients(activity, urls.followers(name), urls.actor(name))
+    count = recipient_count(wanted, await store.followers.count(name) if wanted.followers else 0)
     return JSONResponse(
-        {"id": submitted.activity_id, "status_url": urls.status(submitted.outbox_id)},
+        {
+            "id": submitted.activity_id,
+            "status_url": urls.status(submitted.outbox_id),
+            "recipients": count,
+            "note": None if count else NO_RECIPIENTS,
+        },
         status_code=201 if submitted.created else 200,
         # Header values are latin-1 without control characters: percent-encode anything else.
         headers={"Location": quote(submitted.activity_id, safe=URI_PUNCTUATION)},
@@ -100,6 +108,7 @@ async def outbox_collection(request: Request) -> Response:
     store, urls = store_of(request), urls_of(request)
     name = check_actor_name(request.path_params["name"])
     await store.actors.get(name)
+    await authorize_fetch(request, "the outbox")
     collection = urls.outbox(name)
     total = await store.published.count(name)
     raw_max_id = request.query_params.get("max_id")

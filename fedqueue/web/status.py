@@ -1,6 +1,8 @@
-"""`GET /admin/activities/{id}`: an activity's deliveries, for admins (the status_url).
+"""`GET /admin/activities/{id}`: an activity's deliveries (the status_url).
 
-The admin token is checked by `AdminAuthMiddleware`, which guards every path under /admin.
+Admins read every activity. A local app may read its own actor's activities with that actor's
+outbox bearer token: `AdminAuthMiddleware` lets a bearer token that is not the admin's through
+to this route only (`ACTOR_READABLE`), with no admin session, and the check happens here.
 """
 
 from __future__ import annotations
@@ -9,13 +11,33 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from fedqueue.errors import Forbidden, NotFound, Unauthorized
 from fedqueue.outbound.status import activity_status
+from fedqueue.storage import Store
+from fedqueue.web.admin_auth import admin_session, bearer_of
 from fedqueue.web.responses import JSONResponse, store_of, urls_of
+
+
+async def _check_actor_token(store: Store, token: str, outbox_id: int) -> None:
+    """Return if `token` is the outbox token of the activity's actor; else 401, 404 or 403."""
+    owner = await store.actors.owner_of_token(token)
+    if owner is None:
+        raise Unauthorized("wrong bearer token: neither the admin token nor a local actor's token")
+    row = await store.outbox.state(outbox_id)
+    if row is None:
+        raise NotFound(f"no activity {outbox_id}")
+    if row.actor != owner:
+        raise Forbidden(
+            f"activity {outbox_id} is not {owner}'s; an actor's token reads its own activities only"
+        )
 
 
 async def get_activity_status(request: Request) -> Response:
     outbox_id: int = request.path_params["id"]
-    return JSONResponse(await activity_status(store_of(request), urls_of(request), outbox_id))
+    store = store_of(request)
+    if admin_session(request) is None:
+        await _check_actor_token(store, bearer_of(request) or "", outbox_id)
+    return JSONResponse(await activity_status(store, urls_of(request), outbox_id))
 
 
 routes = [Route("/admin/activities/{id:row_id}", get_activity_status, methods=["GET"])]

@@ -110,7 +110,7 @@ async def _fanout_hook(store: Store, coalescer: Coalescer, notes: int) -> list[f
         await store.deliveries.enqueue([Enqueued(next_id, facts, targets)], utcnow())
         next_id += 1
         started = time.perf_counter()
-        await coalescer.after_enqueue([Added(next_id, facts, [t.inbox for t in targets])])
+        await coalescer.after_enqueue([Added(next_id, facts, [_inbox(n * 7 + j) for j in range(FANOUT)])])
         samples.append((time.perf_counter() - started) * 1e6 / len(targets))
     return samples
 

@@ -7,8 +7,6 @@ turns a missing browser into a failure.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -20,37 +18,10 @@ import pytest
 
 from fedqueue.storage import Store
 from fedqueue.storage.seeding import SeededDelivery, seed_activity, seed_host
+from tests.browser import chromium, require_browser
 from tests.live import live_instance
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 TOKEN = "browser-admin-token"
-
-
-def _require_browser() -> None:
-    missing = [
-        what
-        for what, present in (
-            (str(CHROMIUM), CHROMIUM.exists()),
-            ("the playwright package", importlib.util.find_spec("playwright") is not None),
-        )
-        if not present
-    ]
-    if not missing:
-        return
-    message = f"browser test needs {' and '.join(missing)}"
-    if os.environ.get("FEDQUEUE_REQUIRE_BROWSER") == "1":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 class Receiver(ThreadingHTTPServer):
@@ -118,44 +89,40 @@ async def _state_of(database_url: str, delivery_id: int) -> str:
 def test_an_admin_logs_in_sees_the_failing_host_fixes_it_retries_and_sees_it_delivered(
     tmp_path: Path,
 ) -> None:
-    _require_browser()
-    from playwright.sync_api import expect, sync_playwright
+    require_browser()
+    from playwright.sync_api import expect
 
     with receiver() as inbox_server, live_instance(tmp_path, TOKEN) as live:
         failing_inbox = f"http://127.0.0.1:{inbox_server.server_address[1]}/inbox"
         host = failing_inbox.split("/")[2]
         delivery_id = asyncio.run(_seed_failing_host(live.database_url, failing_inbox))
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_page()
-                page.set_default_timeout(15_000)
-                response = page.goto(f"{live.origin}/admin/")
-                assert response is not None and response.status == 401
+        with chromium() as browser:
+            page = browser.new_page()
+            page.set_default_timeout(15_000)
+            response = page.goto(f"{live.origin}/admin/")
+            assert response is not None and response.status == 401
 
-                page.fill("input[name=token]", "not the token")
-                page.click("button[type=submit]")
-                expect(page.locator("#login-error")).to_have_text("Wrong admin token.")
+            page.fill("input[name=token]", "not the token")
+            page.click("button[type=submit]")
+            expect(page.locator("#login-error")).to_have_text("Wrong admin token.")
 
-                page.fill("input[name=token]", TOKEN)
-                page.click("button[type=submit]")
-                expect(page.locator(f'#hosts tr[data-host="{host}"]')).to_contain_text("open")
-                cookie = next(c for c in page.context.cookies() if c["name"] == "fedqueue_admin")
-                assert cookie["httpOnly"] and cookie["secure"] and cookie["sameSite"] == "Strict"
+            page.fill("input[name=token]", TOKEN)
+            page.click("button[type=submit]")
+            expect(page.locator(f'#hosts tr[data-host="{host}"]')).to_contain_text("open")
+            cookie = next(c for c in page.context.cookies() if c["name"] == "fedqueue_admin")
+            assert cookie["httpOnly"] and cookie["secure"] and cookie["sameSite"] == "Strict"
 
-                page.click(f'#hosts tr[data-host="{host}"] a')
-                row = page.locator(f'#deliveries tr[data-delivery="{delivery_id}"]')
-                expect(row).to_have_attribute("data-state", "dead")
-                expect(row).to_contain_text("connection refused")
+            page.click(f'#hosts tr[data-host="{host}"] a')
+            row = page.locator(f'#deliveries tr[data-delivery="{delivery_id}"]')
+            expect(row).to_have_attribute("data-state", "dead")
+            expect(row).to_contain_text("connection refused")
 
-                inbox_server.status = 202  # the host is fixed
-                row.get_by_role("button", name="Retry").click()
-                deadline = time.monotonic() + 30
-                while row.get_attribute("data-state") != "delivered" and time.monotonic() < deadline:
-                    time.sleep(0.5)
-                    page.reload()
-                expect(row).to_have_attribute("data-state", "delivered")
-            finally:
-                browser.close()
+            inbox_server.status = 202  # the host is fixed
+            row.get_by_role("button", name="Retry").click()
+            deadline = time.monotonic() + 30
+            while row.get_attribute("data-state") != "delivered" and time.monotonic() < deadline:
+                time.sleep(0.5)
+                page.reload()
+            expect(row).to_have_attribute("data-state", "delivered")
         assert asyncio.run(_state_of(live.database_url, delivery_id)) == "delivered"
         assert inbox_server.posts == 1

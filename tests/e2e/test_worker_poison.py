@@ -71,7 +71,7 @@ async def recipient_outcome(store: Store, outbox_id: int, recipient: str) -> tup
     if row.state == "rejected":
         return row.state, row.error or ""
     status = await activity_status(store, URLS, outbox_id)
-    mine = [d for d in status["deliveries"] if d["inbox"].startswith(recipient)]
+    mine = [d for d in status["deliveries"] if (d["inbox"] or "").startswith(recipient)]
     assert len(mine) == 1, status
     return mine[0]["state"], mine[0]["last_error"] or ""
 

@@ -61,3 +61,12 @@ def test_a_missing_config_file_is_named(monkeypatch: pytest.MonkeyPatch, tmp_pat
     monkeypatch.setenv("FEDQUEUE_CONFIG", str(tmp_path / "nope.toml"))
     with pytest.raises(SettingsError, match=r"nope\.toml not found"):
         load_settings()
+
+
+def test_a_config_file_that_is_not_toml_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    config = tmp_path / "broken.toml"
+    config.write_text("retry_base_seconds = \n")
+    monkeypatch.setenv("FEDQUEUE_CONFIG", str(config))
+    with pytest.raises(SettingsError, match=r"broken\.toml is not valid TOML: ") as raised:
+        load_settings()
+    assert "\n" not in str(raised.value)

@@ -13,7 +13,7 @@ from sqlalchemy import select, update
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.settings import Settings
 from fedqueue.signing import keys
-from fedqueue.signing.requests import sha256_digest_header
+from fedqueue.signing.requests import parse_request_signatures, sha256_digest_header, verify_parsed
 from fedqueue.storage import Store
 from fedqueue.storage.actors import ActorStore
 from fedqueue.storage.tables import HostRow, InboundActivityRow, InboxItemRow
@@ -78,13 +78,18 @@ async def test_a_post_shaped_exactly_like_mastodons_is_accepted_on_both_inboxes(
     assert [actor for actor, _ in await items(store)] == ["alice", "carol"]
 
 
-async def test_the_key_fetch_is_signed_by_the_addressed_local_actor(
+async def test_the_key_fetch_is_signed_by_the_instance_actor_whose_key_is_served_at_slash_actor(
     client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer
 ) -> None:
     await store.actors.create("alice")
     await post(client, "/actors/alice/inbox", bob.signed("/actors/alice/inbox", bob.note_to("alice")))
     [fetch] = remote.received("GET", "/users/bob")
-    assert f'keyId="{LOCAL}/actors/alice#main-key"' in fetch.headers["signature"]
+    [signature] = parse_request_signatures(fetch.headers)
+    assert signature.key_id == f"{LOCAL}/actor#main-key"
+    instance = (await client.get("/actor")).json()
+    assert instance["type"] == "Application"
+    public_key = keys.load_public_key(instance["publicKey"]["publicKeyPem"])
+    verify_parsed(signature, "GET", remote.url("/users/bob"), fetch.headers, b"", public_key)
 
 
 def _drop_signature(signed: tuple[dict[str, str], bytes]) -> tuple[dict[str, str], bytes]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import itertools
 import json
 from dataclasses import dataclass, field, replace
@@ -12,7 +11,7 @@ from typing import Any
 import httpx
 from aiohttp import web
 
-from fedqueue.cli.status import render
+from fedqueue.cli.status import status_text
 from fedqueue.outbound.status import activity_status
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
@@ -246,6 +245,4 @@ async def test_the_status_api_and_cli_show_why_and_by_what_a_delivery_was_coales
         f"superseded by newer Update {second_id}",
     )
     assert doc["complete"] is True
-    out = io.StringIO()
-    render(doc, out)
-    assert f"superseded by newer Update {second_id}; by {second_id}" in out.getvalue()
+    assert f"superseded by newer Update {second_id}; by {second_id}" in status_text(doc)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from dataclasses import replace
 from datetime import timedelta
 
@@ -119,7 +120,7 @@ async def test_retry_after_is_honoured(settings: Settings, store: Store, remote:
     await run_burst(quick, store)
     [delivery] = (await activity_status(store, URLS, outbox_id))["deliveries"]
     assert delivery["state"] == "failed"
-    assert delivery["next_attempt_at"] >= (started + timedelta(seconds=30)).isoformat()
+    assert str(delivery["next_attempt_at"]) >= (started + timedelta(seconds=30)).isoformat()
     await run_burst(quick, store, clock=lambda: utcnow() + timedelta(seconds=31))
     [delivery] = (await activity_status(store, URLS, outbox_id))["deliveries"]
     assert delivery["state"] == "delivered"
@@ -143,7 +144,7 @@ async def test_404_and_410_are_dead_after_one_attempt_and_a_gone_inbox_is_skippe
     second = await insert_outbox_row(store, "alice", {"type": "Like", "object": "y"}, [remote.url("/gone")])
     await run_burst(fast(settings), store)
     [skipped] = (await activity_status(store, URLS, second))["deliveries"]
-    assert skipped["state"] == "dead" and "410" in skipped["last_error"]
+    assert skipped["state"] == "dead" and "410" in str(skipped["last_error"])
     assert len(remote.received("POST", "/gone")) == 1
 
 
@@ -159,11 +160,63 @@ async def test_an_unusable_recipient_is_dead_with_the_reason_and_the_others_go_o
     to = [remote.url("/users/bob"), remote.url("/users/missing"), remote.url("/users/huge")]
     outbox_id = await insert_outbox_row(store, "alice", {"type": "Like", "object": "x", "to": to})
     await run_burst(fast(settings), store)
-    rows = {d["inbox"]: d for d in (await activity_status(store, URLS, outbox_id))["deliveries"]}
+    deliveries = (await activity_status(store, URLS, outbox_id))["deliveries"]
+    rows = {d["inbox"] or d["recipient"]: d for d in deliveries}
     assert rows[remote.url("/users/bob/inbox")]["state"] == "delivered"
-    assert "answered 404" in rows[remote.url("/users/missing")]["last_error"]
-    assert "byte cap" in rows[remote.url("/users/huge")]["last_error"]
+    assert "answered 404" in str(rows[remote.url("/users/missing")]["last_error"])
+    assert "byte cap" in str(rows[remote.url("/users/huge")]["last_error"])
     assert rows[remote.url("/users/huge")]["state"] == "dead"
+    # The actor's URL is no inbox: the unusable recipients' rows have none.
+    assert [d["inbox"] for d in deliveries if d["recipient"]] == [None, None]
+
+
+async def test_a_retried_unusable_recipient_is_delivered_to_the_inbox_its_actor_document_names(
+    settings: Settings, store: Store, remote: LoopbackServer
+) -> None:
+    await store.actors.create("alice")
+    document = json.dumps(actor_doc(remote, "bob", shared=False))
+    answers = iter([web.Response(status=503, text="down for maintenance")])
+    remote.on(
+        "GET",
+        "/users/bob",
+        lambda _r: (
+            next(answers, None) or web.Response(text=document, content_type="application/activity+json")
+        ),
+    )
+    accept_all(remote, ["/users/bob", "/users/bob/inbox"])
+    outbox_id = await insert_outbox_row(
+        store, "alice", {"type": "Like", "object": "x", "to": [remote.url("/users/bob")]}
+    )
+    await run_burst(fast(settings), store)
+    [dead] = (await activity_status(store, URLS, outbox_id))["deliveries"]
+    assert (dead["state"], dead["inbox"], dead["recipient"]) == ("dead", None, remote.url("/users/bob"))
+    assert "answered 503" in (dead["last_error"] or "")
+
+    await store.admin.retry(dead["id"], who="test")
+    await run_burst(fast(settings), store)
+    [delivered] = (await activity_status(store, URLS, outbox_id))["deliveries"]
+    assert (delivered["state"], delivered["inbox"]) == ("delivered", remote.url("/users/bob/inbox"))
+    assert len(remote.received("POST", "/users/bob/inbox")) == 1
+    assert remote.received("POST", "/users/bob") == []  # never POSTed to the actor's URL
+
+
+async def test_a_retried_recipient_whose_actor_document_still_fails_stays_dead_with_the_reason(
+    settings: Settings, store: Store, remote: LoopbackServer
+) -> None:
+    await store.actors.create("alice")
+    remote.on("GET", "/users/bob", lambda _r: web.Response(status=404))
+    accept_all(remote, ["/users/bob"])
+    to = [remote.url("/users/bob")]
+    outbox_id = await insert_outbox_row(store, "alice", {"type": "Like", "object": "x", "to": to})
+    await run_burst(fast(settings), store)
+    [dead] = (await activity_status(store, URLS, outbox_id))["deliveries"]
+    await store.admin.retry(dead["id"], who="test")
+    await run_burst(fast(settings), store)
+    [still] = (await activity_status(store, URLS, outbox_id))["deliveries"]
+    assert (still["state"], still["inbox"], still["attempts"]) == ("dead", None, 1)
+    assert "answered 404" in (still["last_error"] or "")
+    assert len(remote.received("GET", "/users/bob")) == 2  # fetched again, not from the cache
+    assert remote.received("POST", "/users/bob") == []
 
 
 async def test_a_host_with_an_open_circuit_gets_one_probe_not_its_backlog(
@@ -253,7 +306,7 @@ async def test_private_addresses_are_never_delivered_to_unless_allowed(
     )
     await run_burst(fast(settings, allow_private_addresses=False), store)
     [refused] = (await activity_status(store, URLS, outbox_id))["deliveries"]
-    assert refused["state"] == "dead" and "private or loopback" in refused["last_error"]
+    assert refused["state"] == "dead" and "private or loopback" in str(refused["last_error"])
     assert remote.requests == []
 
 
@@ -323,3 +376,18 @@ async def test_an_update_never_overtakes_the_create_of_the_same_object_to_the_sa
     # cavage-only: no discovery knock, which would hold the Update back on its own.
     await run_burst(fast(settings, claim_batch_size=1, signature_scheme_policy="cavage-only"), store)
     assert events == ["Create arrived", "Create answered", "Update arrived", "Update answered"]
+
+
+async def test_a_refused_connection_reads_connection_refused_with_the_raw_text_kept(
+    settings: Settings, store: Store
+) -> None:
+    await store.actors.create("alice")
+    with socket.socket() as probe:  # a loopback port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    inbox = f"http://127.0.0.1:{port}/inbox"
+    outbox_id = await insert_outbox_row(store, "alice", {"type": "Like", "object": "x"}, [inbox])
+    await run_burst(fast(settings, retry_max_attempts=1), store)
+    [row] = (await activity_status(store, URLS, outbox_id))["deliveries"]
+    assert (row["state"], row["last_error"]) == ("dead", "gave up after 1 attempts: connection refused")
+    assert str(port) in (row["last_error_detail"] or "") and row["last_error_detail"] != "connection refused"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 
 import httpx
 import pytest
@@ -12,7 +12,7 @@ from fedqueue.storage import Store
 from fedqueue.web.app import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.helpers import asgi_client
-from tests.outbound import fast, insert_outbox_row, run_burst
+from tests.outbound import add_follower, fast, insert_outbox_row, run_burst
 
 ALICE = "http://127.0.0.1:8000/actors/alice"
 
@@ -105,13 +105,64 @@ async def test_a_known_actors_outbox_without_its_token_is_still_unauthorized(
     assert response.status_code == 401
 
 
-async def test_the_status_url_needs_the_admin_token(client: httpx.AsyncClient, token: str) -> None:
+async def test_the_status_url_answers_the_actors_own_token_and_the_admin_token_only(
+    client: httpx.AsyncClient, store: Store, token: str
+) -> None:
     created = await client.post(
         "/actors/alice/outbox", json={"type": "Note"}, headers={"Authorization": f"Bearer {token}"}
     )
     url = created.json()["status_url"]
-    assert (await client.get(url)).status_code == 401
-    assert (await client.get(url, headers={"Authorization": "Bearer nope"})).status_code == 401
+    bob_token = (await store.actors.create("bob")).token
+
+    def get(bearer: str | None) -> Awaitable[httpx.Response]:
+        return client.get(url, headers={"Authorization": f"Bearer {bearer}"} if bearer else {})
+
+    own, admin = await get(token), await get(ADMIN_TOKEN)
+    assert (own.status_code, admin.status_code) == (200, 200)
+    assert own.json() == admin.json()
+    other = await get(bob_token)
+    assert other.status_code == 403
+    assert other.json()["error"].endswith("an actor's token reads its own activities only")
+    assert (await get("nope")).status_code == 401
+    assert (await get(None)).status_code == 401
+    missing = await client.get("/admin/activities/999", headers={"Authorization": f"Bearer {token}"})
+    assert missing.status_code == 404
+
+
+async def test_an_actors_token_opens_no_other_admin_route(client: httpx.AsyncClient, token: str) -> None:
+    auth = {"Authorization": f"Bearer {token}"}
+    assert (await client.get("/admin/activities", headers=auth)).status_code == 401
+    assert (await client.get("/admin/deliveries/1", headers=auth)).status_code == 401
+    assert (await client.post("/admin/deliveries/1/retry", headers=auth)).status_code == 401
+
+
+async def test_an_activity_to_no_one_says_so_when_posted_and_on_its_status(
+    client: httpx.AsyncClient, settings: Settings, store: Store, token: str
+) -> None:
+    auth = {"Authorization": f"Bearer {token}"}
+    public = ["https://www.w3.org/ns/activitystreams#Public", f"{ALICE}/followers"]
+    created = await client.post("/actors/alice/outbox", json={"type": "Note", "to": public}, headers=auth)
+    assert created.status_code == 201
+    assert created.json()["recipients"] == 0
+    assert created.json()["note"].startswith("0 recipients")
+    before = (await client.get(created.json()["status_url"], headers=auth)).json()
+    assert (before["complete"], before["recipients"], before["note"]) == (False, None, None)
+    await run_burst(fast(settings), store)
+    after = (await client.get(created.json()["status_url"], headers=auth)).json()
+    assert (after["complete"], after["recipients"], after["deliveries"]) == (True, 0, [])
+    assert after["note"] == created.json()["note"]
+
+
+async def test_an_activity_to_followers_counts_them_as_recipients(
+    client: httpx.AsyncClient, store: Store, token: str
+) -> None:
+    for n in range(3):
+        await add_follower(store, "alice", f"https://b.example/u/{n}", f"https://b.example/u/{n}/inbox")
+    to = [f"{ALICE}/followers", "https://c.example/u/carol"]
+    created = await client.post(
+        "/actors/alice/outbox", json={"type": "Note", "to": to}, headers={"Authorization": f"Bearer {token}"}
+    )
+    assert (created.json()["recipients"], created.json()["note"]) == (4, None)
 
 
 async def test_a_raw_outbox_row_is_validated_by_the_worker(

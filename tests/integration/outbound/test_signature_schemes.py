@@ -7,6 +7,7 @@ verification (`parse_request_signatures` + `verify_parsed`) and accept only one 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from dataclasses import replace
 from datetime import timedelta
 
@@ -103,9 +104,10 @@ async def test_an_rfc9421_only_remote_gets_its_deliveries_and_key_fetches_signed
     assert posts(remote) == ["cavage"] * knocks + ["rfc9421"] * 4
     assert (await host_row(store)).signature_scheme == "rfc9421"
 
-    # Now that the host is known to speak RFC 9421, an actor fetch there is signed that way too.
+    # Now that the host is known to speak RFC 9421, an actor fetch there (signed by the instance
+    # actor) is signed that way too.
     remote.requests.clear()
-    public_key = keys.load_public_key(alice.actor.public_key_pem)
+    public_key = keys.load_public_key(await store.actors.instance_public_key())
 
     def actor(request: Recorded) -> web.Response:
         [signature] = parse_request_signatures(request.headers)
@@ -166,6 +168,52 @@ async def test_a_refused_second_knock_that_fails_for_another_reason_is_retried_p
     [delivery] = (await activity_status(store, URLS, outbox_id))["deliveries"]
     assert (delivery["state"], delivery["attempts"]) == ("delivered", 2)
     assert (await host_row(store)).signature_scheme == "cavage"
+
+
+async def test_a_remote_crashing_on_rfc9421_gets_cavage_at_once_under_rfc9421_first(
+    settings: Settings, store: Store, remote: LoopbackServer
+) -> None:
+    alice = await store.actors.create("alice")
+    only(remote, "cavage", alice.actor.public_key_pem)
+    verifying = remote.handlers[("POST", "/inbox")]
+
+    def answer(request: Recorded) -> Awaitable[web.StreamResponse] | web.StreamResponse:
+        if scheme_of(request) == "rfc9421":
+            return web.Response(status=500, text="undefined method 'split' for nil")
+        return verifying(request)
+
+    remote.on("POST", "/inbox", answer)
+    quick = fast(settings, signature_scheme_policy="rfc9421-first")
+    outbox_id = await insert_outbox_row(
+        store, "alice", {"type": "Like", "object": "x"}, inboxes(remote, 3, "a")
+    )
+    await run_burst(quick, store)
+
+    # One 500 to the discovery knock, cavage at once in the same attempt, remembered for the rest.
+    assert posts(remote) == ["rfc9421", "cavage", "cavage", "cavage"]
+    status = await activity_status(store, URLS, outbox_id)
+    assert status["counts"] == {"delivered": 3}
+    assert {d["attempts"] for d in status["deliveries"]} == {1}
+    assert (await host_row(store)).signature_scheme == "cavage"
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"), [("rfc9421-first", ["rfc9421", "cavage"]), ("cavage-first", ["cavage"])]
+)
+async def test_a_remote_answering_500_to_both_schemes_is_retried_later_per_the_outcome_rules(
+    settings: Settings, store: Store, remote: LoopbackServer, policy: str, expected: list[str]
+) -> None:
+    await store.actors.create("alice")
+    remote.on("POST", "/inbox", lambda _r: web.Response(status=500))
+    outbox_id = await insert_outbox_row(
+        store, "alice", {"type": "Like", "object": "x"}, [remote.url("/inbox")]
+    )
+    await run_burst(fast(settings, signature_scheme_policy=policy, retry_max_attempts=1), store)
+
+    assert posts(remote) == expected  # never more than one extra knock
+    [delivery] = (await activity_status(store, URLS, outbox_id))["deliveries"]
+    assert (delivery["state"], delivery["attempts"], delivery["last_status"]) == ("dead", 1, 500)
+    assert (await host_row(store)).signature_scheme == "unknown"
 
 
 async def test_cavage_only_never_knocks_twice(

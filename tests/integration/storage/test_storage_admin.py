@@ -10,6 +10,7 @@ import pytest
 from fedqueue.errors import InvalidInput, NotFound
 from fedqueue.storage import Store
 from fedqueue.storage.admin import CANCELLED
+from fedqueue.storage.admin_json import delivery_json
 from fedqueue.storage.seeding import SeededDelivery, seed_activity, seed_host
 from fedqueue.storage.types import utcnow
 
@@ -198,3 +199,72 @@ async def test_queue_stats_count_states_circuits_and_the_oldest_due(store: Store
     buckets = await store.stats.last_hour()
     assert len(buckets) == 12
     assert sum(b.delivered for b in buckets) == 1
+
+
+async def test_unblock_then_requeue_brings_back_only_what_the_block_killed(store: Store) -> None:
+    await seed_activity(
+        store.database,
+        "alice",
+        "https://local.example/activities/blocked",
+        [
+            SeededDelivery("https://down.example/a/inbox", "queued"),
+            SeededDelivery("https://down.example/b/inbox", "failed", attempts=2),
+            SeededDelivery("https://down.example/c/inbox", "dead", attempts=20, last_error="HTTP 500"),
+        ],
+    )
+    await store.admin.block("down.example", who="api")
+    assert await store.admin.killed_by_block("down.example") == 2
+    with pytest.raises(InvalidInput, match="is blocked: unblock it first"):
+        await store.admin.requeue_blocked("down.example", who="api")
+    await store.admin.unblock("down.example", who="api")
+    counts = await store.admin.requeue_blocked("down.example", who="api")
+    assert (counts.requeued, counts.still_dead) == (2, 1)
+    host = await store.admin.host("down.example")
+    assert host.counts["queued"] == 2 and host.counts["dead"] == 1
+    [entry, *_] = await store.admin.audit_log()
+    assert (entry.action, json.loads(entry.detail or "{}")) == (
+        "requeue_blocked",
+        {"requeued": 2, "still_dead": 1},
+    )
+
+
+async def test_a_pending_delivery_says_why_it_waits_in_the_view_and_the_json(store: Store) -> None:
+    probe_at = utcnow() + timedelta(minutes=20)
+    await seed_host(store.database, "down.example", circuit="open", circuit_until=probe_at)
+    await seed_host(store.database, "bad.example", paused=True)
+    _, (delivered, dead, held) = await _fanout(store)
+    _, (paused, fresh) = await seed_activity(
+        store.database,
+        "alice",
+        "https://local.example/activities/9",
+        [SeededDelivery(BAD, "queued"), SeededDelivery("https://new.example/inbox", "queued")],
+    )
+    views = {d.id: d for d in (await store.admin.deliveries()).items}
+    assert views[delivered].waiting is None and views[dead].waiting is None
+    held_wait = views[held].waiting
+    assert held_wait is not None and (held_wait.reason, held_wait.until) == ("circuit_open", probe_at)
+    assert held_wait.text.startswith("circuit open, next probe ")
+    reasons = {i: w.reason for i, view in views.items() if (w := view.waiting) is not None}
+    assert reasons == {held: "circuit_open", paused: "host_paused", fresh: "due"}
+    shaped = delivery_json(await store.admin.delivery(held))
+    assert shaped["waiting"] == {
+        "reason": "circuit_open",
+        "until": probe_at.isoformat(),
+        "text": held_wait.text,
+    }
+    assert delivery_json(await store.admin.delivery(delivered))["waiting"] is None
+
+
+async def test_an_activity_is_found_by_its_uri(store: Store) -> None:
+    first, _ = await _fanout(store, 1)
+    await _fanout(store, 2)
+    found, _ = await store.admin.activities(activity_uri="https://local.example/activities/1")
+    assert [a.outbox_id for a in found] == [first]
+    assert (await store.admin.activities(activity_uri="https://local.example/nothing"))[0] == []
+
+
+async def test_the_last_hour_tells_failed_from_dead(store: Store) -> None:
+    await _fanout(store)
+    buckets = await store.stats.last_hour()
+    assert sum(b.delivered for b in buckets) == 1
+    assert (sum(b.failed for b in buckets), sum(b.dead for b in buckets)) == (1, 1)

@@ -264,13 +264,29 @@ async def admin_client(settings: Settings, store: Store) -> AsyncIterator[httpx.
         f"/admin/activities/{MAX_ROW_ID + 1}",
         "/admin/activities/" + "1" * 5000,
         "/admin/deliveries/100000000000000000000",
-        "/admin/ui/activities/100000000000000000000",
     ],
 )
 async def test_an_admin_id_beyond_64_bits_is_a_404(admin_client: httpx.AsyncClient, path: str) -> None:
     response = await admin_client.get(path, headers=ADMIN)
     assert response.status_code == 404, response.text
     assert "\n" not in response.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "title", "reason"),
+    [
+        ("/admin/ui/activities/100000000000000000000", 404, "Not found (404)", "Not Found"),
+        ("/admin/ui/hosts/%00", 400, "Bad request (400)", "host"),
+    ],
+)
+async def test_a_bad_console_address_is_an_html_error_page_not_json(
+    admin_client: httpx.AsyncClient, path: str, status: int, title: str, reason: str
+) -> None:
+    response = await admin_client.get(path, headers=ADMIN)
+    assert response.status_code == status
+    assert response.headers["content-type"].startswith("text/html")
+    assert '{"error"' not in response.text
+    assert title in response.text and reason in response.text
 
 
 @pytest.mark.parametrize(
@@ -306,7 +322,6 @@ async def test_a_nul_in_any_admin_query_parameter_is_a_400(
         ("POST", "/admin/hosts/%00/dead/retry"),
         ("GET", "/admin/hosts/%00"),
         ("GET", "/admin/hosts/" + "h" * 300),
-        ("GET", "/admin/ui/hosts/%00"),
     ],
 )
 async def test_a_nul_or_overlong_host_in_an_admin_path_is_a_400_and_nothing_is_stored(

@@ -102,3 +102,105 @@ async def test_buttons_need_the_sessions_csrf_token(client: httpx.AsyncClient, s
     assert (await store.admin.host("down.example")).paused
     [entry, *_] = await store.admin.audit_log()
     assert entry.who == "dashboard@127.0.0.1"
+
+
+async def test_overview_figures_use_one_name_and_one_colour_per_state(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    await seed_activity(
+        store.database,
+        "alice",
+        "https://local.example/a/1",
+        [
+            SeededDelivery("https://up.example/i", "delivered"),
+            SeededDelivery("https://slow.example/i", "failed", attempts=2, last_status=503),
+            SeededDelivery("https://gone.example/i", "dead", attempts=1, last_status=410),
+            SeededDelivery("https://gone.example/j", "dead", attempts=1, last_status=410),
+        ],
+    )
+    headers, _ = await _login(client)
+    page = (await client.get("/admin/", headers=headers)).text
+    assert "failing" not in page  # one name per state: "failed" is the state, nothing else
+    last_hour = re.search(r'<p id="last-hour">(.*?)</p>', page, re.S)
+    assert last_hour
+    assert re.sub(r"<[^>]+>", "", last_hour.group(1)).split() == (
+        [
+            "Latest",
+            "attempts",
+            "in",
+            "the",
+            "last",
+            "hour",
+            "left",
+            "1",
+            "delivered,",
+            "1",
+            "failed",
+            "and",
+            "2",
+            "dead.",
+        ]
+    )
+    badge = dict(re.findall(r'<span class="state" style="background: (#\w+)">(\w+)</span>', page))
+    legend = re.search(r'<ul class="legend" id="chart-legend">(.*?)</ul>', page, re.S)
+    assert legend
+    swatches = re.findall(r'background: (#\w+)"></span>(\w+)</li>', legend.group(1))
+    assert [name for _, name in swatches] == ["delivered", "failed", "dead"]
+    assert all(badge[colour] == name for colour, name in swatches)
+    bars = re.findall(r'fill="(#\w+)"><title>[^<]*UTC, (\w+): \d+</title>', page)
+    assert bars and all(badge[colour] == name for colour, name in bars)
+    assert "time (UTC), 5-minute buckets" in page and ">deliveries</text>" in page
+
+
+async def test_every_action_redirects_with_a_message_shown_once(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    await seed_activity(
+        store.database, "alice", "https://local.example/a/1", [SeededDelivery("https://down.example/inbox")]
+    )
+    headers, csrf = await _login(client)
+    done = await client.post(
+        "/admin/ui/hosts/down.example/pause",
+        data={"csrf": csrf, "next": "/admin/ui/hosts/down.example"},
+        headers=headers,
+    )
+    assert done.status_code == 303
+    flash = done.headers["set-cookie"].split(";")[0]
+    shown = await client.get(
+        "/admin/ui/hosts/down.example", headers={**headers, "cookie": f"{headers['cookie']}; {flash}"}
+    )
+    assert "Host down.example is paused" in shown.text
+    assert 'fedqueue_flash=""' in shown.headers["set-cookie"]  # cleared once shown
+    again = await client.get("/admin/ui/hosts/down.example", headers=headers)
+    assert 'id="flash"' not in again.text
+
+
+async def test_a_console_action_without_a_session_answers_the_login_page_not_json(
+    client: httpx.AsyncClient,
+) -> None:
+    response = await client.post("/admin/ui/hosts/down.example/pause", data={"csrf": "x"})
+    assert response.status_code == 401
+    assert response.headers["content-type"].startswith("text/html")
+    assert "Your session ended; log in and try again." in response.text
+
+
+async def test_without_an_admin_token_the_login_page_says_the_console_is_disabled(
+    settings: Settings, store: Store
+) -> None:
+    async with asgi_client(create_app(settings.model_copy(update={"admin_token": ""}), store)) as client:
+        page = await client.get("/admin/login")
+        tried = await client.post("/admin/login", data={"token": ""})
+    assert page.status_code == 401 and "The admin console is disabled" in page.text
+    assert 'name="token"' not in page.text
+    assert tried.status_code == 401 and "set-cookie" not in tried.headers
+
+
+async def test_plain_http_to_a_public_name_says_the_secure_cookie_cannot_be_set(
+    settings: Settings, store: Store
+) -> None:
+    async with asgi_client(create_app(settings, store), base_url="http://admin.example.org") as client:
+        page = await client.get("/admin/login")
+        tried = await client.post("/admin/login", data={"token": ADMIN_TOKEN})
+    assert "will not store the Secure session cookie" in page.text
+    assert tried.status_code == 400 and "set-cookie" not in tried.headers
+    assert "Open the console over HTTPS" in tried.text

@@ -26,7 +26,14 @@ from fedqueue.outbound.outcomes import (
     classify_response,
     retry_after_seconds,
 )
-from fedqueue.outbound.scheme_rules import SchemePolicy, first_knock, refuses_signature, second_knock
+from fedqueue.outbound.scheme_rules import (
+    SchemePolicy,
+    first_knock,
+    knocks_again,
+    refuses_signature,
+    second_knock,
+)
+from fedqueue.signing.requests import SignatureScheme
 
 NOW = datetime(2026, 11, 22, 4, 0, tzinfo=UTC)
 ME = "https://q.example/actors/alice"
@@ -214,6 +221,25 @@ def test_a_signature_refusal_is_401_403_or_a_400_naming_the_signature(
     status: int | None, body_head: str, refused: bool
 ) -> None:
     assert refuses_signature(status, body_head) is refused
+
+
+@pytest.mark.parametrize(
+    ("status", "first", "discovering", "again"),
+    [
+        (500, "rfc9421", True, True),  # a server that crashes on RFC 9421 gets cavage at once
+        (503, "rfc9421", True, True),
+        (500, "rfc9421", False, False),  # a settled rfc9421 host's 5xx is an ordinary failure
+        (500, "cavage", True, False),  # cavage-first: a 5xx says nothing about the scheme
+        (429, "rfc9421", True, False),
+        (None, "rfc9421", True, False),  # a timeout is no crash on the signature
+        (401, "cavage", False, True),  # a refusal is always knocked again
+        (202, "rfc9421", True, False),
+    ],
+)
+def test_a_5xx_to_an_rfc9421_discovery_knock_is_knocked_again_and_other_5xx_are_not(
+    status: int | None, first: SignatureScheme, discovering: bool, again: bool
+) -> None:
+    assert knocks_again(status, "", first, discovering) is again
 
 
 @pytest.mark.parametrize(("in_flight", "send"), [(0, 4), (3, 1), (4, 0), (9, 0)])

@@ -1,0 +1,163 @@
+"""Receive: one signed POST to an inbox, from its checked request to the stored activity.
+
+The order is the cheap refusals first: the addressed actor (404), the Host header and the
+signature's time window and coverage (401), then JSON (400), the block list (403), the key
+fetch and signature (401), and finally one transaction that stores the activity and its
+effects. The web edge reads the body and answers; this module holds the flow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from fedqueue.errors import Forbidden, Unauthorized
+from fedqueue.inbound.follows import FollowerInboxes, effects_for
+from fedqueue.inbound.health import heard_from
+from fedqueue.inbound.receive_rules import Activity, named_local_actors, parse_activity
+from fedqueue.inbound.signature_schemes import InboundRequest
+from fedqueue.inbound.verify import KeyRecord, KeyResolver, TimeWindow, precheck, verify_signature
+from fedqueue.remote.client import SigningIdentity
+from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.guard import FetchError, host_of
+from fedqueue.remote.keyring import Keyring
+from fedqueue.settings import Settings
+from fedqueue.signing.requests import SignatureError
+from fedqueue.storable import URI_CHARS, check_text
+from fedqueue.storage import NewInbound, Store, check_actor_name
+from fedqueue.storage.types import utcnow
+from fedqueue.urls import Urls
+
+log = logging.getLogger("fedqueue.inbox")
+
+#: More named local recipients than this in one activity are ignored beyond the first ones.
+MAX_NAMED_RECIPIENTS = 100
+#: At most this many local-looking names of an activity are looked up (the first, sorted).
+MAX_MENTIONED_NAMES = 1000
+
+
+@dataclass(frozen=True)
+class Receiver:
+    """What receiving needs: the store, the local actors' keys and the remote documents."""
+
+    settings: Settings
+    store: Store
+    urls: Urls
+    keyring: Keyring
+    directory: RemoteDirectory
+
+    async def addressed(self, name: str | None) -> None:
+        """NotFound (404) when the path names no local actor: checked before the body is read."""
+        if name is not None:
+            await self.keyring.identity(check_actor_name(name))
+
+    async def receive(self, signed: InboundRequest, name: str | None) -> bool:
+        """Verify and store one inbound activity; True if new, False if a duplicate."""
+        settings = self.settings
+        if signed.headers.get("host", "").lower() != settings.host.lower():
+            raise Unauthorized(
+                f"request is for host {signed.headers.get('host', '')[:100]!r}, not this server"
+            )
+        window = TimeWindow(settings.signature_max_age_seconds, settings.signature_max_skew_seconds)
+        candidates = precheck(signed, utcnow(), window, limit=settings.inbound_max_signatures)
+        activity = parse_activity(
+            signed.body, max_depth=settings.inbox_max_json_depth, anonymous_seed=signed.headers["signature"]
+        )
+        hosts = {host_of(activity.actor)} | {host_of(parsed.key_id) for parsed in candidates}
+        mentioned = sorted(named_local_actors(activity, self.urls) | ({name} if name else set()))
+        admission = await self.store.inbox.admission(
+            hosts, mentioned[:MAX_MENTIONED_NAMES], activity.actor, utcnow()
+        )
+        # Any signature's key on a blocked host refuses the request: no fetch goes to such a host.
+        if admission.blocked_hosts:
+            raise Forbidden(f"host {min(admission.blocked_hosts)} is blocked here")
+        recipients = await _recipients(self.store, name, admission.auto_accept)
+        # The instance actor signs any key fetch (servers in secure mode answer it).
+        resolve = key_resolver(
+            self.directory, await self.keyring.instance(), settings.inbound_verify_timeout_seconds
+        )
+        verdict = await verify_signature(candidates, resolve, activity.actor)
+        check_text("the signature's keyId", verdict.key_id, URI_CHARS)
+        await heard_from(self.store, admission, activity.actor, verdict.key_id, utcnow())
+        effects = effects_for(
+            activity,
+            self.urls,
+            _auto_accept(activity, self.urls, admission.auto_accept),
+            await _follower_inboxes(self.directory, activity),
+        )
+        stored = await self.store.inbox.insert_inbound_if_new(
+            NewInbound(
+                activity_id=activity.id,
+                actor_uri=activity.actor,
+                activity_type=activity.type,
+                body=activity.text,
+                key_id=verdict.key_id,
+                recipients=tuple(sorted(recipients)),
+                received_at=utcnow(),
+            ),
+            effects,
+        )
+        log.info(
+            "inbox %s %s from %s (%s)", activity.type, activity.id, activity.actor, "new" if stored else "dup"
+        )
+        return stored
+
+
+def key_resolver(directory: RemoteDirectory, signer: SigningIdentity | None, timeout_s: float) -> KeyResolver:
+    """Keys through the directory's signed, guarded, cached fetch; fetch failures become 401s.
+
+    Every fetch through one resolver ends by one deadline, `timeout_s` from now: one budget
+    for all of a request's keys, however many fetches (and re-fetches) they take.
+    """
+    deadline = asyncio.get_running_loop().time() + timeout_s
+
+    async def resolve(key_id: str, refresh: bool) -> KeyRecord:
+        try:
+            return await directory.key(key_id, signer, refresh=refresh, deadline=deadline)
+        except FetchError as exc:
+            raise SignatureError(f"cannot use key {key_id}: {exc}") from None
+
+    return resolve
+
+
+async def _recipients(store: Store, name: str | None, named: dict[str, bool]) -> set[str]:
+    """The addressed local actors; on the shared inbox with none named, every local actor.
+
+    `named` holds the local actors the activity (or the path) names. Only when it names none
+    on the shared inbox are all local actors read: fedqueue does not track whom local actors
+    follow, so a followers-only post there cannot be narrowed down; it goes to all, not none.
+    """
+    recipients = set(sorted(named)[:MAX_NAMED_RECIPIENTS])
+    if name is not None:
+        recipients.add(name)
+    elif not recipients:
+        recipients = set(await store.actors.names())
+    return recipients
+
+
+def _auto_accept(activity: Activity, urls: Urls, named: dict[str, bool]) -> dict[str, bool]:
+    """The followed local actor's auto-accept setting, if this is a Follow of a local actor."""
+    if activity.type != "Follow":
+        return {}
+    target = activity.doc.get("object")
+    target_uri = target.get("id") if isinstance(target, dict) else target
+    name = urls.local_actor_name(target_uri) if isinstance(target_uri, str) else None
+    if name is None or name not in named:
+        return {}
+    return {name: named[name]}
+
+
+async def _follower_inboxes(directory: RemoteDirectory, activity: Activity) -> FollowerInboxes | None:
+    if activity.type != "Follow":
+        return None
+    try:
+        # Cached: the key fetch just fetched this actor (the key's owner is the actor).
+        actor = await directory.actor(activity.actor, None)
+    except FetchError as exc:
+        log.warning("follow from %s not recorded: %s", activity.actor, exc)
+        return None
+    check_text("the follower's inbox", actor.inbox, URI_CHARS)
+    if actor.shared_inbox is not None:
+        check_text("the follower's sharedInbox", actor.shared_inbox, URI_CHARS)
+    return FollowerInboxes(inbox=actor.inbox, shared_inbox=actor.shared_inbox)

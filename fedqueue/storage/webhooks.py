@@ -1,0 +1,389 @@
+"""Webhooks: managed by admins, their events queued as deliveries rows inside the caller's transaction.
+
+An event is written in the same transaction as the change it reports (the inbox item, the
+follower, the delivery outcome), so an event is never lost nor sent for a change rolled back.
+Each event becomes one `deliveries` row (`webhook_id` and `webhook_event_id` set, no
+`outbox_id`), which the worker claims, sends, retries and records like any delivery.
+
+Shared cursor: when a webhook's `inbox.new` POST is ACKed (recorded `delivered`), the
+consumer's pull cursor moves forward to that item (never back), in the transaction that
+records the outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NotRequired
+
+from pydantic import with_config
+from sqlalchemy import case, delete, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+from typing_extensions import TypedDict
+
+from fedqueue.errors import Duplicate, InvalidInput, NotFound
+from fedqueue.outbound import webhooks as rules
+from fedqueue.outbound.record import Result
+from fedqueue.remote.guard import FetchError, ForbiddenAddress, check_url, host_of
+from fedqueue.storable import check_row_id
+from fedqueue.storage.actors import check_actor_name
+from fedqueue.storage.admin import _audit_row
+from fedqueue.storage.admin_json import SHAPE, IsoTime, iso
+from fedqueue.storage.database import Database
+from fedqueue.storage.tables import (
+    ActorRow,
+    DeliveryRow,
+    InboxCursorRow,
+    OutboxRow,
+    WebhookEventRow,
+    WebhookRow,
+)
+from fedqueue.storage.types import utcnow
+from fedqueue.storage.upsert import insert_ignoring_conflicts
+
+_webhooks = WebhookRow.__table__  # type: ignore[attr-defined]
+_events = WebhookEventRow.__table__  # type: ignore[attr-defined]
+_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
+_cursors = InboxCursorRow.__table__  # type: ignore[attr-defined]
+_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
+_actors = ActorRow.__table__  # type: ignore[attr-defined]
+
+_UNFINISHED = ("queued", "sending", "failed")
+
+
+@dataclass(frozen=True)
+class Webhook:
+    id: int
+    actor: str
+    consumer: str
+    url: str
+    events: tuple[str, ...]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class WebhookPayload:
+    """What the worker needs to POST one event: the body, its kind, and the secret to sign it."""
+
+    body: bytes
+    kind: str
+    secret: str
+    written_at: datetime
+
+
+@with_config(SHAPE)
+class WebhookJson(TypedDict):
+    id: int
+    actor: str
+    consumer: str
+    url: str
+    events: list[str]
+    created_at: IsoTime | None
+    #: Only in the answer to the POST that adds it.
+    secret: NotRequired[str]
+
+
+@with_config(SHAPE)
+class WebhookList(TypedDict):
+    items: list[WebhookJson]
+
+
+def webhook_json(item: Webhook) -> WebhookJson:
+    """A webhook as the admin API and the CLI print it (never with its secret)."""
+    return {
+        "id": item.id,
+        "actor": item.actor,
+        "consumer": item.consumer,
+        "url": item.url,
+        "events": list(item.events),
+        "created_at": iso(item.created_at),
+    }
+
+
+def _webhook(row: Any) -> Webhook:
+    return Webhook(
+        id=row.id,
+        actor=row.actor,
+        consumer=row.consumer,
+        url=row.url,
+        events=tuple(row.events.split(",")),
+        created_at=row.created_at,
+    )
+
+
+async def emit(
+    database: Database,
+    conn: AsyncConnection,
+    actor: str,
+    kind: str,
+    data: dict[str, Any],
+    now: datetime,
+    *,
+    inbox_item_id: int | None = None,
+    dedupe_key: str | None = None,
+) -> int:
+    """Queue one event for every webhook of `actor` subscribed to `kind`; how many were queued.
+
+    With `dedupe_key`, an event already queued for a webhook under that key is not queued again.
+    """
+    hooks = (
+        await conn.execute(
+            select(_webhooks.c.id, _webhooks.c.url, _webhooks.c.events).where(_webhooks.c.actor == actor)
+        )
+    ).all()
+    body = rules.encode(rules.event(kind, actor, data, now))
+    queued = 0
+    for hook in hooks:
+        if kind not in hook.events.split(","):
+            continue
+        values = {
+            "webhook_id": hook.id,
+            "kind": kind,
+            "body": body,
+            "inbox_item_id": inbox_item_id,
+            "dedupe_key": dedupe_key,
+        }
+        statement = insert_ignoring_conflicts(database, _events, ("webhook_id", "dedupe_key"))
+        event_id = (await conn.execute(statement.values(values).returning(_events.c.id))).scalar()
+        if event_id is None:
+            continue  # queued before under this dedupe key
+        await conn.execute(
+            _deliveries.insert().values(
+                inbox=hook.url,
+                host=host_of(hook.url),
+                actor=actor,
+                activity_type=kind,
+                state="queued",
+                next_attempt_at=now,
+                webhook_id=hook.id,
+                webhook_event_id=event_id,
+            )
+        )
+        queued += 1
+    return queued
+
+
+async def after_record(
+    database: Database, conn: AsyncConnection, results: Sequence[Result], now: datetime
+) -> None:
+    """In the transaction that recorded `results`: advance ACKed cursors, queue dead and complete events."""
+    if not results or not await _any_webhook(conn):
+        return  # no webhook at all: the common case costs one indexed read
+    d = _deliveries.c
+    rows = (
+        await conn.execute(
+            select(
+                d.id,
+                d.state,
+                d.outbox_id,
+                d.actor,
+                d.inbox,
+                d.attempts,
+                d.last_status,
+                d.last_error,
+                d.webhook_event_id,
+                _outbox.c.activity_id,
+            )
+            .outerjoin(_outbox, _outbox.c.id == d.outbox_id)
+            .where(d.id.in_([r.id for r in results]))
+        )
+    ).all()
+    # Only what this call stored: a row whose lease was lost holds another worker's outcome.
+    ours = {(r.id, r.state, r.attempts) for r in results}
+    rows = [row for row in rows if (row.id, row.state, row.attempts) in ours]
+    acked = [
+        row.webhook_event_id for row in rows if row.webhook_event_id is not None and row.state == "delivered"
+    ]
+    await _advance_cursors(database, conn, acked)
+    finished = [row for row in rows if row.outbox_id is not None and row.state not in _UNFINISHED]
+    for row in finished:
+        if row.state == "dead":
+            data = {
+                "delivery": row.id,
+                "activity": row.activity_id,
+                "inbox": row.inbox,
+                "attempts": row.attempts,
+                "last_status": row.last_status,
+                "last_error": row.last_error,
+            }
+            await emit(database, conn, row.actor, rules.DEAD, data, now)
+    await announce_completions(database, conn, sorted({row.outbox_id for row in finished}), now, checked=True)
+
+
+async def _any_webhook(conn: AsyncConnection) -> bool:
+    return (await conn.execute(select(_webhooks.c.id).limit(1))).first() is not None
+
+
+async def announce_completions(
+    database: Database,
+    conn: AsyncConnection,
+    outbox_ids: Sequence[int],
+    now: datetime,
+    *,
+    checked: bool = False,
+) -> None:
+    """Queue `activity.complete` for each of `outbox_ids` that is complete now (`checked`: webhooks exist).
+
+    Called where an activity can become complete: when an outcome is recorded, and when its
+    expansion ends (all of its deliveries may have finished before, or it has none).
+    """
+    if not outbox_ids or not (checked or await _any_webhook(conn)):
+        return
+    for outbox_id in sorted(outbox_ids):
+        await _complete_if_done(database, conn, outbox_id, now)
+
+
+async def _advance_cursors(database: Database, conn: AsyncConnection, event_ids: Sequence[int]) -> None:
+    if not event_ids:
+        return
+    acked = (
+        await conn.execute(
+            select(_webhooks.c.actor, _webhooks.c.consumer, func.max(_events.c.inbox_item_id).label("item"))
+            .join(_webhooks, _webhooks.c.id == _events.c.webhook_id)
+            .where(_events.c.id.in_(event_ids), _events.c.inbox_item_id.is_not(None))
+            .group_by(_webhooks.c.actor, _webhooks.c.consumer)
+        )
+    ).all()
+    for row in acked:
+        forward = case((_cursors.c.last_item_id < row.item, row.item), else_=_cursors.c.last_item_id)
+        await conn.execute(
+            database.upsert(_cursors)
+            .values(actor=row.actor, consumer=row.consumer, last_item_id=row.item)
+            .on_conflict_do_update(
+                index_elements=["actor", "consumer"],
+                set_={"last_item_id": forward, "updated_at": func.current_timestamp()},
+            )
+        )
+
+
+async def _complete_if_done(database: Database, conn: AsyncConnection, outbox_id: int, now: datetime) -> None:
+    """Queue `activity.complete` once the activity is expanded and none of its deliveries is unfinished.
+
+    On PostgreSQL the outbox row is locked first, so two workers recording an activity's last
+    two outcomes at once (or one recording it while another ends the expansion) see each
+    other's: one of them queues the event (the dedupe key keeps it to one).
+    """
+    query = select(_outbox.c.actor, _outbox.c.activity_id, _outbox.c.state).where(_outbox.c.id == outbox_id)
+    if database.is_postgres:
+        query = query.with_for_update()
+    activity = (await conn.execute(query)).first()
+    if activity is None or activity.state != "expanded":
+        return
+    if not (await conn.execute(select(_webhooks.c.id).where(_webhooks.c.actor == activity.actor))).first():
+        return
+    counts: dict[str, int] = dict(
+        (
+            await conn.execute(
+                select(_deliveries.c.state, func.count())
+                .where(_deliveries.c.outbox_id == outbox_id)
+                .group_by(_deliveries.c.state)
+            )
+        ).all()
+    )
+    if any(counts.get(state) for state in _UNFINISHED):
+        return
+    data = {
+        "id": outbox_id,
+        "activity": activity.activity_id,
+        "counts": {k: int(v) for k, v in counts.items()},
+    }
+    await emit(database, conn, activity.actor, rules.COMPLETE, data, now, dedupe_key=f"complete:{outbox_id}")
+
+
+class WebhookStore:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def add(
+        self,
+        actor: str,
+        consumer: str,
+        url: str,
+        *,
+        secret: str | None = None,
+        events: Sequence[str] = (),
+        allow_private: bool,
+        who: str,
+    ) -> tuple[Webhook, str]:
+        """A webhook for one consumer of `actor`'s inbox, and its secret (generated unless given).
+
+        Every input is checked first (InvalidInput naming it); Duplicate if that consumer has a
+        webhook already, NotFound if `actor` is no local actor. The action is audited.
+        """
+        check_actor_name(actor)
+        rules.check_consumer(consumer)
+        rules.check_webhook_url(url)
+        try:
+            check_url(url, allow_private=allow_private)
+        except (FetchError, ForbiddenAddress) as exc:
+            raise InvalidInput(
+                f"webhook url refused: {exc} (an app on this machine or network needs "
+                "FEDQUEUE_ALLOW_PRIVATE_ADDRESSES=true)"
+            ) from None
+        secret = rules.check_secret(secret) if secret is not None else rules.new_secret()
+        subscribed = rules.check_events(events)
+        try:
+            async with self._db.transaction() as conn:
+                known = await conn.execute(select(_actors.c.id).where(_actors.c.name == actor))
+                if known.first() is None:
+                    raise NotFound(f"no local actor {actor!r}")
+                row = (
+                    await conn.execute(
+                        _webhooks.insert()
+                        .values(
+                            actor=actor,
+                            consumer=consumer,
+                            url=url,
+                            secret=secret,
+                            events=",".join(subscribed),
+                        )
+                        .returning(*_webhooks.c)
+                    )
+                ).one()
+                detail = {"actor": actor, "consumer": consumer, "url": url, "events": list(subscribed)}
+                await _audit_row(conn, who, "webhook_add", f"webhook:{row.id}", detail, utcnow())
+        except IntegrityError:
+            raise Duplicate(
+                f"consumer {consumer!r} of {actor!r} has a webhook already; remove it first"
+            ) from None
+        return _webhook(row), secret
+
+    async def list(self, actor: str | None = None) -> list[Webhook]:
+        query = select(_webhooks).order_by(_webhooks.c.id)
+        if actor is not None:
+            query = query.where(_webhooks.c.actor == actor)
+        async with self._db.reading() as conn:
+            return [_webhook(row) for row in (await conn.execute(query)).all()]
+
+    async def remove(self, webhook_id: int, *, who: str) -> Webhook:
+        """Delete a webhook with its queued events and their deliveries (cascade); audited."""
+        check_row_id("webhook", webhook_id)
+        async with self._db.transaction() as conn:
+            row = (
+                await conn.execute(
+                    delete(_webhooks).where(_webhooks.c.id == webhook_id).returning(*_webhooks.c)
+                )
+            ).first()
+            if row is None:
+                raise NotFound(f"no webhook {webhook_id}")
+            detail = {"actor": row.actor, "consumer": row.consumer, "url": row.url}
+            await _audit_row(conn, who, "webhook_remove", f"webhook:{webhook_id}", detail, utcnow())
+        return _webhook(row)
+
+    async def payloads(self, event_ids: Sequence[int]) -> dict[int, WebhookPayload]:
+        """Per event id: the body to POST, its kind and the secret to sign it with."""
+        async with self._db.reading() as conn:
+            rows = (
+                await conn.execute(
+                    select(
+                        _events.c.id, _events.c.body, _events.c.kind, _events.c.created_at, _webhooks.c.secret
+                    )
+                    .join(_webhooks, _webhooks.c.id == _events.c.webhook_id)
+                    .where(_events.c.id.in_(list(event_ids)))
+                )
+            ).all()
+        return {
+            row.id: WebhookPayload(row.body.encode(), row.kind, row.secret, row.created_at) for row in rows
+        }

@@ -1,0 +1,153 @@
+"""The admin console's actions: each a POST form carrying the session's CSRF token, answered
+with a redirect back and a flash message saying what happened (Post/Redirect/Get). Block and
+Cancel first show a page saying what they will do."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from fedqueue.errors import FedqueueError
+from fedqueue.web.admin_auth import COOKIE_NAME, check_csrf, session_of
+from fedqueue.web.console_render import render, set_flash
+from fedqueue.web.responses import store_of
+
+#: Pending deliveries: the ones a block makes dead and a cancel may stop.
+PENDING = ("queued", "sending", "failed")
+
+
+async def _checked_form(request: Request) -> dict[str, str]:
+    form = await request.form()
+    values = {k: v for k, v in form.items() if isinstance(v, str)}
+    check_csrf(request, values.get("csrf"))
+    return values
+
+
+def back_to(target: str | None) -> str:
+    """Only ever back into the console: never an open redirect."""
+    if not target or not target.startswith("/admin/") or target.startswith("//") or "\\" in target:
+        return "/admin/"
+    return target
+
+
+async def logout(request: Request) -> Response:
+    await _checked_form(request)
+    response = RedirectResponse("/admin/login", status_code=303)
+    response.delete_cookie(COOKIE_NAME, path="/admin", secure=True, httponly=True, samesite="strict")
+    return response
+
+
+#: Performs an action as `who` and says what it did, in one sentence.
+Action = Callable[[Request, str], Awaitable[str]]
+
+
+def action(perform: Action) -> Callable[[Request], Awaitable[Response]]:
+    """A POST handler: check CSRF, perform as the logged-in admin, redirect back with a flash."""
+
+    async def handler(request: Request) -> Response:
+        values = await _checked_form(request)
+        response = RedirectResponse(back_to(values.get("next")), status_code=303)
+        try:
+            set_flash(response, await perform(request, session_of(request).who))
+        except FedqueueError as exc:  # refused (e.g. already delivered): say why on the page
+            set_flash(response, f"Not done: {exc}", "error")
+        return response
+
+    return handler
+
+
+async def _retry(request: Request, who: str) -> str:
+    delivery = await store_of(request).admin.retry(request.path_params["id"], who=who)
+    return f"Delivery {delivery.id} to {delivery.inbox} is queued again, due now."
+
+
+async def _cancel(request: Request, who: str) -> str:
+    delivery = await store_of(request).admin.cancel(request.path_params["id"], who=who)
+    return f"Delivery {delivery.id} to {delivery.inbox} is cancelled (now dead); Retry requeues it."
+
+
+async def _retry_dead(request: Request, who: str) -> str:
+    host = request.path_params["host"]
+    count = await store_of(request).admin.retry_dead(who=who, host=host)
+    return f"{count} dead deliveries to {host} are queued again."
+
+
+async def _pause(request: Request, who: str) -> str:
+    host = await store_of(request).admin.pause(request.path_params["host"], who=who)
+    return f"Host {host.host} is paused: its deliveries wait, spending no attempts, until resumed."
+
+
+async def _resume(request: Request, who: str) -> str:
+    host = await store_of(request).admin.resume(request.path_params["host"], who=who)
+    return f"Host {host.host} is resumed: its deliveries flow again."
+
+
+async def _block(request: Request, who: str) -> str:
+    admin = store_of(request).admin
+    before = await admin.host(request.path_params["host"])
+    host = await admin.block(before.host, who=who)
+    killed = host.counts.get("dead", 0) - before.counts.get("dead", 0)
+    return (
+        f"Host {host.host} is blocked: {killed} pending deliveries became dead. "
+        "Unblock, then Retry dead for the host, to requeue them."
+    )
+
+
+async def _unblock(request: Request, who: str) -> str:
+    host = await store_of(request).admin.unblock(request.path_params["host"], who=who)
+    dead = host.counts.get("dead", 0)
+    return f"Host {host.host} is unblocked; its {dead} dead deliveries stay dead until you Retry dead."
+
+
+async def confirm_block(request: Request) -> Response:
+    """What Block will do, with the button that does it."""
+    host = await store_of(request).admin.host(request.path_params["host"])
+    pending = sum(host.counts.get(s, 0) for s in PENDING)
+    return render(
+        request,
+        "confirm.html",
+        title=f"Block {host.host}?",
+        consequences=[
+            f"Its {pending} pending (queued, sending or failed) deliveries become dead.",
+            "Its servers' deliveries to our inboxes are refused.",
+            'Unblock, then "Retry dead" for the host, undoes it: the dead deliveries are queued again.',
+        ],
+        action=f"/admin/ui/hosts/{host.host}/block",
+        button=f"Block {host.host}",
+        back=back_to(request.query_params.get("next") or f"/admin/ui/hosts/{host.host}"),
+    )
+
+
+async def confirm_cancel(request: Request) -> Response:
+    """What Cancel will do, with the button that does it."""
+    delivery = await store_of(request).admin.delivery(request.path_params["id"])
+    return render(
+        request,
+        "confirm.html",
+        title=f"Cancel delivery {delivery.id}?",
+        consequences=[
+            f"Delivery {delivery.id} of activity {delivery.outbox_id} to {delivery.inbox} "
+            f"({delivery.state}, {delivery.attempts} attempts) stops and becomes dead.",
+            "Retry on the delivery queues it again.",
+        ],
+        action=f"/admin/ui/deliveries/{delivery.id}/cancel",
+        button=f"Cancel delivery {delivery.id}",
+        back=back_to(request.query_params.get("next") or f"/admin/ui/activities/{delivery.outbox_id}"),
+    )
+
+
+routes = [
+    Route("/admin/logout", logout, methods=["POST"]),
+    Route("/admin/ui/deliveries/{id:row_id}/retry", action(_retry), methods=["POST"]),
+    Route("/admin/ui/deliveries/{id:row_id}/cancel", confirm_cancel, methods=["GET"]),
+    Route("/admin/ui/deliveries/{id:row_id}/cancel", action(_cancel), methods=["POST"]),
+    Route("/admin/ui/hosts/{host}/retry-dead", action(_retry_dead), methods=["POST"]),
+    Route("/admin/ui/hosts/{host}/pause", action(_pause), methods=["POST"]),
+    Route("/admin/ui/hosts/{host}/resume", action(_resume), methods=["POST"]),
+    Route("/admin/ui/hosts/{host}/block", confirm_block, methods=["GET"]),
+    Route("/admin/ui/hosts/{host}/block", action(_block), methods=["POST"]),
+    Route("/admin/ui/hosts/{host}/unblock", action(_unblock), methods=["POST"]),
+]

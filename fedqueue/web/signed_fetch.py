@@ -1,0 +1,52 @@
+"""Signed GETs: who signed a fetch, and authorized fetch (`FEDQUEUE_AUTHORIZED_FETCH`).
+
+A GET's signature is verified by the inbound code (`inbound.verify`), with the rules of an
+inbox POST but the body's: it must cover the target, the host and a date (or `created`),
+within the same time window. Any remote actor may sign; its key is fetched as the instance
+actor, so a remote server in authorized-fetch mode answers that fetch too.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+
+from fedqueue.errors import Unauthorized
+from fedqueue.inbound.receive import key_resolver
+from fedqueue.inbound.verify import TimeWindow, Verdict, precheck, verify_signature
+from fedqueue.storage.types import utcnow
+from fedqueue.web.inbox import directory_of, inbound_request, keyring_of
+from fedqueue.web.responses import settings_of
+
+
+def is_signed(request: Request) -> bool:
+    """Whether the request carries a signature at all (either scheme)."""
+    return "signature" in request.headers or "signature-input" in request.headers
+
+
+async def fetch_signer(request: Request) -> Verdict | None:
+    """The verified signature of a GET; None if it carries none; SignatureError (401) if it fails."""
+    if not is_signed(request):
+        return None
+    settings = settings_of(request)
+    signed = inbound_request(request, settings.base_url, b"")
+    if signed.headers.get("host", "").lower() != settings.host.lower():
+        raise Unauthorized(f"request is for host {signed.headers.get('host', '')[:100]!r}, not this server")
+    window = TimeWindow(settings.signature_max_age_seconds, settings.signature_max_skew_seconds)
+    candidates = precheck(signed, utcnow(), window, limit=settings.inbound_max_signatures)
+    signer = await keyring_of(request).instance()
+    resolve = key_resolver(directory_of(request), signer, settings.inbound_verify_timeout_seconds)
+    return await verify_signature(candidates, resolve, None)
+
+
+async def require_signer(request: Request, what: str) -> Verdict:
+    """The verified signature of a GET of `what`; 401 with the reason when it is unsigned or fails."""
+    verdict = await fetch_signer(request)
+    if verdict is None:
+        raise Unauthorized(f"{what} is served only to signed requests (authorized fetch)")
+    return verdict
+
+
+async def authorize_fetch(request: Request, what: str) -> None:
+    """Under authorized fetch, refuse (401) a GET of `what` that is unsigned or badly signed."""
+    if settings_of(request).authorized_fetch:
+        await require_signer(request, what)

@@ -1,0 +1,87 @@
+"""Admin routes for webhooks: list, add (the secret is shown once, in the answer), remove.
+
+Under /admin, so `AdminAuthMiddleware` has authenticated the caller before these run. Bad input
+of any kind is a 400 naming the field; the checks themselves live in `WebhookStore.add`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from fedqueue.errors import InvalidInput
+from fedqueue.outbound.webhooks import DEFAULT_CONSUMER
+from fedqueue.storage.webhooks import webhook_json
+from fedqueue.web.admin_auth import session_of
+from fedqueue.web.incoming import read_body
+from fedqueue.web.responses import JSONResponse, settings_of, store_of
+
+#: A webhook's JSON is small: an actor, a consumer, a URL, a secret and a few event names.
+MAX_BODY_BYTES = 16 * 1024
+FIELDS = {"actor", "consumer", "url", "secret", "events"}
+
+
+def _string(body: dict[str, Any], name: str, *, required: bool) -> str | None:
+    value = body.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(
+            f"field {name!r} must be a string" if name in body else f"field {name!r} is required"
+        )
+    return value
+
+
+def _events(body: dict[str, Any]) -> list[str]:
+    value = body.get("events")
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidInput("field 'events' must be a list of event names")
+    return value
+
+
+async def list_webhooks(request: Request) -> Response:
+    actor = request.query_params.get("actor") or None
+    hooks = await store_of(request).webhooks.list(actor)
+    return JSONResponse({"items": [webhook_json(h) for h in hooks]})
+
+
+async def add_webhook(request: Request) -> Response:
+    """POST /admin/webhooks {actor, url, consumer?, secret?, events?}: 201 with the secret."""
+    raw = await read_body(request, MAX_BODY_BYTES)
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidInput("the body must be a JSON object") from None
+    if not isinstance(body, dict):
+        raise InvalidInput("the body must be a JSON object")
+    unknown = sorted(set(body) - FIELDS)
+    if unknown:
+        raise InvalidInput(f"unknown field {unknown[0]!r}: use {', '.join(sorted(FIELDS))}")
+    hook, secret = await store_of(request).webhooks.add(
+        _string(body, "actor", required=True) or "",
+        _string(body, "consumer", required=False) or DEFAULT_CONSUMER,
+        _string(body, "url", required=True) or "",
+        secret=_string(body, "secret", required=False),
+        events=_events(body),
+        allow_private=settings_of(request).allow_private_addresses,
+        who=session_of(request).who,
+    )
+    return JSONResponse({**webhook_json(hook), "secret": secret}, status_code=201)
+
+
+async def remove_webhook(request: Request) -> Response:
+    hook = await store_of(request).webhooks.remove(request.path_params["id"], who=session_of(request).who)
+    return JSONResponse(webhook_json(hook))
+
+
+routes = [
+    Route("/admin/webhooks", list_webhooks, methods=["GET"]),
+    Route("/admin/webhooks", add_webhook, methods=["POST"]),
+    Route("/admin/webhooks/{id:row_id}", remove_webhook, methods=["DELETE"]),
+]
