@@ -71,7 +71,8 @@ async def recipient_outcome(store: Store, outbox_id: int, recipient: str) -> tup
     if row.state == "rejected":
         return row.state, row.error or ""
     status = await activity_status(store, URLS, outbox_id)
-    mine = [d for d in status["deliveries"] if (d["inbox"] or "").startswith(recipient)]
+    # A recipient whose actor document was unusable has no inbox: its row names the actor instead.
+    mine = [d for d in status["deliveries"] if (d["inbox"] or d["recipient"] or "").startswith(recipient)]
     assert len(mine) == 1, status
     return mine[0]["state"], mine[0]["last_error"] or ""
 
