@@ -14,7 +14,7 @@ process, and a loopback "fediverse" process serving the remote actors' documents
 - **follows**: N Follows of alice from N distinct remote actors: one key fetch each (the
   actors share a few RSA keys, since generating thousands takes minutes; the server cannot
   tell). Each Follow also queues an Accept, which the server's own worker delivers.
-- **fedify flood** (`--fedify`): the same flood against Fedify's inbox (tests/bench/fedify,
+- **fedify flood** (`--fedify`): the same flood against Fedify's inbox (tests/fedify,
   `npm ci` there first), and fedqueue ÷ Fedify.
 
 `--profile DIR` samples the server with py-spy during each load (tests/bench/profile_share.py
@@ -166,7 +166,7 @@ async def main(args: argparse.Namespace) -> None:
         fedify_rates: dict[int, float] = {}
         if args.fedify:
             if not harness.fedify_installed():
-                print("fedify: not installed (run `npm ci` in tests/bench/fedify); skipped", flush=True)
+                print("fedify: not installed (run `npm ci` in tests/fedify); skipped", flush=True)
             else:
                 for n in args.sizes:
                     figures = Figures()

@@ -19,7 +19,7 @@ on `--hosts` ports: each port is a host (hosts are tracked with their port).
   posting, and overall until it caught up (within `--limit-s` more); the backlog is what was
   still unexpanded then.
 
-`--fedify` also runs Fedify's `sendActivity` for one-host and many-hosts (tests/bench/fedify,
+`--fedify` also runs Fedify's `sendActivity` for one-host and many-hosts (tests/fedify,
 `npm ci` there first) in each of its modes (immediate, InProcessMessageQueue,
 ParallelMessageQueue of 16), and prints fedqueue ÷ Fedify's best mode. `--profile DIR`
 samples the worker (this process, or the serve process) with py-spy; take figures without it.

@@ -431,11 +431,11 @@ async def flood_async(requests: list[SignedRequest], connections: int, limit_s: 
 
 # --- the Fedify peer ------------------------------------------------------------------------
 
-FEDIFY_PEER = Path(__file__).with_name("fedify") / "peer.mjs"
+FEDIFY_PEER = Path(__file__).parent.parent / "fedify" / "peer.mjs"
 
 
 def fedify_installed() -> bool:
-    """True once `npm ci` has run in tests/bench/fedify (the benchmarks skip Fedify otherwise)."""
+    """True once `npm ci` has run in tests/fedify (the benchmarks skip Fedify otherwise)."""
     return (FEDIFY_PEER.parent / "node_modules" / "@fedify" / "fedify").is_dir()
 
 

@@ -1,0 +1,174 @@
+"""fedqueue against Fedify's own code: a real `fedqueue serve` and a real Fedify server (Node).
+
+Fedify (tests/fedify/interop.mjs) signs and sends as it does in production: draft-cavage or
+RFC 9421 HTTP signatures after its own double knock, and a Linked Data signature on every
+activity its RSA-keyed actors send. Needs Node and `npm ci` in tests/fedify; CI runs it
+(FEDQUEUE_REQUIRE_FEDIFY=1 turns a missing install into a failure, not a skip).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.live import LiveInstance, free_port, live_instance
+
+FEDIFY = Path(__file__).parent.parent / "fedify"
+INSTALLED = shutil.which("node") is not None and (FEDIFY / "node_modules" / "@fedify" / "fedify").is_dir()
+REQUIRED = os.environ.get("FEDQUEUE_REQUIRE_FEDIFY") == "1"
+
+pytestmark = pytest.mark.skipif(
+    not INSTALLED and not REQUIRED, reason="Fedify not installed: run `npm ci` in tests/fedify"
+)
+
+
+class FedifyServer:
+    """The Fedify process: one JSON command per line in, one JSON answer per line out."""
+
+    def __init__(self, process: subprocess.Popen[str], origin: str) -> None:
+        self.process = process
+        self.origin = origin
+
+    def actor(self, name: str) -> str:
+        return f"{self.origin}/users/{name}"
+
+    def run(self, **command: Any) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+        answer: dict[str, Any] = json.loads(self.process.stdout.readline())
+        return answer
+
+
+@pytest.fixture
+def fedify(tmp_path: Path) -> Iterator[FedifyServer]:
+    port = free_port()
+    log = (tmp_path / "fedify.log").open("w")
+    process = subprocess.Popen(
+        ["node", str(FEDIFY / "interop.mjs"), str(port)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        ready = process.stdout.readline().strip()
+        assert ready == "ready", (tmp_path / "fedify.log").read_text()
+        yield FedifyServer(process, f"http://127.0.0.1:{port}")
+    finally:
+        process.terminate()
+        try:
+            process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+        log.close()
+
+
+@pytest.fixture
+def instance(tmp_path: Path) -> Iterator[LiveInstance]:
+    with live_instance(tmp_path, admin_token="interop-admin") as live:
+        yield live
+
+
+def create_actor(instance: LiveInstance, name: str, cwd: Path) -> str:
+    """`fedqueue actor create NAME` against the live instance's database; the actor's token."""
+    env = {**os.environ, "FEDQUEUE_DATABASE_URL": instance.database_url, "FEDQUEUE_BASE_URL": instance.origin}
+    done = subprocess.run(
+        [sys.executable, "-m", "fedqueue", "actor", "create", name],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    token: str = json.loads(done.stdout)["token"]
+    return token
+
+
+def eventually(check: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s:g} s: {what}")
+        time.sleep(0.2)
+
+
+def followers(instance: LiveInstance, name: str) -> int:
+    total: int = httpx.get(f"{instance.origin}/actors/{name}/followers", timeout=5).json()["totalItems"]
+    return total
+
+
+def pulled(instance: LiveInstance, name: str, token: str) -> list[dict[str, Any]]:
+    answer = httpx.get(
+        f"{instance.origin}/actors/{name}/inbox",
+        params={"consumer": "interop"},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=5,
+    )
+    answer.raise_for_status()
+    items: list[dict[str, Any]] = answer.json()["items"]
+    return items
+
+
+def test_a_fedify_follower_that_deletes_itself_is_removed_from_followers(
+    instance: LiveInstance, fedify: FedifyServer, tmp_path: Path
+) -> None:
+    create_actor(instance, "alice", tmp_path)
+    alice = f"{instance.origin}/actors/alice"
+    inbox = f"{alice}/inbox"
+    followed = fedify.run(do="follow", actor="leaving", object=alice, inbox=inbox)
+    assert followed.get("ok"), followed
+    eventually(lambda: followers(instance, "alice") == 1, "the Fedify follower is listed")
+    eventually(lambda: alice in fedify.run(do="accepts")["accepts"], "Fedify received alice's signed Accept")
+
+    fedify.run(do="gone", actor="leaving")  # its actor document answers 410; fedqueue has its key
+    deleted = fedify.run(do="delete-self", actor="leaving", to=alice, inbox=inbox)
+
+    assert deleted.get("ok"), deleted
+    assert followers(instance, "alice") == 0
+
+
+def test_a_self_delete_whose_key_is_already_gone_gets_202_and_stores_nothing(
+    instance: LiveInstance, fedify: FedifyServer, tmp_path: Path
+) -> None:
+    token = create_actor(instance, "alice", tmp_path)
+    alice = f"{instance.origin}/actors/alice"
+    fedify.run(do="gone", actor="gone")  # fedqueue never saw this account; its key answers 410
+
+    deleted = fedify.run(do="delete-self", actor="gone", to=alice, inbox=f"{alice}/inbox")
+
+    assert deleted.get("ok"), deleted  # Fedify's send succeeded: fedqueue answered 2xx, not 401
+    assert pulled(instance, "alice", token) == []
+
+
+def test_a_reply_fedify_forwards_for_its_author_is_accepted_under_the_author(
+    instance: LiveInstance, fedify: FedifyServer, tmp_path: Path
+) -> None:
+    token = create_actor(instance, "alice", tmp_path)
+    alice = f"{instance.origin}/actors/alice"
+    forwarded = fedify.run(
+        do="reply-via",
+        author="carol",
+        forwarder="dave",
+        inReplyTo=f"{alice}/notes/1",
+        to=alice,
+        inbox=f"{alice}/inbox",
+    )
+
+    assert forwarded.get("ok"), forwarded  # dave's forward got a 2xx from fedqueue
+    [item] = pulled(instance, "alice", token)
+    assert (item["type"], item["actor"], item["id"]) == ("Create", fedify.actor("carol"), forwarded["id"])
+    assert item["activity"]["object"]["content"] == "a reply, relayed by a third party"

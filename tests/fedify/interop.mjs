@@ -1,0 +1,176 @@
+// Fedify as a remote server for fedqueue's interop tests (tests/e2e/test_fedify_interop.py).
+//
+//   node interop.mjs PORT
+//
+// Serves a Fedify federation on 127.0.0.1:PORT with three actors, each with an RSA-2048 key
+// (so Fedify adds a Linked Data signature to what it sends): "carol" writes replies, "dave"
+// forwards what carol sends him, "leaving" and "gone" delete themselves. Prints "ready", then
+// reads one JSON command per line on stdin and answers one JSON line on stdout:
+//
+//   {"do": "follow", "actor": NAME, "object": URI, "inbox": URL}
+//       NAME sends Follow(object) to inbox.                          -> {"ok": true} | {"error"}
+//   {"do": "gone", "actor": NAME}
+//       NAME's actor document (and key) answers 410 Gone from now on. -> {"ok": true}
+//   {"do": "delete-self", "actor": NAME, "to": URI, "inbox": URL}
+//       NAME sends Delete(NAME), actor == object, as Mastodon does for a deleted account.
+//   {"do": "reply-via", "author": NAME, "forwarder": NAME2, "inReplyTo": URI, "to": URI, "inbox": URL}
+//       NAME sends Create(Note inReplyTo) to NAME2's inbox on this same server; NAME2's inbox
+//       listener forwards it unchanged (ctx.forwardActivity) to `inbox`, signed by NAME2.
+//                                               -> {"ok": true, "id": ACTIVITY} | {"error"}
+//   {"do": "accepts"}  -> {"accepts": [ACTOR, ...]}: who sent this server an Accept so far.
+//
+// Everything is on 127.0.0.1; allowPrivateAddress is for that and nothing else. Sends use
+// `immediate: true`, so a refusal (any non-2xx) comes back as {"error"} at once.
+import http from "node:http";
+import readline from "node:readline";
+import { createFederation, generateCryptoKeyPair, MemoryKvStore } from "@fedify/fedify";
+import { Accept, Create, Delete, Follow, Note, Person, PUBLIC_COLLECTION, Tombstone } from "@fedify/vocab";
+
+const ACTORS = ["carol", "dave", "gone", "leaving"];
+const port = Number(process.argv[2]);
+const origin = `http://127.0.0.1:${port}`;
+const keys = Object.fromEntries(
+  await Promise.all(ACTORS.map(async (name) => [name, await generateCryptoKeyPair("RSASSA-PKCS1-v1_5")])),
+);
+const goneActors = new Set();
+const accepts = [];
+const forwards = new Map(); // forwarder -> {inbox, to, done(result)}
+
+const federation = createFederation({ kv: new MemoryKvStore(), allowPrivateAddress: true });
+federation
+  .setActorDispatcher("/users/{identifier}", async (ctx, identifier) => {
+    if (!ACTORS.includes(identifier)) return null;
+    if (goneActors.has(identifier)) {
+      return new Tombstone({ id: ctx.getActorUri(identifier) });
+    }
+    const pairs = await ctx.getActorKeyPairs(identifier);
+    return new Person({
+      id: ctx.getActorUri(identifier),
+      preferredUsername: identifier,
+      inbox: ctx.getInboxUri(identifier),
+      publicKey: pairs[0].cryptographicKey,
+    });
+  })
+  .setKeyPairsDispatcher((_ctx, identifier) => (identifier in keys ? [keys[identifier]] : []));
+federation
+  .setInboxListeners("/users/{identifier}/inbox", "/inbox")
+  .on(Accept, async (_ctx, accept) => {
+    accepts.push(accept.actorId?.href);
+  })
+  .on(Create, async (ctx, create) => {
+    const waiting = ctx.recipient == null ? undefined : forwards.get(ctx.recipient);
+    if (waiting === undefined) return;
+    forwards.delete(ctx.recipient);
+    try {
+      await ctx.forwardActivity(
+        { identifier: ctx.recipient },
+        { id: new URL(waiting.to), inboxId: new URL(waiting.inbox) },
+        { skipIfUnsigned: true, immediate: true },
+      );
+      waiting.done({ ok: true, id: create.id?.href });
+    } catch (error) {
+      waiting.done({ error: String(error) });
+    }
+  });
+
+function toRequest(req, body) {
+  return new Request(`http://${req.headers.host}${req.url}`, {
+    method: req.method,
+    headers: Object.entries(req.headers).flatMap(([k, v]) => (Array.isArray(v) ? v.map((x) => [k, x]) : [[k, v]])),
+    body: req.method === "GET" || req.method === "HEAD" ? undefined : body,
+  });
+}
+
+const server = http.createServer(async (req, res) => {
+  const chunks = [];
+  for await (const chunk of req) chunks.push(chunk);
+  const response = await federation.fetch(toRequest(req, Buffer.concat(chunks)), {
+    contextData: undefined,
+    onNotFound: () => new Response("not found", { status: 404 }),
+    onNotAcceptable: () => new Response("not acceptable", { status: 406 }),
+  });
+  res.writeHead(response.status, Object.fromEntries(response.headers));
+  res.end(Buffer.from(await response.arrayBuffer()));
+});
+await new Promise((resolve) => server.listen(port, "127.0.0.1", resolve));
+const ctx = federation.createContext(new URL(origin), undefined);
+
+async function send(actor, inbox, recipientId, activity) {
+  await ctx.sendActivity({ identifier: actor }, { id: new URL(recipientId), inboxId: new URL(inbox) }, activity, {
+    immediate: true,
+  });
+  return { ok: true, id: activity.id?.href };
+}
+
+const unique = () => `${Date.now()}-${Math.random().toString(36).slice(2)}`;
+
+async function run(command) {
+  switch (command.do) {
+    case "follow":
+      return send(
+        command.actor,
+        command.inbox,
+        command.object,
+        new Follow({
+          id: new URL(`${origin}/activities/follow-${unique()}`),
+          actor: ctx.getActorUri(command.actor),
+          object: new URL(command.object),
+        }),
+      );
+    case "gone":
+      goneActors.add(command.actor);
+      return { ok: true };
+    case "delete-self": {
+      const actor = ctx.getActorUri(command.actor);
+      return send(
+        command.actor,
+        command.inbox,
+        command.to,
+        new Delete({
+          id: new URL(`${actor.href}#delete-${unique()}`),
+          actor,
+          object: actor,
+          tos: [PUBLIC_COLLECTION],
+        }),
+      );
+    }
+    case "reply-via": {
+      const author = ctx.getActorUri(command.author);
+      const forwarder = ctx.getActorUri(command.forwarder);
+      const note = new Note({
+        id: new URL(`${origin}/notes/${unique()}`),
+        attribution: author,
+        content: "a reply, relayed by a third party",
+        replyTarget: new URL(command.inReplyTo),
+        tos: [new URL(command.to)],
+        ccs: [forwarder],
+      });
+      const create = new Create({
+        id: new URL(`${note.id.href}/activity`),
+        actor: author,
+        object: note,
+        tos: [new URL(command.to)],
+        ccs: [forwarder],
+      });
+      const forwarded = new Promise((resolve) => forwards.set(command.forwarder, { ...command, done: resolve }));
+      await send(command.author, ctx.getInboxUri(command.forwarder).href, forwarder.href, create);
+      return await forwarded;
+    }
+    case "accepts":
+      return { accepts };
+    default:
+      return { error: `unknown command ${JSON.stringify(command.do)}` };
+  }
+}
+
+console.log("ready");
+for await (const line of readline.createInterface({ input: process.stdin })) {
+  let answer;
+  try {
+    answer = await run(JSON.parse(line));
+  } catch (error) {
+    answer = { error: String(error) };
+  }
+  console.log(JSON.stringify(answer));
+}
+server.close();
