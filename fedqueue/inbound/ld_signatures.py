@@ -136,7 +136,9 @@ def signature_of(doc: Mapping[str, Any]) -> LdSignature:
     return LdSignature(creator=creator, value=value, options=signature)
 
 
-def sign(doc: Mapping[str, Any], key_id: str, private_key: rsa.RSAPrivateKey, now: datetime) -> dict[str, Any]:
+def sign(
+    doc: Mapping[str, Any], key_id: str, private_key: rsa.RSAPrivateKey, now: datetime
+) -> dict[str, Any]:
     """`doc` with an `RsaSignature2017` signature by `key_id` (replacing any it had)."""
     options = {"type": SIGNATURE_TYPE, "creator": key_id, "created": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
     value = private_key.sign(_to_be_signed(doc, options), padding.PKCS1v15(), hashes.SHA256())
@@ -159,4 +161,5 @@ def verify(doc: Mapping[str, Any], public_key_pem: str) -> None:
     try:
         public_key.verify(raw, _to_be_signed(doc, signature.options), padding.PKCS1v15(), hashes.SHA256())
     except InvalidSignature:
-        raise Forged(f"Linked Data signature by {signature.creator[:200]} does not match the activity") from None
+        creator = signature.creator[:200]
+        raise Forged(f"Linked Data signature by {creator} does not match the activity") from None
