@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fedqueue.inbound.forwarding import ForwardActivity
 from fedqueue.inbound.receive_rules import Activity, same_origin
 from fedqueue.urls import Urls
 
@@ -63,7 +64,7 @@ class EnqueueActivity:
     inboxes: tuple[str, ...]
 
 
-Effect = AddFollower | RemoveFollower | RemoveAllFollows | EnqueueActivity
+Effect = AddFollower | RemoveFollower | RemoveAllFollows | EnqueueActivity | ForwardActivity
 
 
 def _uri(value: Any) -> str | None:

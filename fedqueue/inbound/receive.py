@@ -11,13 +11,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from fedqueue.errors import Forbidden, Unauthorized
 from fedqueue.inbound.follows import FollowerInboxes, effects_for
+from fedqueue.inbound.forwarded import DocumentFetcher, authenticate
+from fedqueue.inbound.forwarding import forwarding_for
 from fedqueue.inbound.health import heard_from
 from fedqueue.inbound.receive_rules import Activity, named_local_actors, parse_activity
 from fedqueue.inbound.signature_schemes import InboundRequest
-from fedqueue.inbound.verify import KeyRecord, KeyResolver, TimeWindow, precheck, verify_signature
+from fedqueue.inbound.verify import KeyRecord, KeyResolver, TimeWindow, precheck
 from fedqueue.remote.client import SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import FetchError, host_of
@@ -74,25 +77,31 @@ class Receiver:
             raise Forbidden(f"host {min(admission.blocked_hosts)} is blocked here")
         recipients = await _recipients(self.store, name, admission.auto_accept)
         # The instance actor signs any key fetch (servers in secure mode answer it).
-        resolve = key_resolver(
-            self.directory, await self.keyring.instance(), settings.inbound_verify_timeout_seconds
+        signer, timeout_s = await self.keyring.instance(), settings.inbound_verify_timeout_seconds
+        authenticated = await authenticate(
+            candidates,
+            key_resolver(self.directory, signer, timeout_s),
+            activity,
+            document_fetcher(self.directory, signer, timeout_s),
+            max_depth=settings.inbox_max_json_depth,
         )
-        verdict = await verify_signature(candidates, resolve, activity.actor)
-        check_text("the signature's keyId", verdict.key_id, URI_CHARS)
-        await heard_from(self.store, admission, activity.actor, verdict.key_id, utcnow())
+        activity = authenticated.activity  # a forwarded one may be replaced by its re-fetched copy
+        check_text("the signature's keyId", authenticated.key_id, URI_CHARS)
+        await heard_from(self.store, admission, activity.actor, authenticated.key_id, utcnow())
+        forward = forwarding_for(activity, self.urls) if authenticated.forwardable else None
         effects = effects_for(
             activity,
             self.urls,
             _auto_accept(activity, self.urls, admission.auto_accept),
             await _follower_inboxes(self.directory, activity),
-        )
+        ) + ([forward] if forward else [])
         stored = await self.store.inbox.insert_inbound_if_new(
             NewInbound(
                 activity_id=activity.id,
                 actor_uri=activity.actor,
                 activity_type=activity.type,
                 body=activity.text,
-                key_id=verdict.key_id,
+                key_id=authenticated.key_id,
                 recipients=tuple(sorted(recipients)),
                 received_at=utcnow(),
             ),
@@ -119,6 +128,19 @@ def key_resolver(directory: RemoteDirectory, signer: SigningIdentity | None, tim
             raise SignatureError(f"cannot use key {key_id}: {exc}") from None
 
     return resolve
+
+
+def document_fetcher(
+    directory: RemoteDirectory, signer: SigningIdentity, timeout_s: float
+) -> DocumentFetcher:
+    """Documents through the directory's signed, guarded fetch, all ended by one deadline."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+
+    async def fetch(url: str) -> dict[str, Any]:
+        doc, _raw = await directory.fetch_json(url, signer, deadline=deadline)
+        return doc
+
+    return fetch
 
 
 async def _recipients(store: Store, name: str | None, named: dict[str, bool]) -> set[str]:

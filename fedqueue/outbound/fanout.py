@@ -21,7 +21,7 @@ import contextlib
 import logging
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -277,6 +277,9 @@ class Fanout:
             return [Target(inbox, host_of(inbox)) for inbox in parse_inboxes(entry.inboxes)]
         wanted = recipients(activity, self._urls.followers(entry.actor), self._urls.actor(entry.actor))
         choices: list[InboxChoice] = []
+        if entry.forwarded:
+            # Forwarded (AP 7.1.2): to the actor's followers only; the other addressees had it already.
+            wanted = replace(wanted, followers=True, actors=())
         if wanted.followers:
             rows = await self._store.audience.follower_inboxes(entry.actor)
             choices.extend(InboxChoice(inbox, shared) for inbox, shared in rows)

@@ -6,20 +6,22 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, and_, delete, func, insert, select, update
+from sqlalchemy import ColumnElement, and_, delete, exists, func, insert, literal, select, true, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.errors import NotFound
 from fedqueue.follower_sync import resides_on
 from fedqueue.inbound.follows import AddFollower, EnqueueActivity, RemoveAllFollows, RemoveFollower
+from fedqueue.inbound.forwarding import ForwardActivity
 from fedqueue.outbound import webhooks as webhook_rules
 from fedqueue.storage import webhooks
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import FollowerRow, OutboxRow
+from fedqueue.storage.tables import ActorRow, FollowerRow, OutboxRow
 from fedqueue.storage.types import utcnow
 
 _followers = FollowerRow.__table__  # type: ignore[attr-defined]
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
+_actors = ActorRow.__table__  # type: ignore[attr-defined]
 
 ACCEPTED = "accepted"
 PENDING = "pending"
@@ -103,6 +105,26 @@ async def enqueue(conn: AsyncConnection, effect: EnqueueActivity) -> None:
             activity=json.dumps(effect.activity, ensure_ascii=False),
             inboxes=json.dumps(list(effect.inboxes)),
         )
+    )
+
+
+async def forward(database: Database, conn: AsyncConnection, effect: ForwardActivity) -> None:
+    """An outbox row forwarding an inbound activity, already validated (it was verified on receipt).
+
+    Written only if the local actor exists; nothing if an outbox row has the activity id already.
+    """
+    row = select(
+        literal(effect.actor),
+        literal(effect.body),
+        literal(effect.activity_id),
+        literal(effect.activity_type),
+        true(),
+    ).where(exists().where(_actors.c.name == effect.actor))
+    columns = ["actor", "activity", "activity_id", "activity_type", "forwarded"]
+    await conn.execute(
+        database.upsert(_outbox)
+        .from_select(columns, row)
+        .on_conflict_do_nothing(index_elements=["activity_id"])
     )
 
 

@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.inbound.follows import AddFollower, Effect, EnqueueActivity, RemoveAllFollows, RemoveFollower
+from fedqueue.inbound.forwarding import ForwardActivity
 from fedqueue.outbound import webhooks as webhook_rules
 from fedqueue.outbound.circuit import OPEN
 from fedqueue.storage import followers, webhooks
@@ -193,6 +194,8 @@ class InboxStore:
             await followers.remove_all_follows(self._db, conn, effect)
         elif isinstance(effect, EnqueueActivity):
             await followers.enqueue(conn, effect)
+        elif isinstance(effect, ForwardActivity):
+            await followers.forward(self._db, conn, effect)
 
     async def pull(self, actor: str, consumer: str, after: int | None, limit: int) -> Pulled:
         """Entries for `actor` after `after` (else after the consumer's stored cursor), oldest first.

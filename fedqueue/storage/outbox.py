@@ -60,6 +60,8 @@ class OutboxEntry:
     #: Claims for expansion so far, this one included; `error`: the last expansion failure.
     expansion_attempts: int
     error: str | None
+    #: An inbound activity forwarded to the actor's followers (`ForwardActivity`), not its own.
+    forwarded: bool = False
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,7 @@ class OutboxStore:
                         _outbox.c.object_id,
                         _outbox.c.expansion_attempts,
                         _outbox.c.error,
+                        _outbox.c.forwarded,
                     )
                 )
             ).all()

@@ -35,6 +35,7 @@ def _maybe_public(actor: str) -> ColumnElement[bool]:
         _outbox.c.actor == actor,
         _outbox.c.activity_id.is_not(None),
         _outbox.c.state.not_in(_UNPUBLISHED),
+        _outbox.c.forwarded.is_(False),
         mentions_public,
     )
 
@@ -72,6 +73,7 @@ class PublishedStore:
                         _outbox.c.actor == actor,
                         _outbox.c.activity_id == activity_id,
                         _outbox.c.state.not_in(_UNPUBLISHED),
+                        _outbox.c.forwarded.is_(False),
                     )
                 )
             ).first()

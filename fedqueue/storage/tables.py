@@ -78,6 +78,8 @@ class OutboxRow(SQLModel, table=True):
     `state`: pending -> expanding -> expanded, or rejected (see `error`) or duplicate.
     `expansion_attempts` counts claims for expansion (a worker killed mid-way counts too);
     `error` keeps the last expansion failure while the row waits to be tried again.
+    `forwarded`: an inbound activity passed on as it came to `actor`'s followers (AP 7.1.2),
+    not `actor`'s own: never coalesced, never in `actor`'s outbox collection.
     """
 
     __tablename__ = "outbox"
@@ -100,6 +102,9 @@ class OutboxRow(SQLModel, table=True):
     lease_until: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
     created_at: datetime | None = Field(default=None, sa_column=_created())
     expanded_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+    forwarded: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=text("false"))
+    )
 
 
 class DeliveryRow(SQLModel, table=True):

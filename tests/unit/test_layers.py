@@ -38,6 +38,7 @@ RULES = frozenset(
         "fedqueue.inbound.verify",
         "fedqueue.inbound.signature_schemes",
         "fedqueue.inbound.follows",
+        "fedqueue.inbound.forwarding",
     }
 )
 FLOWS = ("fedqueue.signing", "fedqueue.remote", "fedqueue.outbound", "fedqueue.inbound")

@@ -1,0 +1,120 @@
+"""Authenticate an inbound activity, also when another actor forwarded it (ActivityPub 7.1.2).
+
+The HTTP signature must verify under its key, whoever owns that key: the request is genuinely
+from someone. When the key is the activity's actor's own, that is all. Otherwise the activity
+was forwarded, and it is accepted only if one of these holds, in order:
+
+1. Its embedded `RsaSignature2017` Linked Data signature verifies under a key of the activity's
+   actor (`ld_signatures`): the body is stored as it came.
+2. Its object (a Create's or Update's, with an id on the actor's origin) re-fetched from that
+   origin has the same id and is attributed to the actor: the activity is stored with the
+   fetched copy as its object, never with the forwarded one.
+
+Only activities authenticated by the actor's own key (HTTP or LD signature) may be forwarded
+again: a re-fetched copy is not what the actor signed, so it is stored but not passed on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from fedqueue.errors import FedqueueError
+from fedqueue.inbound import ld_signatures
+from fedqueue.inbound.receive_rules import Activity, parse_activity, same_origin
+from fedqueue.inbound.signature_schemes import ParsedSignature
+from fedqueue.inbound.verify import KeyResolver, verify_signature
+from fedqueue.signing.requests import SignatureError
+
+#: url -> the JSON object served there; raises FedqueueError (e.g. FetchError) when it cannot be had.
+DocumentFetcher = Callable[[str], Awaitable[dict[str, Any]]]
+#: Activities whose object is re-fetched when their LD signature cannot vouch for them.
+REFETCHED_TYPES = ("Create", "Update")
+
+
+@dataclass(frozen=True)
+class Authenticated:
+    """What to store: the activity (a re-fetched copy's, see above) and the key that vouches for it.
+
+    `forwardable` is True when the actor's own key signed the body (HTTP or LD signature).
+    `forwarded_by` is the HTTP signer's actor when it is not the activity's actor.
+    """
+
+    activity: Activity
+    key_id: str
+    forwardable: bool
+    forwarded_by: str | None = None
+
+
+async def authenticate(
+    candidates: Sequence[ParsedSignature],
+    resolve: KeyResolver,
+    activity: Activity,
+    fetch: DocumentFetcher,
+    *,
+    max_depth: int,
+) -> Authenticated:
+    """The activity as authenticated; SignatureError (401) with a one-line reason when it is not."""
+    verdict = await verify_signature(candidates, resolve, None)
+    if verdict.owner == activity.actor:
+        return Authenticated(activity, verdict.key_id, forwardable=True)
+    reasons: list[str] = []
+    try:
+        key_id = await _ld_signed(activity, resolve)
+        return Authenticated(activity, key_id, forwardable=True, forwarded_by=verdict.owner)
+    except (ld_signatures.Unusable, ld_signatures.Forged, SignatureError) as exc:
+        reasons.append(f"Linked Data signature: {exc}")
+    try:
+        copy = await _refetched(activity, fetch, max_depth)
+        return Authenticated(copy, verdict.key_id, forwardable=False, forwarded_by=verdict.owner)
+    except FedqueueError as exc:
+        reasons.append(f"re-fetch: {exc}")
+    raise SignatureError(
+        f"activity of {activity.actor} was forwarded by {verdict.owner} (key {verdict.key_id} belongs to"
+        f" {verdict.owner}, not to the activity's actor) and could not be authenticated: "
+        + "; ".join(reasons)
+    )
+
+
+async def _ld_signed(activity: Activity, resolve: KeyResolver) -> str:
+    """The LD signature's key id, when it verifies and the activity's actor owns the key."""
+    signature = ld_signatures.signature_of(activity.doc)
+    key = await resolve(signature.creator, False)
+    if key.owner != activity.actor:
+        raise SignatureError(f"key {signature.creator} belongs to {key.owner}, not to {activity.actor}")
+    # Canonicalization is CPU work (bounded by ld_signatures.MAX_OBJECTS): off the event loop.
+    await asyncio.to_thread(ld_signatures.verify, activity.doc, key.public_key_pem)
+    return signature.creator
+
+
+def _object_id(activity: Activity) -> str:
+    """The object to re-fetch: a Create's or Update's object id, on the actor's origin."""
+    if activity.type not in REFETCHED_TYPES:
+        only = ", ".join(REFETCHED_TYPES)
+        raise SignatureError(f"a forwarded {activity.type} is not re-fetched (only {only})")
+    target = activity.doc.get("object")
+    object_id = target.get("id") if isinstance(target, dict) else target
+    if not isinstance(object_id, str) or not same_origin(object_id, activity.actor):
+        raise SignatureError("the object has no id on the actor's origin")
+    return object_id
+
+
+async def _refetched(activity: Activity, fetch: DocumentFetcher, max_depth: int) -> Activity:
+    """The activity with its object replaced by the copy its origin serves, checked against the actor."""
+    object_id = _object_id(activity)
+    fetched = await fetch(object_id)
+    if fetched.get("id") != object_id:
+        raise SignatureError(f"{object_id} serves a document with another id")
+    author = fetched.get("attributedTo")
+    author_id = author.get("id") if isinstance(author, dict) else author
+    if author_id != activity.actor:
+        raise SignatureError(f"{object_id} is not attributed to {activity.actor}")
+    doc = {**activity.doc, "object": fetched}
+    doc.pop("signature", None)
+    text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+    # The same rules as any body (depth, ids on the actor's origin, storable text).
+    copy = parse_activity(text.encode("utf-8"), max_depth=max_depth, anonymous_seed=activity.id)
+    return replace(copy, id=activity.id)  # an activity without an id keeps its synthetic one

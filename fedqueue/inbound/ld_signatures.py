@@ -1,0 +1,165 @@
+"""Linked Data signatures (`RsaSignature2017`), as Mastodon signs the activities it forwards.
+
+to_be_signed = sha256hex(URDNA2015(options)) + sha256hex(URDNA2015(document)), where `options`
+is the `signature` object less `type`, `id` and `signatureValue`, under the identity/v1
+context, and `document` the activity less `signature`; RSA PKCS#1 v1.5 with SHA-256 over
+that, base64 in `signatureValue`. `creator` is the signing key's id.
+
+Canonicalization reads JSON-LD contexts only from the copies shipped in `contexts/`: nothing
+is fetched at run time. A document that names any other remote context cannot be
+canonicalized here, so its LD signature is `Unusable` (not forged: the caller may still
+authenticate the activity another way). Work is bounded: a document with more JSON objects
+than `MAX_OBJECTS` is not canonicalized at all (URDNA2015 can be made to cost exponential time
+by many interlinked blank nodes).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from importlib import resources
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from pyld import jsonld
+
+from fedqueue.errors import FedqueueError, InvalidInput
+from fedqueue.signing import keys
+
+SIGNATURE_TYPE = "RsaSignature2017"
+IDENTITY_CONTEXT = "https://w3id.org/identity/v1"
+#: Documents with more JSON objects than this are not canonicalized (see the module docstring).
+MAX_OBJECTS = 200
+#: The shipped contexts, by URL without scheme and trailing `#` or `/`.
+_SHIPPED = {
+    "www.w3.org/ns/activitystreams": "activitystreams.jsonld",
+    "www.w3.org/ns/activitystreams.jsonld": "activitystreams.jsonld",
+    "w3id.org/security/v1": "security-v1.jsonld",
+    "w3id.org/identity/v1": "identity-v1.jsonld",
+}
+_loaded: dict[str, Any] = {}
+
+
+class Unusable(FedqueueError):
+    """The document has no LD signature this module can check (absent, other type, unknown context)."""
+
+
+class Forged(FedqueueError):
+    """The LD signature was checked and does not match the document."""
+
+
+@dataclass(frozen=True)
+class LdSignature:
+    """A document's `RsaSignature2017`: who claims to have signed it, and the base64 value."""
+
+    creator: str
+    value: str
+    options: dict[str, Any]
+
+
+def _shipped_key(url: str) -> str:
+    return url.split("://", 1)[-1].rstrip("#/")
+
+
+def _load_context(url: str, _options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """PyLD's document loader: a shipped context, or Unusable (never a fetch)."""
+    name = _SHIPPED.get(_shipped_key(url))
+    if name is None:
+        raise Unusable(f"unknown JSON-LD context {url[:200]}")
+    if name not in _loaded:
+        text = resources.files("fedqueue.inbound").joinpath("contexts", name).read_text("utf-8")
+        _loaded[name] = json.loads(text)
+    return {"contextUrl": None, "documentUrl": url, "document": _loaded[name]}
+
+
+def _objects(value: Any) -> int:
+    count, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            count += 1
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
+
+
+def canonical_hash(doc: Mapping[str, Any]) -> str:
+    """sha256 hex of the URDNA2015 N-Quads of `doc`; Unusable if it cannot be canonicalized here."""
+    if _objects(doc) > MAX_OBJECTS:
+        raise Unusable(f"document has more than {MAX_OBJECTS} objects")
+    try:
+        nquads = jsonld.normalize(
+            dict(doc),
+            {"algorithm": "URDNA2015", "format": "application/n-quads", "documentLoader": _load_context},
+        )
+    except Unusable:
+        raise
+    except Exception as exc:  # PyLD wraps the loader's error and raises its own for bad JSON-LD
+        raise Unusable(f"document is not canonicalizable JSON-LD: {_root_cause(exc)}") from None
+    return hashlib.sha256(str(nquads).encode("utf-8")).hexdigest()
+
+
+def _root_cause(exc: BaseException) -> str:
+    """PyLD nests the loader's error (as `cause` or `__cause__`); the innermost says what went wrong."""
+    while True:
+        inner = getattr(exc, "cause", None) or exc.__cause__
+        if not isinstance(inner, BaseException):
+            return " ".join(str(exc).split())[:200]
+        exc = inner
+
+
+def _to_be_signed(doc: Mapping[str, Any], options: Mapping[str, Any]) -> bytes:
+    bare_options = {k: v for k, v in options.items() if k not in ("type", "id", "signatureValue")}
+    bare_options["@context"] = IDENTITY_CONTEXT
+    document = {k: v for k, v in doc.items() if k != "signature"}
+    return (canonical_hash(bare_options) + canonical_hash(document)).encode("ascii")
+
+
+def signature_of(doc: Mapping[str, Any]) -> LdSignature:
+    """The document's `RsaSignature2017` signature; Unusable if it has none."""
+    signature = doc.get("signature")
+    if not isinstance(signature, dict):
+        raise Unusable("activity carries no Linked Data signature")
+    if signature.get("type") != SIGNATURE_TYPE:
+        raise Unusable(f"Linked Data signature type {str(signature.get('type'))[:50]!r} is not supported")
+    creator, value = signature.get("creator"), signature.get("signatureValue")
+    if not isinstance(creator, str) or not creator or not isinstance(value, str):
+        raise Unusable("Linked Data signature has no creator or signatureValue")
+    return LdSignature(creator=creator, value=value, options=signature)
+
+
+def sign(
+    doc: Mapping[str, Any], key_id: str, private_key: rsa.RSAPrivateKey, now: datetime
+) -> dict[str, Any]:
+    """`doc` with an `RsaSignature2017` signature by `key_id` (replacing any it had)."""
+    options = {"type": SIGNATURE_TYPE, "creator": key_id, "created": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    value = private_key.sign(_to_be_signed(doc, options), padding.PKCS1v15(), hashes.SHA256())
+    return {**doc, "signature": {**options, "signatureValue": base64.b64encode(value).decode("ascii")}}
+
+
+def verify(doc: Mapping[str, Any], public_key_pem: str) -> None:
+    """Forged unless `doc`'s LD signature verifies under `public_key_pem`; Unusable if it cannot be checked.
+
+    The caller has resolved `signature_of(doc).creator` to `public_key_pem` and checks whose key it is.
+    """
+    signature = signature_of(doc)
+    try:
+        public_key = keys.load_public_key(public_key_pem)
+        raw = base64.b64decode(signature.value, validate=True)
+    except (InvalidInput, binascii.Error):
+        raise Unusable("Linked Data signature or its key is not usable") from None
+    if not isinstance(public_key, rsa.RSAPublicKey):
+        raise Unusable(f"key {signature.creator[:200]} is not an RSA key")
+    try:
+        public_key.verify(raw, _to_be_signed(doc, signature.options), padding.PKCS1v15(), hashes.SHA256())
+    except InvalidSignature:
+        creator = signature.creator[:200]
+        raise Forged(f"Linked Data signature by {creator} does not match the activity") from None
