@@ -43,6 +43,12 @@ _SHIPPED = {
     "www.w3.org/ns/activitystreams.jsonld": "activitystreams.jsonld",
     "w3id.org/security/v1": "security-v1.jsonld",
     "w3id.org/identity/v1": "identity-v1.jsonld",
+    # Named by Fedify's and GoToSocial's activities (copied from Fedify's preloaded contexts, MIT).
+    "w3id.org/security/data-integrity/v1": "data-integrity-v1.jsonld",
+    "w3id.org/security/data-integrity/v2": "data-integrity-v2.jsonld",
+    "w3id.org/security/multikey/v1": "multikey-v1.jsonld",
+    "gotosocial.org/ns": "gotosocial.jsonld",
+    "w3id.org/fep/5711": "fep-5711.jsonld",
 }
 _loaded: dict[str, Any] = {}
 
