@@ -14,13 +14,14 @@ from dataclasses import dataclass
 
 from fedqueue.errors import Forbidden, Unauthorized
 from fedqueue.inbound.follows import FollowerInboxes, effects_for
+from fedqueue.inbound.gone import accept_unverified
 from fedqueue.inbound.health import heard_from
 from fedqueue.inbound.receive_rules import Activity, named_local_actors, parse_activity
 from fedqueue.inbound.signature_schemes import InboundRequest
 from fedqueue.inbound.verify import KeyRecord, KeyResolver, TimeWindow, precheck, verify_signature
 from fedqueue.remote.client import SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.remote.guard import FetchError, host_of
+from fedqueue.remote.guard import FetchError, Gone, host_of
 from fedqueue.remote.keyring import Keyring
 from fedqueue.settings import Settings
 from fedqueue.signing.requests import SignatureError
@@ -53,7 +54,10 @@ class Receiver:
             await self.keyring.identity(check_actor_name(name))
 
     async def receive(self, signed: InboundRequest, name: str | None) -> bool:
-        """Verify and store one inbound activity; True if new, False if a duplicate."""
+        """Verify and store one inbound activity; True if new, False if nothing new was stored.
+
+        Nothing new: a duplicate, or a gone actor's self-Delete (`inbound.gone`).
+        """
         settings = self.settings
         if signed.headers.get("host", "").lower() != settings.host.lower():
             raise Unauthorized(
@@ -74,10 +78,17 @@ class Receiver:
             raise Forbidden(f"host {min(admission.blocked_hosts)} is blocked here")
         recipients = await _recipients(self.store, name, admission.auto_accept)
         # The instance actor signs any key fetch (servers in secure mode answer it).
+        gone_keys: set[str] = set()
         resolve = key_resolver(
-            self.directory, await self.keyring.instance(), settings.inbound_verify_timeout_seconds
+            self.directory, await self.keyring.instance(), settings.inbound_verify_timeout_seconds, gone_keys
         )
-        verdict = await verify_signature(candidates, resolve, activity.actor)
+        try:
+            verdict = await verify_signature(candidates, resolve, activity.actor)
+        except SignatureError:
+            if not accept_unverified(activity, (parsed.key_id for parsed in candidates), gone_keys):
+                raise
+            await self._depart(activity)
+            return False
         check_text("the signature's keyId", verdict.key_id, URI_CHARS)
         await heard_from(self.store, admission, activity.actor, verdict.key_id, utcnow())
         effects = effects_for(
@@ -103,12 +114,28 @@ class Receiver:
         )
         return stored
 
+    async def _depart(self, activity: Activity) -> None:
+        """A gone actor's self-Delete (`inbound.gone`): forget it, store nothing else."""
+        reason = f"the recipient {activity.actor[:200]} was deleted (its {activity.type} arrived)"
+        departure = await self.store.followers.depart(activity.actor, reason)
+        log.info(
+            "inbox %s %s from gone actor %s: %d follows removed, %d deliveries given up",
+            activity.type,
+            activity.id,
+            activity.actor,
+            departure.follows_removed,
+            departure.deliveries_dead,
+        )
 
-def key_resolver(directory: RemoteDirectory, signer: SigningIdentity | None, timeout_s: float) -> KeyResolver:
+
+def key_resolver(
+    directory: RemoteDirectory, signer: SigningIdentity | None, timeout_s: float, gone: set[str] | None = None
+) -> KeyResolver:
     """Keys through the directory's signed, guarded, cached fetch; fetch failures become 401s.
 
     Every fetch through one resolver ends by one deadline, `timeout_s` from now: one budget
-    for all of a request's keys, however many fetches (and re-fetches) they take.
+    for all of a request's keys, however many fetches (and re-fetches) they take. The ids of
+    keys whose fetch answered 410 or 404 are added to `gone`.
     """
     deadline = asyncio.get_running_loop().time() + timeout_s
 
@@ -116,6 +143,8 @@ def key_resolver(directory: RemoteDirectory, signer: SigningIdentity | None, tim
         try:
             return await directory.key(key_id, signer, refresh=refresh, deadline=deadline)
         except FetchError as exc:
+            if isinstance(exc, Gone) and gone is not None:
+                gone.add(key_id)
             raise SignatureError(f"cannot use key {key_id}: {exc}") from None
 
     return resolve
