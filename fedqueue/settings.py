@@ -78,6 +78,7 @@ class Settings(BaseSettings):
     inbound_verify_timeout_seconds: float = Field(gt=0, le=60)
     inbox_retention_days: float = Field(gt=0)
     inbox_prune_interval_seconds: float = Field(gt=0)
+    inbox_tombstone_hours: float = Field(gt=0)
     inbox_pull_max_items: int = Field(ge=1, le=10_000)
     followers_page_size: int = Field(ge=1, le=1000)
     authorized_fetch: bool

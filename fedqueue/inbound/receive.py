@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 
 from fedqueue.errors import Forbidden, Unauthorized
-from fedqueue.inbound.follows import FollowerInboxes, effects_for
+from fedqueue.inbound.follows import FollowerInboxes, created_object, effects_for
 from fedqueue.inbound.gone import accept_unverified
 from fedqueue.inbound.health import heard_from
 from fedqueue.inbound.receive_rules import Activity, named_local_actors, parse_activity
@@ -56,7 +57,8 @@ class Receiver:
     async def receive(self, signed: InboundRequest, name: str | None) -> bool:
         """Verify and store one inbound activity; True if new, False if nothing new was stored.
 
-        Nothing new: a duplicate, or a gone actor's self-Delete (`inbound.gone`).
+        Nothing new: a duplicate, a gone actor's self-Delete (`inbound.gone`), or a Create or
+        Update of an object its actor deleted lately (a tombstone).
         """
         settings = self.settings
         if signed.headers.get("host", "").lower() != settings.host.lower():
@@ -91,6 +93,8 @@ class Receiver:
             return False
         check_text("the signature's keyId", verdict.key_id, URI_CHARS)
         await heard_from(self.store, admission, activity.actor, verdict.key_id, utcnow())
+        if await self._tombstoned(activity):
+            return False
         effects = effects_for(
             activity,
             self.urls,
@@ -113,6 +117,17 @@ class Receiver:
             "inbox %s %s from %s (%s)", activity.type, activity.id, activity.actor, "new" if stored else "dup"
         )
         return stored
+
+    async def _tombstoned(self, activity: Activity) -> bool:
+        """A Create or Update of an object its actor deleted lately (the Delete overtook it)."""
+        subject = created_object(activity)
+        since = utcnow() - timedelta(hours=self.settings.inbox_tombstone_hours)
+        if subject is None or not await self.store.tombstones.holds(subject, activity.actor, since):
+            return False
+        log.info(
+            "inbox %s %s from %s dropped: %s was deleted", activity.type, activity.id, activity.actor, subject
+        )
+        return True
 
     async def _depart(self, activity: Activity) -> None:
         """A gone actor's self-Delete (`inbound.gone`): forget it, store nothing else."""
