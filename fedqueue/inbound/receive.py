@@ -19,6 +19,7 @@ from fedqueue.inbound.gone import accept_unverified
 from fedqueue.inbound.health import heard_from
 from fedqueue.inbound.receive_rules import Activity, named_local_actors, parse_activity
 from fedqueue.inbound.signature_schemes import InboundRequest
+from fedqueue.inbound.throttle import InboxThrottle
 from fedqueue.inbound.verify import KeyRecord, KeyResolver, TimeWindow, precheck, verify_signature
 from fedqueue.remote.client import SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory
@@ -48,6 +49,7 @@ class Receiver:
     urls: Urls
     keyring: Keyring
     directory: RemoteDirectory
+    throttle: InboxThrottle | None = None
 
     async def addressed(self, name: str | None) -> None:
         """NotFound (404) when the path names no local actor: checked before the body is read."""
@@ -71,6 +73,8 @@ class Receiver:
             signed.body, max_depth=settings.inbox_max_json_depth, anonymous_seed=signed.headers["signature"]
         )
         hosts = {host_of(activity.actor)} | {host_of(parsed.key_id) for parsed in candidates}
+        if self.throttle is not None:  # before any key fetch or write: a flood costs little
+            self.throttle.admit(hosts, asyncio.get_running_loop().time())
         mentioned = sorted(named_local_actors(activity, self.urls) | ({name} if name else set()))
         admission = await self.store.inbox.admission(
             hosts, mentioned[:MAX_MENTIONED_NAMES], activity.actor, utcnow()
