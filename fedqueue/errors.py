@@ -39,6 +39,14 @@ class TooLarge(InvalidInput):
     """A body or document is over its size cap."""
 
 
+class Throttled(InvalidInput):
+    """Too many requests from one source: answered 429 with `Retry-After: retry_after_s`."""
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = max(1, retry_after_s)
+
+
 class SignatureError(Unauthorized):
     """A signature or a body digest is missing, malformed or does not verify; the message says which."""
 

@@ -78,6 +78,10 @@ class Settings(BaseSettings):
     inbound_verify_timeout_seconds: float = Field(gt=0, le=60)
     inbox_retention_days: float = Field(gt=0)
     inbox_prune_interval_seconds: float = Field(gt=0)
+    inbox_tombstone_hours: float = Field(gt=0)
+    inbox_throttle_per_second: float = Field(ge=0)
+    inbox_throttle_burst: int = Field(ge=1)
+    inbox_trusted_hosts: str
     inbox_pull_max_items: int = Field(ge=1, le=10_000)
     followers_page_size: int = Field(ge=1, le=1000)
     authorized_fetch: bool
@@ -106,6 +110,11 @@ class Settings(BaseSettings):
         if self.inbox_retention_days * 86400 <= window:
             raise ValueError("inbox_retention_days must be longer than the signature window")
         return self
+
+    @property
+    def trusted_inbox_hosts(self) -> frozenset[str]:
+        """`inbox_trusted_hosts` (comma-separated) as host names, lower-case."""
+        return frozenset(h.strip().lower() for h in self.inbox_trusted_hosts.split(",") if h.strip())
 
     @property
     def host(self) -> str:

@@ -8,7 +8,9 @@ with a one-line reason.
 - `receive_rules`: media types, JSON limits, local recipients (pure);
 - `signature_schemes`: draft-cavage and RFC 9421 as the policy sees them (pure);
 - `verify`: the signature policy: coverage, time window, keys, the owner rule;
-- `follows`: what a Follow, Undo(Follow) or Delete(actor) changes (pure);
+- `follows`: what a Follow, Undo(Follow) or Delete changes, tombstones included (pure);
+- `gone`: which unverifiable self-Deletes of deleted actors are still accepted (pure);
+- `throttle`: a token bucket per remote host (pure, `now` passed in);
 - `health`: what an inbound request tells the delivery side about its sender's host;
-- `pruning`: dropping inbox entries every consumer has acknowledged.
+- `pruning`: dropping inbox entries every consumer has acknowledged, and old tombstones.
 """

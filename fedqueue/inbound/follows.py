@@ -1,4 +1,4 @@
-"""What an inbound Follow, Undo(Follow) or Delete(actor) changes (pure: no I/O).
+"""What an inbound Follow, Undo(Follow) or Delete changes (pure: no I/O).
 
 `effects_for` returns effects as plain data; the inbox store applies them in the same
 transaction that records the activity, so a follower row and its Accept (an outbox row, the
@@ -56,6 +56,14 @@ class RemoveAllFollows:
 
 
 @dataclass(frozen=True)
+class RecordTombstone:
+    """`actor` deleted its object `object_id`: its Create or Update of it arriving later is dropped."""
+
+    object_id: str
+    actor: str
+
+
+@dataclass(frozen=True)
 class EnqueueActivity:
     """An outbox row: `activity` from local actor `actor` to exactly `inboxes`."""
 
@@ -64,7 +72,7 @@ class EnqueueActivity:
     inboxes: tuple[str, ...]
 
 
-Effect = AddFollower | RemoveFollower | RemoveAllFollows | EnqueueActivity | ForwardActivity
+Effect = AddFollower | RemoveFollower | RemoveAllFollows | RecordTombstone | EnqueueActivity | ForwardActivity
 
 
 def _uri(value: Any) -> str | None:
@@ -96,9 +104,30 @@ def effects_for(
         return _follow(activity, urls, auto_accept, follower)
     if activity.type == "Undo":
         return _undo(activity, urls)
-    if activity.type == "Delete" and _uri(activity.doc.get("object")) == activity.actor:
-        return [RemoveAllFollows(activity.actor)]
+    if activity.type == "Delete":
+        return _delete(activity)
     return []
+
+
+def _delete(activity: Activity) -> list[Effect]:
+    """The actor itself: its follows go. One of its objects (on its origin): a tombstone.
+
+    The tombstone is the deleting actor's: it drops only that actor's later Create of the
+    object, so a Delete by anyone else censors nothing.
+    """
+    target = _uri(activity.doc.get("object"))
+    if target == activity.actor:
+        return [RemoveAllFollows(activity.actor)]
+    if target is not None and same_origin(target, activity.actor):
+        return [RecordTombstone(target, activity.actor)]
+    return []
+
+
+def created_object(activity: Activity) -> str | None:
+    """The object id a Create or Update brings: dropped while its actor's tombstone for it lasts."""
+    if activity.type not in ("Create", "Update"):
+        return None
+    return _uri(activity.doc.get("object"))
 
 
 def _follow(

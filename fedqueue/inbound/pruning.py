@@ -1,4 +1,4 @@
-"""Periodic pruning of inbox entries every consumer has seen (the only loop the inbox needs)."""
+"""Periodic pruning of inbox entries every consumer has seen, and of old tombstones."""
 
 from __future__ import annotations
 
@@ -16,11 +16,15 @@ log = logging.getLogger("fedqueue.inbox")
 async def prune_forever(store: Store, settings: Settings) -> None:
     """Prune once per `inbox_prune_interval_seconds` until cancelled; a failed round is logged."""
     retention = timedelta(days=settings.inbox_retention_days)
+    tombstone_age = timedelta(hours=settings.inbox_tombstone_hours)
     while True:
         try:
             pruned = await store.inbox.prune(utcnow(), retention)
             if pruned:
                 log.info("pruned %d inbox entries older than %s", pruned, retention)
+            forgotten = await store.tombstones.prune(utcnow() - tombstone_age)
+            if forgotten:
+                log.info("forgot %d tombstones older than %s", forgotten, tombstone_age)
         except StorageUnavailable as exc:
             log.warning("inbox pruning skipped: %s", exc)
         await asyncio.sleep(settings.inbox_prune_interval_seconds)

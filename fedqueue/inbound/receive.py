@@ -11,19 +11,22 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from fedqueue.errors import Forbidden, Unauthorized
-from fedqueue.inbound.follows import FollowerInboxes, effects_for
+from fedqueue.inbound.follows import FollowerInboxes, created_object, effects_for
 from fedqueue.inbound.forwarded import DocumentFetcher, authenticate
 from fedqueue.inbound.forwarding import forwarding_for
+from fedqueue.inbound.gone import accept_unverified
 from fedqueue.inbound.health import heard_from
 from fedqueue.inbound.receive_rules import Activity, named_local_actors, parse_activity
 from fedqueue.inbound.signature_schemes import InboundRequest
+from fedqueue.inbound.throttle import InboxThrottle
 from fedqueue.inbound.verify import KeyRecord, KeyResolver, TimeWindow, precheck
 from fedqueue.remote.client import SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.remote.guard import FetchError, host_of
+from fedqueue.remote.guard import FetchError, Gone, host_of
 from fedqueue.remote.keyring import Keyring
 from fedqueue.settings import Settings
 from fedqueue.signing.requests import SignatureError
@@ -49,6 +52,7 @@ class Receiver:
     urls: Urls
     keyring: Keyring
     directory: RemoteDirectory
+    throttle: InboxThrottle | None = None
 
     async def addressed(self, name: str | None) -> None:
         """NotFound (404) when the path names no local actor: checked before the body is read."""
@@ -56,7 +60,11 @@ class Receiver:
             await self.keyring.identity(check_actor_name(name))
 
     async def receive(self, signed: InboundRequest, name: str | None) -> bool:
-        """Verify and store one inbound activity; True if new, False if a duplicate."""
+        """Verify and store one inbound activity; True if new, False if nothing new was stored.
+
+        Nothing new: a duplicate, a gone actor's self-Delete (`inbound.gone`), or a Create or
+        Update of an object its actor deleted lately (a tombstone).
+        """
         settings = self.settings
         if signed.headers.get("host", "").lower() != settings.host.lower():
             raise Unauthorized(
@@ -68,6 +76,8 @@ class Receiver:
             signed.body, max_depth=settings.inbox_max_json_depth, anonymous_seed=signed.headers["signature"]
         )
         hosts = {host_of(activity.actor)} | {host_of(parsed.key_id) for parsed in candidates}
+        if self.throttle is not None:  # before any key fetch or write: a flood costs little
+            self.throttle.admit(hosts, asyncio.get_running_loop().time())
         mentioned = sorted(named_local_actors(activity, self.urls) | ({name} if name else set()))
         admission = await self.store.inbox.admission(
             hosts, mentioned[:MAX_MENTIONED_NAMES], activity.actor, utcnow()
@@ -78,16 +88,25 @@ class Receiver:
         recipients = await _recipients(self.store, name, admission.auto_accept)
         # The instance actor signs any key fetch (servers in secure mode answer it).
         signer, timeout_s = await self.keyring.instance(), settings.inbound_verify_timeout_seconds
-        authenticated = await authenticate(
-            candidates,
-            key_resolver(self.directory, signer, timeout_s),
-            activity,
-            document_fetcher(self.directory, signer, timeout_s),
-            max_depth=settings.inbox_max_json_depth,
-        )
+        gone_keys: set[str] = set()
+        try:
+            authenticated = await authenticate(
+                candidates,
+                key_resolver(self.directory, signer, timeout_s, gone_keys),
+                activity,
+                document_fetcher(self.directory, signer, timeout_s),
+                max_depth=settings.inbox_max_json_depth,
+            )
+        except SignatureError:
+            if not accept_unverified(activity, (parsed.key_id for parsed in candidates), gone_keys):
+                raise
+            await self._depart(activity)
+            return False
         activity = authenticated.activity  # a forwarded one may be replaced by its re-fetched copy
         check_text("the signature's keyId", authenticated.key_id, URI_CHARS)
         await heard_from(self.store, admission, activity.actor, authenticated.key_id, utcnow())
+        if await self._tombstoned(activity):
+            return False
         forward = forwarding_for(activity, self.urls) if authenticated.forwardable else None
         effects = effects_for(
             activity,
@@ -112,12 +131,39 @@ class Receiver:
         )
         return stored
 
+    async def _tombstoned(self, activity: Activity) -> bool:
+        """A Create or Update of an object its actor deleted lately (the Delete overtook it)."""
+        subject = created_object(activity)
+        since = utcnow() - timedelta(hours=self.settings.inbox_tombstone_hours)
+        if subject is None or not await self.store.tombstones.holds(subject, activity.actor, since):
+            return False
+        log.info(
+            "inbox %s %s from %s dropped: %s was deleted", activity.type, activity.id, activity.actor, subject
+        )
+        return True
 
-def key_resolver(directory: RemoteDirectory, signer: SigningIdentity | None, timeout_s: float) -> KeyResolver:
+    async def _depart(self, activity: Activity) -> None:
+        """A gone actor's self-Delete (`inbound.gone`): forget it, store nothing else."""
+        reason = f"the recipient {activity.actor[:200]} was deleted (its {activity.type} arrived)"
+        departure = await self.store.followers.depart(activity.actor, reason)
+        log.info(
+            "inbox %s %s from gone actor %s: %d follows removed, %d deliveries given up",
+            activity.type,
+            activity.id,
+            activity.actor,
+            departure.follows_removed,
+            departure.deliveries_dead,
+        )
+
+
+def key_resolver(
+    directory: RemoteDirectory, signer: SigningIdentity | None, timeout_s: float, gone: set[str] | None = None
+) -> KeyResolver:
     """Keys through the directory's signed, guarded, cached fetch; fetch failures become 401s.
 
     Every fetch through one resolver ends by one deadline, `timeout_s` from now: one budget
-    for all of a request's keys, however many fetches (and re-fetches) they take.
+    for all of a request's keys, however many fetches (and re-fetches) they take. The ids of
+    keys whose fetch answered 410 or 404 are added to `gone`.
     """
     deadline = asyncio.get_running_loop().time() + timeout_s
 
@@ -125,6 +171,8 @@ def key_resolver(directory: RemoteDirectory, signer: SigningIdentity | None, tim
         try:
             return await directory.key(key_id, signer, refresh=refresh, deadline=deadline)
         except FetchError as exc:
+            if isinstance(exc, Gone) and gone is not None:
+                gone.add(key_id)
             raise SignatureError(f"cannot use key {key_id}: {exc}") from None
 
     return resolve

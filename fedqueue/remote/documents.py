@@ -17,7 +17,7 @@ from urllib.parse import urldefrag, urlsplit
 
 from fedqueue.errors import TooLarge
 from fedqueue.remote.client import ACCEPT_ACTIVITY, HttpClient, SigningIdentity, signed_headers
-from fedqueue.remote.guard import FetchError, check_url, host_of
+from fedqueue.remote.guard import FetchError, Gone, check_url, host_of
 from fedqueue.signing.requests import SignatureScheme
 from fedqueue.storable import URI_CHARS, text_problem
 from fedqueue.storage import CachedRemote, Store
@@ -26,6 +26,8 @@ from fedqueue.storage.types import utcnow
 ACTOR_TTL = timedelta(hours=24)
 FAILURE_TTL = timedelta(minutes=5)
 _JSON_TYPES = ("application/activity+json", "application/ld+json", "application/json")
+#: Answers to a GET that mean the document was deleted (`Gone`), not that the server failed.
+_GONE_STATUSES = (404, 410)
 #: The size of the URI columns of remote_actors (storage.tables.URI): longer URIs cannot be stored.
 #: A remembered failure's reason is cut to this many characters.
 _REASON_MAX_CHARS = 500
@@ -151,7 +153,7 @@ class RemoteDirectory:
             doc, raw = await self.fetch_json(uri, signer)
             actor = parse_actor(doc, uri)
         except FetchError as exc:
-            await self._remember_failure(uri, str(exc), now)
+            await self._remember_failure(uri, exc, now)
             raise
         await self._remember(actor, raw, now)
         return actor
@@ -177,7 +179,7 @@ class RemoteDirectory:
                 return RemoteKey(key_id=key_id, owner=cached.uri, public_key_pem=cached.public_key_pem)
             failed = await self._store.remote_actors.get(url, now)
             if failed is not None and failed.error is not None:
-                raise FetchError(failed.error)
+                raise _remembered(failed)
         try:
             doc, raw = await self.fetch_json(url, signer, deadline=deadline)
             if "publicKeyPem" in doc and "inbox" not in doc:  # a separate key document
@@ -190,7 +192,7 @@ class RemoteDirectory:
             if actor.key_id != key_id or not actor.public_key_pem:
                 raise FetchError(f"actor {actor.uri} does not list key {key_id}")
         except FetchError as exc:
-            await self._remember_failure(urldefrag(key_id).url, str(exc), now)
+            await self._remember_failure(urldefrag(key_id).url, exc, now)
             raise
         await self._remember(actor, raw, now)
         return RemoteKey(key_id=key_id, owner=actor.uri, public_key_pem=actor.public_key_pem)
@@ -210,6 +212,8 @@ class RemoteDirectory:
             headers.update(signed_headers("GET", url, signer, self._clock(), scheme=scheme))
         try:
             async with self._client.stream("GET", url, headers=headers, timeout_s=timeout_s) as response:
+                if response.status_code in _GONE_STATUSES:
+                    raise Gone(f"GET {url} answered {response.status_code}")
                 if response.status_code != 200:
                     raise FetchError(f"GET {url} answered {response.status_code}")
                 media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -259,9 +263,9 @@ class RemoteDirectory:
         # The actor answered: inboxes of it that once answered 410 Gone are worth trying again.
         await self._store.audience.forget_gone(filter(None, (actor.inbox, actor.shared_inbox)))
 
-    async def _remember_failure(self, uri: str, reason: str, now: datetime) -> None:
+    async def _remember_failure(self, uri: str, exc: FetchError, now: datetime) -> None:
         # The reason may quote a fetched document: make it one storable line.
-        reason = " ".join(reason.replace("\x00", "\\0").split())[:_REASON_MAX_CHARS]
+        reason = " ".join(str(exc).replace("\x00", "\\0").split())[:_REASON_MAX_CHARS]
         reason = reason.encode("utf-8", "backslashreplace").decode("utf-8")
         await self._store.remote_actors.put(
             CachedRemote(
@@ -274,13 +278,16 @@ class RemoteDirectory:
                 error=reason,
                 fetched_at=now,
                 expires_at=now + FAILURE_TTL,
+                gone=isinstance(exc, Gone),
             )
         )
 
     @staticmethod
     def _from_cache(cached: CachedRemote) -> RemoteActor:
-        if cached.error is not None or cached.inbox is None:
-            raise FetchError(cached.error or f"actor {cached.uri} has no inbox")
+        if cached.error is not None:
+            raise _remembered(cached)
+        if cached.inbox is None:
+            raise FetchError(f"actor {cached.uri} has no inbox")
         return RemoteActor(
             uri=cached.uri,
             inbox=cached.inbox,
@@ -288,3 +295,8 @@ class RemoteDirectory:
             key_id=cached.key_id,
             public_key_pem=cached.public_key_pem,
         )
+
+
+def _remembered(failure: CachedRemote) -> FetchError:
+    """A remembered failure raised again as what it was: `Gone` stays `Gone`."""
+    return (Gone if failure.gone else FetchError)(failure.error or f"fetching {failure.uri} failed")

@@ -26,6 +26,10 @@ class FetchError(FedqueueError):
     """A remote document could not be fetched or used; the message says why, in one line."""
 
 
+class Gone(FetchError):
+    """The remote document answered 410 Gone or 404 Not Found: deleted, not merely unreachable."""
+
+
 #: A host name whose last label is a number (decimal, or 0x hex) is an IPv4 address to URL parsers.
 _NUMERIC_LABEL = re.compile(r"[0-9]+|0[xX][0-9a-fA-F]*")
 

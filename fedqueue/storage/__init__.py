@@ -19,6 +19,7 @@ from fedqueue.storage.outbox import Accepted, OutboxEntry, OutboxState, OutboxSt
 from fedqueue.storage.published import PublishedStore
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
 from fedqueue.storage.stats import StatsStore
+from fedqueue.storage.tombstones import TombstoneStore
 from fedqueue.storage.webhooks import Webhook, WebhookPayload, WebhookStore
 
 __all__ = [
@@ -67,6 +68,7 @@ class Store:
         self.coalescing = CoalescingStore(database)
         self.published = PublishedStore(database)
         self.webhooks = WebhookStore(database)
+        self.tombstones = TombstoneStore(database)
 
     @classmethod
     def open(cls, database_url: str) -> Store:

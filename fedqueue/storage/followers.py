@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, and_, delete, exists, func, insert, literal, select, true, update
+from sqlalchemy import ColumnElement, and_, delete, exists, func, insert, literal, or_, select, true, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.errors import NotFound
@@ -16,15 +16,25 @@ from fedqueue.inbound.forwarding import ForwardActivity
 from fedqueue.outbound import webhooks as webhook_rules
 from fedqueue.storage import webhooks
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import ActorRow, FollowerRow, OutboxRow
+from fedqueue.storage.tables import ActorRow, DeliveryRow, FollowerRow, OutboxRow, RemoteActorRow
 from fedqueue.storage.types import utcnow
 
 _followers = FollowerRow.__table__  # type: ignore[attr-defined]
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 _actors = ActorRow.__table__  # type: ignore[attr-defined]
+_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
+_remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
 
 ACCEPTED = "accepted"
 PENDING = "pending"
+
+
+@dataclass(frozen=True)
+class Departure:
+    """What a gone actor's self-Delete removed: its follows and the deliveries still due to it."""
+
+    follows_removed: int
+    deliveries_dead: int
 
 
 @dataclass(frozen=True)
@@ -72,16 +82,18 @@ async def add_follower(database: Database, conn: AsyncConnection, effect: AddFol
         await _announce(database, conn, webhook_rules.FOLLOWER_ADDED, effect.actor, effect.follower_uri)
 
 
-async def _remove(database: Database, conn: AsyncConnection, where: ColumnElement[bool]) -> None:
-    """Delete follows; each accepted one removed is announced (`follower.removed`)."""
+async def _remove(database: Database, conn: AsyncConnection, where: ColumnElement[bool]) -> int:
+    """Delete follows; each accepted one removed is announced (`follower.removed`). Returns how many."""
     removed = await conn.execute(
         delete(_followers)
         .where(where)
         .returning(_followers.c.actor, _followers.c.follower_uri, _followers.c.state)
     )
-    for row in removed.all():
+    rows = removed.all()
+    for row in rows:
         if row.state == ACCEPTED:
             await _announce(database, conn, webhook_rules.FOLLOWER_REMOVED, row.actor, row.follower_uri)
+    return len(rows)
 
 
 async def remove_follower(database: Database, conn: AsyncConnection, effect: RemoveFollower) -> None:
@@ -93,8 +105,9 @@ async def remove_follower(database: Database, conn: AsyncConnection, effect: Rem
     await _remove(database, conn, where)
 
 
-async def remove_all_follows(database: Database, conn: AsyncConnection, effect: RemoveAllFollows) -> None:
-    await _remove(database, conn, _followers.c.follower_uri == effect.follower_uri)
+async def remove_all_follows(database: Database, conn: AsyncConnection, effect: RemoveAllFollows) -> int:
+    """Every follow by `effect.follower_uri`; returns how many were removed."""
+    return await _remove(database, conn, _followers.c.follower_uri == effect.follower_uri)
 
 
 async def enqueue(conn: AsyncConnection, effect: EnqueueActivity) -> None:
@@ -181,6 +194,26 @@ class FollowerStore:
                 .limit(limit)
             )
         return [Follower(**row._asdict()) for row in rows]
+
+    async def depart(self, actor_uri: str, reason: str) -> Departure:
+        """A deleted remote actor: drop its follows and give up (`dead`, `reason`) what waits for it.
+
+        What waits for it: queued or failed deliveries to its own inbox (as its follows or the
+        actor cache knew it; never a shared inbox, which its server's other actors still use)
+        or to it by name while its inbox was unknown. One transaction.
+        """
+        async with self._db.transaction() as conn:
+            known = select(_followers.c.inbox).where(_followers.c.follower_uri == actor_uri)
+            cached = select(_remote.c.inbox).where(_remote.c.uri == actor_uri, _remote.c.inbox.is_not(None))
+            inboxes = set((await conn.execute(known)).scalars()) | set((await conn.execute(cached)).scalars())
+            waiting = or_(_deliveries.c.recipient == actor_uri, _deliveries.c.inbox.in_(sorted(inboxes)))
+            killed = await conn.execute(
+                update(_deliveries)
+                .where(waiting, _deliveries.c.state.in_(("queued", "failed")))
+                .values(state="dead", last_error=reason, last_error_detail=None)
+            )
+            removed = await remove_all_follows(self._db, conn, RemoveAllFollows(actor_uri))
+        return Departure(follows_removed=removed, deliveries_dead=int(killed.rowcount or 0))
 
     async def approve(self, actor: str, follower_uri: str, accept: EnqueueActivity) -> None:
         """Manual approval: a pending follower becomes accepted and its Accept is queued, together."""

@@ -10,11 +10,18 @@ from sqlalchemy import and_, delete, exists, func, select, union
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fedqueue.inbound.follows import AddFollower, Effect, EnqueueActivity, RemoveAllFollows, RemoveFollower
+from fedqueue.inbound.follows import (
+    AddFollower,
+    Effect,
+    EnqueueActivity,
+    RecordTombstone,
+    RemoveAllFollows,
+    RemoveFollower,
+)
 from fedqueue.inbound.forwarding import ForwardActivity
 from fedqueue.outbound import webhooks as webhook_rules
 from fedqueue.outbound.circuit import OPEN
-from fedqueue.storage import followers, webhooks
+from fedqueue.storage import followers, tombstones, webhooks
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import (
     ActorRow,
@@ -146,7 +153,7 @@ class InboxStore:
                 inbound_id = inserted.scalar_one()
                 await self._add_items(conn, inbound_id, inbound)
                 for effect in effects:
-                    await self._apply(conn, effect)
+                    await self._apply(conn, effect, inbound.received_at)
             return True
         except IntegrityError:
             pass  # the activity id is stored already
@@ -185,13 +192,15 @@ class InboxStore:
                 self._db, conn, actor, webhook_rules.INBOX, data, inbound.received_at, inbox_item_id=item_id
             )
 
-    async def _apply(self, conn: AsyncConnection, effect: Effect) -> None:
+    async def _apply(self, conn: AsyncConnection, effect: Effect, now: datetime) -> None:
         if isinstance(effect, AddFollower):
             await followers.add_follower(self._db, conn, effect)
         elif isinstance(effect, RemoveFollower):
             await followers.remove_follower(self._db, conn, effect)
         elif isinstance(effect, RemoveAllFollows):
             await followers.remove_all_follows(self._db, conn, effect)
+        elif isinstance(effect, RecordTombstone):
+            await tombstones.record(self._db, conn, effect, now)
         elif isinstance(effect, EnqueueActivity):
             await followers.enqueue(conn, effect)
         elif isinstance(effect, ForwardActivity):

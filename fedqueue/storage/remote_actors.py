@@ -16,7 +16,10 @@ _remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
 
 @dataclass(frozen=True)
 class CachedRemote:
-    """A cache entry: either a usable document (error is None) or a remembered failure."""
+    """A cache entry: either a usable document (error is None) or a remembered failure.
+
+    `gone`: the failure was a 410 Gone or 404 (the document was deleted), not an outage.
+    """
 
     uri: str
     inbox: str | None
@@ -27,6 +30,7 @@ class CachedRemote:
     error: str | None
     fetched_at: datetime
     expires_at: datetime
+    gone: bool = False
 
 
 class RemoteActorStore:
@@ -52,6 +56,7 @@ class RemoteActorStore:
             "error": entry.error,
             "fetched_at": entry.fetched_at,
             "expires_at": entry.expires_at,
+            "gone": entry.gone,
         }
         try:
             async with self._db.transaction() as conn:

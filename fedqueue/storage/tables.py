@@ -198,7 +198,10 @@ class HostRow(SQLModel, table=True):
 
 
 class RemoteActorRow(SQLModel, table=True):
-    """Cache of fetched remote actor documents and keys; `error` rows are a short negative cache."""
+    """Cache of fetched remote actor documents and keys; `error` rows are a short negative cache.
+
+    `gone`: an `error` row's fetch answered 410 or 404 (the actor was deleted, see the README).
+    """
 
     __tablename__ = "remote_actors"
     __table_args__ = (Index("ix_remote_actors_key_id", "key_id"),)
@@ -212,6 +215,7 @@ class RemoteActorRow(SQLModel, table=True):
     error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     fetched_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
     expires_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    gone: bool = Field(default=False, sa_column=Column(Boolean, nullable=False, server_default=text("false")))
 
 
 class GoneInboxRow(SQLModel, table=True):
@@ -221,6 +225,20 @@ class GoneInboxRow(SQLModel, table=True):
 
     inbox: str = Field(sa_column=Column(URI, primary_key=True))
     gone_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
+class TombstoneRow(SQLModel, table=True):
+    """A remote actor deleted one of its objects: its later Create or Update of it is dropped.
+
+    Kept `inbox_tombstone_hours`, so a Delete that overtakes its Create still wins.
+    """
+
+    __tablename__ = "inbox_tombstones"
+    __table_args__ = (Index("ix_inbox_tombstones_deleted_at", "deleted_at"),)
+
+    object_id: str = Field(sa_column=Column(URI, primary_key=True))
+    actor_uri: str = Field(sa_column=Column(URI, primary_key=True))
+    deleted_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
 
 
 class InboundActivityRow(SQLModel, table=True):

@@ -21,11 +21,13 @@ from fedqueue.errors import (
     Forbidden,
     InvalidInput,
     NotFound,
+    Throttled,
     TooLarge,
     Unauthorized,
 )
 from fedqueue.inbound.pruning import prune_forever
 from fedqueue.inbound.receive_rules import UnsupportedMediaType
+from fedqueue.inbound.throttle import InboxThrottle
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.backpressure import Backlog
 from fedqueue.outbound.supervise import WorkerHealth
@@ -56,6 +58,7 @@ log = logging.getLogger("fedqueue.web")
 _STATUS_BY_ERROR: dict[type[FedqueueError], int] = {
     Unauthorized: 401,
     Forbidden: 403,
+    Throttled: 429,
     UnsupportedMediaType: 415,
     TooLarge: 413,
     NotFound: 404,
@@ -78,6 +81,8 @@ async def _fedqueue_error(request: Request, exc: Exception) -> Response:
     if dashboard.is_html_route(request.url.path):
         return dashboard.error_page(request, status, str(exc))
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 and "token" in str(exc) else None
+    if isinstance(exc, Throttled):
+        headers = {"Retry-After": str(exc.retry_after_s)}
     return error_response(status, str(exc), headers)
 
 
@@ -178,6 +183,9 @@ def create_app(
         store.outbox.backlog, settings.outbox_max_pending, poll_interval_s=settings.poll_interval_seconds
     )
     app.state.directory = directory
+    app.state.inbox_throttle = InboxThrottle(
+        settings.inbox_throttle_per_second, settings.inbox_throttle_burst, settings.trusted_inbox_hosts
+    )
     app.state.keyring = keyring or Keyring(store, Urls(settings.base_url))
     app.state.worker = worker or WorkerHealth(state="disabled")
     return app

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fedqueue.errors import Forbidden, InvalidInput, NotFound, TooLarge, Unauthorized
+from fedqueue.errors import Forbidden, InvalidInput, NotFound, Throttled, TooLarge, Unauthorized
 from fedqueue.inbound.receive import Receiver
 from fedqueue.inbound.receive_rules import (
     UnsupportedMediaType,
@@ -66,6 +66,7 @@ _REFUSAL_REASONS: dict[type[Exception], str] = {
     SignatureError: "401_signature",
     Unauthorized: "401_unauthorized",
     Forbidden: "403_blocked",
+    Throttled: "429_throttled",
     InvalidInput: "400_malformed",
     StorageUnavailable: "503_unavailable",
 }
@@ -95,7 +96,12 @@ async def _receive(request: Request) -> bool:
     """Read the request (404 for an unknown actor before the body), then hand it to receive."""
     settings = settings_of(request)
     receiver = Receiver(
-        settings, store_of(request), urls_of(request), keyring_of(request), directory_of(request)
+        settings,
+        store_of(request),
+        urls_of(request),
+        keyring_of(request),
+        directory_of(request),
+        request.app.state.inbox_throttle,
     )
     name = request.path_params.get("name")
     await receiver.addressed(name)

@@ -1,0 +1,48 @@
+"""Which unverifiable activities may still be answered 202: a deleted actor's own Delete (pure).
+
+When an account is deleted its server answers 410 (or 404) for its actor and key, yet still
+sends the account's `Delete` to every server that knew it. The signature cannot be checked,
+and a 401 makes the sender retry for days. Mastodon and Fedify answer such a self-Delete
+(or self-Update) with 202; so does fedqueue, and it then forgets the actor's follows and the
+deliveries still due to it (`FollowerStore.depart`), storing nothing else.
+
+Accepting it unverified is safe because of what it requires: the activity's object is its
+actor, and every key the request names is on the actor's own origin and answered 410 or 404.
+Only the actor's own server can make its key URLs answer so, and the effect is only that we
+stop following up on that actor, which a verified self-Delete would cause too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from typing import Any
+
+from fedqueue.inbound.receive_rules import Activity, same_origin
+
+#: Types whose self-addressed form a deleted actor's server sends.
+SELF_REMOVAL_TYPES = frozenset({"Delete", "Update"})
+
+
+def _uri(value: Any) -> str | None:
+    if isinstance(value, dict):
+        value = value.get("id")
+    return value if isinstance(value, str) and value else None
+
+
+def is_self_removal(activity: Activity) -> bool:
+    """A Delete or Update whose object is its own actor (the object given as a URI or with an `id`)."""
+    return activity.type in SELF_REMOVAL_TYPES and _uri(activity.doc.get("object")) == activity.actor
+
+
+def accept_unverified(activity: Activity, key_ids: Iterable[str], gone_key_ids: Collection[str]) -> bool:
+    """Whether a request whose signature could not be verified is a gone actor's self-removal.
+
+    `key_ids`: every key the request's signatures name; `gone_key_ids`: those whose fetch
+    answered 410 or 404. All must be gone and on the actor's origin.
+    """
+    named = set(key_ids)
+    return (
+        bool(named)
+        and is_self_removal(activity)
+        and all(key_id in gone_key_ids and same_origin(key_id, activity.actor) for key_id in named)
+    )

@@ -1,0 +1,46 @@
+"""Tombstones: which remote objects their actors deleted lately (so a late Create is dropped)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import delete, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from fedqueue.inbound.follows import RecordTombstone
+from fedqueue.storage.database import Database
+from fedqueue.storage.tables import TombstoneRow
+
+_tombstones = TombstoneRow.__table__  # type: ignore[attr-defined]
+
+
+async def record(database: Database, conn: AsyncConnection, effect: RecordTombstone, now: datetime) -> None:
+    """Remember (or refresh) that `effect.actor` deleted `effect.object_id` at `now`."""
+    await conn.execute(
+        database.upsert(_tombstones)
+        .values(object_id=effect.object_id, actor_uri=effect.actor, deleted_at=now)
+        .on_conflict_do_update(index_elements=["object_id", "actor_uri"], set_={"deleted_at": now})
+    )
+
+
+class TombstoneStore:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def holds(self, object_id: str, actor_uri: str, since: datetime) -> bool:
+        """Whether `actor_uri` deleted `object_id` at or after `since`."""
+        async with self._db.reading() as conn:
+            found = await conn.execute(
+                select(_tombstones.c.deleted_at).where(
+                    _tombstones.c.object_id == object_id,
+                    _tombstones.c.actor_uri == actor_uri,
+                    _tombstones.c.deleted_at >= since,
+                )
+            )
+            return found.first() is not None
+
+    async def prune(self, before: datetime) -> int:
+        """Forget tombstones older than `before`; returns how many."""
+        async with self._db.transaction() as conn:
+            deleted = await conn.execute(delete(_tombstones).where(_tombstones.c.deleted_at < before))
+        return int(deleted.rowcount or 0)
