@@ -33,6 +33,7 @@ from fedqueue.remote.guard import FetchError
 from fedqueue.settings import Settings, load_settings
 from fedqueue.signing.keys import generate_key_pair, load_private_key
 from fedqueue.signing.requests import SignatureError, sign_request
+from fedqueue.storage import check_actor_name
 from fedqueue.storage.types import utcnow
 
 #: How long a request to the server may take.
@@ -110,6 +111,7 @@ class Throwaway:
 
 
 def run_try_follow(args: argparse.Namespace) -> int:
+    check_actor_name(args.actor)
     settings = load_settings()
     asyncio.run(
         try_follow(settings, args.actor, (args.server or settings.base_url).rstrip("/"), args.timeout)
@@ -155,7 +157,12 @@ async def _local_actor(http: httpx.AsyncClient, server: str, name: str) -> dict[
         raise TryFollowFailed(
             f"GET {server}/actors/{name} answered {response.status_code}: {_reason(response)}"
         )
-    doc: dict[str, Any] = response.json()
+    try:
+        doc = response.json()
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict) or not all(isinstance(doc.get(f), str) for f in ("id", "inbox")):
+        raise TryFollowFailed(f"{server}/actors/{name} is not an actor document with an id and an inbox")
     if doc.get("manuallyApprovesFollowers"):
         raise TryFollowFailed(
             f"{name} does not auto-accept follows (manuallyApprovesFollowers): no Accept would come"
@@ -180,7 +187,10 @@ async def _send_follow(
     headers |= sign_request(
         "cavage", "POST", inbox, headers, body, throwaway.private_key, throwaway.key_id, utcnow()
     )
-    response = await http.post(inbox, content=body, headers=headers)
+    try:
+        response = await http.post(inbox, content=body, headers=headers)
+    except httpx.HTTPError as exc:
+        raise TryFollowFailed(f"cannot POST the follow to {inbox}: {describe(exc)}") from None
     if response.status_code != 202:
         reason = _reason(response)
         if PRIVATE_ADDRESS_REFUSAL in reason:
