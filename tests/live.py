@@ -31,10 +31,15 @@ def free_port() -> int:
 
 @contextmanager
 def live_instance(
-    tmp_path: Path, admin_token: str, timeout_s: float = 30.0, database_url: str | None = None
+    tmp_path: Path,
+    admin_token: str,
+    timeout_s: float = 30.0,
+    database_url: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> Iterator[LiveInstance]:
     """Start `fedqueue serve` (on a fresh SQLite file unless given a database), wait for /healthz,
-    stop it (SIGTERM, then kill) afterwards."""
+    stop it (SIGTERM, then kill) afterwards. `env` overrides its settings (private addresses are
+    allowed unless it says otherwise)."""
     port = free_port()
     origin = f"http://127.0.0.1:{port}"
     database_url = database_url or f"sqlite+aiosqlite:///{tmp_path / 'live.db'}"
@@ -45,6 +50,7 @@ def live_instance(
         "FEDQUEUE_ADMIN_TOKEN": admin_token,
         "FEDQUEUE_ALLOW_PRIVATE_ADDRESSES": "true",
         "FEDQUEUE_LOG_LEVEL": "WARNING",
+        **(env or {}),
     }
     log = (tmp_path / "serve.log").open("w")
     process = subprocess.Popen(

@@ -1,4 +1,4 @@
-"""Admin commands straight on the database: deliveries, hosts, activities, retry, cancel, pause, ...
+"""Admin commands straight on the database: deliveries, hosts, activities, followers, retry, pause, ...
 
 Tables for a person by default, JSON (the admin API's shapes) with --json. Every action is
 audited as `cli:<login name>`.
@@ -18,8 +18,9 @@ from typing import Any
 from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.errors import InvalidInput
-from fedqueue.storage import Store
+from fedqueue.storage import Store, check_actor_name
 from fedqueue.storage.admin_json import activity_json, delivery_json, host_json
+from fedqueue.storage.followers import ACCEPTED, PENDING
 from fedqueue.urls import Urls
 
 #: name: (summary, description, example); every host action prints the host's flags after it.
@@ -93,6 +94,21 @@ def register(commands: Subparsers) -> None:
     activities.add_argument("--limit", type=int, default=20, help="activities to list")
     _json_flag(activities)
     activities.set_defaults(run=run_activities)
+
+    followers = command(
+        commands,
+        "followers",
+        "a local actor's followers, oldest first",
+        "List the remote accounts following local actor ACTOR, oldest follow first: the "
+        "follower's actor id, the inbox its deliveries go to, and since when it follows. "
+        "--pending lists the follows waiting for approval instead.",
+        ["fedqueue followers alice", "fedqueue followers alice --json"],
+    )
+    followers.add_argument("actor", metavar="ACTOR", help="a local actor's name")
+    followers.add_argument("--pending", action="store_true", help="the follows waiting for approval")
+    followers.add_argument("--limit", type=int, default=100, help="followers to list")
+    _json_flag(followers)
+    followers.set_defaults(run=run_followers)
 
     retry = command(
         commands,
@@ -280,6 +296,32 @@ def run_activities(args: argparse.Namespace) -> int:
         )
 
     return _print(args, {"items": data}, render)
+
+
+def run_followers(args: argparse.Namespace) -> int:
+    name = check_actor_name(args.actor)
+    state = PENDING if args.pending else ACCEPTED
+
+    async def work(store: Store, urls: Urls) -> list[dict[str, Any]]:
+        await store.actors.get(name)  # NotFound: "no actor ..." rather than an empty list
+        page = await store.followers.page(name, offset=0, limit=args.limit, state=state)
+        return [
+            {
+                "follower": f.follower_uri,
+                "inbox": f.inbox,
+                "shared_inbox": f.shared_inbox,
+                "since": f.created_at.isoformat(),
+            }
+            for f in page
+        ]
+
+    data = _with_store(work)
+
+    def render() -> str:
+        rows = [{**f, "since": _when(f["since"])} for f in data]
+        return table(rows, [("follower", "FOLLOWER"), ("inbox", "INBOX"), ("since", "SINCE")])
+
+    return _print(args, {"actor": name, "state": state, "items": data}, render)
 
 
 def run_retry(args: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ READ_AND_ADMIN_COMMANDS = [
     ["hosts"],
     ["activities"],
     ["deliveries", "--state", "dead"],
+    ["followers", "alice"],
     ["status", "11"],
     ["retry", "--dead"],
     ["cancel", "1"],

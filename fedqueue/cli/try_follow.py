@@ -1,0 +1,262 @@
+"""`fedqueue try-follow ACTOR`: a throwaway remote account follows a local actor, end to end.
+
+On a laptop no real fediverse server can reach 127.0.0.1, so this command plays one: it serves
+its own actor document (a fresh RSA-2048 key) and inbox on a free 127.0.0.1 port, POSTs a
+signed Follow to the running server's inbox, and waits for the Accept that the server's worker
+delivers, checking that Accept with the same verification code the inbox uses. Each step is
+one line; a failure is one line naming the likely cause.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import secrets
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urldefrag
+
+import httpx
+from aiohttp import web
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
+
+from fedqueue.cli.help import Subparsers, command
+from fedqueue.errors import FedqueueError, describe
+from fedqueue.inbound.follows import AS_CONTEXT
+from fedqueue.inbound.signature_schemes import InboundRequest
+from fedqueue.inbound.verify import KeyRecord, TimeWindow, precheck, verify_signature
+from fedqueue.remote.client import ACTIVITY_JSON
+from fedqueue.remote.documents import RemoteKey, parse_actor
+from fedqueue.remote.guard import FetchError
+from fedqueue.settings import Settings, load_settings
+from fedqueue.signing.keys import generate_key_pair, load_private_key
+from fedqueue.signing.requests import SignatureError, sign_request
+from fedqueue.storage import check_actor_name
+from fedqueue.storage.types import utcnow
+
+#: How long a request to the server may take.
+HTTP_TIMEOUT_S = 10.0
+#: The server refuses a loopback key fetch with a reason containing this (remote.guard).
+PRIVATE_ADDRESS_REFUSAL = "private or loopback address"
+
+
+class TryFollowFailed(FedqueueError):
+    """A step of the try-out failed; the message names the step and the likely cause."""
+
+
+def register(commands: Subparsers) -> None:
+    try_follow = command(
+        commands,
+        "try-follow",
+        "a throwaway local account follows ACTOR; waits for the Accept",
+        "Play a remote fediverse account on a free 127.0.0.1 port (fresh RSA-2048 key, actor "
+        "document, inbox), send the running server a signed Follow of local actor ACTOR, and wait "
+        "for the Accept its worker delivers, verifying the Accept's signature. Afterwards "
+        "`fedqueue followers ACTOR` lists the throwaway account. The server must allow private "
+        "addresses (FEDQUEUE_ALLOW_PRIVATE_ADDRESSES=true) to fetch this account's key: for local "
+        "try-outs only. Exits 0 when the Accept arrived and verified.",
+        ["fedqueue try-follow alice", "fedqueue try-follow alice --server http://127.0.0.1:8080"],
+    )
+    try_follow.add_argument("actor", metavar="ACTOR", help="a local actor's name")
+    try_follow.add_argument(
+        "--server", help="the running server's origin (default: FEDQUEUE_BASE_URL, as `serve` uses it)"
+    )
+    try_follow.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the Accept")
+    try_follow.set_defaults(run=run_try_follow)
+
+
+@dataclass
+class Throwaway:
+    """The throwaway account: its origin, key, and the POSTs its inbox received."""
+
+    origin: str
+    private_key: PrivateKeyTypes
+    public_key_pem: str
+    received: asyncio.Queue[InboundRequest] = field(default_factory=asyncio.Queue)
+
+    @property
+    def actor_id(self) -> str:
+        return f"{self.origin}/actor"
+
+    @property
+    def key_id(self) -> str:
+        return f"{self.actor_id}#main-key"
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "@context": [AS_CONTEXT, "https://w3id.org/security/v1"],
+            "id": self.actor_id,
+            "type": "Person",
+            "preferredUsername": "try-follow",
+            "inbox": f"{self.origin}/inbox",
+            "publicKey": {"id": self.key_id, "owner": self.actor_id, "publicKeyPem": self.public_key_pem},
+        }
+
+    def app(self) -> web.Application:
+        async def actor(request: web.Request) -> web.Response:
+            return web.Response(body=json.dumps(self.document()), content_type=ACTIVITY_JSON)
+
+        async def inbox(request: web.Request) -> web.Response:
+            headers = {name.lower(): value for name, value in request.headers.items()}
+            body = await request.read()
+            self.received.put_nowait(InboundRequest("POST", f"{self.origin}/inbox", headers, body))
+            return web.Response(status=202)
+
+        app = web.Application()
+        app.router.add_get("/actor", actor)
+        app.router.add_post("/inbox", inbox)
+        return app
+
+
+def run_try_follow(args: argparse.Namespace) -> int:
+    check_actor_name(args.actor)
+    settings = load_settings()
+    asyncio.run(
+        try_follow(settings, args.actor, (args.server or settings.base_url).rstrip("/"), args.timeout)
+    )
+    return 0
+
+
+async def try_follow(settings: Settings, name: str, server: str, timeout_s: float) -> None:
+    """Follow `name` on `server` from a throwaway account; TryFollowFailed names a failed step."""
+    async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as http:
+        target = await _local_actor(http, server, name)
+        keys = generate_key_pair()
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        origin = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        throwaway = Throwaway(origin, load_private_key(keys.private_pem), keys.public_pem)
+        runner = web.AppRunner(throwaway.app(), access_log=None)
+        await runner.setup()
+        try:
+            await web.SockSite(runner, listener).start()
+            print(f"throwaway account {throwaway.actor_id} listening", flush=True)
+            follow = await _send_follow(http, throwaway, target)
+            accept = await _wait_for_accept(throwaway, follow, target, timeout_s)
+            await _verify(http, settings, accept, target)
+        finally:
+            await runner.cleanup()
+            listener.close()
+    print("accept received, signature verified", flush=True)
+    print(f"{throwaway.actor_id} now follows {name}: see `fedqueue followers {name}`", flush=True)
+
+
+async def _local_actor(http: httpx.AsyncClient, server: str, name: str) -> dict[str, Any]:
+    """The followed actor's document; one line when the server or the actor is not there."""
+    try:
+        response = await http.get(f"{server}/actors/{name}", headers={"Accept": ACTIVITY_JSON})
+    except httpx.HTTPError as exc:
+        raise TryFollowFailed(
+            f"cannot reach {server} ({describe(exc)}): is `fedqueue serve` running there? (--server)"
+        ) from None
+    if response.status_code == 404:
+        raise TryFollowFailed(f"no actor {name!r} on {server}: create it with `fedqueue actor create {name}`")
+    if response.status_code != 200:
+        raise TryFollowFailed(
+            f"GET {server}/actors/{name} answered {response.status_code}: {_reason(response)}"
+        )
+    try:
+        doc = response.json()
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict) or not all(isinstance(doc.get(f), str) for f in ("id", "inbox")):
+        raise TryFollowFailed(f"{server}/actors/{name} is not an actor document with an id and an inbox")
+    if doc.get("manuallyApprovesFollowers"):
+        raise TryFollowFailed(
+            f"{name} does not auto-accept follows (manuallyApprovesFollowers): no Accept would come"
+        )
+    return doc
+
+
+async def _send_follow(
+    http: httpx.AsyncClient, throwaway: Throwaway, target: dict[str, Any]
+) -> dict[str, Any]:
+    """POST a draft-cavage signed Follow of `target` to its inbox; the server must answer 202."""
+    follow = {
+        "@context": AS_CONTEXT,
+        "id": f"{throwaway.origin}/follows/{secrets.token_hex(8)}",
+        "type": "Follow",
+        "actor": throwaway.actor_id,
+        "object": target["id"],
+    }
+    body = json.dumps(follow).encode()
+    headers = {"Content-Type": ACTIVITY_JSON}
+    inbox = str(target["inbox"])
+    headers |= sign_request(
+        "cavage", "POST", inbox, headers, body, throwaway.private_key, throwaway.key_id, utcnow()
+    )
+    try:
+        response = await http.post(inbox, content=body, headers=headers)
+    except httpx.HTTPError as exc:
+        raise TryFollowFailed(f"cannot POST the follow to {inbox}: {describe(exc)}") from None
+    if response.status_code != 202:
+        reason = _reason(response)
+        if PRIVATE_ADDRESS_REFUSAL in reason:
+            reason = (
+                "the server may not fetch this account's key from 127.0.0.1 "
+                "(FEDQUEUE_ALLOW_PRIVATE_ADDRESSES is false); "
+                "serve with FEDQUEUE_ALLOW_PRIVATE_ADDRESSES=true, for local try-outs only"
+            )
+        raise TryFollowFailed(f"follow refused: {response.status_code}: {reason}")
+    print(f"follow sent: {response.status_code}", flush=True)
+    return follow
+
+
+async def _wait_for_accept(
+    throwaway: Throwaway, follow: dict[str, Any], target: dict[str, Any], timeout_s: float
+) -> InboundRequest:
+    """The first POST to the throwaway inbox that accepts `follow`, within `timeout_s`."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            while True:
+                request = await throwaway.received.get()
+                try:
+                    activity = json.loads(request.body)
+                except ValueError:
+                    continue
+                if not isinstance(activity, dict):
+                    continue
+                accepted = activity.get("object")
+                accepted_id = accepted.get("id") if isinstance(accepted, dict) else accepted
+                if activity.get("type") == "Accept" and accepted_id == follow["id"]:
+                    return request
+    except TimeoutError:
+        raise TryFollowFailed(
+            f"no Accept from {target['id']} within {timeout_s:g} s: is the server's worker running "
+            "(`fedqueue serve` without --no-worker, or `fedqueue worker`)?"
+        ) from None
+
+
+async def _verify(
+    http: httpx.AsyncClient, settings: Settings, accept: InboundRequest, target: dict[str, Any]
+) -> None:
+    """The Accept's signature verifies under a key of the followed actor, as the inbox checks it."""
+    window = TimeWindow(settings.signature_max_age_seconds, settings.signature_max_skew_seconds)
+
+    async def resolve(key_id: str, refresh: bool) -> KeyRecord:
+        url = urldefrag(key_id).url
+        try:
+            response = await http.get(url, headers={"Accept": ACTIVITY_JSON})
+            response.raise_for_status()
+            actor = parse_actor(response.json(), url, key_id)
+        except (httpx.HTTPError, ValueError, FetchError) as exc:
+            raise SignatureError(f"cannot fetch key {key_id}: {describe(exc)}") from None
+        if actor.key_id != key_id or actor.public_key_pem is None:
+            raise SignatureError(f"{url} does not list key {key_id}")
+        return RemoteKey(key_id=key_id, owner=actor.uri, public_key_pem=actor.public_key_pem)
+
+    try:
+        candidates = precheck(accept, utcnow(), window)
+        await verify_signature(candidates, resolve, str(target["id"]))
+    except SignatureError as exc:
+        raise TryFollowFailed(f"accept received, but its signature does not verify: {exc}") from None
+
+
+def _reason(response: httpx.Response) -> str:
+    """The server's one-line refusal (`{"error": ...}`), or the start of its body."""
+    try:
+        return str(response.json()["error"])
+    except (ValueError, KeyError, TypeError):
+        return response.text.strip().splitlines()[0][:200] if response.text.strip() else "(empty body)"
