@@ -12,7 +12,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from fedqueue.errors import Forbidden, Unauthorized
 from fedqueue.inbound.follows import FollowerInboxes, created_object, effects_for
@@ -37,6 +37,9 @@ from fedqueue.urls import Urls
 
 log = logging.getLogger("fedqueue.inbox")
 
+#: What became of an inbound activity answered 202: the answer's `status`, a metrics label.
+Received = Literal["accepted", "duplicate", "gone_actor", "deleted_object"]
+
 #: More named local recipients than this in one activity are ignored beyond the first ones.
 MAX_NAMED_RECIPIENTS = 100
 #: At most this many local-looking names of an activity are looked up (the first, sorted).
@@ -59,11 +62,12 @@ class Receiver:
         if name is not None:
             await self.keyring.identity(check_actor_name(name))
 
-    async def receive(self, signed: InboundRequest, name: str | None) -> bool:
-        """Verify and store one inbound activity; True if new, False if nothing new was stored.
+    async def receive(self, signed: InboundRequest, name: str | None) -> Received:
+        """Verify and store one inbound activity; what became of it (all answered 202).
 
-        Nothing new: a duplicate, a gone actor's self-Delete (`inbound.gone`), or a Create or
-        Update of an object its actor deleted lately (a tombstone).
+        Only "accepted" stored something new; "gone_actor" is a gone actor's self-Delete
+        (`inbound.gone`), "deleted_object" a Create or Update of an object its actor deleted
+        lately (a tombstone).
         """
         settings = self.settings
         if signed.headers.get("host", "").lower() != settings.host.lower():
@@ -101,12 +105,12 @@ class Receiver:
             if not accept_unverified(activity, (parsed.key_id for parsed in candidates), gone_keys):
                 raise
             await self._depart(activity)
-            return False
+            return "gone_actor"
         activity = authenticated.activity  # a forwarded one may be replaced by its re-fetched copy
         check_text("the signature's keyId", authenticated.key_id, URI_CHARS)
         await heard_from(self.store, admission, activity.actor, authenticated.key_id, utcnow())
         if await self._tombstoned(activity):
-            return False
+            return "deleted_object"
         forward = forwarding_for(activity, self.urls) if authenticated.forwardable else None
         effects = effects_for(
             activity,
@@ -129,7 +133,7 @@ class Receiver:
         log.info(
             "inbox %s %s from %s (%s)", activity.type, activity.id, activity.actor, "new" if stored else "dup"
         )
-        return stored
+        return "accepted" if stored else "duplicate"
 
     async def _tombstoned(self, activity: Activity) -> bool:
         """A Create or Update of an object its actor deleted lately (the Delete overtook it)."""

@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue.errors import Forbidden, InvalidInput, NotFound, Throttled, TooLarge, Unauthorized
-from fedqueue.inbound.receive import Receiver
+from fedqueue.inbound.receive import Received, Receiver
 from fedqueue.inbound.receive_rules import (
     UnsupportedMediaType,
     check_media_type,
@@ -84,15 +84,15 @@ async def receive(request: Request) -> Response:
     """POST /actors/{name}/inbox and /inbox; every answer is counted in the inbox metrics."""
     metrics: Metrics = request.app.state.metrics
     try:
-        stored = await _receive(request)
+        received = await _receive(request)
     except Exception as exc:
         metrics.inbox_result(False, refusal_reason(exc))
         raise
-    metrics.inbox_result(True, "new" if stored else "duplicate")
-    return JSONResponse({"status": "accepted" if stored else "duplicate"}, status_code=202)
+    metrics.inbox_result(True, "new" if received == "accepted" else received)
+    return JSONResponse({"status": received}, status_code=202)
 
 
-async def _receive(request: Request) -> bool:
+async def _receive(request: Request) -> Received:
     """Read the request (404 for an unknown actor before the body), then hand it to receive."""
     settings = settings_of(request)
     receiver = Receiver(

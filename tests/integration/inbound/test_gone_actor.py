@@ -83,7 +83,7 @@ async def test_a_deleted_actors_self_delete_is_accepted_and_forgets_its_follows_
 
     response = await post(client, PATH, bob.signed(PATH, self_delete(bob)))
 
-    assert response.status_code == 202, response.text
+    assert (response.status_code, response.json()) == (202, {"status": "gone_actor"})
     follows, inbound = await follows_and_inbound(store)
     assert (follows, inbound) == ([], [])
     states = await deliveries(store)

@@ -24,9 +24,12 @@ async def stored_types(store: Store) -> list[str]:
         return list(rows.scalars())
 
 
-async def send(client: httpx.AsyncClient, actor: RemoteActor, activity: dict[str, object]) -> None:
+async def send(client: httpx.AsyncClient, actor: RemoteActor, activity: dict[str, object]) -> str:
+    """POST `activity`; the 202 answer's status."""
     response = await post(client, PATH, actor.signed(PATH, activity))
     assert response.status_code == 202, response.text
+    status: str = response.json()["status"]
+    return status
 
 
 async def test_a_create_arriving_after_its_delete_is_accepted_and_dropped(
@@ -34,11 +37,11 @@ async def test_a_create_arriving_after_its_delete_is_accepted_and_dropped(
 ) -> None:
     await store.actors.create("alice")
     create = bob.note_to("alice")
-    await send(client, bob, bob.activity("Delete", object=create["object"]["id"]))
-    await send(client, bob, create)
+    assert await send(client, bob, bob.activity("Delete", object=create["object"]["id"])) == "accepted"
+    assert await send(client, bob, create) == "deleted_object"
     # An Update of the deleted note is dropped too; another note is not.
-    await send(client, bob, bob.activity("Update", object=create["object"]))
-    await send(client, bob, bob.note_to("alice"))
+    assert await send(client, bob, bob.activity("Update", object=create["object"])) == "deleted_object"
+    assert await send(client, bob, bob.note_to("alice")) == "accepted"
     assert await stored_types(store) == ["Delete", "Create"]
     pulled = await store.inbox.pull("alice", "app", None, 10)
     assert [entry.activity_id for entry in pulled.entries][1] != create["id"]
