@@ -126,7 +126,9 @@ def local_name(uri: str) -> str | None:
 
 def test_the_plan_drops_follows_the_sender_no_longer_lists_and_undoes_the_ones_we_do_not_hold() -> None:
     listed = ["http://us.example/actors/carol", "http://us.example/actors/dave", "https://other.example/u/x"]
-    assert plan_sync(["alice", "carol"], listed, local_name) == SyncPlan(unfollowed=("alice",), stale=("dave",))
+    assert plan_sync(["alice", "carol"], listed, local_name) == SyncPlan(
+        unfollowed=("alice",), stale=("dave",)
+    )
 
 
 def test_an_empty_partial_collection_drops_every_recorded_follow() -> None:
