@@ -15,6 +15,8 @@ from datetime import timedelta
 from typing import Any
 
 from fedqueue.errors import Forbidden, Unauthorized
+from fedqueue.follower_sync import HEADER as SYNC_HEADER
+from fedqueue.inbound.collection_sync import FollowersSync
 from fedqueue.inbound.follows import FollowerInboxes, created_object, effects_for
 from fedqueue.inbound.forwarded import DocumentFetcher, authenticate
 from fedqueue.inbound.forwarding import forwarding_for
@@ -53,6 +55,7 @@ class Receiver:
     keyring: Keyring
     directory: RemoteDirectory
     throttle: InboxThrottle | None = None
+    followers_sync: FollowersSync | None = None
 
     async def addressed(self, name: str | None) -> None:
         """NotFound (404) when the path names no local actor: checked before the body is read."""
@@ -129,6 +132,12 @@ class Receiver:
         log.info(
             "inbox %s %s from %s (%s)", activity.type, activity.id, activity.actor, "new" if stored else "dup"
         )
+        sync = signed.headers.get(SYNC_HEADER.lower())
+        # Only the actor's own HTTP signature speaks for its followers collection.
+        if sync and self.followers_sync is not None and authenticated.forwarded_by is None:
+            await self.followers_sync.run(
+                self.store, self.directory, self.urls, signer, activity.actor, sync, timeout_s
+            )
         return stored
 
     async def _tombstoned(self, activity: Activity) -> bool:
