@@ -204,8 +204,9 @@ async def _recipients(store: Store, name: str | None, named: dict[str, bool]) ->
     """The addressed local actors; on the shared inbox with none named, every local actor.
 
     `named` holds the local actors the activity (or the path) names. Only when it names none
-    on the shared inbox are all local actors read: fedqueue does not track whom local actors
-    follow, so a followers-only post there cannot be narrowed down; it goes to all, not none.
+    on the shared inbox are all local actors read: whom local actors follow is recorded only
+    from Accepts (`storage.following`), which misses follows made before it was, so a
+    followers-only post there is not narrowed down; it goes to all, not none.
     """
     recipients = set(sorted(named)[:MAX_NAMED_RECIPIENTS])
     if name is not None:
