@@ -81,11 +81,13 @@ class FollowersSync:
         doc, _raw = await directory.fetch_json(header.url, signer, deadline=loop.time() + timeout_s)
         plan = plan_sync(recorded, _items(doc, header), urls.local_actor_name)
         inbox = (await directory.actor(actor_uri, signer)).inbox
-        undos = [
-            EnqueueActivity(name, undo_follow_activity(urls, name, actor_uri, recorded.get(name)), (inbox,))
+        undos = {
+            name: EnqueueActivity(
+                name, undo_follow_activity(urls, name, actor_uri, recorded.get(name)), (inbox,)
+            )
             for name in (*plan.unfollowed, *plan.stale)
-        ]
-        queued = await store.following.synchronize(actor_uri, plan.unfollowed, undos)
+        }
+        queued = await store.following.synchronize(actor_uri, plan, undos, utcnow())
         log.info(
             "followers synchronization with %s: %d follows forgotten, %d Undo(Follow) queued",
             actor_uri,

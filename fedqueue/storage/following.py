@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from fedqueue.follower_sync import SyncPlan
 from fedqueue.inbound.follows import AddFollowing, EnqueueActivity, RemoveFollowing
 from fedqueue.storage.database import Database
 from fedqueue.storage.followers import enqueue
@@ -72,23 +73,44 @@ class FollowingStore:
             return {row.actor: row.follow_activity_id for row in rows}
 
     async def synchronize(
-        self, followed_uri: str, unfollowed: Sequence[str], undos: Sequence[EnqueueActivity]
+        self, followed_uri: str, plan: SyncPlan, undos: Mapping[str, EnqueueActivity], now: datetime
     ) -> int:
-        """Forget `unfollowed`'s follows of `followed_uri` and queue the `undos`, in one transaction.
+        """Apply a followers synchronization with `followed_uri`, in one transaction.
 
-        An Undo from a name that is not (or no longer) a local actor is not queued. Returns how
-        many Undos were queued.
+        `plan.unfollowed` lose their follow and get their Undo queued. A `plan.stale` actor whose
+        latest Follow or Undo of `followed_uri` in our outbox is a Follow still awaits its Accept:
+        it is recorded as following (as Mastodon authorizes a pending follow request); any other
+        gets its Undo queued. An Undo from a name that is no local actor is not queued. Returns
+        how many Undos were queued.
         """
         async with self._db.transaction() as conn:
             await conn.execute(
                 delete(_following).where(
-                    _following.c.followed_uri == followed_uri, _following.c.actor.in_(sorted(unfollowed))
+                    _following.c.followed_uri == followed_uri,
+                    _following.c.actor.in_(sorted(plan.unfollowed)),
                 )
             )
-            names = sorted({undo.actor for undo in undos})
+            pending = await _pending_follows(conn, followed_uri, plan.stale)
+            for name in sorted(pending):
+                await add(self._db, conn, AddFollowing(name, followed_uri, pending[name]), now)
+            names = sorted(set(plan.unfollowed) | (set(plan.stale) - set(pending)))
             found = await conn.execute(select(_actors.c.name).where(_actors.c.name.in_(names)))
-            existing = set(found.scalars())
-            queued = [undo for undo in undos if undo.actor in existing]
+            queued = [undos[name] for name in sorted(found.scalars()) if name in undos]
             for undo in queued:
                 await enqueue(conn, undo)
         return len(queued)
+
+
+async def _pending_follows(conn: AsyncConnection, followed_uri: str, names: Sequence[str]) -> dict[str, str]:
+    """Of `names`, those whose latest Follow or Undo of `followed_uri` is a Follow, with its id."""
+    rows = await conn.execute(
+        select(_outbox.c.actor, _outbox.c.activity_type, _outbox.c.activity_id)
+        .where(
+            _outbox.c.actor.in_(sorted(names)),
+            _outbox.c.object_id == followed_uri,
+            _outbox.c.activity_type.in_(("Follow", "Undo")),
+        )
+        .order_by(_outbox.c.id)
+    )
+    latest = {row.actor: row for row in rows}
+    return {name: row.activity_id for name, row in latest.items() if row.activity_type == "Follow"}

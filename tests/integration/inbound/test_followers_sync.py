@@ -10,11 +10,13 @@ import httpx
 from sqlalchemy import select
 
 from fedqueue.follower_sync import HEADER, partial_followers_digest, sync_header
+from fedqueue.settings import Settings
 from fedqueue.signing.requests import parse_cavage_signature
 from fedqueue.storage import Store
 from fedqueue.storage.tables import OutboxRow
 from tests.fediverse import LOCAL, RemoteActor, post
 from tests.loopback import LoopbackServer
+from tests.outbound import accept_all, fast, insert_outbox_row, run_burst
 
 ALICE = f"{LOCAL}/actors/alice"
 PARTIAL = "/users/bob/followers_synchronization"
@@ -183,3 +185,31 @@ async def test_a_header_for_another_collection_or_an_unreachable_one_still_gets_
     assert (other.status_code, unreachable.status_code) == (202, 202)
     assert [r.path for r in remote.requests if r.path == PARTIAL] == [PARTIAL]  # 404: logged, kept
     assert await store.following.of(bob.uri) == {"alice": follow["id"]}
+
+
+async def test_a_listed_follow_still_awaiting_its_accept_is_recorded_not_undone(
+    client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer
+) -> None:
+    followers = publish_with_followers(bob)
+    token = (await store.actors.create("alice")).token
+    await send_from_alice(client, token, {"type": "Follow", "object": bob.uri})
+    [follow] = [a for a in await outbox_activities(store) if a["type"] == "Follow"]
+    serve_partial(remote, ALICE)
+
+    response = await deliver_with_sync(client, bob, followers, partial_followers_digest([ALICE]))
+
+    assert response.status_code == 202, response.text
+    assert await store.following.of(bob.uri) == {"alice": follow["id"]}
+    assert undos_to_bob(await outbox_activities(store), bob) == []
+
+
+async def test_an_undo_the_app_inserts_into_the_outbox_table_ends_the_follow_once_the_worker_takes_it(
+    client: httpx.AsyncClient, store: Store, bob: RemoteActor, settings: Settings, remote: LoopbackServer
+) -> None:
+    follow, _token = await alice_follows_bob(client, store, bob)
+    accept_all(remote, ["/users/bob/inbox", "/inbox"])
+    await insert_outbox_row(store, "alice", {"type": "Undo", "actor": ALICE, "object": follow})
+
+    await run_burst(fast(settings), store)
+
+    assert await store.following.of(bob.uri) == {}
