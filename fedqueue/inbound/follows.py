@@ -1,4 +1,4 @@
-"""What an inbound Follow, Undo(Follow) or Delete changes (pure: no I/O).
+"""What an inbound Follow, Undo(Follow), Accept, Reject or Delete changes (pure: no I/O).
 
 `effects_for` returns effects as plain data; the inbox store applies them in the same
 transaction that records the activity, so a follower row and its Accept (an outbox row, the
@@ -56,6 +56,25 @@ class RemoveAllFollows:
 
 
 @dataclass(frozen=True)
+class AddFollowing:
+    """The remote `followed_uri` accepted a local actor's Follow: recorded only if our outbox
+    holds that Follow (by `follow_activity_id` when known, else by the local `actor`)."""
+
+    actor: str | None
+    followed_uri: str
+    follow_activity_id: str | None
+
+
+@dataclass(frozen=True)
+class RemoveFollowing:
+    """A local actor no longer follows `followed_uri` (a Reject; or the follow, by id, was undone)."""
+
+    actor: str | None
+    followed_uri: str
+    follow_activity_id: str | None
+
+
+@dataclass(frozen=True)
 class RecordTombstone:
     """`actor` deleted its object `object_id`: its Create or Update of it arriving later is dropped."""
 
@@ -72,7 +91,16 @@ class EnqueueActivity:
     inboxes: tuple[str, ...]
 
 
-Effect = AddFollower | RemoveFollower | RemoveAllFollows | RecordTombstone | EnqueueActivity | ForwardActivity
+Effect = (
+    AddFollower
+    | RemoveFollower
+    | RemoveAllFollows
+    | AddFollowing
+    | RemoveFollowing
+    | RecordTombstone
+    | EnqueueActivity
+    | ForwardActivity
+)
 
 
 def _uri(value: Any) -> str | None:
@@ -106,7 +134,45 @@ def effects_for(
         return _undo(activity, urls)
     if activity.type == "Delete":
         return _delete(activity)
+    if activity.type in ("Accept", "Reject"):
+        return _answer(activity, urls)
     return []
+
+
+def undo_follow_activity(urls: Urls, actor: str, followed_uri: str, follow_id: str | None) -> dict[str, Any]:
+    """The Undo(Follow) a local actor sends to stop following `followed_uri`."""
+    follow: dict[str, Any] = {"type": "Follow", "actor": urls.actor(actor), "object": followed_uri}
+    if follow_id is not None:
+        follow["id"] = follow_id
+    return {
+        "@context": AS_CONTEXT,
+        "id": urls.activity(actor, secrets.token_hex(16)),
+        "type": "Undo",
+        "actor": urls.actor(actor),
+        "object": follow,
+        "to": [followed_uri],
+    }
+
+
+def _answer(activity: Activity, urls: Urls) -> list[Effect]:
+    """An Accept or Reject of a local actor's Follow, answered by the followed actor itself.
+
+    The Follow is embedded (its actor one of ours, its object the answering actor) or named by
+    id; either way the store records it only against a Follow our outbox holds.
+    """
+    target = activity.doc.get("object")
+    name: str | None = None
+    if isinstance(target, dict):
+        if target.get("type") != "Follow" or _uri(target.get("object")) not in (None, activity.actor):
+            return []
+        name = urls.local_actor_name(_uri(target.get("actor")) or "")
+        if name is None:
+            return []
+    follow_id = _uri(target)
+    if name is None and follow_id is None:
+        return []
+    kind = AddFollowing if activity.type == "Accept" else RemoveFollowing
+    return [kind(name, activity.actor, follow_id)]
 
 
 def _delete(activity: Activity) -> list[Effect]:

@@ -15,6 +15,8 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from fedqueue.errors import Forbidden, Unauthorized
+from fedqueue.follower_sync import HEADER as SYNC_HEADER
+from fedqueue.inbound.collection_sync import FollowersSync
 from fedqueue.inbound.follows import FollowerInboxes, created_object, effects_for
 from fedqueue.inbound.forwarded import DocumentFetcher, authenticate
 from fedqueue.inbound.forwarding import forwarding_for
@@ -56,6 +58,7 @@ class Receiver:
     keyring: Keyring
     directory: RemoteDirectory
     throttle: InboxThrottle | None = None
+    followers_sync: FollowersSync | None = None
 
     async def addressed(self, name: str | None) -> None:
         """NotFound (404) when the path names no local actor: checked before the body is read."""
@@ -133,6 +136,12 @@ class Receiver:
         log.info(
             "inbox %s %s from %s (%s)", activity.type, activity.id, activity.actor, "new" if stored else "dup"
         )
+        sync = signed.headers.get(SYNC_HEADER.lower())
+        # Only the actor's own HTTP signature speaks for its followers collection.
+        if sync and self.followers_sync is not None and authenticated.forwarded_by is None:
+            await self.followers_sync.run(
+                self.store, self.directory, self.urls, signer, activity.actor, sync, timeout_s
+            )
         return "accepted" if stored else "duplicate"
 
     async def _tombstoned(self, activity: Activity) -> bool:
@@ -199,8 +208,9 @@ async def _recipients(store: Store, name: str | None, named: dict[str, bool]) ->
     """The addressed local actors; on the shared inbox with none named, every local actor.
 
     `named` holds the local actors the activity (or the path) names. Only when it names none
-    on the shared inbox are all local actors read: fedqueue does not track whom local actors
-    follow, so a followers-only post there cannot be narrowed down; it goes to all, not none.
+    on the shared inbox are all local actors read: whom local actors follow is recorded only
+    from Accepts (`storage.following`), which misses follows made before it was, so a
+    followers-only post there is not narrowed down; it goes to all, not none.
     """
     recipients = set(sorted(named)[:MAX_NAMED_RECIPIENTS])
     if name is not None:

@@ -12,6 +12,7 @@ from fedqueue.storage.audience import AudienceStore
 from fedqueue.storage.database import Database, StorageUnavailable, UnstorableValue
 from fedqueue.storage.deliveries import DeliveryStore, DeliveryView, Enqueued, Target
 from fedqueue.storage.followers import Follower, FollowerStore
+from fedqueue.storage.following import FollowingStore
 from fedqueue.storage.histories import CoalescingStore, Decision, HistoryRow
 from fedqueue.storage.hosts import HostStore
 from fedqueue.storage.inbox import Admission, InboxEntry, InboxStore, NewInbound, Pulled
@@ -61,6 +62,7 @@ class Store:
         self.stats = StatsStore(database)
         self.inbox = InboxStore(database)
         self.followers = FollowerStore(database)
+        self.following = FollowingStore(database)
         self.outbox = OutboxStore(database)
         self.deliveries = DeliveryStore(database)
         self.hosts = HostStore(database)

@@ -12,16 +12,18 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.inbound.follows import (
     AddFollower,
+    AddFollowing,
     Effect,
     EnqueueActivity,
     RecordTombstone,
     RemoveAllFollows,
     RemoveFollower,
+    RemoveFollowing,
 )
 from fedqueue.inbound.forwarding import ForwardActivity
 from fedqueue.outbound import webhooks as webhook_rules
 from fedqueue.outbound.circuit import OPEN
-from fedqueue.storage import followers, tombstones, webhooks
+from fedqueue.storage import followers, following, tombstones, webhooks
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import (
     ActorRow,
@@ -199,6 +201,10 @@ class InboxStore:
             await followers.remove_follower(self._db, conn, effect)
         elif isinstance(effect, RemoveAllFollows):
             await followers.remove_all_follows(self._db, conn, effect)
+        elif isinstance(effect, AddFollowing):
+            await following.add(self._db, conn, effect, now)
+        elif isinstance(effect, RemoveFollowing):
+            await following.remove(conn, effect)
         elif isinstance(effect, RecordTombstone):
             await tombstones.record(self._db, conn, effect, now)
         elif isinstance(effect, EnqueueActivity):

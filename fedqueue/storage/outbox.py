@@ -24,8 +24,10 @@ from typing import Any
 
 from sqlalchemy import and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.outbound.intake import ActivityFacts
+from fedqueue.storage import following
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import OutboxRow
 from fedqueue.storage.webhooks import announce_completions
@@ -94,6 +96,12 @@ class OutboxState:
         return self.state in ("pending", "expanding")
 
 
+async def _end_undone_follow(conn: AsyncConnection, facts: ActivityFacts) -> None:
+    """An Undo of one of the actor's Follows ends that follow (`storage.following`)."""
+    if facts.activity_type == "Undo" and facts.undoes is not None:
+        await following.forget_undone(conn, facts.actor, facts.undoes)
+
+
 class OutboxStore:
     def __init__(self, database: Database) -> None:
         self._db = database
@@ -116,6 +124,7 @@ class OutboxStore:
                         .returning(_outbox.c.id)
                     )
                 ).scalar_one()
+                await _end_undone_follow(conn, facts)
         except IntegrityError:
             async with self._db.reading() as conn:
                 row = (
@@ -223,6 +232,8 @@ class OutboxStore:
         try:
             async with self._db.transaction() as conn:
                 await conn.execute(statement, params)
+                for row in accepted:
+                    await _end_undone_follow(conn, row.facts)
         except IntegrityError:
             return False
         return True

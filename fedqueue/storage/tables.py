@@ -298,6 +298,22 @@ class FollowerRow(SQLModel, table=True):
     created_at: datetime | None = Field(default=None, sa_column=_created())
 
 
+class FollowingRow(SQLModel, table=True):
+    """A local actor following a remote one: its Follow (sent through the outbox) was accepted.
+
+    Recorded when the Accept arrives; removed by the local actor's Undo(Follow), the remote's
+    Reject, or a followers synchronization (FEP-8fcf) that no longer lists the local actor.
+    """
+
+    __tablename__ = "following"
+    __table_args__ = (Index("ix_following_followed_uri", "followed_uri"),)
+
+    actor: str = Field(sa_column=Column(NAME, primary_key=True))
+    followed_uri: str = Field(sa_column=Column(URI, primary_key=True))
+    follow_activity_id: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
+    accepted_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
 class WebhookRow(SQLModel, table=True):
     """Where to POST one consumer's events about one local actor, and the secret that signs them."""
 

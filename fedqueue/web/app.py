@@ -25,6 +25,7 @@ from fedqueue.errors import (
     TooLarge,
     Unauthorized,
 )
+from fedqueue.inbound.collection_sync import FollowersSync
 from fedqueue.inbound.pruning import prune_forever
 from fedqueue.inbound.receive_rules import UnsupportedMediaType
 from fedqueue.inbound.throttle import InboxThrottle
@@ -186,6 +187,7 @@ def create_app(
     app.state.inbox_throttle = InboxThrottle(
         settings.inbox_throttle_per_second, settings.inbox_throttle_burst, settings.trusted_inbox_hosts
     )
+    app.state.followers_sync = FollowersSync(settings.inbox_followers_sync_interval_seconds)
     app.state.keyring = keyring or Keyring(store, Urls(settings.base_url))
     app.state.worker = worker or WorkerHealth(state="disabled")
     return app

@@ -102,6 +102,7 @@ async def _receive(request: Request) -> Received:
         keyring_of(request),
         directory_of(request),
         request.app.state.inbox_throttle,
+        request.app.state.followers_sync,
     )
     name = request.path_params.get("name")
     await receiver.addressed(name)

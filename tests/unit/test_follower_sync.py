@@ -6,7 +6,17 @@ import hashlib
 
 import pytest
 
-from fedqueue.follower_sync import partial_followers_digest, resides_on, sync_header
+from fedqueue.follower_sync import (
+    SyncHeader,
+    SyncPlan,
+    applies_to,
+    in_sync,
+    parse_sync_header,
+    partial_followers_digest,
+    plan_sync,
+    resides_on,
+    sync_header,
+)
 
 IDS = ["https://b.example/users/1", "https://b.example/users/2", "https://b.example/users/3"]
 
@@ -58,3 +68,68 @@ def test_the_header_names_the_collection_the_partial_url_and_the_digest() -> Non
         'url="https://a.example/p?domain=b.example", '
         f'digest="{"ab" * 32}"'
     )
+
+
+BOB = "https://b.example/users/bob"
+FOLLOWERS = f"{BOB}/followers"
+PARTIAL = f"{FOLLOWERS}_synchronization"
+
+
+def test_a_received_header_parses_back_to_what_was_sent() -> None:
+    sent = sync_header(FOLLOWERS, PARTIAL, "AB" * 32)
+    assert parse_sync_header(sent) == SyncHeader(FOLLOWERS, PARTIAL, "ab" * 32)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",
+        f'collectionId="{FOLLOWERS}", url="{PARTIAL}"',
+        f'collectionId="{FOLLOWERS}", url="{PARTIAL}", digest=""',
+        f'collectionId="{FOLLOWERS}", collectionId="x", url="{PARTIAL}", digest="00"',
+        f"collectionId={FOLLOWERS}, url={PARTIAL}, digest=00",
+    ],
+)
+def test_a_malformed_header_is_ignored(value: str) -> None:
+    assert parse_sync_header(value) is None
+
+
+@pytest.mark.parametrize(
+    ("collection", "url", "followers", "applies"),
+    [
+        (FOLLOWERS, PARTIAL, None, True),
+        (FOLLOWERS, PARTIAL, FOLLOWERS, True),
+        (FOLLOWERS, PARTIAL, f"{BOB}/other", False),
+        ("https://evil.example/users/bob/followers", "https://evil.example/x", None, False),
+        (FOLLOWERS, "https://evil.example/x", None, False),
+        (FOLLOWERS, "http://b.example/x", None, False),
+        (FOLLOWERS, "file:///etc/passwd", None, False),
+    ],
+)
+def test_only_the_senders_own_followers_collection_on_its_origin_is_acted_on(
+    collection: str, url: str, followers: str | None, applies: bool
+) -> None:
+    assert applies_to(SyncHeader(collection, url, "00"), BOB, followers) is applies
+
+
+def test_a_matching_digest_is_in_sync_and_a_missing_follow_is_not() -> None:
+    ours = ["http://us.example/actors/alice", "http://us.example/actors/carol"]
+    header = SyncHeader(FOLLOWERS, PARTIAL, partial_followers_digest(ours))
+    assert in_sync(header, reversed(ours))
+    assert not in_sync(header, ours[:1])
+
+
+def local_name(uri: str) -> str | None:
+    prefix = "http://us.example/actors/"
+    return uri.removeprefix(prefix) if uri.startswith(prefix) else None
+
+
+def test_the_plan_drops_follows_the_sender_no_longer_lists_and_undoes_the_ones_we_do_not_hold() -> None:
+    listed = ["http://us.example/actors/carol", "http://us.example/actors/dave", "https://other.example/u/x"]
+    assert plan_sync(["alice", "carol"], listed, local_name) == SyncPlan(
+        unfollowed=("alice",), stale=("dave",)
+    )
+
+
+def test_an_empty_partial_collection_drops_every_recorded_follow() -> None:
+    assert plan_sync(["carol", "alice"], [], local_name) == SyncPlan(unfollowed=("alice", "carol"), stale=())

@@ -1,0 +1,116 @@
+"""Whom local actors follow: recorded from the remote's Accept, for followers synchronization."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from sqlalchemy import delete, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from fedqueue.follower_sync import SyncPlan
+from fedqueue.inbound.follows import AddFollowing, EnqueueActivity, RemoveFollowing
+from fedqueue.storage.database import Database
+from fedqueue.storage.followers import enqueue
+from fedqueue.storage.tables import ActorRow, FollowingRow, OutboxRow
+
+_following = FollowingRow.__table__  # type: ignore[attr-defined]
+_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
+_actors = ActorRow.__table__  # type: ignore[attr-defined]
+
+
+async def add(database: Database, conn: AsyncConnection, effect: AddFollowing, now: datetime) -> None:
+    """Record the follow if our outbox holds the accepted Follow; a forged Accept records nothing."""
+    sent = select(_outbox.c.actor, _outbox.c.activity_id).where(
+        _outbox.c.activity_type == "Follow", _outbox.c.object_id == effect.followed_uri
+    )
+    if effect.follow_activity_id is not None:
+        sent = sent.where(_outbox.c.activity_id == effect.follow_activity_id)
+    if effect.actor is not None:
+        sent = sent.where(_outbox.c.actor == effect.actor)
+    follow = (await conn.execute(sent.order_by(_outbox.c.id.desc()).limit(1))).first()
+    if follow is None:
+        return
+    values = {"follow_activity_id": follow.activity_id, "accepted_at": now}
+    await conn.execute(
+        database.upsert(_following)
+        .values(actor=follow.actor, followed_uri=effect.followed_uri, **values)
+        .on_conflict_do_update(index_elements=["actor", "followed_uri"], set_=values)
+    )
+
+
+async def remove(conn: AsyncConnection, effect: RemoveFollowing) -> None:
+    """Forget the follow: the local actor's when named, else the one made by the Follow's id."""
+    where = _following.c.followed_uri == effect.followed_uri
+    if effect.actor is not None:
+        where = where & (_following.c.actor == effect.actor)
+    else:
+        where = where & (_following.c.follow_activity_id == effect.follow_activity_id)
+    await conn.execute(delete(_following).where(where))
+
+
+async def forget_undone(conn: AsyncConnection, actor: str, follow_activity_id: str) -> None:
+    """The local actor sent an Undo of its Follow `follow_activity_id`: that follow is over."""
+    await conn.execute(
+        delete(_following).where(
+            _following.c.actor == actor, _following.c.follow_activity_id == follow_activity_id
+        )
+    )
+
+
+class FollowingStore:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def of(self, followed_uri: str) -> dict[str, str | None]:
+        """The local actors recorded following `followed_uri`, each with its Follow's id."""
+        async with self._db.reading() as conn:
+            rows = await conn.execute(
+                select(_following.c.actor, _following.c.follow_activity_id).where(
+                    _following.c.followed_uri == followed_uri
+                )
+            )
+            return {row.actor: row.follow_activity_id for row in rows}
+
+    async def synchronize(
+        self, followed_uri: str, plan: SyncPlan, undos: Mapping[str, EnqueueActivity], now: datetime
+    ) -> int:
+        """Apply a followers synchronization with `followed_uri`, in one transaction.
+
+        `plan.unfollowed` lose their follow and get their Undo queued. A `plan.stale` actor whose
+        latest Follow or Undo of `followed_uri` in our outbox is a Follow still awaits its Accept:
+        it is recorded as following (as Mastodon authorizes a pending follow request); any other
+        gets its Undo queued. An Undo from a name that is no local actor is not queued. Returns
+        how many Undos were queued.
+        """
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                delete(_following).where(
+                    _following.c.followed_uri == followed_uri,
+                    _following.c.actor.in_(sorted(plan.unfollowed)),
+                )
+            )
+            pending = await _pending_follows(conn, followed_uri, plan.stale)
+            for name in sorted(pending):
+                await add(self._db, conn, AddFollowing(name, followed_uri, pending[name]), now)
+            names = sorted(set(plan.unfollowed) | (set(plan.stale) - set(pending)))
+            found = await conn.execute(select(_actors.c.name).where(_actors.c.name.in_(names)))
+            queued = [undos[name] for name in sorted(found.scalars()) if name in undos]
+            for undo in queued:
+                await enqueue(conn, undo)
+        return len(queued)
+
+
+async def _pending_follows(conn: AsyncConnection, followed_uri: str, names: Sequence[str]) -> dict[str, str]:
+    """Of `names`, those whose latest Follow or Undo of `followed_uri` is a Follow, with its id."""
+    rows = await conn.execute(
+        select(_outbox.c.actor, _outbox.c.activity_type, _outbox.c.activity_id)
+        .where(
+            _outbox.c.actor.in_(sorted(names)),
+            _outbox.c.object_id == followed_uri,
+            _outbox.c.activity_type.in_(("Follow", "Undo")),
+        )
+        .order_by(_outbox.c.id)
+    )
+    latest = {row.actor: row for row in rows}
+    return {name: row.activity_id for name, row in latest.items() if row.activity_type == "Follow"}
