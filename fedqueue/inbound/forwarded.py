@@ -17,6 +17,7 @@ again: a re-fetched copy is not what the actor signed, so it is stored but not p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
@@ -59,6 +60,11 @@ async def authenticate(
 ) -> Authenticated:
     """The activity as authenticated; SignatureError (401) with a one-line reason when it is not."""
     verdict = await verify_signature(candidates, resolve, None)
+    others = [parsed for parsed in candidates if parsed.key_id != verdict.key_id]
+    if verdict.owner != activity.actor and others:
+        # Another signature may be the actor's own: it wins over a relayer's that passed first.
+        with contextlib.suppress(SignatureError):
+            verdict = await verify_signature(others, resolve, activity.actor)
     if verdict.owner == activity.actor:
         return Authenticated(activity, verdict.key_id, forwardable=True)
     reasons: list[str] = []
