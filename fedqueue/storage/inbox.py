@@ -129,18 +129,16 @@ class InboxStore:
         """
         try:
             async with self._db.transaction() as conn:
-                await self._db.serialize_in_transaction(conn, _INBOX_ORDER_LOCK)
+                values = {
+                    "activity_id": inbound.activity_id,
+                    "actor_uri": inbound.actor_uri,
+                    "activity_type": inbound.activity_type,
+                    "body": inbound.body,
+                    "key_id": inbound.key_id,
+                    "received_at": inbound.received_at,
+                }
                 inserted = await conn.execute(
-                    _inbound.insert()
-                    .returning(_inbound.c.id)
-                    .values(
-                        activity_id=inbound.activity_id,
-                        actor_uri=inbound.actor_uri,
-                        activity_type=inbound.activity_type,
-                        body=inbound.body,
-                        key_id=inbound.key_id,
-                        received_at=inbound.received_at,
-                    )
+                    self._db.serialized_insert(_inbound, values, _INBOX_ORDER_LOCK).returning(_inbound.c.id)
                 )
                 inbound_id = inserted.scalar_one()
                 await self._add_items(conn, inbound_id, inbound)
