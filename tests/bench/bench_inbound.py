@@ -125,7 +125,8 @@ async def fedqueue_run(
     inbox, alice = f"{base}/actors/alice/inbox", f"{base}/actors/alice"
     remote = world.origin()
     try:
-        command = [harness.FEDQUEUE, "serve", "--port", str(port), "--processes", str(args.processes)]
+        command = [harness.FEDQUEUE, "serve", "--port", str(port)]
+        command += ["--processes", str(args.processes)] if args.processes > 1 else []
         with harness.running(command, harness.fedqueue_env(url, base)) as server:
             await harness.wait_listening(port)
             await asyncio.sleep(2 if args.processes > 1 else 0)  # the other processes start too
