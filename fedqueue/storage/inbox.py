@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, delete, exists, func, select, union
+from sqlalchemy import Boolean, and_, delete, exists, func, literal, select, union, union_all
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -97,28 +97,32 @@ class InboxStore:
         """
         wanted_hosts, wanted_names = sorted({host.lower() for host in hosts}), sorted(set(names))
         failing = and_(_hosts.c.circuit == OPEN, _hosts.c.circuit_until > now)
+        no = literal(False, Boolean())
+        inboxes = union(
+            select(_remote.c.inbox).where(_remote.c.uri == sender),
+            select(_remote.c.shared_inbox).where(_remote.c.uri == sender),
+        )
+        # One statement (one round trip): rows of (kind, name, flag, flag), one kind per question.
+        rows = union_all(
+            select(literal("host"), _hosts.c.host, _hosts.c.blocked, failing).where(
+                _hosts.c.host.in_(wanted_hosts)
+            ),
+            select(literal("actor"), _actors.c.name, _actors.c.auto_accept_follows, no).where(
+                _actors.c.name.in_(wanted_names)
+            ),
+            select(literal("gone"), _gone.c.inbox, no, no).where(_gone.c.inbox.in_(inboxes)),
+        )
         async with self._db.reading() as conn:
-            known = (
-                await conn.execute(
-                    select(_hosts.c.host, _hosts.c.blocked, failing.label("failing")).where(
-                        _hosts.c.host.in_(wanted_hosts)
-                    )
-                )
-            ).all()
-            actors = await conn.execute(
-                select(_actors.c.name, _actors.c.auto_accept_follows).where(_actors.c.name.in_(wanted_names))
-            )
-            inboxes = union(
-                select(_remote.c.inbox).where(_remote.c.uri == sender),
-                select(_remote.c.shared_inbox).where(_remote.c.uri == sender),
-            )
-            gone = (await conn.execute(select(_gone.c.inbox).where(_gone.c.inbox.in_(inboxes)))).scalars()
-            return Admission(
-                blocked_hosts=frozenset(row.host for row in known if row.blocked),
-                failing_hosts=frozenset(row.host for row in known if row.failing),
-                auto_accept={row.name: row.auto_accept_follows for row in actors},
-                gone_inboxes=frozenset(gone),
-            )
+            found = (await conn.execute(rows)).all()
+        by_kind: dict[str, list[tuple[str, bool, bool]]] = {"host": [], "actor": [], "gone": []}
+        for kind, name, first, second in found:
+            by_kind[kind].append((name, bool(first), bool(second)))
+        return Admission(
+            blocked_hosts=frozenset(name for name, blocked, _ in by_kind["host"] if blocked),
+            failing_hosts=frozenset(name for name, _, failing_now in by_kind["host"] if failing_now),
+            auto_accept={name: auto_accept for name, auto_accept, _ in by_kind["actor"]},
+            gone_inboxes=frozenset(name for name, _, _ in by_kind["gone"]),
+        )
 
     async def insert_inbound_if_new(self, inbound: NewInbound, effects: Sequence[Effect] = ()) -> bool:
         """Store a verified activity and apply its effects in one transaction; False if a duplicate.
