@@ -5,8 +5,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import Boolean, and_, delete, exists, func, literal, select, union, union_all
+from sqlalchemy import (
+    Boolean,
+    CompoundSelect,
+    and_,
+    bindparam,
+    delete,
+    exists,
+    func,
+    literal,
+    select,
+    union,
+    union_all,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -35,6 +48,33 @@ _gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
 
 #: pg_advisory_xact_lock key serializing inbox item inserts (see Database.serialize_in_transaction).
 _INBOX_ORDER_LOCK = 0x66710001
+
+
+def _admission_statement() -> CompoundSelect[Any]:
+    """Rows of (kind, name, flag, flag) answering `InboxStore.admission`'s three questions at once.
+
+    Built once: an inbox request then costs no statement building or cache-key walk, only
+    the parameters `hosts`, `names` (expanding), `sender` and `now`.
+    """
+    now = bindparam("now", type_=_hosts.c.circuit_until.type)
+    no = literal(False, Boolean())
+    inboxes = union(
+        select(_remote.c.inbox).where(_remote.c.uri == bindparam("sender")),
+        select(_remote.c.shared_inbox).where(_remote.c.uri == bindparam("sender")),
+    )
+    failing = and_(_hosts.c.circuit == OPEN, _hosts.c.circuit_until > now)
+    return union_all(
+        select(literal("host"), _hosts.c.host, _hosts.c.blocked, failing).where(
+            _hosts.c.host.in_(bindparam("hosts", expanding=True))
+        ),
+        select(literal("actor"), _actors.c.name, _actors.c.auto_accept_follows, no).where(
+            _actors.c.name.in_(bindparam("names", expanding=True))
+        ),
+        select(literal("gone"), _gone.c.inbox, no, no).where(_gone.c.inbox.in_(inboxes)),
+    )
+
+
+_ADMISSION = _admission_statement()
 
 
 @dataclass(frozen=True)
@@ -96,24 +136,9 @@ class InboxStore:
         Costs what the activity mentions, not what the database holds: no full list of actors.
         """
         wanted_hosts, wanted_names = sorted({host.lower() for host in hosts}), sorted(set(names))
-        failing = and_(_hosts.c.circuit == OPEN, _hosts.c.circuit_until > now)
-        no = literal(False, Boolean())
-        inboxes = union(
-            select(_remote.c.inbox).where(_remote.c.uri == sender),
-            select(_remote.c.shared_inbox).where(_remote.c.uri == sender),
-        )
-        # One statement (one round trip): rows of (kind, name, flag, flag), one kind per question.
-        rows = union_all(
-            select(literal("host"), _hosts.c.host, _hosts.c.blocked, failing).where(
-                _hosts.c.host.in_(wanted_hosts)
-            ),
-            select(literal("actor"), _actors.c.name, _actors.c.auto_accept_follows, no).where(
-                _actors.c.name.in_(wanted_names)
-            ),
-            select(literal("gone"), _gone.c.inbox, no, no).where(_gone.c.inbox.in_(inboxes)),
-        )
+        parameters = {"hosts": wanted_hosts, "names": wanted_names, "sender": sender, "now": now}
         async with self._db.reading() as conn:
-            found = (await conn.execute(rows)).all()
+            found = (await conn.execute(_ADMISSION, parameters)).all()
         by_kind: dict[str, list[tuple[str, bool, bool]]] = {"host": [], "actor": [], "gone": []}
         for kind, name, first, second in found:
             by_kind[kind].append((name, bool(first), bool(second)))
