@@ -126,6 +126,18 @@ class Pulled:
 class InboxStore:
     def __init__(self, database: Database) -> None:
         self._db = database
+        # The statements of every inbox POST, built once for this engine (bound parameters only).
+        self._insert_inbound = database.serialized_insert(
+            _inbound,
+            ("activity_id", "actor_uri", "activity_type", "body", "key_id", "received_at"),
+            _INBOX_ORDER_LOCK,
+        ).returning(_inbound.c.id)
+        self._insert_item = (
+            database.upsert(_items)
+            .values(inbound_id=bindparam("inbound_id"), actor=bindparam("actor"))
+            .on_conflict_do_nothing(index_elements=["inbound_id", "actor"])
+            .returning(_items.c.id)
+        )
 
     async def admission(
         self, hosts: Iterable[str], names: Iterable[str], sender: str, now: datetime
@@ -166,9 +178,7 @@ class InboxStore:
                     "key_id": inbound.key_id,
                     "received_at": inbound.received_at,
                 }
-                inserted = await conn.execute(
-                    self._db.serialized_insert(_inbound, values, _INBOX_ORDER_LOCK).returning(_inbound.c.id)
-                )
+                inserted = await conn.execute(self._insert_inbound, values)
                 inbound_id = inserted.scalar_one()
                 await self._add_items(conn, inbound_id, inbound)
                 for effect in effects:
@@ -189,12 +199,7 @@ class InboxStore:
         """One item per new recipient, each announced to that actor's webhooks (`inbox.new`)."""
         for actor in sorted(set(inbound.recipients)):
             item_id = (
-                await conn.execute(
-                    self._db.upsert(_items)
-                    .values(inbound_id=inbound_id, actor=actor)
-                    .on_conflict_do_nothing(index_elements=["inbound_id", "actor"])
-                    .returning(_items.c.id)
-                )
+                await conn.execute(self._insert_item, {"inbound_id": inbound_id, "actor": actor})
             ).scalar()
             if item_id is None:
                 continue
