@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +20,8 @@ class LiveInstance:
     origin: str
     database_url: str
     admin_token: str
+    #: The `fedqueue serve` process.
+    process: subprocess.Popen[bytes]
 
 
 def free_port() -> int:
@@ -36,10 +38,11 @@ def live_instance(
     timeout_s: float = 30.0,
     database_url: str | None = None,
     env: dict[str, str] | None = None,
+    serve_args: Sequence[str] = (),
 ) -> Iterator[LiveInstance]:
-    """Start `fedqueue serve` (on a fresh SQLite file unless given a database), wait for /healthz,
-    stop it (SIGTERM, then kill) afterwards. `env` overrides its settings (private addresses are
-    allowed unless it says otherwise)."""
+    """Start `fedqueue serve` (on a fresh SQLite file unless given a database; `serve_args` added
+    to its command line), wait for /healthz, stop it (SIGTERM, then kill) afterwards. `env`
+    overrides its settings (private addresses are allowed unless it says otherwise)."""
     port = free_port()
     origin = f"http://127.0.0.1:{port}"
     database_url = database_url or f"sqlite+aiosqlite:///{tmp_path / 'live.db'}"
@@ -54,7 +57,7 @@ def live_instance(
     }
     log = (tmp_path / "serve.log").open("w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "fedqueue", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, "-m", "fedqueue", "serve", "--host", "127.0.0.1", "--port", str(port), *serve_args],
         cwd=tmp_path,
         env=env,
         stdout=log,
@@ -73,7 +76,7 @@ def live_instance(
             if time.monotonic() > deadline:
                 raise RuntimeError("fedqueue serve did not answer /healthz in time")
             time.sleep(0.1)
-        yield LiveInstance(origin=origin, database_url=database_url, admin_token=admin_token)
+        yield LiveInstance(origin=origin, database_url=database_url, admin_token=admin_token, process=process)
     finally:
         process.terminate()
         try:

@@ -7,13 +7,17 @@ import asyncio
 import contextlib
 import json
 import logging
+import multiprocessing
+import multiprocessing.connection
 import signal
+import socket
 from collections.abc import Iterator
 
 import uvicorn
 
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.loop import run
+from fedqueue.errors import SettingsError
 from fedqueue.logs import configure_logging
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.supervise import WorkerHealth, supervise
@@ -34,12 +38,23 @@ def register(commands: Subparsers) -> None:
         "HTTP app and delivery worker in one process",
         "Serve the HTTP app (actors, inboxes, outboxes, /admin, /metrics) and run the delivery "
         "worker in the same process; the schema is brought to head first. SIGTERM or Ctrl-C "
-        "stops both, giving sends in flight a grace period.",
-        ["fedqueue serve", "fedqueue serve --host 0.0.0.0 --port 8080 --no-worker"],
+        "stops both, giving sends in flight a grace period. With --processes N (PostgreSQL "
+        "only), N processes answer HTTP on the one port and the worker runs in the first.",
+        [
+            "fedqueue serve",
+            "fedqueue serve --host 0.0.0.0 --port 8080 --no-worker",
+            "fedqueue serve --processes 4",
+        ],
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on")
     serve.add_argument("--no-worker", action="store_true", help="serve HTTP only")
+    serve.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="HTTP processes sharing the port, one core each (PostgreSQL only; the worker runs in one)",
+    )
     serve.set_defaults(run=run_serve)
 
     migrate = command(
@@ -138,40 +153,109 @@ class _Server(uvicorn.Server):
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    if args.processes < 1:
+        raise SettingsError("--processes must be 1 or more")
+    if args.processes > 1 and not load_settings().database_url.startswith("postgresql"):
+        # SQLite takes one writer at a time: more processes would only queue on its file lock
+        # (in its busy handler, the 5-8 s p99 the in-process writer lock was made to avoid).
+        raise SettingsError("--processes above 1 needs PostgreSQL; on SQLite, serve runs in one process")
     settings = prepared_settings()
+    if args.processes == 1:
+        run(_serve(settings, args, None, with_worker=not args.no_worker))
+        return 0
+    return _serve_processes(args)
 
-    async def serve() -> None:
-        store = Store.open(settings.database_url)
-        client = HttpClient(settings)
-        stop = asyncio.Event()
-        # One recorder for the process: /metrics shows what the in-process worker did.
-        metrics = Metrics()
-        # One keyring for the process: the inbox and the worker each parse a key at most once.
-        keyring = Keyring(store, Urls(settings.base_url))
-        worker = None
-        health = WorkerHealth(state="disabled" if args.no_worker else "running")
-        if not args.no_worker:
-            # A fresh Worker per (re)start: nothing of a failed one's in-flight state is reused.
-            worker = asyncio.create_task(
-                supervise(
-                    lambda: Worker(settings, store, client, metrics=metrics, keyring=keyring).run(stop),
-                    stop,
-                    health,
-                    metrics,
-                )
-            )
-        try:
-            app = create_app(settings, store, recorder=metrics, worker=health, keyring=keyring)
-            config = uvicorn.Config(
-                app, host=args.host, port=args.port, log_config=None, access_log=False, lifespan="on"
-            )
-            await _Server(config, stop).serve()
-        finally:
-            stop.set()
-            if worker is not None:
-                await worker
-            await client.aclose()
-            await store.close()
 
-    run(serve())
-    return 0
+def _serve_processes(args: argparse.Namespace) -> int:
+    """`args.processes` children answer HTTP on one socket bound here; the first also runs the worker.
+
+    The kernel hands each connection to whichever child accepts it first. SIGTERM or SIGINT
+    stops every child (each with its own grace period); a child that exits by itself stops the
+    others, and `serve` exits 1 so a service manager restarts the whole set.
+    """
+    log = logging.getLogger("fedqueue")
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    listening = socket.create_server((args.host, args.port), family=family)
+    listening.set_inheritable(True)
+    context = multiprocessing.get_context("spawn")
+    children = [
+        context.Process(
+            target=_serve_child,
+            args=(args, listening, index == 0 and not args.no_worker),
+            name=f"fedqueue-serve-{index}",
+        )
+        for index in range(args.processes)
+    ]
+    stopping = False
+
+    def stop(_signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for child in children:
+            if child.is_alive():
+                child.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for child in children:
+        child.start()
+    listening.close()  # the children hold it now
+    log.info("serving on %s:%d with %d processes", args.host, args.port, args.processes)
+    multiprocessing.connection.wait([child.sentinel for child in children])
+    if not stopping:
+        ended = next(child for child in children if not child.is_alive())
+        log.error("%s exited (status %s): stopping the others", ended.name, ended.exitcode)
+        stop(signal.SIGTERM, None)
+    for child in children:
+        child.join()
+    # A child still starting when the SIGTERM came has no handler yet: it ends by the signal.
+    clean = (0, -signal.SIGTERM) if stopping else (0,)
+    return 0 if all(child.exitcode in clean for child in children) else 1
+
+
+def _serve_child(args: argparse.Namespace, listening: socket.socket, with_worker: bool) -> None:
+    """One of `serve --processes`: the settings from the same environment, the schema already at head."""
+    settings = load_settings()
+    configure_logging(settings)
+    # SIGINT from a terminal reaches the whole process group; the parent's SIGTERM follows.
+    run(_serve(settings, args, listening, with_worker=with_worker))
+
+
+async def _serve(
+    settings: Settings, args: argparse.Namespace, listening: socket.socket | None, *, with_worker: bool
+) -> None:
+    """The HTTP app (on `listening` if given, else on --host/--port) and, if `with_worker`, the worker."""
+    store = Store.open(settings.database_url)
+    client = HttpClient(settings)
+    stop = asyncio.Event()
+    # One recorder for the process: /metrics shows what the in-process worker did.
+    metrics = Metrics()
+    # One keyring for the process: the inbox and the worker each parse a key at most once.
+    keyring = Keyring(store, Urls(settings.base_url))
+    worker = None
+    if with_worker:
+        health = WorkerHealth(state="running")
+    else:
+        health = WorkerHealth(state="elsewhere" if args.processes > 1 and not args.no_worker else "disabled")
+    if with_worker:
+        # A fresh Worker per (re)start: nothing of a failed one's in-flight state is reused.
+        worker = asyncio.create_task(
+            supervise(
+                lambda: Worker(settings, store, client, metrics=metrics, keyring=keyring).run(stop),
+                stop,
+                health,
+                metrics,
+            )
+        )
+    try:
+        app = create_app(settings, store, recorder=metrics, worker=health, keyring=keyring)
+        config = uvicorn.Config(
+            app, host=args.host, port=args.port, log_config=None, access_log=False, lifespan="on"
+        )
+        await _Server(config, stop).serve(sockets=None if listening is None else [listening])
+    finally:
+        stop.set()
+        if worker is not None:
+            await worker
+        await client.aclose()
+        await store.close()

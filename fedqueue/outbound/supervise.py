@@ -24,7 +24,8 @@ RESTART_CAP_S = 60.0
 #: A worker that ran at least this long before it ended starts the backoff from the beginning.
 HEALTHY_RUN_S = 60.0
 
-WorkerState = Literal["running", "down", "disabled"]
+#: "elsewhere": `serve --processes` runs the worker in another of its processes.
+WorkerState = Literal["running", "down", "disabled", "elsewhere"]
 RunWorker = Callable[[], Awaitable[None]]
 Sleep = Callable[[float], Awaitable[None]]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -25,6 +26,11 @@ from fedqueue.storage.types import utcnow
 
 ACTOR_TTL = timedelta(hours=24)
 FAILURE_TTL = timedelta(minutes=5)
+#: How long a key stays in a process's memory (never past its database entry's expiry): short,
+#: so a key that another `serve` process re-fetched (rotation) replaces it here soon too.
+MEMORY_KEY_TTL = timedelta(minutes=5)
+#: Keys kept in memory per process, least recently used dropped first.
+MEMORY_KEYS = 10_000
 _JSON_TYPES = ("application/activity+json", "application/ld+json", "application/json")
 #: Answers to a GET that mean the document was deleted (`Gone`), not that the server failed.
 _GONE_STATUSES = (404, 410)
@@ -133,13 +139,61 @@ def parse_actor(doc: Any, uri: str, key_id: str | None = None) -> RemoteActor:
     )
 
 
+class KeyMemory:
+    """Recently used keys in this process's memory: a cached-key request reads no database row.
+
+    Bounded (least recently used dropped first) and each entry expires at its database entry's
+    expiry or after `ttl`, whichever comes first. One entry per owner: an actor fetched afresh
+    with another key drops the old one, as its database row does.
+    """
+
+    def __init__(self, ttl: timedelta = MEMORY_KEY_TTL, size: int = MEMORY_KEYS) -> None:
+        self._ttl = ttl
+        self._size = size
+        self._keys: OrderedDict[str, tuple[RemoteKey, datetime]] = OrderedDict()
+        self._by_owner: dict[str, str] = {}
+
+    def get(self, key_id: str, now: datetime) -> RemoteKey | None:
+        found = self._keys.get(key_id)
+        if found is None:
+            return None
+        key, expires_at = found
+        if expires_at <= now:
+            self._drop(key_id)
+            return None
+        self._keys.move_to_end(key_id)
+        return key
+
+    def put(self, key: RemoteKey, now: datetime, expires_at: datetime) -> None:
+        old = self._by_owner.get(key.owner)
+        if old is not None:
+            self._drop(old)
+        self._drop(key.key_id)
+        self._keys[key.key_id] = (key, min(expires_at, now + self._ttl))
+        self._by_owner[key.owner] = key.key_id
+        while len(self._keys) > self._size:
+            self._drop(next(iter(self._keys)))
+
+    def forget_owner(self, owner: str) -> None:
+        """Drop `owner`'s key: its document could not be fetched (its database row says so now)."""
+        key_id = self._by_owner.get(owner)
+        if key_id is not None:
+            self._drop(key_id)
+
+    def _drop(self, key_id: str) -> None:
+        found = self._keys.pop(key_id, None)
+        if found is not None and self._by_owner.get(found[0].owner) == key_id:
+            del self._by_owner[found[0].owner]
+
+
 class RemoteDirectory:
-    """Looks up remote actors and keys, from the cache when it is fresh."""
+    """Looks up remote actors and keys, from the cache when it is fresh (keys from memory first)."""
 
     def __init__(self, store: Store, client: HttpClient, clock: Callable[[], datetime] = utcnow) -> None:
         self._store = store
         self._client = client
         self._clock = clock
+        self._keys = KeyMemory()
 
     async def actor(self, uri: str, signer: SigningIdentity | None, *, refresh: bool = False) -> RemoteActor:
         """The actor at `uri`; FetchError (also remembered for a few minutes) if it is unusable."""
@@ -174,9 +228,14 @@ class RemoteDirectory:
         now = self._clock()
         url = urldefrag(_checked_url(key_id, "key id")).url
         if not refresh:
+            remembered = self._keys.get(key_id, now)
+            if remembered is not None:
+                return remembered
             cached = await self._store.remote_actors.by_key_id(key_id, now)
             if cached is not None and cached.public_key_pem:
-                return RemoteKey(key_id=key_id, owner=cached.uri, public_key_pem=cached.public_key_pem)
+                key = RemoteKey(key_id=key_id, owner=cached.uri, public_key_pem=cached.public_key_pem)
+                self._keys.put(key, now, cached.expires_at)
+                return key
             failed = await self._store.remote_actors.get(url, now)
             if failed is not None and failed.error is not None:
                 raise _remembered(failed)
@@ -247,6 +306,9 @@ class RemoteDirectory:
         return "rfc9421" if health is not None and health.signature_scheme == "rfc9421" else "cavage"
 
     async def _remember(self, actor: RemoteActor, raw: str, now: datetime) -> None:
+        if actor.key_id is not None and actor.public_key_pem:
+            key = RemoteKey(key_id=actor.key_id, owner=actor.uri, public_key_pem=actor.public_key_pem)
+            self._keys.put(key, now, now + ACTOR_TTL)
         await self._store.remote_actors.put(
             CachedRemote(
                 uri=actor.uri,
@@ -267,6 +329,7 @@ class RemoteDirectory:
         # The reason may quote a fetched document: make it one storable line.
         reason = " ".join(str(exc).replace("\x00", "\\0").split())[:_REASON_MAX_CHARS]
         reason = reason.encode("utf-8", "backslashreplace").decode("utf-8")
+        self._keys.forget_owner(uri)
         await self._store.remote_actors.put(
             CachedRemote(
                 uri=uri,

@@ -5,8 +5,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import and_, delete, exists, func, select, union
+from sqlalchemy import (
+    Boolean,
+    CompoundSelect,
+    and_,
+    bindparam,
+    delete,
+    exists,
+    func,
+    literal,
+    select,
+    union,
+    union_all,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -45,6 +58,33 @@ _gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
 
 #: pg_advisory_xact_lock key serializing inbox item inserts (see Database.serialize_in_transaction).
 _INBOX_ORDER_LOCK = 0x66710001
+
+
+def _admission_statement() -> CompoundSelect[Any]:
+    """Rows of (kind, name, flag, flag) answering `InboxStore.admission`'s three questions at once.
+
+    Built once: an inbox request then costs no statement building or cache-key walk, only
+    the parameters `hosts`, `names` (expanding), `sender` and `now`.
+    """
+    now = bindparam("now", type_=_hosts.c.circuit_until.type)
+    no = literal(False, Boolean())
+    inboxes = union(
+        select(_remote.c.inbox).where(_remote.c.uri == bindparam("sender")),
+        select(_remote.c.shared_inbox).where(_remote.c.uri == bindparam("sender")),
+    )
+    failing = and_(_hosts.c.circuit == OPEN, _hosts.c.circuit_until > now)
+    return union_all(
+        select(literal("host"), _hosts.c.host, _hosts.c.blocked, failing).where(
+            _hosts.c.host.in_(bindparam("hosts", expanding=True))
+        ),
+        select(literal("actor"), _actors.c.name, _actors.c.auto_accept_follows, no).where(
+            _actors.c.name.in_(bindparam("names", expanding=True))
+        ),
+        select(literal("gone"), _gone.c.inbox, no, no).where(_gone.c.inbox.in_(inboxes)),
+    )
+
+
+_ADMISSION = _admission_statement()
 
 
 @dataclass(frozen=True)
@@ -96,6 +136,18 @@ class Pulled:
 class InboxStore:
     def __init__(self, database: Database) -> None:
         self._db = database
+        # The statements of every inbox POST, built once for this engine (bound parameters only).
+        self._insert_inbound = database.serialized_insert(
+            _inbound,
+            ("activity_id", "actor_uri", "activity_type", "body", "key_id", "received_at"),
+            _INBOX_ORDER_LOCK,
+        ).returning(_inbound.c.id)
+        self._insert_item = (
+            database.upsert(_items)
+            .values(inbound_id=bindparam("inbound_id"), actor=bindparam("actor"))
+            .on_conflict_do_nothing(index_elements=["inbound_id", "actor"])
+            .returning(_items.c.id)
+        )
 
     async def admission(
         self, hosts: Iterable[str], names: Iterable[str], sender: str, now: datetime
@@ -106,29 +158,18 @@ class InboxStore:
         Costs what the activity mentions, not what the database holds: no full list of actors.
         """
         wanted_hosts, wanted_names = sorted({host.lower() for host in hosts}), sorted(set(names))
-        failing = and_(_hosts.c.circuit == OPEN, _hosts.c.circuit_until > now)
+        parameters = {"hosts": wanted_hosts, "names": wanted_names, "sender": sender, "now": now}
         async with self._db.reading() as conn:
-            known = (
-                await conn.execute(
-                    select(_hosts.c.host, _hosts.c.blocked, failing.label("failing")).where(
-                        _hosts.c.host.in_(wanted_hosts)
-                    )
-                )
-            ).all()
-            actors = await conn.execute(
-                select(_actors.c.name, _actors.c.auto_accept_follows).where(_actors.c.name.in_(wanted_names))
-            )
-            inboxes = union(
-                select(_remote.c.inbox).where(_remote.c.uri == sender),
-                select(_remote.c.shared_inbox).where(_remote.c.uri == sender),
-            )
-            gone = (await conn.execute(select(_gone.c.inbox).where(_gone.c.inbox.in_(inboxes)))).scalars()
-            return Admission(
-                blocked_hosts=frozenset(row.host for row in known if row.blocked),
-                failing_hosts=frozenset(row.host for row in known if row.failing),
-                auto_accept={row.name: row.auto_accept_follows for row in actors},
-                gone_inboxes=frozenset(gone),
-            )
+            found = (await conn.execute(_ADMISSION, parameters)).all()
+        by_kind: dict[str, list[tuple[str, bool, bool]]] = {"host": [], "actor": [], "gone": []}
+        for kind, name, first, second in found:
+            by_kind[kind].append((name, bool(first), bool(second)))
+        return Admission(
+            blocked_hosts=frozenset(name for name, blocked, _ in by_kind["host"] if blocked),
+            failing_hosts=frozenset(name for name, _, failing_now in by_kind["host"] if failing_now),
+            auto_accept={name: auto_accept for name, auto_accept, _ in by_kind["actor"]},
+            gone_inboxes=frozenset(name for name, _, _ in by_kind["gone"]),
+        )
 
     async def insert_inbound_if_new(self, inbound: NewInbound, effects: Sequence[Effect] = ()) -> bool:
         """Store a verified activity and apply its effects in one transaction; False if a duplicate.
@@ -139,19 +180,15 @@ class InboxStore:
         """
         try:
             async with self._db.transaction() as conn:
-                await self._db.serialize_in_transaction(conn, _INBOX_ORDER_LOCK)
-                inserted = await conn.execute(
-                    _inbound.insert()
-                    .returning(_inbound.c.id)
-                    .values(
-                        activity_id=inbound.activity_id,
-                        actor_uri=inbound.actor_uri,
-                        activity_type=inbound.activity_type,
-                        body=inbound.body,
-                        key_id=inbound.key_id,
-                        received_at=inbound.received_at,
-                    )
-                )
+                values = {
+                    "activity_id": inbound.activity_id,
+                    "actor_uri": inbound.actor_uri,
+                    "activity_type": inbound.activity_type,
+                    "body": inbound.body,
+                    "key_id": inbound.key_id,
+                    "received_at": inbound.received_at,
+                }
+                inserted = await conn.execute(self._insert_inbound, values)
                 inbound_id = inserted.scalar_one()
                 await self._add_items(conn, inbound_id, inbound)
                 for effect in effects:
@@ -172,12 +209,7 @@ class InboxStore:
         """One item per new recipient, each announced to that actor's webhooks (`inbox.new`)."""
         for actor in sorted(set(inbound.recipients)):
             item_id = (
-                await conn.execute(
-                    self._db.upsert(_items)
-                    .values(inbound_id=inbound_id, actor=actor)
-                    .on_conflict_do_nothing(index_elements=["inbound_id", "actor"])
-                    .returning(_items.c.id)
-                )
+                await conn.execute(self._insert_item, {"inbound_id": inbound_id, "actor": actor})
             ).scalar()
             if item_id is None:
                 continue

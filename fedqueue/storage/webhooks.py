@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, NotRequired
 
 from pydantic import with_config
-from sqlalchemy import case, delete, func, select
+from sqlalchemy import bindparam, case, delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from typing_extensions import TypedDict
@@ -46,6 +46,10 @@ from fedqueue.storage.upsert import insert_ignoring_conflicts
 _webhooks = WebhookRow.__table__  # type: ignore[attr-defined]
 _events = WebhookEventRow.__table__  # type: ignore[attr-defined]
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
+#: Built once: `emit` runs in every inbox POST's transaction.
+_ACTOR_HOOKS = select(_webhooks.c.id, _webhooks.c.url, _webhooks.c.events).where(
+    _webhooks.c.actor == bindparam("actor")
+)
 _cursors = InboxCursorRow.__table__  # type: ignore[attr-defined]
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 _actors = ActorRow.__table__  # type: ignore[attr-defined]
@@ -128,11 +132,7 @@ async def emit(
 
     With `dedupe_key`, an event already queued for a webhook under that key is not queued again.
     """
-    hooks = (
-        await conn.execute(
-            select(_webhooks.c.id, _webhooks.c.url, _webhooks.c.events).where(_webhooks.c.actor == actor)
-        )
-    ).all()
+    hooks = (await conn.execute(_ACTOR_HOOKS, {"actor": actor})).all()
     body = rules.encode(rules.event(kind, actor, data, now))
     queued = 0
     for hook in hooks:

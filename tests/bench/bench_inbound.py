@@ -14,6 +14,8 @@ process, and a loopback "fediverse" process serving the remote actors' documents
 - **follows**: N Follows of alice from N distinct remote actors: one key fetch each (the
   actors share a few RSA keys, since generating thousands takes minutes; the server cannot
   tell). Each Follow also queues an Accept, which the server's own worker delivers.
+- `--processes N` runs `fedqueue serve --processes N` (PostgreSQL only: SQLite is skipped);
+  CPU then counts every serving process.
 - **fedify flood** (`--fedify`): the same flood against Fedify's inbox (tests/fedify,
   `npm ci` there first), and fedqueue ÷ Fedify.
 
@@ -123,11 +125,13 @@ async def fedqueue_run(
     inbox, alice = f"{base}/actors/alice/inbox", f"{base}/actors/alice"
     remote = world.origin()
     try:
-        with harness.running(
-            [harness.FEDQUEUE, "serve", "--port", str(port)], harness.fedqueue_env(url, base)
-        ) as server:
+        command = [harness.FEDQUEUE, "serve", "--port", str(port)]
+        command += ["--processes", str(args.processes)] if args.processes > 1 else []
+        with harness.running(command, harness.fedqueue_env(url, base)) as server:
             await harness.wait_listening(port)
-            meter = harness.CpuMeter([server.pid], harness.database_name(url))
+            await asyncio.sleep(2 if args.processes > 1 else 0)  # the other processes start too
+            pids = [server.pid, *harness.child_pids(server.pid)]
+            meter = harness.CpuMeter(pids, harness.database_name(url))
             warm = creates(inbox, remote, world.pairs, args.senders, args.senders, 0)
             await harness.flood_async(warm, args.connections, args.limit_s)
             load = creates(inbox, remote, world.pairs, args.senders, n, args.senders)
@@ -175,6 +179,9 @@ async def main(args: argparse.Namespace) -> None:
                     fedify_rates[n] = statistics.median(figures.rates)
                     print(figures.row("fedify flood", "memory", n), flush=True)
         for engine in harness.engines(args.postgres, args.engine):
+            if engine == "sqlite" and args.processes > 1:
+                print("sqlite: serve runs in one process only; skipped", flush=True)
+                continue
             for n in args.sizes:
                 flood, follow = Figures(), Figures()
                 for _ in range(args.repeat):
@@ -203,6 +210,7 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="only this engine (none: Fedify only)",
     )
+    parse.add_argument("--processes", type=int, default=1, help="serve --processes (PostgreSQL only)")
     parse.add_argument("--fedify", action="store_true", help="also flood Fedify's inbox")
     parse.add_argument("--postgres", default=None, help="a PostgreSQL URL to also benchmark on")
     parse.add_argument(

@@ -127,6 +127,11 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS_PER_S
 
 
+def child_pids(pid: int) -> list[int]:
+    """The processes `pid` started (those of `serve --processes`, and multiprocessing's helper)."""
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
 def postgres_backends(database: str) -> list[int]:
     """Pids of the PostgreSQL backends connected to `database` (cmdline "postgres: user db ...")."""
     pids = []
@@ -473,7 +478,8 @@ def profiled(pid: int, out: Path | None) -> Iterator[None]:
         yield
         return
     spy = Path(sys.executable).with_name("py-spy")
-    command = [str(spy), "record", "--format", "raw", "--rate", "250", "--threads", "-o", str(out)]
+    command = [str(spy), "record", "--format", "raw", "--rate", "250", "--threads", "--subprocesses"]
+    command += ["-o", str(out)]
     with running([*command, "--pid", str(pid)]) as recorder:
         time.sleep(1.0)  # py-spy attaches before the load starts
         yield
