@@ -86,8 +86,14 @@ class Receiver:
         if self.throttle is not None:  # before any key fetch or write: a flood costs little
             self.throttle.admit(hosts, asyncio.get_running_loop().time())
         mentioned = sorted(named_local_actors(activity, self.urls) | ({name} if name else set()))
+        subject = created_object(activity)
+        since = utcnow() - timedelta(hours=settings.inbox_tombstone_hours)
         admission = await self.store.inbox.admission(
-            hosts, mentioned[:MAX_MENTIONED_NAMES], activity.actor, utcnow()
+            hosts,
+            mentioned[:MAX_MENTIONED_NAMES],
+            activity.actor,
+            utcnow(),
+            tombstone=(subject, since) if subject is not None else None,
         )
         # Any signature's key on a blocked host refuses the request: no fetch goes to such a host.
         if admission.blocked_hosts:
@@ -112,7 +118,14 @@ class Receiver:
         activity = authenticated.activity  # a forwarded one may be replaced by its re-fetched copy
         check_text("the signature's keyId", authenticated.key_id, URI_CHARS)
         await heard_from(self.store, admission, activity.actor, authenticated.key_id, utcnow())
-        if await self._tombstoned(activity):
+        if admission.tombstoned:  # a Create or Update of an object its actor deleted lately
+            log.info(
+                "inbox %s %s from %s dropped: %s was deleted",
+                activity.type,
+                activity.id,
+                activity.actor,
+                subject,
+            )
             return "deleted_object"
         forward = forwarding_for(activity, self.urls) if authenticated.forwardable else None
         effects = effects_for(
@@ -143,17 +156,6 @@ class Receiver:
                 self.store, self.directory, self.urls, signer, activity.actor, sync, timeout_s
             )
         return "accepted" if stored else "duplicate"
-
-    async def _tombstoned(self, activity: Activity) -> bool:
-        """A Create or Update of an object its actor deleted lately (the Delete overtook it)."""
-        subject = created_object(activity)
-        since = utcnow() - timedelta(hours=self.settings.inbox_tombstone_hours)
-        if subject is None or not await self.store.tombstones.holds(subject, activity.actor, since):
-            return False
-        log.info(
-            "inbox %s %s from %s dropped: %s was deleted", activity.type, activity.id, activity.actor, subject
-        )
-        return True
 
     async def _depart(self, activity: Activity) -> None:
         """A gone actor's self-Delete (`inbound.gone`): forget it, store nothing else."""

@@ -46,6 +46,7 @@ from fedqueue.storage.tables import (
     InboxCursorRow,
     InboxItemRow,
     RemoteActorRow,
+    TombstoneRow,
 )
 
 _inbound = InboundActivityRow.__table__  # type: ignore[attr-defined]
@@ -55,16 +56,17 @@ _actors = ActorRow.__table__  # type: ignore[attr-defined]
 _hosts = HostRow.__table__  # type: ignore[attr-defined]
 _remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
 _gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
+_tombstones = TombstoneRow.__table__  # type: ignore[attr-defined]
 
 #: pg_advisory_xact_lock key serializing inbox item inserts (see Database.serialize_in_transaction).
 _INBOX_ORDER_LOCK = 0x66710001
 
 
 def _admission_statement() -> CompoundSelect[Any]:
-    """Rows of (kind, name, flag, flag) answering `InboxStore.admission`'s three questions at once.
+    """Rows of (kind, name, flag, flag) answering `InboxStore.admission`'s four questions at once.
 
     Built once: an inbox request then costs no statement building or cache-key walk, only
-    the parameters `hosts`, `names` (expanding), `sender` and `now`.
+    the parameters `hosts`, `names` (expanding), `sender`, `now`, `subject` and `tombstone_since`.
     """
     now = bindparam("now", type_=_hosts.c.circuit_until.type)
     no = literal(False, Boolean())
@@ -81,6 +83,11 @@ def _admission_statement() -> CompoundSelect[Any]:
             _actors.c.name.in_(bindparam("names", expanding=True))
         ),
         select(literal("gone"), _gone.c.inbox, no, no).where(_gone.c.inbox.in_(inboxes)),
+        select(literal("tombstone"), _tombstones.c.object_id, no, no).where(
+            _tombstones.c.object_id == bindparam("subject", type_=_tombstones.c.object_id.type),
+            _tombstones.c.actor_uri == bindparam("sender"),
+            _tombstones.c.deleted_at >= bindparam("tombstone_since", type_=_tombstones.c.deleted_at.type),
+        ),
     )
 
 
@@ -112,6 +119,8 @@ class Admission:
     gone_inboxes: frozenset[str]
     #: The given names that are local actors, each with whether it accepts follows by itself.
     auto_accept: dict[str, bool]
+    #: Whether the sender deleted the given subject lately (its tombstone is newer than asked).
+    tombstoned: bool = False
 
 
 @dataclass(frozen=True)
@@ -150,18 +159,37 @@ class InboxStore:
         )
 
     async def admission(
-        self, hosts: Iterable[str], names: Iterable[str], sender: str, now: datetime
+        self,
+        hosts: Iterable[str],
+        names: Iterable[str],
+        sender: str,
+        now: datetime,
+        tombstone: tuple[str, datetime] | None = None,
     ) -> Admission:
-        """Which of `hosts` are blocked or failing, which of `names` are local actors, and which of
-        the `sender`'s cached inboxes are marked gone: one short read.
+        """Which of `hosts` are blocked or failing, which of `names` are local actors, which of
+        the `sender`'s cached inboxes are marked gone, and whether the sender deleted `tombstone`'s
+        object at or after its time: one short read.
 
         Costs what the activity mentions, not what the database holds: no full list of actors.
         """
         wanted_hosts, wanted_names = sorted({host.lower() for host in hosts}), sorted(set(names))
-        parameters = {"hosts": wanted_hosts, "names": wanted_names, "sender": sender, "now": now}
+        subject, since = tombstone if tombstone is not None else (None, now)
+        parameters = {
+            "hosts": wanted_hosts,
+            "names": wanted_names,
+            "sender": sender,
+            "now": now,
+            "subject": subject,
+            "tombstone_since": since,
+        }
         async with self._db.reading() as conn:
             found = (await conn.execute(_ADMISSION, parameters)).all()
-        by_kind: dict[str, list[tuple[str, bool, bool]]] = {"host": [], "actor": [], "gone": []}
+        by_kind: dict[str, list[tuple[str, bool, bool]]] = {
+            "host": [],
+            "actor": [],
+            "gone": [],
+            "tombstone": [],
+        }
         for kind, name, first, second in found:
             by_kind[kind].append((name, bool(first), bool(second)))
         return Admission(
@@ -169,6 +197,7 @@ class InboxStore:
             failing_hosts=frozenset(name for name, _, failing_now in by_kind["host"] if failing_now),
             auto_accept={name: auto_accept for name, auto_accept, _ in by_kind["actor"]},
             gone_inboxes=frozenset(name for name, _, _ in by_kind["gone"]),
+            tombstoned=bool(by_kind["tombstone"]),
         )
 
     async def insert_inbound_if_new(self, inbound: NewInbound, effects: Sequence[Effect] = ()) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.inbound.follows import RecordTombstone
@@ -26,18 +26,6 @@ async def record(database: Database, conn: AsyncConnection, effect: RecordTombst
 class TombstoneStore:
     def __init__(self, database: Database) -> None:
         self._db = database
-
-    async def holds(self, object_id: str, actor_uri: str, since: datetime) -> bool:
-        """Whether `actor_uri` deleted `object_id` at or after `since`."""
-        async with self._db.reading() as conn:
-            found = await conn.execute(
-                select(_tombstones.c.deleted_at).where(
-                    _tombstones.c.object_id == object_id,
-                    _tombstones.c.actor_uri == actor_uri,
-                    _tombstones.c.deleted_at >= since,
-                )
-            )
-            return found.first() is not None
 
     async def prune(self, before: datetime) -> int:
         """Forget tombstones older than `before`; returns how many."""
