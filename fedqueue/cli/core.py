@@ -201,9 +201,12 @@ def _serve_processes(args: argparse.Namespace) -> int:
         child.start()
     listening.close()  # the children hold it now
     log.info("serving on %s:%d with %d processes", args.host, args.port, args.processes)
-    multiprocessing.connection.wait([child.sentinel for child in children])
+    ready = multiprocessing.connection.wait([child.sentinel for child in children])
     if not stopping:
-        ended = next(child for child in children if not child.is_alive())
+        # The sentinel is ready as the child's files close, which can be just before it can
+        # be reaped (is_alive() may still say True): join the one whose sentinel fired.
+        ended = next(child for child in children if child.sentinel in ready)
+        ended.join()
         log.error("%s exited (status %s): stopping the others", ended.name, ended.exitcode)
         stop(signal.SIGTERM, None)
     for child in children:
