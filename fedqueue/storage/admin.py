@@ -13,20 +13,21 @@ next attempt overwrites them, so the admin still sees why it had failed.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.errors import InvalidInput, NotFound
 from fedqueue.storable import HOST_CHARS, check_row_id, check_text
 from fedqueue.storage.admin_views import AdminViews, DeliveryView, HostView
+from fedqueue.storage.audit import record_audit
 from fedqueue.storage.tables import AuditRow, DeliveryRow, HostRow, OutboxRow
 from fedqueue.storage.types import utcnow
+from fedqueue.storage.webhooks import after_given_up
 
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _hosts = HostRow.__table__  # type: ignore[attr-defined]
@@ -68,7 +69,7 @@ class AdminStore(AdminViews):
                 .where(_deliveries.c.id == delivery_id, _deliveries.c.state.in_(RETRYABLE))
                 .values(**_requeued(now))
             )
-            await _audit_row(
+            await record_audit(
                 conn, who, "retry", f"delivery:{delivery_id}", {"from": before[0], "attempts": before[1]}, now
             )
         return await self.delivery(delivery_id)
@@ -101,7 +102,7 @@ class AdminStore(AdminViews):
                 ids = list((await conn.execute(batch)).scalars())
                 if not ids:
                     if total == 0:  # nothing to retry is still an action someone took
-                        await _audit_row(conn, who, "retry_dead", target, {"count": 0}, now)
+                        await record_audit(conn, who, "retry_dead", target, {"count": 0}, now)
                     break
                 await conn.execute(
                     update(_deliveries)
@@ -109,7 +110,7 @@ class AdminStore(AdminViews):
                     .values(**_requeued(now))
                 )
                 detail = {"count": len(ids), "first": ids[0], "last": ids[-1]}
-                await _audit_row(conn, who, "retry_dead", target, detail, now)
+                await record_audit(conn, who, "retry_dead", target, detail, now)
             total += len(ids)
             if progress is not None:
                 progress(total)
@@ -131,7 +132,8 @@ class AdminStore(AdminViews):
                 .where(_deliveries.c.id == delivery_id, _deliveries.c.state.in_(CANCELLABLE))
                 .values(state="dead", last_error=CANCELLED, lease_owner=None, lease_until=None)
             )
-            await _audit_row(conn, who, "cancel", f"delivery:{delivery_id}", {"from": before[0]}, now)
+            await after_given_up(self._db, conn, [delivery_id], now)
+            await record_audit(conn, who, "cancel", f"delivery:{delivery_id}", {"from": before[0]}, now)
         return await self.delivery(delivery_id)
 
     async def pause(self, host: str, *, who: str, now: datetime | None = None) -> HostView:
@@ -176,7 +178,7 @@ class AdminStore(AdminViews):
                 select(func.count()).where(_deliveries.c.host == host, _deliveries.c.state == "dead")
             )
             counts = Requeued(int(requeued.rowcount), int(still_dead.scalar() or 0))
-            await _audit_row(conn, who, "requeue_blocked", f"host:{host}", dataclasses.asdict(counts), now)
+            await record_audit(conn, who, "requeue_blocked", f"host:{host}", dataclasses.asdict(counts), now)
         return counts
 
     async def _set_host(
@@ -192,13 +194,10 @@ class AdminStore(AdminViews):
                         await conn.execute(insert(_hosts).values(host=host, **flags))
                     detail: dict[str, Any] = dict(flags)
                     if flags.get("blocked"):
-                        killed = await conn.execute(
-                            update(_deliveries)
-                            .where(_deliveries.c.host == host, _deliveries.c.state.in_(CANCELLABLE))
-                            .values(state="dead", last_error=BLOCKED, lease_owner=None, lease_until=None)
-                        )
-                        detail["deliveries_dead"] = killed.rowcount
-                    await _audit_row(conn, who, action, f"host:{host}", detail, now)
+                        killed = await _kill_outstanding(conn, host)
+                        await after_given_up(self._db, conn, killed, now)
+                        detail["deliveries_dead"] = len(killed)
+                    await record_audit(conn, who, action, f"host:{host}", detail, now)
                 break
             except IntegrityError:
                 # Another process inserted the hosts row between our UPDATE and INSERT: update it.
@@ -248,14 +247,14 @@ def _requeued(now: datetime) -> dict[str, Any]:
     }
 
 
-async def _audit_row(
-    conn: AsyncConnection, who: str, action: str, target: str, detail: dict[str, Any], now: datetime
-) -> None:
-    await conn.execute(
-        insert(_audit).values(
-            who=who[:255], action=action, target=target[:2048], detail=json.dumps(detail), at=now
-        )
+async def _kill_outstanding(conn: AsyncConnection, host: str) -> list[int]:
+    """A blocked host's outstanding deliveries become `dead` ('host blocked by admin'); their ids."""
+    outstanding = and_(_deliveries.c.host == host, _deliveries.c.state.in_(CANCELLABLE))
+    dead = {"state": "dead", "last_error": BLOCKED, "lease_owner": None, "lease_until": None}
+    killed = await conn.execute(
+        update(_deliveries).where(outstanding).values(**dead).returning(_deliveries.c.id)
     )
+    return list(killed.scalars())
 
 
 __all__ = ["BLOCKED", "CANCELLED", "REFUSED_BLOCKED", "AdminStore", "Requeued"]

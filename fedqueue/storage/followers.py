@@ -207,13 +207,19 @@ class FollowerStore:
             cached = select(_remote.c.inbox).where(_remote.c.uri == actor_uri, _remote.c.inbox.is_not(None))
             inboxes = set((await conn.execute(known)).scalars()) | set((await conn.execute(cached)).scalars())
             waiting = or_(_deliveries.c.recipient == actor_uri, _deliveries.c.inbox.in_(sorted(inboxes)))
-            killed = await conn.execute(
-                update(_deliveries)
-                .where(waiting, _deliveries.c.state.in_(("queued", "failed")))
-                .values(state="dead", last_error=reason, last_error_detail=None)
+            killed = list(
+                (
+                    await conn.execute(
+                        update(_deliveries)
+                        .where(waiting, _deliveries.c.state.in_(("queued", "failed")))
+                        .values(state="dead", last_error=reason, last_error_detail=None)
+                        .returning(_deliveries.c.id)
+                    )
+                ).scalars()
             )
+            await webhooks.after_given_up(self._db, conn, killed, utcnow())
             removed = await remove_all_follows(self._db, conn, RemoveAllFollows(actor_uri))
-        return Departure(follows_removed=removed, deliveries_dead=int(killed.rowcount or 0))
+        return Departure(follows_removed=removed, deliveries_dead=len(killed))
 
     async def approve(self, actor: str, follower_uri: str, accept: EnqueueActivity) -> None:
         """Manual approval: a pending follower becomes accepted and its Accept is queued, together."""

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, NotRequired
 
 from pydantic import with_config
-from sqlalchemy import bindparam, case, delete, func, select
+from sqlalchemy import Row, bindparam, case, delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from typing_extensions import TypedDict
@@ -29,8 +29,8 @@ from fedqueue.outbound.record import Result
 from fedqueue.remote.guard import FetchError, ForbiddenAddress, check_url, host_of
 from fedqueue.storable import check_row_id
 from fedqueue.storage.actors import check_actor_name
-from fedqueue.storage.admin import _audit_row
 from fedqueue.storage.admin_json import SHAPE, IsoTime, iso
+from fedqueue.storage.audit import record_audit
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import (
     ActorRow,
@@ -171,8 +171,32 @@ async def after_record(
     """In the transaction that recorded `results`: advance ACKed cursors, queue dead and complete events."""
     if not results or not await _any_webhook(conn):
         return  # no webhook at all: the common case costs one indexed read
+    rows = await _settled_rows(conn, [r.id for r in results])
+    # Only what this call stored: a row whose lease was lost holds another worker's outcome.
+    ours = {(r.id, r.state, r.attempts) for r in results}
+    rows = [row for row in rows if (row.id, row.state, row.attempts) in ours]
+    acked = [
+        row.webhook_event_id for row in rows if row.webhook_event_id is not None and row.state == "delivered"
+    ]
+    await _advance_cursors(database, conn, acked)
+    await _announce_finished(database, conn, rows, now)
+
+
+async def after_given_up(
+    database: Database, conn: AsyncConnection, delivery_ids: Sequence[int], now: datetime
+) -> None:
+    """In the transaction that made `delivery_ids` dead without an attempt (an admin's cancel or
+    block, a deleted recipient): queue their `delivery.dead` and any `activity.complete` events."""
+    if not delivery_ids or not await _any_webhook(conn):
+        return
+    await _announce_finished(database, conn, await _settled_rows(conn, delivery_ids), now)
+
+
+async def _settled_rows(
+    conn: AsyncConnection, delivery_ids: Sequence[int]
+) -> Sequence[Row[*tuple[Any, ...]]]:
     d = _deliveries.c
-    rows = (
+    return (
         await conn.execute(
             select(
                 d.id,
@@ -187,16 +211,15 @@ async def after_record(
                 _outbox.c.activity_id,
             )
             .outerjoin(_outbox, _outbox.c.id == d.outbox_id)
-            .where(d.id.in_([r.id for r in results]))
+            .where(d.id.in_(sorted(delivery_ids)))
         )
     ).all()
-    # Only what this call stored: a row whose lease was lost holds another worker's outcome.
-    ours = {(r.id, r.state, r.attempts) for r in results}
-    rows = [row for row in rows if (row.id, row.state, row.attempts) in ours]
-    acked = [
-        row.webhook_event_id for row in rows if row.webhook_event_id is not None and row.state == "delivered"
-    ]
-    await _advance_cursors(database, conn, acked)
+
+
+async def _announce_finished(
+    database: Database, conn: AsyncConnection, rows: Sequence[Row[*tuple[Any, ...]]], now: datetime
+) -> None:
+    """`delivery.dead` for each activity delivery among `rows` that is dead; `activity.complete`."""
     finished = [row for row in rows if row.outbox_id is not None and row.state not in _UNFINISHED]
     for row in finished:
         if row.state == "dead":
@@ -343,7 +366,7 @@ class WebhookStore:
                     )
                 ).one()
                 detail = {"actor": actor, "consumer": consumer, "url": url, "events": list(subscribed)}
-                await _audit_row(conn, who, "webhook_add", f"webhook:{row.id}", detail, utcnow())
+                await record_audit(conn, who, "webhook_add", f"webhook:{row.id}", detail, utcnow())
         except IntegrityError:
             raise Duplicate(
                 f"consumer {consumer!r} of {actor!r} has a webhook already; remove it first"
@@ -369,7 +392,7 @@ class WebhookStore:
             if row is None:
                 raise NotFound(f"no webhook {webhook_id}")
             detail = {"actor": row.actor, "consumer": row.consumer, "url": row.url}
-            await _audit_row(conn, who, "webhook_remove", f"webhook:{webhook_id}", detail, utcnow())
+            await record_audit(conn, who, "webhook_remove", f"webhook:{webhook_id}", detail, utcnow())
         return _webhook(row)
 
     async def payloads(self, event_ids: Sequence[int]) -> dict[int, WebhookPayload]:

@@ -17,12 +17,14 @@ import httpx
 import pytest
 from aiohttp import web
 
+from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.settings import Settings
-from fedqueue.storage import Store
+from fedqueue.storage import Enqueued, Store, Target
+from fedqueue.storage.types import utcnow
 from tests.conftest import ADMIN_TOKEN
 from tests.fediverse import LOCAL, RemoteActor, post
 from tests.loopback import LoopbackServer, Recorded
-from tests.outbound import accept_all, fast, insert_outbox_row, run_burst
+from tests.outbound import accept_all, add_follower, fast, insert_outbox_row, run_burst
 
 SECRET = "s3cret-for-the-test-app"
 ALICE = f"{LOCAL}/actors/alice"
@@ -197,6 +199,43 @@ async def test_follows_dead_deliveries_and_complete_activities_are_announced(
     assert got[2]["data"]["last_status"] == 410
     assert got[3]["data"]["counts"] == {"delivered": 1, "dead": 1}
     assert got[4]["data"] == {"follower": bob.uri}
+
+
+async def test_deliveries_given_up_without_an_attempt_are_announced_dead_too(
+    settings: Settings,
+    store: Store,
+    client: httpx.AsyncClient,
+    bob: RemoteActor,
+    remote: LoopbackServer,
+    local_app: LoopbackServer,
+) -> None:
+    """An admin's cancel, a host block and a deleted recipient each end deliveries `dead`."""
+    await store.actors.create("alice")
+    await add_follower(store, "alice", bob.uri, bob.inbox)
+    await add_hook(store, local_app, "delivery.dead")
+    answering(local_app, iter([200]))
+    remote.on("GET", "/users/bob", lambda _r: web.Response(status=410))  # bob's account is gone
+    waiting = {"to bob": bob.inbox, "to cancel": "https://one.example/inbox"}
+    waiting["to block"] = "https://blocked.example/inbox"
+    outbox_id = await insert_outbox_row(store, "alice", {"type": "Like", "object": "https://x.example/1"})
+    facts = ActivityFacts("alice", f"{ALICE}/activities/1", "Like", "https://x.example/1")
+    targets = [Target(inbox, httpx.URL(inbox).netloc.decode()) for inbox in waiting.values()]
+    await store.deliveries.enqueue([Enqueued(outbox_id, facts, targets)], utcnow())
+    ids = {d.inbox: d.id for d in await store.deliveries.for_outbox(outbox_id)}
+
+    await store.admin.cancel(ids[waiting["to cancel"]], who="test")
+    await store.admin.block("blocked.example", who="test")
+    self_delete = bob.activity("Delete", object=bob.uri)
+    answer = await post(client, "/actors/alice/inbox", bob.signed("/actors/alice/inbox", self_delete))
+    assert answer.json() == {"status": "gone_actor"}
+    await run_burst(fast(settings), store)
+
+    dead = [e["data"] for e in events(local_app) if e["event"] == "delivery.dead"]
+    assert [(d["inbox"], d["last_error"]) for d in dead] == [
+        (waiting["to cancel"], "cancelled by admin"),
+        (waiting["to block"], "host blocked by admin"),
+        (bob.inbox, f"the recipient {bob.uri} was deleted (its Delete arrived)"),
+    ]
 
 
 async def test_an_app_subscribed_to_some_events_gets_only_those(

@@ -1,0 +1,25 @@
+"""The audit log's one write: who did what to which target, in the caller's transaction."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from fedqueue.storage.tables import AuditRow
+
+_audit = AuditRow.__table__  # type: ignore[attr-defined]
+
+
+async def record_audit(
+    conn: AsyncConnection, who: str, action: str, target: str, detail: dict[str, Any], now: datetime
+) -> None:
+    """One audit row, written in `conn`'s transaction with the change it describes."""
+    await conn.execute(
+        insert(_audit).values(
+            who=who[:255], action=action, target=target[:2048], detail=json.dumps(detail), at=now
+        )
+    )
