@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -85,3 +86,19 @@ def live_instance(
             process.kill()
             process.wait()
         log.close()
+
+
+def create_actor(live: LiveInstance, name: str, cwd: Path) -> str:
+    """`fedqueue actor create NAME` against the live instance's database; the actor's token."""
+    env = {**os.environ, "FEDQUEUE_DATABASE_URL": live.database_url, "FEDQUEUE_BASE_URL": live.origin}
+    done = subprocess.run(
+        [sys.executable, "-m", "fedqueue", "actor", "create", name],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    token: str = json.loads(done.stdout)["token"]
+    return token

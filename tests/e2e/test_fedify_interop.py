@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.live import LiveInstance, free_port, live_instance
+from tests.live import LiveInstance, create_actor, free_port, live_instance
 
 FEDIFY = Path(__file__).parent.parent / "fedify"
 INSTALLED = shutil.which("node") is not None and (FEDIFY / "node_modules" / "@fedify" / "fedify").is_dir()
@@ -80,22 +79,6 @@ def fedify(tmp_path: Path) -> Iterator[FedifyServer]:
 def instance(tmp_path: Path) -> Iterator[LiveInstance]:
     with live_instance(tmp_path, admin_token="interop-admin") as live:
         yield live
-
-
-def create_actor(instance: LiveInstance, name: str, cwd: Path) -> str:
-    """`fedqueue actor create NAME` against the live instance's database; the actor's token."""
-    env = {**os.environ, "FEDQUEUE_DATABASE_URL": instance.database_url, "FEDQUEUE_BASE_URL": instance.origin}
-    done = subprocess.run(
-        [sys.executable, "-m", "fedqueue", "actor", "create", name],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    token: str = json.loads(done.stdout)["token"]
-    return token
 
 
 def eventually(check: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:

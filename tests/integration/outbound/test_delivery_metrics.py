@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,7 +13,7 @@ from aiohttp import web
 from fedqueue.metrics import Metrics
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
-from tests.live import live_instance
+from tests.live import create_actor, live_instance
 from tests.loopback import LoopbackServer
 from tests.outbound import accept_all, fast, insert_outbox_row, run_burst
 
@@ -59,9 +55,7 @@ async def test_a_burst_counts_every_outcome_with_its_latency_scheme_and_one_log_
 
 def test_serve_shows_what_its_in_process_worker_delivered_at_metrics(tmp_path: Path) -> None:
     with live_instance(tmp_path, TOKEN) as live:
-        tokens = {
-            name: _create_actor(live.database_url, live.origin, tmp_path, name) for name in ("alice", "bob")
-        }
+        tokens = {name: create_actor(live, name, tmp_path) for name in ("alice", "bob")}
         # alice likes something of bob's: the worker signs and POSTs it to bob's inbox on this
         # same instance (a real remote as far as the worker can tell), which accepts it.
         created = httpx.post(
@@ -82,18 +76,3 @@ def test_serve_shows_what_its_in_process_worker_delivered_at_metrics(tmp_path: P
             time.sleep(0.1)
     assert 'fedqueue_deliveries_total{outcome="delivered"} 1' in lines
     assert "fedqueue_delivery_latency_seconds_count 1" in lines
-
-
-def _create_actor(database_url: str, origin: str, cwd: Path, name: str) -> str:
-    env = {**os.environ, "FEDQUEUE_DATABASE_URL": database_url, "FEDQUEUE_BASE_URL": origin}
-    done = subprocess.run(
-        [sys.executable, "-m", "fedqueue", "actor", "create", name],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    token: str = json.loads(done.stdout)["token"]
-    return token
