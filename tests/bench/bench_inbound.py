@@ -24,7 +24,8 @@ reads the result); profiled runs are slower, so take figures without it.
 
 Each load is bounded by count (N) and by `--limit-s`; the rate is what was answered in that
 time. CPU is per 1,000 requests: the server process (all threads, from /proc) and, on
-PostgreSQL, the backends serving the benchmark's database. Figures are the median
+PostgreSQL, the backends serving the benchmark's database; beside them the load generator's own
+CPU (aiohttp on uvloop), which shares the same two cores. Figures are the median
 [lowest-highest] of `--repeat` runs; the load average is printed with each row.
 """
 
@@ -54,6 +55,7 @@ class Figures:
     p99_ms: list[float] = field(default_factory=list)
     cpu_per_1000: list[float] = field(default_factory=list)
     pg_per_1000: list[float] = field(default_factory=list)
+    sender_per_1000: list[float] = field(default_factory=list)
     refused: int = 0
 
     def add(self, result: FloodResult, cpu: list[float]) -> None:
@@ -63,6 +65,7 @@ class Figures:
         self.p99_ms.append(result.percentile(0.99) * 1000)
         self.cpu_per_1000.append(cpu[0] / done * 1000)
         self.pg_per_1000.append(cpu[1] / done * 1000)
+        self.sender_per_1000.append(result.sender_cpu_s / done * 1000)
         self.refused += done - result.statuses.get(202, 0)
 
     def row(self, label: str, engine: str, n: int) -> str:
@@ -70,13 +73,14 @@ class Figures:
             f"{label:<13} {engine:<9} {n:>6} {harness.spread(self.rates):>18}"
             f" {harness.spread(self.p50_ms):>16}"
             f" {harness.spread(self.p99_ms):>18} {harness.spread(self.cpu_per_1000, 1):>18}"
-            f" {harness.spread(self.pg_per_1000, 1):>16} {self.refused:>5}  {harness.load_average()}"
+            f" {harness.spread(self.pg_per_1000, 1):>16} {harness.spread(self.sender_per_1000, 1):>16}"
+            f" {self.refused:>5}  {harness.load_average()}"
         )
 
 
 HEADER = (
     f"{'shape':<13} {'engine':<9} {'N':>6} {'req/s':>18} {'p50 ms':>16} {'p99 ms':>18}"
-    f" {'server cpu s/1k':>18} {'pg cpu s/1k':>16} {'!202':>5}  load"
+    f" {'server cpu s/1k':>18} {'pg cpu s/1k':>16} {'sender cpu s/1k':>16} {'!202':>5}  load"
 )
 
 
