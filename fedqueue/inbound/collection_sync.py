@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from fedqueue.errors import FedqueueError
 from fedqueue.follower_sync import SyncHeader, applies_to, in_sync, parse_sync_header, plan_sync
@@ -24,25 +24,52 @@ from fedqueue.remote.client import SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import FetchError
 from fedqueue.storage import Store
+from fedqueue.storage.following import FollowedState
 from fedqueue.storage.types import utcnow
 from fedqueue.urls import Urls
 
 log = logging.getLogger("fedqueue.inbox")
 
-#: Past this many collections synchronized lately, the ones whose interval is over are forgotten.
+_IGNORED = "followers synchronization header from %s ignored: %.200s"
+#: Past this many collections remembered lately, the ones whose interval is over are forgotten.
 MAX_REMEMBERED_COLLECTIONS = 10_000
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class IntervalMemory(Generic[K, V]):
+    """Values remembered for `interval_s` of the event loop's clock, per key."""
+
+    def __init__(self, interval_s: float) -> None:
+        self._interval_s = interval_s
+        self._entries: dict[K, tuple[float, V]] = {}
+
+    def get(self, key: K, now: float) -> V | None:
+        entry = self._entries.get(key)
+        return entry[1] if entry is not None and now - entry[0] < self._interval_s else None
+
+    def put(self, key: K, value: V, now: float) -> None:
+        if len(self._entries) >= MAX_REMEMBERED_COLLECTIONS:  # forget the ones past their interval
+            self._entries = {
+                key: entry for key, entry in self._entries.items() if now - entry[0] < self._interval_s
+            }
+        self._entries[key] = (now, value)
 
 
 class FollowersSync:
     """Acts on received headers; fetches each remote collection at most once per `interval_s`.
 
-    The interval is per process (a dict of the event loop's times), so a busy sender whose
-    every delivery carries a stale digest costs one fetch per interval, not one per delivery.
+    The interval is per process (the event loop's times), so a busy sender whose every delivery
+    carries a stale digest costs one fetch per interval, not one per delivery. A digest found
+    matching is remembered as long, so the sender's next deliveries with it read nothing, until
+    a follow of the sender changes in this process; one changed by another process is seen when
+    the memory expires, no later than a stale digest's next fetch would be.
     """
 
     def __init__(self, interval_s: float) -> None:
-        self._interval_s = interval_s
-        self._fetched_at: dict[str, float] = {}
+        self._fetched = IntervalMemory[str, bool](interval_s)
+        self._matched = IntervalMemory[tuple[str, str], tuple[str, int]](interval_s)
 
     async def run(
         self,
@@ -55,65 +82,64 @@ class FollowersSync:
         timeout_s: float,
     ) -> None:
         """Synchronize `actor_uri`'s followers here with the header `value`; errors are logged."""
+        header = parse_sync_header(value)
+        if header is None:
+            log.info(_IGNORED, actor_uri, value)
+            return
+        now = asyncio.get_running_loop().time()
+        matched = (actor_uri, header.collection_id)
+        changes = store.following.changes(actor_uri)  # taken before the read: a change during it counts
+        if self._matched.get(matched, now) == (header.digest, changes):
+            return
         try:
-            await self._sync(store, directory, urls, signer, actor_uri, value, timeout_s)
+            state = await store.following.followed_state(actor_uri, utcnow())
+            if not applies_to(header, actor_uri, _followers(state)):
+                log.info(_IGNORED, actor_uri, value)
+                return
+            if in_sync(header, (urls.actor(name) for name in state.recorded)):
+                self._matched.put(matched, (header.digest, changes), now)
+            elif self._fetched.get(header.collection_id, now) is None:
+                self._fetched.put(header.collection_id, True, now)
+                await _synchronize(
+                    store, directory, urls, signer, actor_uri, header, state.recorded, timeout_s
+                )
         except FedqueueError as exc:
             log.warning("followers synchronization with %s failed: %s", actor_uri, exc)
 
-    async def _sync(
-        self,
-        store: Store,
-        directory: RemoteDirectory,
-        urls: Urls,
-        signer: SigningIdentity,
-        actor_uri: str,
-        value: str,
-        timeout_s: float,
-    ) -> None:
-        header = parse_sync_header(value)
-        if header is None or not applies_to(header, actor_uri, await _followers_of(store, actor_uri)):
-            log.info("followers synchronization header from %s ignored: %.200s", actor_uri, value)
-            return
-        recorded = await store.following.of(actor_uri)
-        if in_sync(header, (urls.actor(name) for name in recorded)) or not self._due(header):
-            return
-        loop = asyncio.get_running_loop()
-        doc, _raw = await directory.fetch_json(header.url, signer, deadline=loop.time() + timeout_s)
-        plan = plan_sync(recorded, _items(doc, header), urls.local_actor_name)
-        inbox = (await directory.actor(actor_uri, signer)).inbox
-        undos = {
-            name: EnqueueActivity(
-                name, undo_follow_activity(urls, name, actor_uri, recorded.get(name)), (inbox,)
-            )
-            for name in (*plan.unfollowed, *plan.stale)
-        }
-        queued = await store.following.synchronize(actor_uri, plan, undos, utcnow())
-        log.info(
-            "followers synchronization with %s: %d follows forgotten, %d Undo(Follow) queued",
-            actor_uri,
-            len(plan.unfollowed),
-            queued,
-        )
 
-    def _due(self, header: SyncHeader) -> bool:
-        now = asyncio.get_running_loop().time()
-        last = self._fetched_at.get(header.collection_id)
-        if last is not None and now - last < self._interval_s:
-            return False
-        if len(self._fetched_at) >= MAX_REMEMBERED_COLLECTIONS:  # forget the ones past their interval
-            self._fetched_at = {
-                key: at for key, at in self._fetched_at.items() if now - at < self._interval_s
-            }
-        self._fetched_at[header.collection_id] = now
-        return True
+async def _synchronize(
+    store: Store,
+    directory: RemoteDirectory,
+    urls: Urls,
+    signer: SigningIdentity,
+    actor_uri: str,
+    header: SyncHeader,
+    recorded: dict[str, str | None],
+    timeout_s: float,
+) -> None:
+    """Fetch the partial collection the header names and make our follows of the actor agree."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    doc, _raw = await directory.fetch_json(header.url, signer, deadline=deadline)
+    plan = plan_sync(recorded, _items(doc, header), urls.local_actor_name)
+    inbox = (await directory.actor(actor_uri, signer)).inbox
+    undos = {
+        name: EnqueueActivity(name, undo_follow_activity(urls, name, actor_uri, recorded.get(name)), (inbox,))
+        for name in (*plan.unfollowed, *plan.stale)
+    }
+    queued = await store.following.synchronize(actor_uri, plan, undos, utcnow())
+    log.info(
+        "followers synchronization with %s: %d follows forgotten, %d Undo(Follow) queued",
+        actor_uri,
+        len(plan.unfollowed),
+        queued,
+    )
 
 
-async def _followers_of(store: Store, actor_uri: str) -> str | None:
+def _followers(state: FollowedState) -> str | None:
     """The actor's `followers`, from its cached document (the key fetch just cached it), if known."""
-    cached = await store.remote_actors.get(actor_uri, utcnow())
-    if cached is None or cached.document is None:
+    if state.actor_document is None:
         return None
-    followers = json.loads(cached.document).get("followers")
+    followers = json.loads(state.actor_document).get("followers")
     return followers if isinstance(followers, str) else None
 
 

@@ -1,4 +1,4 @@
-"""Claimed deliveries in flight: admit per host health, send, classify, record in batches.
+"""Claimed deliveries in flight: admit per host health, build what each sends, start them in order.
 
 The worker hands every claimed batch to `submit` and calls `flush` whenever sends have
 finished; sends never wait for a batch to complete, so the next claim and the recording of
@@ -6,55 +6,47 @@ earlier results overlap with the POSTs still on the wire.
 
   1. admit (`submit`): blocked hosts refused, open circuits get one probe, recovering hosts
      as many as their allowance minus what is already in flight to them;
-  2. send: one task per delivery, signed with the host's scheme (`SchemeBook`; a refused
-     signature is re-sent at once under the other scheme, in the same attempt). Deliveries
-     about the same object from the same actor to the same inbox are chained, each starting
-     after the previous one finished, even across batches, so they never overtake each other;
-  3. record (`flush`): every finished result in one transaction (only while the lease is
-     still ours), then host health and learned schemes in one more, then the metrics.
+  2. build: each activity's request body (cached per outbox row) and, on a followers-addressed
+     one, its `Collection-Synchronization` header;
+  3. start: one task per delivery, its attempt made and its result recorded by `attempts`.
+     Deliveries about the same object from the same actor to the same inbox are chained, each
+     starting after the previous one finished, even across batches, so they never overtake
+     each other.
 
 Webhook events (rows with `webhook_event_id`, no `outbox_id`) skip coalescing and are POSTed
-HMAC-signed with their webhook's secret (`post_webhook`); admission, chaining (one chain per
-webhook URL and actor, so a consumer's events go out in claim order), recording and retries are
-the same as for activities.
+HMAC-signed with their webhook's secret; admission, chaining (one chain per webhook URL and
+actor, so a consumer's events go out in claim order), recording and retries are the same as
+for activities.
 
 Lease invariant: an id is in `in_flight` from its claim until its result is recorded or it
 is released; on shutdown the worker releases whatever is still in flight.
 
-Isolation: an unexpected error in one send (a signing failure, a URL the HTTP library
-refuses) becomes that delivery's outcome: `dead` with the reason, or `failed` if the database
-was unavailable. A body that cannot be built kills only its activity's deliveries (`dead`).
-A batch of outcomes the database refuses is recorded row by row, so one unstorable outcome
-holds up no other. Each such error is logged once, with its traceback, and counted.
+Isolation: a body that cannot be built kills only its activity's deliveries (`dead`); an
+error in one send is that delivery's outcome (`attempts`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import partial
 
 from fedqueue.errors import describe
 from fedqueue.follower_sync import partial_followers_digest, sync_header
 from fedqueue.metrics import Metrics
-from fedqueue.outbound.backoff import Jitter, RetrySchedule
-from fedqueue.outbound.circuit import CLOSED, CircuitPolicy, HostHealth, admit
+from fedqueue.outbound.attempts import Attempts, Job
+from fedqueue.outbound.backoff import Jitter
+from fedqueue.outbound.circuit import CLOSED, HostHealth, admit
 from fedqueue.outbound.coalesce_hooks import Coalescer, Verdict
-from fedqueue.outbound.outcomes import Attempt
-from fedqueue.outbound.record import Claimed, Result, health_changes, refused_result, result_of
-from fedqueue.outbound.scheme_choice import SchemeBook
-from fedqueue.outbound.send import PreparedBody, post_knocking, post_webhook, prepare_body, signing_threads
-from fedqueue.outbound.signing_threads import SigningThreads
+from fedqueue.outbound.record import Claimed, refused_result
+from fedqueue.outbound.send import PreparedBody, prepare_body
 from fedqueue.remote.client import HttpClient
 from fedqueue.remote.keyring import Keyring
 from fedqueue.settings import Settings
-from fedqueue.storage import StorageUnavailable, Store
+from fedqueue.storage import Store
 from fedqueue.storage.admin import REFUSED_BLOCKED
-from fedqueue.storage.webhooks import WebhookPayload
 from fedqueue.urls import Urls
 
 EVENT_GONE_REASON = "webhook event is gone"
@@ -68,28 +60,6 @@ BATCHES_IN_FLIGHT = 2
 HOST_SHARE = 2
 
 OrderKey = tuple[str, str, str]
-
-
-@dataclass(frozen=True)
-class Job:
-    """One admitted delivery, with everything its send needs captured at admission.
-
-    `body`: an activity's (signed with the actor's key) or a webhook event's (HMAC-signed).
-    """
-
-    row: Claimed
-    body: PreparedBody | WebhookPayload
-    written_at: datetime
-    health: HostHealth | None
-    #: The `Collection-Synchronization` header (FEP-8fcf), on a followers-addressed delivery.
-    sync: str | None = None
-
-
-@dataclass(frozen=True)
-class Sent:
-    job: Job
-    attempt: Attempt
-    result: Result
 
 
 class Dispatcher:
@@ -109,27 +79,12 @@ class Dispatcher:
         self._settings = settings
         self._urls = Urls(settings.base_url)
         self._store = store
-        self._client = client
-        self._keyring = keyring
         self._owner = owner
         self._clock = clock
-        self._jitter = jitter
         self._metrics = metrics or Metrics()
+        self._attempts = Attempts(settings, store, client, keyring, owner, clock, jitter, self._metrics)
         #: outbox id -> (the body as sent, when the outbox row was written).
         self._bodies: dict[int, tuple[PreparedBody, datetime]] = {}
-        self.schemes = SchemeBook(
-            settings.signature_scheme_policy, settings.signature_scheme_recheck_days, clock
-        )
-        self.schedule = RetrySchedule(
-            settings.retry_base_seconds, settings.retry_cap_seconds, settings.retry_max_attempts
-        )
-        self.policy = CircuitPolicy(
-            failure_threshold=settings.circuit_failure_threshold,
-            open_seconds=settings.circuit_open_seconds,
-            recovery_start=settings.circuit_recovery_start,
-            full_allowance=settings.max_concurrency_per_host,
-            unavailable_after_days=settings.host_unavailable_after_days,
-        )
         self.max_in_flight = settings.claim_batch_size * BATCHES_IN_FLIGHT
         self._host_cap = settings.max_concurrency_per_host * HOST_SHARE
         #: Ids claimed and not yet recorded or released: released on shutdown.
@@ -137,9 +92,6 @@ class Dispatcher:
         self._per_host: Counter[str] = Counter()
         self._chains: dict[OrderKey, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._sent: list[Sent] = []
-        self._progress = asyncio.Event()
-        self._signing: SigningThreads | None = None
         self._coalescer = Coalescer(store, owner, clock, settings.poll_interval_seconds)
 
     @property
@@ -242,53 +194,17 @@ class Dispatcher:
 
     async def flush(self) -> int:
         """Record every finished send (one transaction), then host health; how many were recorded."""
-        self._progress.clear()
-        sent, self._sent = self._sent, []
-        if sent:
-            await self._record([s.result for s in sent])
-            try:
-                await self._store.hosts.update(
-                    health_changes([(s.job.row.host, s.attempt, s.result) for s in sent], self.policy)
-                )
-            except Exception as exc:  # host health is advisory: the outcomes are stored already
-                self._metrics.worker_error("record", exc, "could not update host health")
-            for s in sent:
-                self.in_flight.discard(s.job.row.id)
-                self._per_host[s.job.row.host] -= 1
-            self._per_host += Counter()  # drop hosts with nothing in flight
-            self._count(sent)
+        sent = await self._attempts.record_finished()
+        for s in sent:
+            self.in_flight.discard(s.job.row.id)
+            self._per_host[s.job.row.host] -= 1
+        self._per_host += Counter()  # drop hosts with nothing in flight
+        self._attempts.count(sent)
         return len(sent)
-
-    async def _record(self, results: list[Result]) -> None:
-        """Store outcomes in one transaction; if the database refuses the batch, row by row.
-
-        A row refused on its own is stored once more without its error text (the likeliest
-        culprit), and failing that is left to its lease, to be sent again (at least once).
-        """
-        try:
-            await self._store.deliveries.record(self._owner, results)
-            return
-        except Exception as exc:
-            self._metrics.worker_error("record", exc, "could not record %d outcomes at once", len(results))
-        for result in results:
-            try:
-                await self._store.deliveries.record(self._owner, [result])
-                continue
-            except Exception as exc:
-                plain = replace(
-                    result, last_error=f"outcome not storable as is ({type(exc).__name__})", gone=False
-                )
-            try:
-                await self._store.deliveries.record(self._owner, [plain])
-            except Exception as exc:
-                self._metrics.worker_error("record", exc, "delivery %s: outcome not recorded", result.id)
 
     async def wait_for_progress(self, timeout_s: float) -> None:
         """Until a send finishes (or `timeout_s` passes)."""
-        if self._sent:
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._progress.wait(), timeout_s)
+        await self._attempts.wait_for_progress(timeout_s)
 
     async def settle(self, timeout_s: float) -> None:
         """Give the sends in flight up to `timeout_s` to finish."""
@@ -305,14 +221,7 @@ class Dispatcher:
 
     def close(self) -> None:
         """Let the signing threads go (a later send starts new ones)."""
-        if self._signing is not None:
-            self._signing.close()
-            self._signing = None
-
-    def _signer(self) -> SigningThreads:
-        if self._signing is None:
-            self._signing = signing_threads()
-        return self._signing
+        self._attempts.close()
 
     async def _admit(
         self, claimed: Sequence[Claimed]
@@ -397,58 +306,9 @@ class Dispatcher:
     async def _send(self, job: Job, previous: asyncio.Task[None] | None) -> None:
         if previous is not None:
             await asyncio.wait({previous})
-        row = job.row
-        try:
-            attempt = await self._attempt(job)
-        except Exception as exc:
-            self._metrics.worker_error("send", exc, "delivery %s: unexpected error while sending", row.id)
-            # Only an unreachable database may pass; anything else would fail the same way again.
-            transient = isinstance(exc, StorageUnavailable)
-            attempt = Attempt(status=None, error=f"could not send: {describe(exc)}", permanent=not transient)
-        result = result_of(row, attempt, self._clock(), self.schedule, self._jitter)
-        self._sent.append(Sent(job, attempt, result))
-        self._progress.set()
-
-    async def _attempt(self, job: Job) -> Attempt:
-        """One attempt: a webhook event POSTed with its HMAC, or an activity under the host's scheme."""
-        row = job.row
-        if isinstance(job.body, WebhookPayload):
-            payload = job.body
-            return await post_webhook(
-                self._client, row.inbox, payload.body, payload.kind, payload.secret, self._clock()
-            )
-        identity = await self._keyring.identity(row.actor)
-        knock = partial(
-            post_knocking,
-            self._client,
-            row.inbox,
-            job.body,
-            identity,
-            self._clock,
-            self._signer(),
-            sync=job.sync,
-        )
-        return await self.schemes.deliver(row.host, job.health, knock)
+        await self._attempts.run(job)
 
     def _forget(self, key: OrderKey, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         if self._chains.get(key) is task:
             del self._chains[key]
-
-    def _count(self, sent: Sequence[Sent]) -> None:
-        """One metrics observation (and log line) per recorded outcome."""
-        for s in sent:
-            row, attempt, result = s.job.row, s.attempt, s.result
-            latency_s = None
-            if result.delivered_at is not None:
-                latency_s = (result.delivered_at - s.job.written_at).total_seconds()
-            self._metrics.delivery_outcome(
-                result.state,
-                attempts=result.attempts,
-                scheme=attempt.scheme,
-                latency_s=latency_s,
-                delivery_id=row.id,
-                inbox=row.inbox,
-                status=attempt.status,
-                error=result.last_error,
-            )

@@ -23,7 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.errors import InvalidInput, NotFound
 from fedqueue.storable import HOST_CHARS, check_row_id, check_text
-from fedqueue.storage.admin_views import AdminViews, DeliveryView, HostView
+from fedqueue.storage.admin_reads import AdminViews
+from fedqueue.storage.admin_views import DeliveryView, HostView
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.tables import AuditRow, DeliveryRow, HostRow, OutboxRow
 from fedqueue.storage.types import utcnow

@@ -3,20 +3,41 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, null, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.follower_sync import SyncPlan
 from fedqueue.inbound.follows import AddFollowing, EnqueueActivity, RemoveFollowing
 from fedqueue.storage.database import Database
 from fedqueue.storage.followers import enqueue
-from fedqueue.storage.tables import ActorRow, FollowingRow, OutboxRow
+from fedqueue.storage.tables import ActorRow, FollowingRow, OutboxRow, RemoteActorRow
 
 _following = FollowingRow.__table__  # type: ignore[attr-defined]
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 _actors = ActorRow.__table__  # type: ignore[attr-defined]
+_remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
+
+#: Changes this process made to whom local actors follow, counted per bucket of followed actors
+#: (a hash of the URI: a shared bucket only costs a reader a needless re-read).
+_CHANGE_BUCKETS = 4096
+_changes = [0] * _CHANGE_BUCKETS
+
+
+def _changed(followed_uri: str) -> None:
+    _changes[hash(followed_uri) % _CHANGE_BUCKETS] += 1
+
+
+@dataclass(frozen=True)
+class FollowedState:
+    """What followers synchronization compares: the followed actor and whom we record following it."""
+
+    #: The followed actor's cached document (unexpired), if we hold one.
+    actor_document: str | None
+    #: The local actors recorded following it, each with its Follow's id.
+    recorded: dict[str, str | None]
 
 
 async def add(database: Database, conn: AsyncConnection, effect: AddFollowing, now: datetime) -> None:
@@ -31,6 +52,7 @@ async def add(database: Database, conn: AsyncConnection, effect: AddFollowing, n
     follow = (await conn.execute(sent.order_by(_outbox.c.id.desc()).limit(1))).first()
     if follow is None:
         return
+    _changed(effect.followed_uri)
     values = {"follow_activity_id": follow.activity_id, "accepted_at": now}
     await conn.execute(
         database.upsert(_following)
@@ -46,16 +68,19 @@ async def remove(conn: AsyncConnection, effect: RemoveFollowing) -> None:
         where = where & (_following.c.actor == effect.actor)
     else:
         where = where & (_following.c.follow_activity_id == effect.follow_activity_id)
+    _changed(effect.followed_uri)
     await conn.execute(delete(_following).where(where))
 
 
 async def forget_undone(conn: AsyncConnection, actor: str, follow_activity_id: str) -> None:
     """The local actor sent an Undo of its Follow `follow_activity_id`: that follow is over."""
-    await conn.execute(
-        delete(_following).where(
-            _following.c.actor == actor, _following.c.follow_activity_id == follow_activity_id
-        )
+    ended = await conn.execute(
+        delete(_following)
+        .where(_following.c.actor == actor, _following.c.follow_activity_id == follow_activity_id)
+        .returning(_following.c.followed_uri)
     )
+    for followed_uri in ended.scalars():
+        _changed(followed_uri)
 
 
 class FollowingStore:
@@ -71,6 +96,28 @@ class FollowingStore:
                 )
             )
             return {row.actor: row.follow_activity_id for row in rows}
+
+    async def followed_state(self, followed_uri: str, now: datetime) -> FollowedState:
+        """The followed actor's cached document and whom we record following it, in one statement."""
+        document = select(_remote.c.document, null(), null()).where(
+            _remote.c.uri == followed_uri, _remote.c.expires_at > now
+        )
+        follows = select(null(), _following.c.actor, _following.c.follow_activity_id).where(
+            _following.c.followed_uri == followed_uri
+        )
+        async with self._db.reading() as conn:
+            rows = (await conn.execute(document.union_all(follows))).all()
+        actor_document = next((row[0] for row in rows if row[1] is None), None)
+        return FollowedState(actor_document, {row[1]: row[2] for row in rows if row[1] is not None})
+
+    @staticmethod
+    def changes(followed_uri: str) -> int:
+        """A counter this process bumps whenever whom local actors follow at `followed_uri` changes.
+
+        Bumped when the change is written, not when its transaction commits, and blind to other
+        processes: what a reader remembers against it must also expire.
+        """
+        return _changes[hash(followed_uri) % _CHANGE_BUCKETS]
 
     async def synchronize(
         self, followed_uri: str, plan: SyncPlan, undos: Mapping[str, EnqueueActivity], now: datetime
@@ -98,6 +145,7 @@ class FollowingStore:
             queued = [undos[name] for name in sorted(found.scalars()) if name in undos]
             for undo in queued:
                 await enqueue(conn, undo)
+        _changed(followed_uri)  # committed now: a reader that raced the deletes reads again
         return len(queued)
 
 

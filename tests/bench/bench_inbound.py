@@ -1,7 +1,7 @@
 """Benchmark (not a test): a real `fedqueue serve` under an inbound flood of signed activities.
 
     .venv/bin/python -m tests.bench.bench_inbound [--sizes 200 1000] [--repeat 3] \
-        [--senders 50] [--connections 32] [--fedify] \
+        [--senders 50] [--connections 32] [--fedify] [--sync-header] \
         [--postgres postgresql+asyncpg://postgres@127.0.0.1:5432/test]
 
 Per engine, size N and run: a fresh database with local actor `alice`, a fresh `fedqueue serve`
@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fedqueue.cli.loop import run
+from fedqueue.follower_sync import HEADER as SYNC_HEADER
+from fedqueue.follower_sync import partial_followers_digest, sync_header
 from fedqueue.signing.keys import KeyPair
 from fedqueue.storage import Store
 from tests.bench import harness
@@ -85,18 +87,26 @@ HEADER = (
 
 
 def creates(
-    inbox: str, remote: str, pairs: list[KeyPair], senders: int, n: int, first: int
+    inbox: str, remote: str, pairs: list[KeyPair], senders: int, n: int, first: int, *, sync: bool = False
 ) -> list[SignedRequest]:
-    """N signed Creates to `inbox`, round-robin over the senders s0..s{senders-1}."""
+    """N signed Creates to `inbox`, round-robin over the senders s0..s{senders-1}.
+
+    `sync`: each carries the sender's `Collection-Synchronization` header, as Mastodon's do,
+    with the digest of no followers here (alice follows none of them: it matches).
+    """
     out = []
     for i in range(n):
         sender = f"s{i % senders}"
         doc = harness.create_note(remote, sender, first + i, inbox)
-        out.append(
-            harness.signed_post(
-                inbox, doc, f"{remote}/users/{sender}#main-key", pairs[(i % senders) % len(pairs)]
-            )
+        url, headers, body = harness.signed_post(
+            inbox, doc, f"{remote}/users/{sender}#main-key", pairs[(i % senders) % len(pairs)]
         )
+        if sync:
+            actor = f"{remote}/users/{sender}"
+            headers[SYNC_HEADER] = sync_header(
+                f"{actor}/followers", f"{actor}/followers_synchronization", partial_followers_digest([])
+            )
+        out.append((url, headers, body))
     return out
 
 
@@ -136,9 +146,9 @@ async def fedqueue_run(
             await asyncio.sleep(2 if args.processes > 1 else 0)  # the other processes start too
             pids = [server.pid, *harness.child_pids(server.pid)]
             meter = harness.CpuMeter(pids, harness.database_name(url))
-            warm = creates(inbox, remote, world.pairs, args.senders, args.senders, 0)
+            warm = creates(inbox, remote, world.pairs, args.senders, args.senders, 0, sync=args.sync_header)
             await harness.flood_async(warm, args.connections, args.limit_s)
-            load = creates(inbox, remote, world.pairs, args.senders, n, args.senders)
+            load = creates(inbox, remote, world.pairs, args.senders, n, args.senders, sync=args.sync_header)
             with harness.profiled(server.pid, profile(args, "flood", engine, n)), meter.measure() as cpu:
                 flood = await harness.flood_async(load, args.connections, args.limit_s)
             load = follows(inbox, alice, remote, world.pairs, n)
@@ -216,6 +226,9 @@ def parser() -> argparse.ArgumentParser:
     )
     parse.add_argument("--processes", type=int, default=1, help="serve --processes (PostgreSQL only)")
     parse.add_argument("--fedify", action="store_true", help="also flood Fedify's inbox")
+    parse.add_argument(
+        "--sync-header", action="store_true", help="the flood's Creates carry Collection-Synchronization"
+    )
     parse.add_argument("--postgres", default=None, help="a PostgreSQL URL to also benchmark on")
     parse.add_argument(
         "--profile", type=Path, default=None, help="write py-spy profiles of the server here (slows it)"

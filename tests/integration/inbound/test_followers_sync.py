@@ -4,10 +4,12 @@ Collection-Synchronization header acted on, over loopback with real signatures."
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from fedqueue.follower_sync import HEADER, partial_followers_digest, sync_header
 from fedqueue.settings import Settings
@@ -88,6 +90,22 @@ async def deliver_with_sync(
     headers, body = bob.signed("/inbox", bob.note_to())
     headers[HEADER] = sync_header(collection, bob.server.url(PARTIAL), digest)
     return await client.post("/inbox", content=body, headers=headers)
+
+
+@contextmanager
+def statements(store: Store) -> Iterator[list[str]]:
+    """The SQL statements the store runs meanwhile."""
+    run: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        run.append(statement)
+
+    engine = store.database.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield run
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
 
 
 def undos_to_bob(activities: list[dict[str, Any]], bob: RemoteActor) -> list[dict[str, Any]]:
@@ -171,6 +189,58 @@ async def test_a_matching_digest_fetches_nothing_and_changes_nothing(
     assert remote.received("GET", PARTIAL) == []
     assert await store.following.of(bob.uri) == {"alice": follow["id"]}
     assert undos_to_bob(await outbox_activities(store), bob) == []
+
+
+async def test_a_digest_that_matched_before_costs_no_read_on_the_next_delivery(
+    client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer
+) -> None:
+    followers = publish_with_followers(bob)
+    await alice_follows_bob(client, store, bob)
+    digest = partial_followers_digest([ALICE])
+
+    with statements(store) as first:
+        await deliver_with_sync(client, bob, followers, digest)
+    with statements(store) as later:
+        await deliver_with_sync(client, bob, followers, digest)
+
+    # The first reads bob's document and alice's follow in one statement; the next, neither.
+    assert [len([s for s in run if "following" in s]) for run in (first, later)] == [1, 0]
+    assert len(later) == len(first) - 1
+    assert remote.received("GET", PARTIAL) == []
+
+
+async def test_a_matched_digest_gone_stale_by_alices_undo_is_still_acted_on(
+    client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer
+) -> None:
+    followers = publish_with_followers(bob)
+    follow, token = await alice_follows_bob(client, store, bob)
+    await deliver_with_sync(client, bob, followers, partial_followers_digest([ALICE]))
+    await send_from_alice(client, token, {"type": "Undo", "object": follow})
+    serve_partial(remote, ALICE)  # bob has not seen the Undo yet
+
+    await deliver_with_sync(client, bob, followers, partial_followers_digest([ALICE]))
+
+    assert len(remote.received("GET", PARTIAL)) == 1
+    assert [undo["actor"] for undo in undos_to_bob(await outbox_activities(store), bob)] == [ALICE, ALICE]
+
+
+async def test_a_matched_digest_gone_stale_by_bobs_accept_is_still_acted_on(
+    client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer
+) -> None:
+    followers = publish_with_followers(bob)
+    token = (await store.actors.create("alice")).token
+    await send_from_alice(client, token, {"type": "Follow", "object": bob.uri})
+    [follow] = [a for a in await outbox_activities(store) if a["type"] == "Follow"]
+    await deliver_with_sync(client, bob, followers, partial_followers_digest([]))
+    await send_to_alice(client, bob, bob.activity("Accept", object=follow))
+    serve_partial(remote)  # bob's collection does not list alice after all
+
+    await deliver_with_sync(client, bob, followers, partial_followers_digest([]))
+
+    assert len(remote.received("GET", PARTIAL)) == 1
+    assert await store.following.of(bob.uri) == {}
+    [undo] = undos_to_bob(await outbox_activities(store), bob)
+    assert undo["object"]["id"] == follow["id"]
 
 
 async def test_a_header_for_another_collection_or_an_unreachable_one_still_gets_the_activity_a_202(

@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from fedqueue.metrics import Metrics
-from fedqueue.outbound import dispatch
+from fedqueue.outbound import attempts, dispatch
 from fedqueue.outbound.fanout import Fanout
 from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.outbound.record import Result
@@ -144,7 +144,7 @@ async def test_a_send_that_raises_is_a_dead_delivery_and_the_others_are_delivere
             raise ValueError("cannot sign this")
         return await real(client, inbox, *args, **kwargs)
 
-    monkeypatch.setattr(dispatch, "post_knocking", knocking)
+    monkeypatch.setattr(attempts, "post_knocking", knocking)
     row = await insert_outbox_row(
         store, "alice", LIKE, [remote.url("/inbox?bad"), remote.url("/inbox?a"), remote.url("/inbox?b")]
     )

@@ -1,0 +1,209 @@
+"""Admitted deliveries attempted, and their outcomes recorded in batches (after `dispatch`).
+
+  1. attempt (`run`): a job is signed with its host's scheme (`SchemeBook`; a refused
+     signature is re-sent at once under the other scheme, in the same attempt) and POSTed;
+     a webhook event is POSTed HMAC-signed with its webhook's secret (`post_webhook`);
+  2. record (`record_finished`): every finished result in one transaction (only while the
+     lease is still ours), then host health and learned schemes in one more; then `count`
+     gives the metrics.
+
+Isolation: an unexpected error in one attempt (a signing failure, a URL the HTTP library
+refuses) becomes that delivery's outcome: `dead` with the reason, or `failed` if the database
+was unavailable. A batch of outcomes the database refuses is recorded row by row, so one
+unstorable outcome holds up no other. Each such error is logged once, with its traceback, and
+counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from functools import partial
+
+from fedqueue.errors import describe
+from fedqueue.metrics import Metrics
+from fedqueue.outbound.backoff import Jitter, RetrySchedule
+from fedqueue.outbound.circuit import CircuitPolicy, HostHealth
+from fedqueue.outbound.outcomes import Attempt
+from fedqueue.outbound.record import Claimed, Result, health_changes, result_of
+from fedqueue.outbound.scheme_choice import SchemeBook
+from fedqueue.outbound.send import PreparedBody, post_knocking, post_webhook, signing_threads
+from fedqueue.outbound.signing_threads import SigningThreads
+from fedqueue.remote.client import HttpClient
+from fedqueue.remote.keyring import Keyring
+from fedqueue.settings import Settings
+from fedqueue.storage import StorageUnavailable, Store
+from fedqueue.storage.webhooks import WebhookPayload
+
+
+@dataclass(frozen=True)
+class Job:
+    """One admitted delivery, with everything its send needs captured at admission.
+
+    `body`: an activity's (signed with the actor's key) or a webhook event's (HMAC-signed).
+    """
+
+    row: Claimed
+    body: PreparedBody | WebhookPayload
+    written_at: datetime
+    health: HostHealth | None
+    #: The `Collection-Synchronization` header (FEP-8fcf), on a followers-addressed delivery.
+    sync: str | None = None
+
+
+@dataclass(frozen=True)
+class Sent:
+    job: Job
+    attempt: Attempt
+    result: Result
+
+
+class Attempts:
+    """Attempts admitted jobs for one worker (`owner`) and records what became of them."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        client: HttpClient,
+        keyring: Keyring,
+        owner: str,
+        clock: Callable[[], datetime],
+        jitter: Jitter,
+        metrics: Metrics,
+    ) -> None:
+        self._store = store
+        self._client = client
+        self._keyring = keyring
+        self._owner = owner
+        self._clock = clock
+        self._jitter = jitter
+        self._metrics = metrics
+        self.schemes = SchemeBook(
+            settings.signature_scheme_policy, settings.signature_scheme_recheck_days, clock
+        )
+        self.schedule = RetrySchedule(
+            settings.retry_base_seconds, settings.retry_cap_seconds, settings.retry_max_attempts
+        )
+        self.policy = CircuitPolicy(
+            failure_threshold=settings.circuit_failure_threshold,
+            open_seconds=settings.circuit_open_seconds,
+            recovery_start=settings.circuit_recovery_start,
+            full_allowance=settings.max_concurrency_per_host,
+            unavailable_after_days=settings.host_unavailable_after_days,
+        )
+        self._sent: list[Sent] = []
+        self._progress = asyncio.Event()
+        self._signing: SigningThreads | None = None
+
+    async def run(self, job: Job) -> None:
+        """Make the job's attempt; its result waits for `record_finished`. Never raises but when cancelled."""
+        row = job.row
+        try:
+            attempt = await self._attempt(job)
+        except Exception as exc:
+            self._metrics.worker_error("send", exc, "delivery %s: unexpected error while sending", row.id)
+            # Only an unreachable database may pass; anything else would fail the same way again.
+            transient = isinstance(exc, StorageUnavailable)
+            attempt = Attempt(status=None, error=f"could not send: {describe(exc)}", permanent=not transient)
+        result = result_of(row, attempt, self._clock(), self.schedule, self._jitter)
+        self._sent.append(Sent(job, attempt, result))
+        self._progress.set()
+
+    async def record_finished(self) -> list[Sent]:
+        """Record every finished attempt (one transaction), then host health; those recorded."""
+        self._progress.clear()
+        sent, self._sent = self._sent, []
+        if sent:
+            await self._record([s.result for s in sent])
+            try:
+                await self._store.hosts.update(
+                    health_changes([(s.job.row.host, s.attempt, s.result) for s in sent], self.policy)
+                )
+            except Exception as exc:  # host health is advisory: the outcomes are stored already
+                self._metrics.worker_error("record", exc, "could not update host health")
+        return sent
+
+    async def wait_for_progress(self, timeout_s: float) -> None:
+        """Until an attempt finishes (or `timeout_s` passes)."""
+        if self._sent:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._progress.wait(), timeout_s)
+
+    def close(self) -> None:
+        """Let the signing threads go (a later send starts new ones)."""
+        if self._signing is not None:
+            self._signing.close()
+            self._signing = None
+
+    def count(self, sent: Sequence[Sent]) -> None:
+        """One metrics observation (and log line) per recorded outcome."""
+        for s in sent:
+            row, attempt, result = s.job.row, s.attempt, s.result
+            latency_s = None
+            if result.delivered_at is not None:
+                latency_s = (result.delivered_at - s.job.written_at).total_seconds()
+            self._metrics.delivery_outcome(
+                result.state,
+                attempts=result.attempts,
+                scheme=attempt.scheme,
+                latency_s=latency_s,
+                delivery_id=row.id,
+                inbox=row.inbox,
+                status=attempt.status,
+                error=result.last_error,
+            )
+
+    async def _record(self, results: list[Result]) -> None:
+        """Store outcomes in one transaction; if the database refuses the batch, row by row.
+
+        A row refused on its own is stored once more without its error text (the likeliest
+        culprit), and failing that is left to its lease, to be sent again (at least once).
+        """
+        try:
+            await self._store.deliveries.record(self._owner, results)
+            return
+        except Exception as exc:
+            self._metrics.worker_error("record", exc, "could not record %d outcomes at once", len(results))
+        for result in results:
+            try:
+                await self._store.deliveries.record(self._owner, [result])
+                continue
+            except Exception as exc:
+                plain = replace(
+                    result, last_error=f"outcome not storable as is ({type(exc).__name__})", gone=False
+                )
+            try:
+                await self._store.deliveries.record(self._owner, [plain])
+            except Exception as exc:
+                self._metrics.worker_error("record", exc, "delivery %s: outcome not recorded", result.id)
+
+    def _signer(self) -> SigningThreads:
+        if self._signing is None:
+            self._signing = signing_threads()
+        return self._signing
+
+    async def _attempt(self, job: Job) -> Attempt:
+        """One attempt: a webhook event POSTed with its HMAC, or an activity under the host's scheme."""
+        row = job.row
+        if isinstance(job.body, WebhookPayload):
+            payload = job.body
+            return await post_webhook(
+                self._client, row.inbox, payload.body, payload.kind, payload.secret, self._clock()
+            )
+        identity = await self._keyring.identity(row.actor)
+        knock = partial(
+            post_knocking,
+            self._client,
+            row.inbox,
+            job.body,
+            identity,
+            self._clock,
+            self._signer(),
+            sync=job.sync,
+        )
+        return await self.schemes.deliver(row.host, job.health, knock)
