@@ -1,4 +1,4 @@
-"""Admin actions on deliveries and hosts, over the views in `admin_views`, each audited in its transaction.
+"""Admin actions on deliveries and hosts (read through `admin_reads`), each audited in its transaction.
 
 Actions are single guarded UPDATE statements: the WHERE clause names the states an action may
 start from, so a concurrent worker can never have its row overwritten in a state the admin did
