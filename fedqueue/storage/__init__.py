@@ -15,7 +15,8 @@ from fedqueue.storage.followers import Follower, FollowerStore
 from fedqueue.storage.following import FollowingStore
 from fedqueue.storage.histories import CoalescingStore, Decision, HistoryRow
 from fedqueue.storage.hosts import HostStore
-from fedqueue.storage.inbox import Admission, InboxEntry, InboxStore, NewInbound, Pulled
+from fedqueue.storage.inbox import Admission, InboxEntry, InboxStore, Pulled
+from fedqueue.storage.inbox_writes import NewInbound
 from fedqueue.storage.outbox import Accepted, OutboxEntry, OutboxState, OutboxStore, Sendable, Submitted
 from fedqueue.storage.published import PublishedStore
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Insert, Table, bindparam, event, func, make_url, select, text
+from sqlalchemy import Table, event, make_url, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError, DataError, DBAPIError, OperationalError
@@ -104,20 +104,6 @@ class Database:
     def upsert(self, table: Table) -> sqlite.Insert | postgresql.Insert:
         """An INSERT that takes `on_conflict_do_nothing` / `on_conflict_do_update` on either engine."""
         return postgresql.insert(table) if self.is_postgres else sqlite.insert(table)
-
-    def serialized_insert(self, table: Table, columns: Sequence[str], lock_key: int) -> Insert:
-        """An INSERT of one row (parameters named after `columns`) that first takes
-        `serialize_in_transaction`'s lock, in the same statement: one round trip fewer.
-
-        On PostgreSQL the row is selected from a subquery that takes the lock, so the id's
-        sequence value is drawn under it. Build it once and execute it with the values.
-        """
-        params = [bindparam(name, type_=table.c[name].type) for name in columns]
-        if not self.is_postgres:
-            return table.insert().values(dict(zip(columns, params, strict=True)))
-        lock = select(func.pg_advisory_xact_lock(lock_key)).subquery()
-        row = select(*params)
-        return table.insert().from_select(list(columns), row.select_from(lock))
 
     async def serialize_in_transaction(self, conn: AsyncConnection, lock_key: int) -> None:
         """Hold a lock until this transaction ends, so ids drawn under it commit in id order.

@@ -20,24 +20,11 @@ from sqlalchemy import (
     union,
     union_all,
 )
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fedqueue.inbound.follows import (
-    AddFollower,
-    AddFollowing,
-    Effect,
-    EnqueueActivity,
-    RecordTombstone,
-    RemoveAllFollows,
-    RemoveFollower,
-    RemoveFollowing,
-)
-from fedqueue.inbound.forwarding import ForwardActivity
-from fedqueue.outbound import webhooks as webhook_rules
+from fedqueue.inbound.follows import Effect
 from fedqueue.outbound.circuit import OPEN
-from fedqueue.storage import followers, following, tombstones, webhooks
 from fedqueue.storage.database import Database
+from fedqueue.storage.inbox_writes import InboundWrite, InboxWriter, NewInbound
 from fedqueue.storage.tables import (
     ActorRow,
     GoneInboxRow,
@@ -57,9 +44,6 @@ _hosts = HostRow.__table__  # type: ignore[attr-defined]
 _remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
 _gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
 _tombstones = TombstoneRow.__table__  # type: ignore[attr-defined]
-
-#: pg_advisory_xact_lock key serializing inbox item inserts (see Database.serialize_in_transaction).
-_INBOX_ORDER_LOCK = 0x66710001
 
 
 def _admission_statement() -> CompoundSelect[Any]:
@@ -92,19 +76,6 @@ def _admission_statement() -> CompoundSelect[Any]:
 
 
 _ADMISSION = _admission_statement()
-
-
-@dataclass(frozen=True)
-class NewInbound:
-    """A verified activity to store: who sent it (verified), with which key, for whom."""
-
-    activity_id: str
-    actor_uri: str
-    activity_type: str
-    body: str
-    key_id: str
-    recipients: tuple[str, ...]
-    received_at: datetime
 
 
 @dataclass(frozen=True)
@@ -145,18 +116,7 @@ class Pulled:
 class InboxStore:
     def __init__(self, database: Database) -> None:
         self._db = database
-        # The statements of every inbox POST, built once for this engine (bound parameters only).
-        self._insert_inbound = database.serialized_insert(
-            _inbound,
-            ("activity_id", "actor_uri", "activity_type", "body", "key_id", "received_at"),
-            _INBOX_ORDER_LOCK,
-        ).returning(_inbound.c.id)
-        self._insert_item = (
-            database.upsert(_items)
-            .values(inbound_id=bindparam("inbound_id"), actor=bindparam("actor"))
-            .on_conflict_do_nothing(index_elements=["inbound_id", "actor"])
-            .returning(_items.c.id)
-        )
+        self._writer = InboxWriter(database)
 
     async def admission(
         self,
@@ -201,77 +161,12 @@ class InboxStore:
         )
 
     async def insert_inbound_if_new(self, inbound: NewInbound, effects: Sequence[Effect] = ()) -> bool:
-        """Store a verified activity and apply its effects in one transaction; False if a duplicate.
+        """Store a verified activity and apply its effects, committed before this returns; False
+        if a duplicate (which only adds inbox items for recipients not named before).
 
-        Idempotent by the UNIQUE activity id: a second delivery applies no effects again; it only
-        adds inbox items for local recipients the first delivery did not name (Mastodon delivers
-        one activity to several personal inboxes when a server has no shared inbox).
+        Concurrent calls share a transaction (group commit, `storage.inbox_writes`).
         """
-        try:
-            async with self._db.transaction() as conn:
-                values = {
-                    "activity_id": inbound.activity_id,
-                    "actor_uri": inbound.actor_uri,
-                    "activity_type": inbound.activity_type,
-                    "body": inbound.body,
-                    "key_id": inbound.key_id,
-                    "received_at": inbound.received_at,
-                }
-                inserted = await conn.execute(self._insert_inbound, values)
-                inbound_id = inserted.scalar_one()
-                await self._add_items(conn, inbound_id, inbound)
-                for effect in effects:
-                    await self._apply(conn, effect, inbound.received_at)
-            return True
-        except IntegrityError:
-            pass  # the activity id is stored already
-        async with self._db.transaction() as conn:
-            await self._db.serialize_in_transaction(conn, _INBOX_ORDER_LOCK)
-            existing = (
-                await conn.execute(select(_inbound.c.id).where(_inbound.c.activity_id == inbound.activity_id))
-            ).scalar()
-            if existing is not None:
-                await self._add_items(conn, existing, inbound)
-        return False
-
-    async def _add_items(self, conn: AsyncConnection, inbound_id: int, inbound: NewInbound) -> None:
-        """One item per new recipient, each announced to that actor's webhooks (`inbox.new`)."""
-        for actor in sorted(set(inbound.recipients)):
-            item_id = (
-                await conn.execute(self._insert_item, {"inbound_id": inbound_id, "actor": actor})
-            ).scalar()
-            if item_id is None:
-                continue
-            data = webhook_rules.inbox_data(
-                item_id,
-                inbound.activity_id,
-                inbound.activity_type,
-                inbound.actor_uri,
-                inbound.key_id,
-                inbound.body,
-                inbound.received_at,
-            )
-            await webhooks.emit(
-                self._db, conn, actor, webhook_rules.INBOX, data, inbound.received_at, inbox_item_id=item_id
-            )
-
-    async def _apply(self, conn: AsyncConnection, effect: Effect, now: datetime) -> None:
-        if isinstance(effect, AddFollower):
-            await followers.add_follower(self._db, conn, effect)
-        elif isinstance(effect, RemoveFollower):
-            await followers.remove_follower(self._db, conn, effect)
-        elif isinstance(effect, RemoveAllFollows):
-            await followers.remove_all_follows(self._db, conn, effect)
-        elif isinstance(effect, AddFollowing):
-            await following.add(self._db, conn, effect, now)
-        elif isinstance(effect, RemoveFollowing):
-            await following.remove(conn, effect)
-        elif isinstance(effect, RecordTombstone):
-            await tombstones.record(self._db, conn, effect, now)
-        elif isinstance(effect, EnqueueActivity):
-            await followers.enqueue(conn, effect)
-        elif isinstance(effect, ForwardActivity):
-            await followers.forward(self._db, conn, effect)
+        return await self._writer.store(InboundWrite(inbound, tuple(effects)))
 
     async def pull(self, actor: str, consumer: str, after: int | None, limit: int) -> Pulled:
         """Entries for `actor` after `after` (else after the consumer's stored cursor), oldest first.

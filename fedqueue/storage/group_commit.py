@@ -1,0 +1,84 @@
+"""Group commit: concurrent writes of one kind stored together, one transaction per batch.
+
+Each caller awaits its own write's result, which is set only after the batch holding it
+committed, so durability is what it would be one by one. A batch is whatever is waiting when
+the previous one ends (bounded by `max_batch`): when idle, a write goes alone at once, with
+no added latency; under load, writes that arrive during one commit share the next. If a batch
+fails, its writes are stored again one by one, so a bad one fails alone, with its own error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
+
+Write = TypeVar("Write")
+Result = TypeVar("Result")
+
+
+class GroupCommit(Generic[Write, Result]):
+    """A queue of writes drained by one task, a batch at a time."""
+
+    def __init__(
+        self,
+        store_batch: Callable[[Sequence[Write]], Awaitable[Sequence[Result]]],
+        store_one: Callable[[Write], Awaitable[Result]],
+        *,
+        max_batch: int,
+    ) -> None:
+        self._store_batch = store_batch
+        self._store_one = store_one
+        self._max_batch = max_batch
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiting: list[tuple[Write, asyncio.Future[Result]]] = []
+        self._drainer: asyncio.Task[None] | None = None
+
+    async def submit(self, write: Write) -> Result:
+        """Store `write` in the next batch; its result once that batch committed."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # a new event loop (tests): nothing of the old one carries over
+            self._loop, self._waiting, self._drainer = loop, [], None
+        future: asyncio.Future[Result] = loop.create_future()
+        self._waiting.append((write, future))
+        if self._drainer is None or self._drainer.done():
+            self._drainer = loop.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        batch: list[tuple[Write, asyncio.Future[Result]]] = []
+        try:
+            while self._waiting:
+                batch = self._waiting[: self._max_batch]
+                del self._waiting[: self._max_batch]
+                await self._store(batch)
+        except BaseException:  # cancelled with the loop: nobody waits forever
+            for _, future in batch + self._waiting:
+                future.cancel()
+            raise
+
+    async def _store(self, batch: list[tuple[Write, asyncio.Future[Result]]]) -> None:
+        try:
+            results = await self._store_batch([write for write, _ in batch])
+        except Exception as exc:
+            if len(batch) == 1:  # alone already: the error is its own
+                _, future = batch[0]
+                if not future.done():
+                    future.set_exception(exc)
+                return
+            for write, future in batch:
+                await self._store_alone(write, future)
+            return
+        for (_, future), result in zip(batch, results, strict=True):
+            if not future.done():  # its caller may have been cancelled
+                future.set_result(result)
+
+    async def _store_alone(self, write: Write, future: asyncio.Future[Result]) -> None:
+        try:
+            result = await self._store_one(write)
+        except Exception as exc:
+            if not future.done():
+                future.set_exception(exc)
+            return
+        if not future.done():
+            future.set_result(result)

@@ -1,0 +1,193 @@
+"""Storing verified inbound activities: concurrent ones grouped, a batch per transaction.
+
+Every inbox POST's write goes through one `GroupCommit`: the activities waiting while the
+previous batch commits are stored together (one multi-row insert of activities, one of inbox
+items, one webhook lookup), and each POST is answered only after its batch committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import bindparam, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from fedqueue.inbound.follows import (
+    AddFollower,
+    AddFollowing,
+    Effect,
+    EnqueueActivity,
+    RecordTombstone,
+    RemoveAllFollows,
+    RemoveFollower,
+    RemoveFollowing,
+)
+from fedqueue.inbound.forwarding import ForwardActivity
+from fedqueue.outbound import webhooks as webhook_rules
+from fedqueue.storage import followers, following, tombstones, webhooks
+from fedqueue.storage.database import Database
+from fedqueue.storage.group_commit import GroupCommit
+from fedqueue.storage.tables import InboundActivityRow, InboxItemRow, WebhookRow
+
+_inbound = InboundActivityRow.__table__  # type: ignore[attr-defined]
+_items = InboxItemRow.__table__  # type: ignore[attr-defined]
+_webhooks = WebhookRow.__table__  # type: ignore[attr-defined]
+
+#: pg_advisory_xact_lock key serializing inbox item inserts (see Database.serialize_in_transaction).
+INBOX_ORDER_LOCK = 0x66710001
+#: At most this many activities are stored in one transaction.
+MAX_BATCH = 64
+
+_EXISTING = select(_inbound.c.activity_id, _inbound.c.id).where(
+    _inbound.c.activity_id.in_(bindparam("activity_ids", expanding=True))
+)
+_HOOKED = (
+    select(_webhooks.c.actor).where(_webhooks.c.actor.in_(bindparam("actors", expanding=True))).distinct()
+)
+
+
+@dataclass(frozen=True)
+class NewInbound:
+    """A verified activity to store: who sent it (verified), with which key, for whom."""
+
+    activity_id: str
+    actor_uri: str
+    activity_type: str
+    body: str
+    key_id: str
+    recipients: tuple[str, ...]
+    received_at: datetime
+
+
+@dataclass(frozen=True)
+class InboundWrite:
+    """One activity to store with the effects it has if it is new."""
+
+    inbound: NewInbound
+    effects: tuple[Effect, ...]
+
+
+class InboxWriter:
+    """Stores inbound activities, their inbox items and effects; duplicates only add items."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+        # Built once; executed with a list of rows, each becomes one multi-row INSERT.
+        self._insert_inbound = (
+            database.upsert(_inbound)
+            .on_conflict_do_nothing(index_elements=["activity_id"])
+            .returning(_inbound.c.activity_id, _inbound.c.id)
+        )
+        self._insert_items = (
+            database.upsert(_items)
+            .on_conflict_do_nothing(index_elements=["inbound_id", "actor"])
+            .returning(_items.c.id, _items.c.inbound_id, _items.c.actor)
+        )
+        self._group: GroupCommit[InboundWrite, bool] = GroupCommit(
+            self.store_batch, self.store_one, max_batch=MAX_BATCH
+        )
+
+    async def store(self, write: InboundWrite) -> bool:
+        """Store `write` with the activities arriving alongside it; False if a duplicate."""
+        return await self._group.submit(write)
+
+    async def store_one(self, write: InboundWrite) -> bool:
+        """Store `write` alone (its batch failed): its own error, if any, is raised."""
+        (stored,) = await self.store_batch([write])
+        return stored
+
+    async def store_batch(self, writes: Sequence[InboundWrite]) -> list[bool]:
+        """Store `writes` in one transaction; for each, whether it was new (else a duplicate).
+
+        Idempotent by the UNIQUE activity id: only the first write of an activity, in this
+        batch or before it, applies its effects; a later one only adds inbox items for local
+        recipients not named before (Mastodon delivers one activity to several personal
+        inboxes when a server has no shared inbox). Items are inserted under the inbox order
+        lock, so their ids (the pull cursors) commit in id order.
+        """
+        firsts: dict[str, InboundWrite] = {}
+        for write in writes:
+            firsts.setdefault(write.inbound.activity_id, write)
+        async with self._db.transaction() as conn:
+            await self._db.serialize_in_transaction(conn, INBOX_ORDER_LOCK)
+            rows = [_activity_row(write.inbound) for write in firsts.values()]
+            inserted = await conn.execute(self._insert_inbound, rows)
+            ids: dict[str, int] = {activity_id: inbound_id for activity_id, inbound_id in inserted}
+            new = set(ids)
+            if len(new) < len(firsts):  # duplicates: their stored ids, to add any missing items
+                stored = [activity_id for activity_id in firsts if activity_id not in new]
+                existing = await conn.execute(_EXISTING, {"activity_ids": stored})
+                ids.update((activity_id, inbound_id) for activity_id, inbound_id in existing)
+            await self._add_items(conn, writes, ids)
+            for activity_id, write in firsts.items():
+                if activity_id in new:
+                    for effect in write.effects:
+                        await self._apply(conn, effect, write.inbound.received_at)
+        stored_new = {id(firsts[activity_id]) for activity_id in new}
+        return [id(write) in stored_new for write in writes]
+
+    async def _add_items(
+        self, conn: AsyncConnection, writes: Sequence[InboundWrite], ids: dict[str, int]
+    ) -> None:
+        """One item per new (activity, recipient), each announced to that actor's webhooks (`inbox.new`)."""
+        wanted: dict[tuple[int, str], InboundWrite] = {}
+        for write in writes:
+            inbound_id = ids.get(write.inbound.activity_id)
+            if inbound_id is None:
+                continue  # a duplicate of an activity pruned meanwhile
+            for actor in sorted(set(write.inbound.recipients)):
+                wanted.setdefault((inbound_id, actor), write)
+        if not wanted:
+            return
+        rows = [{"inbound_id": inbound_id, "actor": actor} for inbound_id, actor in wanted]
+        added = sorted((await conn.execute(self._insert_items, rows)).all())
+        actors = sorted({actor for _, _, actor in added})
+        hooked = set((await conn.execute(_HOOKED, {"actors": actors})).scalars()) if actors else set()
+        for item_id, inbound_id, actor in added:
+            if actor not in hooked:
+                continue
+            inbound = wanted[(inbound_id, actor)].inbound
+            data = webhook_rules.inbox_data(
+                item_id,
+                inbound.activity_id,
+                inbound.activity_type,
+                inbound.actor_uri,
+                inbound.key_id,
+                inbound.body,
+                inbound.received_at,
+            )
+            await webhooks.emit(
+                self._db, conn, actor, webhook_rules.INBOX, data, inbound.received_at, inbox_item_id=item_id
+            )
+
+    async def _apply(self, conn: AsyncConnection, effect: Effect, now: datetime) -> None:
+        if isinstance(effect, AddFollower):
+            await followers.add_follower(self._db, conn, effect)
+        elif isinstance(effect, RemoveFollower):
+            await followers.remove_follower(self._db, conn, effect)
+        elif isinstance(effect, RemoveAllFollows):
+            await followers.remove_all_follows(self._db, conn, effect)
+        elif isinstance(effect, AddFollowing):
+            await following.add(self._db, conn, effect, now)
+        elif isinstance(effect, RemoveFollowing):
+            await following.remove(conn, effect)
+        elif isinstance(effect, RecordTombstone):
+            await tombstones.record(self._db, conn, effect, now)
+        elif isinstance(effect, EnqueueActivity):
+            await followers.enqueue(conn, effect)
+        elif isinstance(effect, ForwardActivity):
+            await followers.forward(self._db, conn, effect)
+
+
+def _activity_row(inbound: NewInbound) -> dict[str, Any]:
+    return {
+        "activity_id": inbound.activity_id,
+        "actor_uri": inbound.actor_uri,
+        "activity_type": inbound.activity_type,
+        "body": inbound.body,
+        "key_id": inbound.key_id,
+        "received_at": inbound.received_at,
+    }
