@@ -42,15 +42,23 @@ class Database:
         self._writer: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
 
     @classmethod
-    def open(cls, url: str, *, pool_size: int = 10) -> Database:
-        """Create the engine; SQLite gets WAL, a busy timeout and enforced foreign keys."""
+    def open(cls, url: str, *, pool_size: int = 20) -> Database:
+        """Create the engine; SQLite gets WAL, a busy timeout and enforced foreign keys.
+
+        The pool keeps all of its `pool_size` connections open, with no overflow: overflow
+        connections are closed as soon as they are returned, and an inbound flood then opened
+        one (a PostgreSQL backend, or an SQLite file and its thread) for every other request.
+        """
+        pool = {"pool_size": pool_size, "max_overflow": 0}
         try:
             if url.startswith("sqlite"):
                 _check_sqlite_directory(url)
-                engine = create_async_engine(url, connect_args={"timeout": 30})
+                # An in-memory database has one connection (SQLAlchemy's StaticPool).
+                pooled = pool if sqlite_file(url) is not None else {}
+                engine = create_async_engine(url, connect_args={"timeout": 30}, **pooled)
                 event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
             else:
-                engine = create_async_engine(url, pool_size=pool_size, max_overflow=pool_size)
+                engine = create_async_engine(url, **pool)
         except (ArgumentError, ValueError) as exc:
             raise SettingsError(f"FEDQUEUE_DATABASE_URL: {exc}") from None
         return cls(engine)
