@@ -3,12 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Table, event, make_url, text
+from sqlalchemy import (
+    ColumnElement,
+    Dialect,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    any_,
+    bindparam,
+    event,
+    func,
+    make_url,
+    select,
+    text,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError, DataError, DBAPIError, OperationalError
@@ -27,6 +42,16 @@ class StorageUnavailable(FedqueueError):
 
 class UnstorableValue(InvalidInput):
     """The database refused a value (the input rules should have caught it first); nothing was stored."""
+
+
+class _JsonList(TypeDecorator[list[str]]):
+    """A list of strings bound as one JSON text (SQLite reads it with json_each)."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: list[str] | None, dialect: Dialect) -> str:
+        return json.dumps(value or [])
 
 
 class Database:
@@ -112,6 +137,18 @@ class Database:
     def upsert(self, table: Table) -> sqlite.Insert | postgresql.Insert:
         """An INSERT that takes `on_conflict_do_nothing` / `on_conflict_do_update` on either engine."""
         return postgresql.insert(table) if self.is_postgres else sqlite.insert(table)
+
+    def one_of(self, column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
+        """`column` IN the list of strings bound as `name`, in SQL that is the same for any list.
+
+        An expanding IN renders new SQL for each length of list: compiled again for each
+        request, and on PostgreSQL prepared again. Here PostgreSQL takes an array
+        (`= ANY`), SQLite one JSON text (`json_each`).
+        """
+        if self.is_postgres:
+            return column == any_(bindparam(name, type_=postgresql.ARRAY(String())))
+        values = func.json_each(bindparam(name, type_=_JsonList())).table_valued("value")
+        return column.in_(select(values.c.value))
 
     async def serialize_in_transaction(self, conn: AsyncConnection, lock_key: int) -> None:
         """Hold a lock until this transaction ends, so ids drawn under it commit in id order.

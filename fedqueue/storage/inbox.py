@@ -46,11 +46,12 @@ _gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
 _tombstones = TombstoneRow.__table__  # type: ignore[attr-defined]
 
 
-def _admission_statement() -> CompoundSelect[Any]:
+def _admission_statement(database: Database) -> CompoundSelect[Any]:
     """Rows of (kind, name, flag, flag) answering `InboxStore.admission`'s four questions at once.
 
-    Built once: an inbox request then costs no statement building or cache-key walk, only
-    the parameters `hosts`, `names` (expanding), `sender`, `now`, `subject` and `tombstone_since`.
+    Built once per store: an inbox request then costs no statement building, compiling or
+    preparing, only the parameters `hosts`, `names` (lists), `sender`, `now`, `subject` and
+    `tombstone_since`.
     """
     now = bindparam("now", type_=_hosts.c.circuit_until.type)
     no = literal(False, Boolean())
@@ -61,10 +62,10 @@ def _admission_statement() -> CompoundSelect[Any]:
     failing = and_(_hosts.c.circuit == OPEN, _hosts.c.circuit_until > now)
     return union_all(
         select(literal("host"), _hosts.c.host, _hosts.c.blocked, failing).where(
-            _hosts.c.host.in_(bindparam("hosts", expanding=True))
+            database.one_of(_hosts.c.host, "hosts")
         ),
         select(literal("actor"), _actors.c.name, _actors.c.auto_accept_follows, no).where(
-            _actors.c.name.in_(bindparam("names", expanding=True))
+            database.one_of(_actors.c.name, "names")
         ),
         select(literal("gone"), _gone.c.inbox, no, no).where(_gone.c.inbox.in_(inboxes)),
         select(literal("tombstone"), _tombstones.c.object_id, no, no).where(
@@ -73,9 +74,6 @@ def _admission_statement() -> CompoundSelect[Any]:
             _tombstones.c.deleted_at >= bindparam("tombstone_since", type_=_tombstones.c.deleted_at.type),
         ),
     )
-
-
-_ADMISSION = _admission_statement()
 
 
 @dataclass(frozen=True)
@@ -117,6 +115,7 @@ class InboxStore:
     def __init__(self, database: Database) -> None:
         self._db = database
         self._writer = InboxWriter(database)
+        self._admission = _admission_statement(database)
 
     async def admission(
         self,
@@ -143,7 +142,7 @@ class InboxStore:
             "tombstone_since": since,
         }
         async with self._db.reading() as conn:
-            found = (await conn.execute(_ADMISSION, parameters)).all()
+            found = (await conn.execute(self._admission, parameters)).all()
         by_kind: dict[str, list[tuple[str, bool, bool]]] = {
             "host": [],
             "actor": [],

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.inbound.follows import (
@@ -40,13 +40,6 @@ _webhooks = WebhookRow.__table__  # type: ignore[attr-defined]
 INBOX_ORDER_LOCK = 0x66710001
 #: At most this many activities are stored in one transaction.
 MAX_BATCH = 64
-
-_EXISTING = select(_inbound.c.activity_id, _inbound.c.id).where(
-    _inbound.c.activity_id.in_(bindparam("activity_ids", expanding=True))
-)
-_HOOKED = (
-    select(_webhooks.c.actor).where(_webhooks.c.actor.in_(bindparam("actors", expanding=True))).distinct()
-)
 
 
 @dataclass(frozen=True)
@@ -86,6 +79,11 @@ class InboxWriter:
             .on_conflict_do_nothing(index_elements=["inbound_id", "actor"])
             .returning(_items.c.id, _items.c.inbound_id, _items.c.actor)
         )
+        self._existing = select(_inbound.c.activity_id, _inbound.c.id).where(
+            database.one_of(_inbound.c.activity_id, "activity_ids")
+        )
+        hooked = database.one_of(_webhooks.c.actor, "actors")
+        self._hooked = select(_webhooks.c.actor).where(hooked).distinct()
         self._group: GroupCommit[InboundWrite, bool] = GroupCommit(
             self.store_batch, self.store_one, max_batch=MAX_BATCH
         )
@@ -119,7 +117,7 @@ class InboxWriter:
             new = set(ids)
             if len(new) < len(firsts):  # duplicates: their stored ids, to add any missing items
                 stored = [activity_id for activity_id in firsts if activity_id not in new]
-                existing = await conn.execute(_EXISTING, {"activity_ids": stored})
+                existing = await conn.execute(self._existing, {"activity_ids": stored})
                 ids.update((activity_id, inbound_id) for activity_id, inbound_id in existing)
             await self._add_items(conn, writes, ids)
             for activity_id, write in firsts.items():
@@ -145,7 +143,7 @@ class InboxWriter:
         rows = [{"inbound_id": inbound_id, "actor": actor} for inbound_id, actor in wanted]
         added = sorted((await conn.execute(self._insert_items, rows)).all())
         actors = sorted({actor for _, _, actor in added})
-        hooked = set((await conn.execute(_HOOKED, {"actors": actors})).scalars()) if actors else set()
+        hooked = set((await conn.execute(self._hooked, {"actors": actors})).scalars()) if actors else set()
         for item_id, inbound_id, actor in added:
             if actor not in hooked:
                 continue
