@@ -58,14 +58,12 @@ class GroupCommit(Generic[Write, Result]):
             raise
 
     async def _store(self, batch: list[tuple[Write, asyncio.Future[Result]]]) -> None:
+        if len(batch) == 1:  # alone already: stored as one, its error is its own
+            await self._store_alone(*batch[0])
+            return
         try:
             results = await self._store_batch([write for write, _ in batch])
-        except Exception as exc:
-            if len(batch) == 1:  # alone already: the error is its own
-                _, future = batch[0]
-                if not future.done():
-                    future.set_exception(exc)
-                return
+        except Exception:
             for write, future in batch:
                 await self._store_alone(write, future)
             return

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.inbound.follows import (
@@ -28,7 +29,7 @@ from fedqueue.inbound.follows import (
 from fedqueue.inbound.forwarding import ForwardActivity
 from fedqueue.outbound import webhooks as webhook_rules
 from fedqueue.storage import followers, following, tombstones, webhooks
-from fedqueue.storage.database import Database
+from fedqueue.storage.database import Database, StorageUnavailable
 from fedqueue.storage.group_commit import GroupCommit
 from fedqueue.storage.tables import InboundActivityRow, InboxItemRow, WebhookRow
 
@@ -93,8 +94,17 @@ class InboxWriter:
         return await self._group.submit(write)
 
     async def store_one(self, write: InboundWrite) -> bool:
-        """Store `write` alone (its batch failed): its own error, if any, is raised."""
-        (stored,) = await self.store_batch([write])
+        """Store `write` alone (its batch failed): its own error, if any, is raised.
+
+        A constraint it still breaks alone (a local recipient deleted meanwhile, say) is a
+        conflict with a concurrent change: StorageUnavailable (503), so the sender retries,
+        and nothing of it was stored.
+        """
+        try:
+            (stored,) = await self.store_batch([write])
+        except IntegrityError as exc:
+            reason = str(exc.orig).splitlines()[0][:200]
+            raise StorageUnavailable(f"conflicts with a concurrent change (retry): {reason}") from None
         return stored
 
     async def store_batch(self, writes: Sequence[InboundWrite]) -> list[bool]:

@@ -1,0 +1,63 @@
+"""Group commit's batching rules, with in-memory writes: who shares a batch, whose error is whose."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+
+from fedqueue.storage.group_commit import GroupCommit
+
+
+class Recorder:
+    """Stores ints; 13 cannot be stored. Records each batch and each write stored alone."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+        self.alone: list[int] = []
+
+    async def store_batch(self, writes: Sequence[int]) -> list[int]:
+        self.batches.append(list(writes))
+        if 13 in writes:
+            raise ValueError("13 cannot be stored")
+        await asyncio.sleep(0)
+        return [write * 2 for write in writes]
+
+    async def store_one(self, write: int) -> int:
+        self.alone.append(write)
+        if write == 13:
+            raise ValueError("13 cannot be stored")
+        return write * 2
+
+
+async def test_writes_arriving_together_share_one_batch_and_each_gets_its_own_result() -> None:
+    recorder = Recorder()
+    group = GroupCommit(recorder.store_batch, recorder.store_one, max_batch=64)
+    results = await asyncio.gather(*(group.submit(n) for n in range(1, 6)))
+    assert results == [2, 4, 6, 8, 10]
+    assert sum(len(batch) for batch in recorder.batches) + len(recorder.alone) == 5
+    assert any(len(batch) > 1 for batch in recorder.batches)
+
+
+async def test_a_write_that_fails_its_batch_fails_alone_and_the_rest_are_stored() -> None:
+    recorder = Recorder()
+    group = GroupCommit(recorder.store_batch, recorder.store_one, max_batch=64)
+    results = await asyncio.gather(*(group.submit(n) for n in (11, 12, 13, 14)), return_exceptions=True)
+    assert results[:2] == [22, 24] and results[3] == 28
+    assert isinstance(results[2], ValueError)
+
+
+async def test_a_write_alone_is_stored_as_one_and_its_error_is_its_own() -> None:
+    recorder = Recorder()
+    group = GroupCommit(recorder.store_batch, recorder.store_one, max_batch=64)
+    with pytest.raises(ValueError, match="13 cannot"):
+        await group.submit(13)
+    assert recorder.alone == [13] and recorder.batches == []
+
+
+async def test_no_batch_is_larger_than_the_bound() -> None:
+    recorder = Recorder()
+    group = GroupCommit(recorder.store_batch, recorder.store_one, max_batch=3)
+    await asyncio.gather(*(group.submit(n) for n in range(20) if n != 13))
+    assert max(len(batch) for batch in recorder.batches) <= 3
