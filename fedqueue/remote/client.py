@@ -40,6 +40,7 @@ from fedqueue.remote.guard import (
     forbidden_cause,
     is_forbidden_ip,
 )
+from fedqueue.remote.signing_threads import SigningThreads
 from fedqueue.settings import Settings
 from fedqueue.signing.requests import (
     GET_SIGNED_HEADERS,
@@ -53,6 +54,9 @@ from fedqueue.signing.requests import (
 )
 
 ACTIVITY_JSON = "application/activity+json"
+#: Threads that sign GETs (`HttpClient.signing`): a key fetch's signature then costs the event
+#: loop nothing, and one thread keeps up with the fetches one event loop can make.
+FETCH_SIGNING_THREADS = 1
 ACCEPT_ACTIVITY = f'{ACTIVITY_JSON}, application/ld+json; profile="https://www.w3.org/ns/activitystreams"'
 
 
@@ -113,7 +117,10 @@ class SendFailed(FedqueueError):
 
 
 class HttpClient:
-    """Shared by every fetch and delivery of a process; close it with `aclose`."""
+    """Shared by every fetch and delivery of a process; close it with `aclose`.
+
+    `signing`: threads for the signatures of its fetches (started on first use).
+    """
 
     def __init__(self, settings: Settings, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.settings = settings
@@ -122,6 +129,7 @@ class HttpClient:
         self._total_timeout_s = settings.total_timeout_seconds
         self._swapped_transport = transport is not None
         self._session: aiohttp.ClientSession | None = None
+        self.signing = SigningThreads(FETCH_SIGNING_THREADS)
         self._client = httpx.AsyncClient(
             transport=transport or AiohttpTransport(client=self._aiohttp_session),
             timeout=httpx.Timeout(settings.total_timeout_seconds, connect=settings.connect_timeout_seconds),
@@ -225,6 +233,7 @@ class HttpClient:
         )
 
     async def aclose(self) -> None:
+        self.signing.close()
         await self._client.aclose()
         if self._session is not None:
             await self._session.close()
