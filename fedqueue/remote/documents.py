@@ -296,15 +296,14 @@ class RemoteDirectory:
             sign = partial(signed_headers, "GET", url, signer, self._clock(), scheme=scheme)
             headers.update(await self._client.signing.run(sign))
         try:
-            async with self._client.stream("GET", url, headers=headers, timeout_s=timeout_s) as response:
-                if response.status_code in _GONE_STATUSES:
-                    raise Gone(f"GET {url} answered {response.status_code}")
-                if response.status_code != 200:
-                    raise FetchError(f"GET {url} answered {response.status_code}")
-                media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
-                if media_type not in _JSON_TYPES:
-                    raise FetchError(f"GET {url} answered {media_type or 'no content type'}, not JSON")
-                raw = await self._client.read_capped(response)
+            async with self._client.get(url, headers, timeout_s=timeout_s) as reply:
+                if reply.status in _GONE_STATUSES:
+                    raise Gone(f"GET {url} answered {reply.status}")
+                if reply.status != 200:
+                    raise FetchError(f"GET {url} answered {reply.status}")
+                if reply.media_type not in _JSON_TYPES:
+                    raise FetchError(f"GET {url} answered {reply.media_type or 'no content type'}, not JSON")
+                raw = await reply.read()
         except TooLarge as exc:
             raise FetchError(f"GET {url}: {exc}") from None
         text = _utf8_text(raw)

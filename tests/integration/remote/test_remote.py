@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from collections.abc import AsyncIterator, Callable
@@ -130,6 +131,25 @@ async def test_an_unusable_actor_document_is_a_fetch_error_remembered_briefly(
     assert len(remote.received("GET", "/users/bad")) == 2
 
 
+def gzipped(body: bytes) -> Callable[[Any], web.Response]:
+    headers = {"content-type": "application/activity+json", "content-encoding": "gzip"}
+    return lambda _request: web.Response(body=gzip.compress(body), headers=headers)
+
+
+async def test_a_compressed_document_is_decoded_and_capped_by_its_decoded_size(
+    store: Store, client: HttpClient, remote: LoopbackServer, settings: Settings
+) -> None:
+    doc = actor_doc(remote, "bob", keys.generate_key_pair().public_pem)
+    remote.on("GET", "/users/bob", gzipped(json.dumps(doc).encode()))
+    padding = b" " * (settings.max_document_bytes + 1)
+    remote.on("GET", "/users/bomb", gzipped(b'{"id": "x"' + padding + b"}"))
+    directory = RemoteDirectory(store, client)
+
+    assert (await directory.actor(remote.url("/users/bob"), None)).inbox == doc["inbox"]
+    with pytest.raises(FetchError, match="over the 1048576-byte cap"):
+        await directory.actor(remote.url("/users/bomb"), None)
+
+
 async def test_private_addresses_are_refused_unless_allowed(store: Store, remote: LoopbackServer) -> None:
     remote.serve_json("/users/bob", actor_doc(remote, "bob", keys.generate_key_pair().public_pem))
     from fedqueue.settings import load_settings
@@ -249,9 +269,9 @@ async def test_an_unusable_actor_uri_or_key_id_is_refused_without_a_request(
 async def test_a_url_no_client_can_use_is_a_fetch_error_or_a_permanent_send_failure(
     client: HttpClient,
 ) -> None:
-    url = "http://127.0.0.1:9/in\u0000box"  # httpx raises InvalidURL, which is no HTTPError
-    with pytest.raises(FetchError, match="InvalidURL"):
-        async with client.stream("GET", url):
+    url = "http://127.0.0.1:9/in\u0000box"  # httpx raised InvalidURL, which is no HTTPError
+    with pytest.raises(FetchError, match=r"GET .* failed: "):
+        async with client.get(url, {}):
             pass
     with pytest.raises(SendFailed, match="non-canonical IPv4 spelling") as caught:
         await client.post("http://0177.0.0.1:9/inbox", b"{}", {}, head_bytes=10)
