@@ -348,8 +348,7 @@ class RemoteDirectory:
                 error=None,
                 fetched_at=now,
                 expires_at=now + ACTOR_TTL,
-            ),
-            seen_inboxes=filter(None, (actor.inbox, actor.shared_inbox)),
+            )
         )
 
     async def _remember_failure(self, uri: str, exc: FetchError, now: datetime) -> None:

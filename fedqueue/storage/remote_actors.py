@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import CompoundSelect, bindparam, delete, literal, null, select, union_all
+from sqlalchemy import CompoundSelect, Executable, bindparam, delete, literal, null, select, union_all
 
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import GoneInboxRow, HostRow, RemoteActorRow
@@ -89,11 +88,16 @@ class RemoteActorStore:
     def __init__(self, database: Database) -> None:
         self._db = database
         # Built once for this engine (bound parameters only): every fetch writes its outcome.
-        upsert = database.upsert(_remote).values({name: bindparam(name) for name in ("uri", *_VALUES)})
-        self._put = upsert.on_conflict_do_update(
+        values: dict[str, Any] = {name: bindparam(name) for name in ("uri", *_VALUES)}
+        upsert = database.upsert(_remote).values(values)
+        put = upsert.on_conflict_do_update(
             index_elements=["uri"], set_={name: upsert.excluded[name] for name in _VALUES}
         )
-        self._forget_gone = delete(_gone).where(_gone.c.inbox.in_(bindparam("inboxes", expanding=True)))
+        forget_gone = delete(_gone).where(_gone.c.inbox.in_([values["inbox"], values["shared_inbox"]]))
+        statements: tuple[Executable, ...] = (put, forget_gone)
+        if database.is_postgres:  # one statement: a DELETE in a WITH clause runs though nothing reads it
+            statements = (put.add_cte(forget_gone.cte("forgotten")),)
+        self._puts = statements
 
     async def get(self, uri: str, now: datetime) -> CachedRemote | None:
         """The unexpired entry for `uri` (an actor id or a key id), or None."""
@@ -118,15 +122,13 @@ class RemoteActorStore:
                 found.setdefault(kind, CachedRemote(**dict(zip(_ENTRY, columns, strict=True)), document=None))
         return Lookup(entry=found.get("entry"), key_owner=found.get("key"), host_scheme=scheme)
 
-    async def put(self, entry: CachedRemote, seen_inboxes: Iterable[str] = ()) -> None:
+    async def put(self, entry: CachedRemote) -> None:
         """Insert or replace the entry for `entry.uri`.
 
-        `seen_inboxes`: the inboxes of an actor that just answered; those once marked gone (410)
-        are delivered to again (`AudienceStore.forget_gone`), in the same transaction.
+        The inboxes of a usable entry (the actor just answered) that once answered 410 Gone are
+        delivered to again (`AudienceStore.forget_gone`), in the same transaction.
         """
-        inboxes = sorted(set(seen_inboxes))
+        values = {name: getattr(entry, name) for name in ("uri", *_VALUES)}
         async with self._db.transaction() as conn:
-            values = {name: getattr(entry, name) for name in ("uri", *_VALUES)}
-            await conn.execute(self._put, values)
-            if inboxes:
-                await conn.execute(self._forget_gone, {"inboxes": inboxes})
+            for statement in self._puts:
+                await conn.execute(statement, values)
