@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from sqlalchemy import CompoundSelect, Executable, bindparam, delete, literal, null, select, union_all
 
 from fedqueue.storage.database import Database
+from fedqueue.storage.group_commit import GroupCommit
 from fedqueue.storage.tables import GoneInboxRow, HostRow, RemoteActorRow
 
 _remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
@@ -26,6 +28,8 @@ _ENTRY = (
     "expires_at",
     "gone",
 )
+#: Entries written in one transaction at most.
+MAX_BATCH = 100
 #: What `put` writes besides the URI.
 _VALUES = (*_ENTRY[1:5], "document", *_ENTRY[5:])
 
@@ -98,6 +102,9 @@ class RemoteActorStore:
         if database.is_postgres:  # one statement: a DELETE in a WITH clause runs though nothing reads it
             statements = (put.add_cte(forget_gone.cte("forgotten")),)
         self._puts = statements
+        self._writes: GroupCommit[CachedRemote, None] = GroupCommit(
+            self._put_batch, self._put_one, max_batch=MAX_BATCH
+        )
 
     async def get(self, uri: str, now: datetime) -> CachedRemote | None:
         """The unexpired entry for `uri` (an actor id or a key id), or None."""
@@ -123,12 +130,22 @@ class RemoteActorStore:
         return Lookup(entry=found.get("entry"), key_owner=found.get("key"), host_scheme=scheme)
 
     async def put(self, entry: CachedRemote) -> None:
-        """Insert or replace the entry for `entry.uri`.
+        """Insert or replace the entry for `entry.uri`, once committed.
 
         The inboxes of a usable entry (the actor just answered) that once answered 410 Gone are
-        delivered to again (`AudienceStore.forget_gone`), in the same transaction.
+        delivered to again (`AudienceStore.forget_gone`), in the same transaction. Concurrent
+        puts share one transaction (`GroupCommit`): under an inbound flood every new sender's
+        key fetch writes one.
         """
-        values = {name: getattr(entry, name) for name in ("uri", *_VALUES)}
+        await self._writes.submit(entry)
+
+    async def _put_batch(self, entries: Sequence[CachedRemote]) -> list[None]:
+        # executemany: each entry its own statement, so one URI may come twice in a batch.
+        values = [{name: getattr(entry, name) for name in ("uri", *_VALUES)} for entry in entries]
         async with self._db.transaction() as conn:
             for statement in self._puts:
                 await conn.execute(statement, values)
+        return [None] * len(entries)
+
+    async def _put_one(self, entry: CachedRemote) -> None:
+        await self._put_batch([entry])

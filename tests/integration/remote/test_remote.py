@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import re
@@ -18,7 +19,7 @@ from fedqueue.remote.guard import FetchError
 from fedqueue.settings import Settings
 from fedqueue.signing import keys
 from fedqueue.signing.requests import parse_cavage_signature, verify_cavage
-from fedqueue.storage import Store
+from fedqueue.storage import CachedRemote, Store
 from fedqueue.storage.types import utcnow
 from tests.loopback import LoopbackServer
 
@@ -276,3 +277,27 @@ async def test_a_url_no_client_can_use_is_a_fetch_error_or_a_permanent_send_fail
     with pytest.raises(SendFailed, match="non-canonical IPv4 spelling") as caught:
         await client.post("http://0177.0.0.1:9/inbox", b"{}", {}, head_bytes=10)
     assert caught.value.permanent
+
+
+async def test_concurrent_cache_writes_are_all_stored_and_the_last_of_one_actor_wins(store: Store) -> None:
+    now = utcnow()
+
+    def entry(index: int) -> CachedRemote:
+        uri = f"https://r.example/u/{index % 5}"
+        return CachedRemote(
+            uri=uri,
+            inbox=f"{uri}/inbox-{index}",
+            shared_inbox=None,
+            key_id=f"{uri}#main-key",
+            public_key_pem="PEM",
+            document="{}",
+            error=None,
+            fetched_at=now,
+            expires_at=now + timedelta(hours=1),
+        )
+
+    await asyncio.gather(*(store.remote_actors.put(entry(index)) for index in range(20)))
+    for actor in range(5):
+        cached = await store.remote_actors.get(f"https://r.example/u/{actor}", now)
+        assert cached is not None
+        assert cached.inbox == f"https://r.example/u/{actor}/inbox-{15 + actor}"
