@@ -31,9 +31,9 @@ from fedqueue.outbound.outcomes import Attempt
 from fedqueue.outbound.record import Claimed, Result, health_changes, result_of
 from fedqueue.outbound.scheme_choice import SchemeBook
 from fedqueue.outbound.send import PreparedBody, post_knocking, post_webhook, signing_threads
-from fedqueue.outbound.signing_threads import SigningThreads
 from fedqueue.remote.client import HttpClient
 from fedqueue.remote.keyring import Keyring
+from fedqueue.remote.signing_threads import SigningThreads
 from fedqueue.settings import Settings
 from fedqueue.storage import StorageUnavailable, Store
 from fedqueue.storage.webhooks import WebhookPayload

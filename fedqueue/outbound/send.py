@@ -23,7 +23,6 @@ from fedqueue.outbound import webhooks
 from fedqueue.outbound.addressing import addresses, strip_hidden
 from fedqueue.outbound.outcomes import Attempt, readable_error
 from fedqueue.outbound.scheme_rules import knocks_again
-from fedqueue.outbound.signing_threads import SigningThreads
 from fedqueue.remote.client import (
     ACTIVITY_JSON,
     Answer,
@@ -32,6 +31,7 @@ from fedqueue.remote.client import (
     SigningIdentity,
     signed_headers,
 )
+from fedqueue.remote.signing_threads import SigningThreads
 from fedqueue.signing.requests import (
     SignatureError,
     SignatureScheme,

@@ -5,7 +5,8 @@ or key (cached), or a one-line `FetchError`; for a delivery, the remote server's
 
 - `guard`: which URLs may be fetched at all (the address guard, pure);
 - `client`: the shared HTTP client: connection reuse, caps, timeouts, signed GETs and POSTs;
+- `signing_threads`: threads that compute RSA signatures off the event loop (fetches, deliveries);
 - `capped`: reading a body of unknown size under a cap;
-- `documents`: remote actors and keys behind an expiring cache (`RemoteDirectory`);
+- `documents`: remote actors and keys behind a cache and process memory (`RemoteDirectory`);
 - `keyring`: local actors' parsed signing keys, one per process, for both flows.
 """

@@ -2,9 +2,10 @@
 
 Policy lives here; I/O is httpx over an aiohttp transport (measured faster on loopback than
 httpx's default transport, see README) and can be swapped for a mock transport in unit tests.
-Delivery POSTs, the hot path, skip httpx and use the same aiohttp session directly (`post`):
-httpx's request and response models and its cookie jar cost about as much CPU per POST as the
-exchange itself. Both paths share one connection pool, so the caps hold across them.
+Delivery POSTs and document GETs, the hot paths, skip httpx and use the same aiohttp session
+directly (`post`, `get`): httpx's request and response models and its cookie jar cost about as
+much CPU per request as the exchange itself. Both paths share one connection pool, so the caps
+hold across them.
 
 The address guard (`guard`) works at two depths. `check_url` refuses URLs whose host is an IP literal
 in a forbidden range before any request is made; the aiohttp resolver refuses names that
@@ -16,11 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import format_datetime
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -40,6 +42,7 @@ from fedqueue.remote.guard import (
     forbidden_cause,
     is_forbidden_ip,
 )
+from fedqueue.remote.signing_threads import SigningThreads
 from fedqueue.settings import Settings
 from fedqueue.signing.requests import (
     GET_SIGNED_HEADERS,
@@ -53,6 +56,9 @@ from fedqueue.signing.requests import (
 )
 
 ACTIVITY_JSON = "application/activity+json"
+#: Threads that sign GETs (`HttpClient.signing`): a key fetch's signature then costs the event
+#: loop nothing, and one thread keeps up with the fetches one event loop can make.
+FETCH_SIGNING_THREADS = 1
 ACCEPT_ACTIVITY = f'{ACTIVITY_JSON}, application/ld+json; profile="https://www.w3.org/ns/activitystreams"'
 
 
@@ -104,6 +110,20 @@ class Answer:
     retry_after: str | None = None
 
 
+@dataclass(frozen=True)
+class Reply:
+    """A GET's answer: its status, its media type (lowercase, no parameters) and its body,
+    read when awaited (TooLarge past `max_document_bytes`)."""
+
+    status: int
+    media_type: str
+    read: Callable[[], Awaitable[bytes]]
+
+
+def _media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";")[0].strip().lower()
+
+
 class SendFailed(FedqueueError):
     """A POST got no answer; `permanent`: trying again cannot help (a forbidden address, a bad URL)."""
 
@@ -113,7 +133,10 @@ class SendFailed(FedqueueError):
 
 
 class HttpClient:
-    """Shared by every fetch and delivery of a process; close it with `aclose`."""
+    """Shared by every fetch and delivery of a process; close it with `aclose`.
+
+    `signing`: threads for the signatures of its fetches (started on first use).
+    """
 
     def __init__(self, settings: Settings, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.settings = settings
@@ -122,6 +145,7 @@ class HttpClient:
         self._total_timeout_s = settings.total_timeout_seconds
         self._swapped_transport = transport is not None
         self._session: aiohttp.ClientSession | None = None
+        self.signing = SigningThreads(FETCH_SIGNING_THREADS)
         self._client = httpx.AsyncClient(
             transport=transport or AiohttpTransport(client=self._aiohttp_session),
             timeout=httpx.Timeout(settings.total_timeout_seconds, connect=settings.connect_timeout_seconds),
@@ -189,42 +213,44 @@ class HttpClient:
             return Answer(response.status_code, head[:head_bytes], response.headers.get("retry-after"))
 
     @asynccontextmanager
-    async def stream(
-        self,
-        method: str,
-        url: str,
-        *,
-        content: bytes | None = None,
-        headers: dict[str, str] | None = None,
-        timeout_s: float | None = None,
-    ) -> AsyncIterator[httpx.Response]:
-        """A guarded request whose whole exchange (connect to last byte) has the total timeout.
+    async def get(
+        self, url: str, headers: dict[str, str], *, timeout_s: float | None = None
+    ) -> AsyncIterator[Reply]:
+        """A guarded GET whose whole exchange (connect to last byte) has the total timeout.
 
         `timeout_s`, when shorter, replaces it. Every failure of the client, including reading
-        the body inside the block, comes out as one FetchError.
+        the body inside the block, comes out as one FetchError. Like `post`, it skips httpx
+        (unless the transport is swapped): its models cost about as much CPU as the exchange.
         """
         limit_s = self._total_timeout_s if timeout_s is None else min(timeout_s, self._total_timeout_s)
+        cap = self.max_document_bytes
         try:
             check_url(url, allow_private=self.settings.allow_private_addresses)
-            async with (
-                asyncio.timeout(limit_s),
-                self._client.stream(method, url, content=content, headers=headers) as response,
-            ):
-                yield response
+            async with asyncio.timeout(limit_s):
+                if self._swapped_transport:
+                    async with self._client.stream("GET", url, headers=headers) as response:
+                        length = response.headers.get("content-length")
+                        yield Reply(
+                            response.status_code,
+                            _media_type(response.headers.get("content-type")),
+                            partial(read_capped, response.aiter_bytes(), length, cap, "response"),
+                        )
+                    return
+                session = self._aiohttp_session()
+                # Decoded chunk by chunk, so a compressed body is capped by what it expands to.
+                sent = session.get(url, headers=headers, allow_redirects=False, auto_decompress=True)
+                async with sent as got:
+                    length = got.headers.get("content-length")
+                    yield Reply(
+                        got.status,
+                        _media_type(got.headers.get("content-type")),
+                        partial(read_capped, got.content.iter_any(), length, cap, "response"),
+                    )
         except CLIENT_ERRORS as exc:
-            raise FetchError(f"{method} {url} failed: {describe_http_error(exc)}") from None
-
-    async def read_capped(self, response: httpx.Response, limit: int | None = None) -> bytes:
-        """The (decoded) response body, or TooLarge as soon as it passes `limit` bytes.
-
-        Decoded chunk by chunk, so a compressed body is capped by what it expands to.
-        """
-        cap = limit or self.max_document_bytes
-        return await read_capped(
-            response.aiter_bytes(), response.headers.get("content-length"), cap, "response"
-        )
+            raise FetchError(f"GET {url} failed: {describe_http_error(exc)}") from None
 
     async def aclose(self) -> None:
+        self.signing.close()
         await self._client.aclose()
         if self._session is not None:
             await self._session.close()

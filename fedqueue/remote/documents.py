@@ -13,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 from urllib.parse import urldefrag, urlsplit
 
@@ -26,11 +27,12 @@ from fedqueue.storage.types import utcnow
 
 ACTOR_TTL = timedelta(hours=24)
 FAILURE_TTL = timedelta(minutes=5)
-#: How long a key stays in a process's memory (never past its database entry's expiry): short,
-#: so a key that another `serve` process re-fetched (rotation) replaces it here soon too.
-MEMORY_KEY_TTL = timedelta(minutes=5)
-#: Keys kept in memory per process, least recently used dropped first.
-MEMORY_KEYS = 10_000
+#: How long an actor and its key stay in a process's memory (never past its database entry's
+#: expiry): short, so an actor that another `serve` process re-fetched (key rotation) replaces
+#: it here soon too.
+MEMORY_TTL = timedelta(minutes=5)
+#: Actors kept in memory per process, least recently used dropped first.
+MEMORY_ACTORS = 10_000
 _JSON_TYPES = ("application/activity+json", "application/ld+json", "application/json")
 #: Answers to a GET that mean the document was deleted (`Gone`), not that the server failed.
 _GONE_STATUSES = (404, 410)
@@ -139,72 +141,85 @@ def parse_actor(doc: Any, uri: str, key_id: str | None = None) -> RemoteActor:
     )
 
 
-class KeyMemory:
-    """Recently used keys in this process's memory: a cached-key request reads no database row.
+class ActorMemory:
+    """Recently used actors and their keys in this process's memory: a cached actor or key
+    reads no database row.
 
     Bounded (least recently used dropped first) and each entry expires at its database entry's
-    expiry or after `ttl`, whichever comes first. One entry per owner: an actor fetched afresh
+    expiry or after `ttl`, whichever comes first. One entry per actor: an actor fetched afresh
     with another key drops the old one, as its database row does.
     """
 
-    def __init__(self, ttl: timedelta = MEMORY_KEY_TTL, size: int = MEMORY_KEYS) -> None:
+    def __init__(self, ttl: timedelta = MEMORY_TTL, size: int = MEMORY_ACTORS) -> None:
         self._ttl = ttl
         self._size = size
-        self._keys: OrderedDict[str, tuple[RemoteKey, datetime]] = OrderedDict()
-        self._by_owner: dict[str, str] = {}
+        self._actors: OrderedDict[str, tuple[RemoteActor, datetime]] = OrderedDict()
+        self._by_key: dict[str, str] = {}
 
-    def get(self, key_id: str, now: datetime) -> RemoteKey | None:
-        found = self._keys.get(key_id)
+    def actor(self, uri: str, now: datetime) -> RemoteActor | None:
+        found = self._actors.get(uri)
         if found is None:
             return None
-        key, expires_at = found
+        actor, expires_at = found
         if expires_at <= now:
-            self._drop(key_id)
+            self.forget(uri)
             return None
-        self._keys.move_to_end(key_id)
-        return key
+        self._actors.move_to_end(uri)
+        return actor
 
-    def put(self, key: RemoteKey, now: datetime, expires_at: datetime) -> None:
-        old = self._by_owner.get(key.owner)
-        if old is not None:
-            self._drop(old)
-        self._drop(key.key_id)
-        self._keys[key.key_id] = (key, min(expires_at, now + self._ttl))
-        self._by_owner[key.owner] = key.key_id
-        while len(self._keys) > self._size:
-            self._drop(next(iter(self._keys)))
+    def key(self, key_id: str, now: datetime) -> RemoteKey | None:
+        """The key `key_id` and its owner, if a remembered actor lists it."""
+        uri = self._by_key.get(key_id)
+        actor = None if uri is None else self.actor(uri, now)
+        if actor is None or actor.key_id != key_id or not actor.public_key_pem:
+            return None
+        return RemoteKey(key_id=key_id, owner=actor.uri, public_key_pem=actor.public_key_pem)
 
-    def forget_owner(self, owner: str) -> None:
-        """Drop `owner`'s key: its document could not be fetched (its database row says so now)."""
-        key_id = self._by_owner.get(owner)
-        if key_id is not None:
-            self._drop(key_id)
+    def put(self, actor: RemoteActor, now: datetime, expires_at: datetime) -> None:
+        self.forget(actor.uri)
+        self._actors[actor.uri] = (actor, min(expires_at, now + self._ttl))
+        if actor.key_id is not None and actor.public_key_pem:
+            self._by_key[actor.key_id] = actor.uri
+        while len(self._actors) > self._size:
+            self.forget(next(iter(self._actors)))
 
-    def _drop(self, key_id: str) -> None:
-        found = self._keys.pop(key_id, None)
-        if found is not None and self._by_owner.get(found[0].owner) == key_id:
-            del self._by_owner[found[0].owner]
+    def forget(self, uri: str) -> None:
+        """Drop the actor at `uri` and its key (its document could not be fetched, or it expired)."""
+        found = self._actors.pop(uri, None)
+        key_id = None if found is None else found[0].key_id
+        if key_id is not None and self._by_key.get(key_id) == uri:
+            del self._by_key[key_id]
 
 
 class RemoteDirectory:
-    """Looks up remote actors and keys, from the cache when it is fresh (keys from memory first)."""
+    """Looks up remote actors and keys: from memory, else from the cache when it is fresh, else fetched.
+
+    A fetch is signed on the client's signing threads, with the scheme the host's deliveries
+    found it to take; what a fetch needs to know beforehand is one database read
+    (`RemoteActorStore.lookup`).
+    """
 
     def __init__(self, store: Store, client: HttpClient, clock: Callable[[], datetime] = utcnow) -> None:
         self._store = store
         self._client = client
         self._clock = clock
-        self._keys = KeyMemory()
+        self._memory = ActorMemory()
 
     async def actor(self, uri: str, signer: SigningIdentity | None, *, refresh: bool = False) -> RemoteActor:
         """The actor at `uri`; FetchError (also remembered for a few minutes) if it is unusable."""
         uri = urldefrag(_checked_url(uri, "actor URI")).url
         now = self._clock()
         if not refresh:
-            cached = await self._store.remote_actors.get(uri, now)
-            if cached is not None:
-                return self._from_cache(cached)
+            remembered = self._memory.actor(uri, now)
+            if remembered is not None:
+                return remembered
+        lookup = await self._store.remote_actors.lookup(uri, None, host_of(uri), now)
+        if not refresh and lookup.entry is not None:
+            actor = self._from_cache(lookup.entry)
+            self._memory.put(actor, now, lookup.entry.expires_at)
+            return actor
         try:
-            doc, raw = await self.fetch_json(uri, signer)
+            doc, raw = await self.fetch_json(uri, signer, scheme=self._scheme(lookup.host_scheme))
             actor = parse_actor(doc, uri)
         except FetchError as exc:
             await self._remember_failure(uri, exc, now)
@@ -228,25 +243,29 @@ class RemoteDirectory:
         now = self._clock()
         url = urldefrag(_checked_url(key_id, "key id")).url
         if not refresh:
-            remembered = self._keys.get(key_id, now)
+            remembered = self._memory.key(key_id, now)
             if remembered is not None:
                 return remembered
-            cached = await self._store.remote_actors.by_key_id(key_id, now)
-            if cached is not None and cached.public_key_pem:
-                key = RemoteKey(key_id=key_id, owner=cached.uri, public_key_pem=cached.public_key_pem)
-                self._keys.put(key, now, cached.expires_at)
-                return key
-            failed = await self._store.remote_actors.get(url, now)
-            if failed is not None and failed.error is not None:
-                raise _remembered(failed)
+        lookup = await self._store.remote_actors.lookup(url, None if refresh else key_id, host_of(url), now)
+        owner = lookup.key_owner
+        if owner is not None and owner.public_key_pem:
+            if owner.inbox is not None:
+                self._memory.put(self._from_cache(owner), now, owner.expires_at)
+            return RemoteKey(key_id=key_id, owner=owner.uri, public_key_pem=owner.public_key_pem)
+        if not refresh and lookup.entry is not None and lookup.entry.error is not None:
+            raise _remembered(lookup.entry)
         try:
-            doc, raw = await self.fetch_json(url, signer, deadline=deadline)
+            scheme = self._scheme(lookup.host_scheme)
+            doc, raw = await self.fetch_json(url, signer, deadline=deadline, scheme=scheme)
             if "publicKeyPem" in doc and "inbox" not in doc:  # a separate key document
-                owner = doc.get("owner")
-                if not isinstance(owner, str):
+                owner_uri = doc.get("owner")
+                if not isinstance(owner_uri, str):
                     raise FetchError(f"key document {key_id} names no owner")
-                url = _checked_url(owner, "key owner")
-                doc, raw = await self.fetch_json(url, signer, deadline=deadline)
+                same_host = host_of(owner_uri) == host_of(url)
+                url = _checked_url(owner_uri, "key owner")
+                doc, raw = await self.fetch_json(
+                    url, signer, deadline=deadline, scheme=scheme if same_host else None
+                )
             actor = parse_actor(doc, url, key_id)
             if actor.key_id != key_id or not actor.public_key_pem:
                 raise FetchError(f"actor {actor.uri} does not list key {key_id}")
@@ -257,28 +276,34 @@ class RemoteDirectory:
         return RemoteKey(key_id=key_id, owner=actor.uri, public_key_pem=actor.public_key_pem)
 
     async def fetch_json(
-        self, url: str, signer: SigningIdentity | None, *, deadline: float | None = None
+        self,
+        url: str,
+        signer: SigningIdentity | None,
+        *,
+        deadline: float | None = None,
+        scheme: SignatureScheme | None = None,
     ) -> tuple[dict[str, Any], str]:
         """A signed GET of an ActivityStreams document: (parsed object, raw text).
 
+        Signed under `scheme`, or when None the one `_get_scheme` reads for the host.
         The body must be UTF-8 (RFC 8259 8.1). json.loads alone would also take UTF-16 and
         UTF-32 bytes, whose text then could not be stored, so the rule is applied here, once.
         """
         timeout_s = None if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
         headers = {"accept": ACCEPT_ACTIVITY}
         if signer is not None:
-            scheme = await self._get_scheme(url)
-            headers.update(signed_headers("GET", url, signer, self._clock(), scheme=scheme))
+            scheme = scheme or await self._get_scheme(url)
+            sign = partial(signed_headers, "GET", url, signer, self._clock(), scheme=scheme)
+            headers.update(await self._client.signing.run(sign))
         try:
-            async with self._client.stream("GET", url, headers=headers, timeout_s=timeout_s) as response:
-                if response.status_code in _GONE_STATUSES:
-                    raise Gone(f"GET {url} answered {response.status_code}")
-                if response.status_code != 200:
-                    raise FetchError(f"GET {url} answered {response.status_code}")
-                media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
-                if media_type not in _JSON_TYPES:
-                    raise FetchError(f"GET {url} answered {media_type or 'no content type'}, not JSON")
-                raw = await self._client.read_capped(response)
+            async with self._client.get(url, headers, timeout_s=timeout_s) as reply:
+                if reply.status in _GONE_STATUSES:
+                    raise Gone(f"GET {url} answered {reply.status}")
+                if reply.status != 200:
+                    raise FetchError(f"GET {url} answered {reply.status}")
+                if reply.media_type not in _JSON_TYPES:
+                    raise FetchError(f"GET {url} answered {reply.media_type or 'no content type'}, not JSON")
+                raw = await reply.read()
         except TooLarge as exc:
             raise FetchError(f"GET {url}: {exc}") from None
         text = _utf8_text(raw)
@@ -293,6 +318,12 @@ class RemoteDirectory:
         return doc, text
 
     async def _get_scheme(self, url: str) -> SignatureScheme:
+        """The scheme to sign a GET of `url` with (`_scheme`), from its host's row."""
+        host = host_of(url)
+        health = (await self._store.hosts.health([host])).get(host)
+        return self._scheme(health.signature_scheme if health is not None else "unknown")
+
+    def _scheme(self, host_scheme: str) -> SignatureScheme:
         """draft-cavage, unless deliveries found the host refusing it (its row says rfc9421).
 
         GETs are not double-knocked: some servers (Misskey) answer a GET whose signature they
@@ -301,14 +332,11 @@ class RemoteDirectory:
         """
         if self._client.settings.signature_scheme_policy == "cavage-only":
             return "cavage"
-        host = host_of(url)
-        health = (await self._store.hosts.health([host])).get(host)
-        return "rfc9421" if health is not None and health.signature_scheme == "rfc9421" else "cavage"
+        return "rfc9421" if host_scheme == "rfc9421" else "cavage"
 
     async def _remember(self, actor: RemoteActor, raw: str, now: datetime) -> None:
-        if actor.key_id is not None and actor.public_key_pem:
-            key = RemoteKey(key_id=actor.key_id, owner=actor.uri, public_key_pem=actor.public_key_pem)
-            self._keys.put(key, now, now + ACTOR_TTL)
+        """Cache a fetched actor; its inboxes that once answered 410 Gone are worth trying again."""
+        self._memory.put(actor, now, now + ACTOR_TTL)
         await self._store.remote_actors.put(
             CachedRemote(
                 uri=actor.uri,
@@ -322,14 +350,12 @@ class RemoteDirectory:
                 expires_at=now + ACTOR_TTL,
             )
         )
-        # The actor answered: inboxes of it that once answered 410 Gone are worth trying again.
-        await self._store.audience.forget_gone(filter(None, (actor.inbox, actor.shared_inbox)))
 
     async def _remember_failure(self, uri: str, exc: FetchError, now: datetime) -> None:
         # The reason may quote a fetched document: make it one storable line.
         reason = " ".join(str(exc).replace("\x00", "\\0").split())[:_REASON_MAX_CHARS]
         reason = reason.encode("utf-8", "backslashreplace").decode("utf-8")
-        self._keys.forget_owner(uri)
+        self._memory.forget(uri)
         await self._store.remote_actors.put(
             CachedRemote(
                 uri=uri,

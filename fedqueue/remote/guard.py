@@ -8,6 +8,7 @@ are allowed, for local demos and tests). `client.GuardedResolver` applies the sa
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from urllib.parse import urlsplit
@@ -47,6 +48,12 @@ def embedded_ipv4s(ip: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ..
     return ()
 
 
+#: Verdicts on IP literals kept per process: every fetch and delivery checks its host, and
+#: `ipaddress`'s range tests cost more than the rest of the check.
+_IP_VERDICTS = 4096
+
+
+@functools.lru_cache(maxsize=_IP_VERDICTS)
 def is_forbidden_ip(address: str) -> bool:
     """Whether an IP literal is loopback, private, link-local, reserved or otherwise not global.
 
@@ -75,6 +82,7 @@ def _forbidden_class(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     )
 
 
+@functools.lru_cache(maxsize=_IP_VERDICTS)
 def is_noncanonical_ipv4(host: str) -> bool:
     """Whether `host` is an IPv4 address spelt other than as four plain decimals (0177.0.0.1, 127.1, 0x7f...).
 

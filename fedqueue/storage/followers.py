@@ -5,8 +5,23 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, exists, func, insert, literal, or_, select, true, update
+from sqlalchemy import (
+    ColumnElement,
+    Insert,
+    and_,
+    bindparam,
+    delete,
+    exists,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.errors import NotFound
@@ -53,33 +68,65 @@ async def _announce(database: Database, conn: AsyncConnection, kind: str, actor:
     await webhooks.emit(database, conn, actor, kind, {"follower": uri}, utcnow())
 
 
+@dataclass(frozen=True)
+class _FollowerWrites:
+    """`add_follower`'s statements for one engine, built once (bound parameters only)."""
+
+    #: Insert an accepted follow, or accept a pending one; returns a row only when either happened.
+    accept: Insert
+    #: Insert a pending follow, or refresh the inboxes of any follow (its state is left alone).
+    refresh: Insert
+
+    @classmethod
+    def build(cls, database: Database) -> _FollowerWrites:
+        columns = ("actor", "follower_uri", "inbox", "shared_inbox", "follow_activity_id", "state")
+        values: dict[str, Any] = {name: bindparam(name) for name in columns}
+        refreshed = ("inbox", "shared_inbox", "follow_activity_id")
+        accept = database.upsert(_followers).values(values)
+        refresh = database.upsert(_followers).values(values)
+        return cls(
+            accept=accept.on_conflict_do_update(
+                index_elements=["actor", "follower_uri"],
+                set_={**{name: accept.excluded[name] for name in refreshed}, "state": ACCEPTED},
+                where=_followers.c.state != ACCEPTED,
+            ).returning(_followers.c.actor),
+            refresh=refresh.on_conflict_do_update(
+                index_elements=["actor", "follower_uri"],
+                set_={name: refresh.excluded[name] for name in refreshed},
+            ),
+        )
+
+
+#: `_FollowerWrites` by dialect name.
+_FOLLOWER_WRITES: dict[str, _FollowerWrites] = {}
+_ENQUEUE = insert(_outbox).values(
+    actor=bindparam("actor"), activity=bindparam("activity"), inboxes=bindparam("inboxes")
+)
+
+
 async def add_follower(database: Database, conn: AsyncConnection, effect: AddFollower) -> None:
     """Insert or refresh a follower; an accepted follow is never set back to pending.
 
     A follow that becomes accepted here is announced to the actor's webhooks (`follower.added`).
+    Usually one statement: a second only refreshes the inboxes of a follow accepted before.
     """
-    before = (
-        await conn.execute(
-            select(_followers.c.state).where(
-                _followers.c.actor == effect.actor, _followers.c.follower_uri == effect.follower_uri
-            )
-        )
-    ).scalar()
+    writes = _FOLLOWER_WRITES.get(database.engine.dialect.name)
+    if writes is None:
+        writes = _FOLLOWER_WRITES[database.engine.dialect.name] = _FollowerWrites.build(database)
     values = {
+        "actor": effect.actor,
+        "follower_uri": effect.follower_uri,
         "inbox": effect.inbox,
         "shared_inbox": effect.shared_inbox,
         "follow_activity_id": effect.follow_activity_id,
+        "state": ACCEPTED if effect.accepted else PENDING,
     }
-    state = ACCEPTED if effect.accepted else PENDING
-    statement = database.upsert(_followers).values(
-        actor=effect.actor, follower_uri=effect.follower_uri, state=state, **values
-    )
-    updates = {**values, "state": state} if effect.accepted else values
-    await conn.execute(
-        statement.on_conflict_do_update(index_elements=["actor", "follower_uri"], set_=updates)
-    )
-    if effect.accepted and before != ACCEPTED:
+    if not effect.accepted:
+        await conn.execute(writes.refresh, values)
+    elif (await conn.execute(writes.accept, values)).first() is not None:
         await _announce(database, conn, webhook_rules.FOLLOWER_ADDED, effect.actor, effect.follower_uri)
+    else:  # accepted before: only its inboxes and follow id change
+        await conn.execute(writes.refresh, values)
 
 
 async def _remove(database: Database, conn: AsyncConnection, where: ColumnElement[bool]) -> int:
@@ -112,13 +159,12 @@ async def remove_all_follows(database: Database, conn: AsyncConnection, effect: 
 
 async def enqueue(conn: AsyncConnection, effect: EnqueueActivity) -> None:
     """An outbox row, exactly as an outside app would INSERT it (the worker does the rest)."""
-    await conn.execute(
-        insert(_outbox).values(
-            actor=effect.actor,
-            activity=json.dumps(effect.activity, ensure_ascii=False),
-            inboxes=json.dumps(list(effect.inboxes)),
-        )
-    )
+    values = {
+        "actor": effect.actor,
+        "activity": json.dumps(effect.activity, ensure_ascii=False),
+        "inboxes": json.dumps(list(effect.inboxes)),
+    }
+    await conn.execute(_ENQUEUE, values)
 
 
 async def forward(database: Database, conn: AsyncConnection, effect: ForwardActivity) -> None:

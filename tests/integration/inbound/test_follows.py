@@ -10,7 +10,7 @@ from sqlalchemy import select, update
 
 from fedqueue.inbound.follows import AddFollower, EnqueueActivity, accept_activity
 from fedqueue.storage import NewInbound, Store
-from fedqueue.storage.tables import ActorRow, OutboxRow
+from fedqueue.storage.tables import ActorRow, OutboxRow, WebhookEventRow
 from fedqueue.storage.types import utcnow
 from fedqueue.urls import Urls
 from tests.fediverse import LOCAL, RemoteActor, post
@@ -18,6 +18,7 @@ from tests.loopback import LoopbackServer
 
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 _actors = ActorRow.__table__  # type: ignore[attr-defined]
+_events = WebhookEventRow.__table__  # type: ignore[attr-defined]
 ALICE = f"{LOCAL}/actors/alice"
 
 
@@ -176,3 +177,33 @@ async def test_the_followers_collection_is_paged(
 
 def _inbound(uri: str, index: int) -> NewInbound:
     return NewInbound(f"{uri}/follow", uri, "Follow", "{}", f"{uri}#main-key", ("alice",), utcnow())
+
+
+async def test_a_follower_following_again_is_refreshed_and_announced_only_once(
+    store: Store, remote: LoopbackServer
+) -> None:
+    """Pending, then accepted, then accepted again with a new inbox: one `follower.added` event."""
+    await store.actors.create("alice")
+    await store.webhooks.add(
+        "alice", "app", remote.url("/hook"), events=("follower.added",), allow_private=True, who="test"
+    )
+    uri = remote.url("/users/f")
+    follows = [
+        (f"{uri}/old-inbox", False),
+        (f"{uri}/old-inbox", True),
+        (f"{uri}/new-inbox", True),
+    ]
+    for index, (inbox, accepted) in enumerate(follows):
+        await store.inbox.insert_inbound_if_new(
+            NewInbound(f"{uri}/follow/{index}", uri, "Follow", "{}", f"{uri}#main-key", ("alice",), utcnow()),
+            [AddFollower("alice", uri, inbox, None, f"{uri}/follow/{index}", accepted=accepted)],
+        )
+    follower = await store.followers.get("alice", uri)
+    assert (follower.state, follower.inbox, follower.follow_activity_id) == (
+        "accepted",
+        f"{uri}/new-inbox",
+        f"{uri}/follow/2",
+    )
+    async with store.database.reading() as conn:
+        announced = (await conn.execute(select(_events.c.kind))).scalars().all()
+    assert announced == ["follower.added"]

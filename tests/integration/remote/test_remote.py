@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import gzip
 import json
 import re
 from collections.abc import AsyncIterator, Callable
@@ -17,7 +19,7 @@ from fedqueue.remote.guard import FetchError
 from fedqueue.settings import Settings
 from fedqueue.signing import keys
 from fedqueue.signing.requests import parse_cavage_signature, verify_cavage
-from fedqueue.storage import Store
+from fedqueue.storage import CachedRemote, Store
 from fedqueue.storage.types import utcnow
 from tests.loopback import LoopbackServer
 
@@ -128,6 +130,25 @@ async def test_an_unusable_actor_document_is_a_fetch_error_remembered_briefly(
     with pytest.raises(FetchError):
         await later.actor(remote.url("/users/bad"), None)
     assert len(remote.received("GET", "/users/bad")) == 2
+
+
+def gzipped(body: bytes) -> Callable[[Any], web.Response]:
+    headers = {"content-type": "application/activity+json", "content-encoding": "gzip"}
+    return lambda _request: web.Response(body=gzip.compress(body), headers=headers)
+
+
+async def test_a_compressed_document_is_decoded_and_capped_by_its_decoded_size(
+    store: Store, client: HttpClient, remote: LoopbackServer, settings: Settings
+) -> None:
+    doc = actor_doc(remote, "bob", keys.generate_key_pair().public_pem)
+    remote.on("GET", "/users/bob", gzipped(json.dumps(doc).encode()))
+    padding = b" " * (settings.max_document_bytes + 1)
+    remote.on("GET", "/users/bomb", gzipped(b'{"id": "x"' + padding + b"}"))
+    directory = RemoteDirectory(store, client)
+
+    assert (await directory.actor(remote.url("/users/bob"), None)).inbox == doc["inbox"]
+    with pytest.raises(FetchError, match="over the 1048576-byte cap"):
+        await directory.actor(remote.url("/users/bomb"), None)
 
 
 async def test_private_addresses_are_refused_unless_allowed(store: Store, remote: LoopbackServer) -> None:
@@ -249,10 +270,34 @@ async def test_an_unusable_actor_uri_or_key_id_is_refused_without_a_request(
 async def test_a_url_no_client_can_use_is_a_fetch_error_or_a_permanent_send_failure(
     client: HttpClient,
 ) -> None:
-    url = "http://127.0.0.1:9/in\u0000box"  # httpx raises InvalidURL, which is no HTTPError
-    with pytest.raises(FetchError, match="InvalidURL"):
-        async with client.stream("GET", url):
+    url = "http://127.0.0.1:9/in\u0000box"  # httpx raised InvalidURL, which is no HTTPError
+    with pytest.raises(FetchError, match=r"GET .* failed: "):
+        async with client.get(url, {}):
             pass
     with pytest.raises(SendFailed, match="non-canonical IPv4 spelling") as caught:
         await client.post("http://0177.0.0.1:9/inbox", b"{}", {}, head_bytes=10)
     assert caught.value.permanent
+
+
+async def test_concurrent_cache_writes_are_all_stored_and_the_last_of_one_actor_wins(store: Store) -> None:
+    now = utcnow()
+
+    def entry(index: int) -> CachedRemote:
+        uri = f"https://r.example/u/{index % 5}"
+        return CachedRemote(
+            uri=uri,
+            inbox=f"{uri}/inbox-{index}",
+            shared_inbox=None,
+            key_id=f"{uri}#main-key",
+            public_key_pem="PEM",
+            document="{}",
+            error=None,
+            fetched_at=now,
+            expires_at=now + timedelta(hours=1),
+        )
+
+    await asyncio.gather(*(store.remote_actors.put(entry(index)) for index in range(20)))
+    for actor in range(5):
+        cached = await store.remote_actors.get(f"https://r.example/u/{actor}", now)
+        assert cached is not None
+        assert cached.inbox == f"https://r.example/u/{actor}/inbox-{15 + actor}"

@@ -1,4 +1,4 @@
-"""Threads that sign deliveries while the event loop goes on with sockets and the database.
+"""Threads that sign requests (deliveries, key and actor fetches) while the event loop goes on.
 
 An RSA-2048 signature costs a few hundred microseconds of CPU, about as much as the rest of
 a delivery. OpenSSL computes it without holding the GIL, so signing on other threads puts a

@@ -8,7 +8,7 @@ from functools import partial
 
 import pytest
 
-from fedqueue.outbound.signing_threads import CHUNK, SigningThreads
+from fedqueue.remote.signing_threads import CHUNK, SigningThreads
 
 
 async def test_every_call_runs_on_a_signing_thread_and_returns_its_own_result() -> None:
