@@ -179,6 +179,7 @@ def fedify_run(world: harness.Fediverse, args: argparse.Namespace, n: int) -> tu
 
 
 async def main(args: argparse.Namespace) -> None:
+    print(harness.machine_line(), flush=True)
     print(HEADER, flush=True)
     with tempfile.TemporaryDirectory() as tmp, harness.fediverse(pairs=harness.key_pool(8)) as world:
         fedify_rates: dict[int, float] = {}

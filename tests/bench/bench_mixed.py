@@ -86,6 +86,7 @@ async def one_run(
 
 
 async def main(args: argparse.Namespace) -> None:
+    print(harness.machine_line(), flush=True)
     print(
         f"{'phase':<15} {'engine':<9} {'N':>6} {'inbound req/s':>16} {'inbound p99 ms':>18}"
         f" {'deliveries/s':>16} {'serve cpu s/1k':>16} {'pg cpu s/1k':>14}  load"

@@ -245,6 +245,7 @@ def fedify_best(world: harness.Fediverse, shape: str, n: int, repeat: int) -> tu
 
 
 async def main(args: argparse.Namespace) -> None:
+    print(harness.machine_line(), flush=True)
     print(
         f"{'shape':<18} {'engine':<9} {'N':>6} {'deliveries/s':>18} {'cpu s/1k':>16}"
         f" {'pg cpu s/1k':>14}  load"

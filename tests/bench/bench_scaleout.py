@@ -82,6 +82,7 @@ async def one_run(
 
 
 async def main(args: argparse.Namespace) -> None:
+    print(harness.machine_line(), flush=True)
     print(
         f"{'shape':<8} {'workers':>7} {'N':>6} {'deliveries/s':>18} {'workers cpu s/1k':>18}"
         f" {'pg cpu s/1k':>16}  load"
