@@ -57,13 +57,12 @@ class _JsonList(TypeDecorator[list[str]]):
 class Database:
     """An async engine plus the few facts callers need about its dialect."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, reader: AsyncEngine | None = None) -> None:
+        """`reader` serves `reading`; without one, reads share `engine` (as on SQLite)."""
         self.engine = engine
+        self.reader = reader or engine
         self.is_postgres = engine.dialect.name == "postgresql"
         self.is_sqlite = engine.dialect.name == "sqlite"
-        # Reads need no BEGIN and ROLLBACK round trips: at PostgreSQL's READ COMMITTED each
-        # statement sees its own snapshot either way. (pysqlite is in autocommit mode already.)
-        self._reader = engine.execution_options(isolation_level="AUTOCOMMIT") if self.is_postgres else engine
         self._writer: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
 
     @classmethod
@@ -73,20 +72,31 @@ class Database:
         The pool keeps all of its `pool_size` connections open, with no overflow: overflow
         connections are closed as soon as they are returned, and an inbound flood then opened
         one (a PostgreSQL backend, or an SQLite file and its thread) for every other request.
+
+        On PostgreSQL a quarter of the `pool_size` connections (at least one) form a separate
+        pool, `reader`, in AUTOCOMMIT from the moment each opens: a read then takes no BEGIN
+        and ROLLBACK round trips (at READ COMMITTED each statement has its own snapshot either
+        way), nor the isolation-level switch and reset on every checkout that an
+        `execution_options(isolation_level=...)` engine costs, nor a reset when returned (no
+        transaction is ever open on them). Both pools together keep `pool_size` connections
+        (two if `pool_size` is 1).
         """
-        pool = {"pool_size": pool_size, "max_overflow": 0}
         try:
             if url.startswith("sqlite"):
                 _check_sqlite_directory(url)
                 # An in-memory database has one connection (SQLAlchemy's StaticPool).
-                pooled = pool if sqlite_file(url) is not None else {}
+                pooled = _pool(pool_size) if sqlite_file(url) is not None else {}
                 engine = create_async_engine(url, connect_args={"timeout": 30}, **pooled)
                 event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
-            else:
-                engine = create_async_engine(url, **pool)
+                return cls(engine)
+            readers = max(1, pool_size // 4)
+            engine = create_async_engine(url, **_pool(max(1, pool_size - readers)))
+            reader = create_async_engine(
+                url, isolation_level="AUTOCOMMIT", pool_reset_on_return=None, **_pool(readers)
+            )
         except (ArgumentError, ValueError) as exc:
             raise SettingsError(f"FEDQUEUE_DATABASE_URL: {exc}") from None
-        return cls(engine)
+        return cls(engine, reader)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncConnection]:
@@ -128,11 +138,13 @@ class Database:
     async def reading(self) -> AsyncIterator[AsyncConnection]:
         """A connection for reads only (no write lock on SQLite, no transaction on PostgreSQL)."""
         with _translated_errors():
-            async with self._reader.connect() as conn:
+            async with self.reader.connect() as conn:
                 yield conn
 
     async def dispose(self) -> None:
         await self.engine.dispose()
+        if self.reader is not self.engine:
+            await self.reader.dispose()
 
     def upsert(self, table: Table) -> sqlite.Insert | postgresql.Insert:
         """An INSERT that takes `on_conflict_do_nothing` / `on_conflict_do_update` on either engine."""
@@ -159,6 +171,10 @@ class Database:
         """
         if self.is_postgres:
             await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock_key})
+
+
+def _pool(size: int) -> dict[str, int]:
+    return {"pool_size": size, "max_overflow": 0}
 
 
 def sqlite_file(url: str) -> Path | None:

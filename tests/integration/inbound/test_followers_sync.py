@@ -100,12 +100,14 @@ def statements(store: Store) -> Iterator[list[str]]:
     def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
         run.append(statement)
 
-    engine = store.database.engine.sync_engine
-    event.listen(engine, "before_cursor_execute", record)
+    engines = {store.database.engine.sync_engine, store.database.reader.sync_engine}
+    for engine in engines:
+        event.listen(engine, "before_cursor_execute", record)
     try:
         yield run
     finally:
-        event.remove(engine, "before_cursor_execute", record)
+        for engine in engines:
+            event.remove(engine, "before_cursor_execute", record)
 
 
 def undos_to_bob(activities: list[dict[str, Any]], bob: RemoteActor) -> list[dict[str, Any]]:
