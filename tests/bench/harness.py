@@ -509,6 +509,7 @@ def profiled(pid: int, out: Path | None) -> Iterator[None]:
     if out is None:
         yield
         return
+    out.parent.mkdir(parents=True, exist_ok=True)
     spy = Path(sys.executable).with_name("py-spy")
     command = [str(spy), "record", "--format", "raw", "--rate", "250", "--threads", "--subprocesses"]
     command += ["-o", str(out)]
