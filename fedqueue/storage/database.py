@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -13,13 +13,16 @@ from sqlalchemy import (
     ColumnElement,
     Dialect,
     String,
+    Subquery,
     Table,
     Text,
     TypeDecorator,
     any_,
     bindparam,
+    cast,
     event,
     func,
+    literal_column,
     make_url,
     select,
     text,
@@ -44,13 +47,13 @@ class UnstorableValue(InvalidInput):
     """The database refused a value (the input rules should have caught it first); nothing was stored."""
 
 
-class _JsonList(TypeDecorator[list[str]]):
-    """A list of strings bound as one JSON text (SQLite reads it with json_each)."""
+class _JsonList(TypeDecorator[Sequence[Any]]):
+    """A list (of strings, or of pairs of strings) bound as one JSON text."""
 
     impl = Text
     cache_ok = True
 
-    def process_bind_param(self, value: list[str] | None, dialect: Dialect) -> str:
+    def process_bind_param(self, value: Sequence[Any] | None, dialect: Dialect) -> str:
         return json.dumps(value or [])
 
 
@@ -161,6 +164,24 @@ class Database:
             return column == any_(bindparam(name, type_=postgresql.ARRAY(String())))
         values = func.json_each(bindparam(name, type_=_JsonList())).table_valued("value")
         return column.in_(select(values.c.value))
+
+    def pairs(self, name: str) -> Subquery:
+        """The pairs of strings bound as `name` (one JSON text) as rows (`first`, `second`).
+
+        Joined to a table, it reads a set of two-column keys in SQL that is the same for any
+        number of keys (compiled and prepared once), where an OR of one clause per key was
+        built, compiled and prepared again for every set.
+        """
+        keys = bindparam(name, type_=_JsonList())
+        if self.is_postgres:
+            elements = func.json_array_elements(cast(keys, postgresql.JSON)).table_valued("value")
+        else:
+            elements = func.json_each(keys).table_valued("value")
+        value = elements.c.value
+        return select(
+            value.op("->>")(literal_column("0")).label("first"),
+            value.op("->>")(literal_column("1")).label("second"),
+        ).subquery()
 
     async def serialize_in_transaction(self, conn: AsyncConnection, lock_key: int) -> None:
         """Hold a lock until this transaction ends, so ids drawn under it commit in id order.

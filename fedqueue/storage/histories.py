@@ -10,7 +10,6 @@ still queued or failed, a claimed one only while its lease is still the caller's
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,8 +22,8 @@ from fedqueue.storage.tables import DeliveryRow, OutboxRow
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 
-#: (inbox, subject) keys read per query; bounded so the statement stays small on both engines.
-HISTORY_CHUNK = 500
+#: (inbox, subject) keys read per query; bounded so that one bound value stays small.
+HISTORY_CHUNK = 1000
 
 
 @dataclass(frozen=True)
@@ -57,40 +56,38 @@ class Decision:
 class CoalescingStore:
     def __init__(self, database: Database) -> None:
         self._db = database
+        d = _deliveries.c
+        keys = database.pairs("keys")
+        # Built once: the keys are one bound value, so the SQL is the same for every batch.
+        self._history = (
+            select(
+                d.id,
+                d.outbox_id,
+                d.inbox,
+                func.coalesce(_outbox.c.activity_id, "").label("activity_id"),
+                d.actor,
+                d.activity_type,
+                d.object_id,
+                d.state,
+                d.attempts,
+                d.undoes,
+                d.target,
+                case((d.state == "sending", d.lease_until), else_=d.next_attempt_at).label("due"),
+            )
+            .select_from(keys)
+            .join(_deliveries, and_(d.inbox == keys.c.first, d.object_id == keys.c.second))
+            .join(_outbox, _outbox.c.id == d.outbox_id)
+            .order_by(d.inbox, d.object_id, d.outbox_id, d.id)
+        )
 
     async def history(self, keys: Iterable[tuple[str, str]]) -> list[HistoryRow]:
         """Every delivery to each (inbox, subject) key, grouped by key, in submission order."""
         unique = list(dict.fromkeys(keys))
-        d = _deliveries.c
-        due = case((d.state == "sending", d.lease_until), else_=d.next_attempt_at)
         found: list[HistoryRow] = []
         for start in range(0, len(unique), HISTORY_CHUNK):
-            by_subject: dict[str, list[str]] = defaultdict(list)
-            for inbox, subject in unique[start : start + HISTORY_CHUNK]:
-                by_subject[subject].append(inbox)
-            where = or_(*(and_(d.object_id == s, d.inbox.in_(inboxes)) for s, inboxes in by_subject.items()))
-            query = (
-                select(
-                    d.id,
-                    d.outbox_id,
-                    d.inbox,
-                    func.coalesce(_outbox.c.activity_id, "").label("activity_id"),
-                    d.actor,
-                    d.activity_type,
-                    d.object_id,
-                    d.state,
-                    d.attempts,
-                    d.undoes,
-                    d.target,
-                    due.label("due"),
-                )
-                .join(_outbox, _outbox.c.id == d.outbox_id)
-                .where(where)
-                .order_by(d.inbox, d.object_id, d.outbox_id, d.id)
-            )
             async with self._db.reading() as conn:
-                rows = (await conn.execute(query)).all()
-            found.extend(HistoryRow(**row._asdict()) for row in rows)
+                result = await conn.execute(self._history, {"keys": unique[start : start + HISTORY_CHUNK]})
+                found.extend(HistoryRow(*row) for row in result)
         return found
 
     async def undone_subject(self, actor: str, activity_id: str) -> str | None:
