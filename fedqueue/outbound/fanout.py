@@ -197,15 +197,15 @@ class Fanout:
             facts = ActivityFacts(
                 entry.actor, entry.activity_id, entry.activity_type, entry.object_id, undoes, target
             )
-            accepted = None
+            raw = False
         else:
             await self._local_actor(entry.actor)
             activity, facts = normalize(activity, entry.actor, self._urls, lambda: secrets.token_urlsafe(16))
-            if entry.inboxes is not None:
-                parse_inboxes(entry.inboxes)
-            accepted = Accepted(entry.id, facts, dumps(activity))
+            raw = True
+        inboxes = None if entry.inboxes is None else parse_inboxes(entry.inboxes)
+        accepted = Accepted(entry.id, facts, dumps(activity)) if raw else None
         facts = await self._coalescer.resolve_undo(facts, [p.facts for p in earlier])
-        targets = await self._targets(entry, facts, activity)
+        targets = await self._targets(entry, activity, inboxes)
         return Plan(entry, facts, accepted, targets)
 
     async def _local_actor(self, name: str) -> None:
@@ -271,10 +271,11 @@ class Fanout:
             log.warning("lost the expansion lease of outbox row %s; another worker goes on", plan.entry.id)
 
     async def _targets(
-        self, entry: OutboxEntry, facts: ActivityFacts, activity: dict[str, Any]
+        self, entry: OutboxEntry, activity: dict[str, Any], inboxes: list[str] | None
     ) -> list[Target]:
-        if entry.inboxes is not None:
-            return [Target(inbox, host_of(inbox)) for inbox in parse_inboxes(entry.inboxes)]
+        """The row's `inboxes` if it names them (parsed), else the activity's addressees' inboxes."""
+        if inboxes is not None:
+            return [Target(inbox, host_of(inbox)) for inbox in inboxes]
         wanted = recipients(activity, self._urls.followers(entry.actor), self._urls.actor(entry.actor))
         choices: list[InboxChoice] = []
         if entry.forwarded:

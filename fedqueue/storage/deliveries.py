@@ -29,6 +29,8 @@ _hosts = HostRow.__table__  # type: ignore[attr-defined]
 _gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
 
 UNFINISHED = ("queued", "sending", "failed")
+#: What `claim` returns: the columns of `Claimed`'s fields, in their order.
+_CLAIMED = [_deliveries.c[name] for name in Claimed.__dataclass_fields__]
 _ENQUEUE_CHUNK = 500
 
 
@@ -160,21 +162,10 @@ class DeliveryStore:
                     .values(
                         state="sending", lease_owner=owner, lease_until=now + timedelta(seconds=lease_seconds)
                     )
-                    .returning(
-                        _deliveries.c.id,
-                        _deliveries.c.outbox_id,
-                        _deliveries.c.inbox,
-                        _deliveries.c.host,
-                        _deliveries.c.actor,
-                        _deliveries.c.activity_type,
-                        _deliveries.c.object_id,
-                        _deliveries.c.attempts,
-                        _deliveries.c.next_attempt_at,
-                        _deliveries.c.webhook_event_id,
-                    )
+                    .returning(*_CLAIMED)
                 )
             ).all()
-        claimed = [Claimed(**row._asdict()) for row in rows]
+        claimed = [Claimed(*row) for row in rows]
         return sorted(claimed, key=lambda row: (row.next_attempt_at, row.id))
 
     async def claim_unresolved(

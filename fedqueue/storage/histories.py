@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import starmap
 
 from sqlalchemy import and_, bindparam, case, func, or_, select, update
 
@@ -58,7 +59,8 @@ class CoalescingStore:
         self._db = database
         d = _deliveries.c
         keys = database.pairs("keys")
-        # Built once: the keys are one bound value, so the SQL is the same for every batch.
+        # Built once: the keys are one bound value, so the SQL is the same for every batch. Its
+        # columns are in the order of HistoryRow's fields.
         self._history = (
             select(
                 d.id,
@@ -87,7 +89,8 @@ class CoalescingStore:
         for start in range(0, len(unique), HISTORY_CHUNK):
             async with self._db.reading() as conn:
                 result = await conn.execute(self._history, {"keys": unique[start : start + HISTORY_CHUNK]})
-                found.extend(HistoryRow(*row) for row in result)
+                rows = result.all()
+            found.extend(starmap(HistoryRow, rows))
         return found
 
     async def undone_subject(self, actor: str, activity_id: str) -> str | None:

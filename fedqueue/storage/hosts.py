@@ -26,16 +26,19 @@ HealthChange = Callable[[HostHealth], HostHealth]
 class HostStore:
     def __init__(self, database: Database) -> None:
         self._db = database
+        # Built once, the same SQL for any set of hosts (read at every claim and every flush).
+        self._health = select(*[_hosts.c[name] for name in _FIELDS]).where(
+            database.one_of(_hosts.c.host, "hosts")
+        )
 
     async def health(self, hosts: Iterable[str]) -> dict[str, HostHealth]:
         """The stored health of each host that has a row (hosts never seen have none)."""
         names = sorted(set(hosts))
         if not names:
             return {}
-        columns = [_hosts.c[name] for name in _FIELDS]
         async with self._db.reading() as conn:
-            rows = (await conn.execute(select(*columns).where(_hosts.c.host.in_(names)))).all()
-        return {row.host: HostHealth(**row._asdict()) for row in rows}
+            rows = (await conn.execute(self._health, {"hosts": names})).all()
+        return {row.host: HostHealth(*row) for row in rows}
 
     async def all(self) -> list[HostHealth]:
         columns = [_hosts.c[name] for name in _FIELDS]

@@ -96,6 +96,10 @@ class OutboxState:
         return self.state in ("pending", "expanding")
 
 
+#: What `claim_pending` returns: the columns of `OutboxEntry`'s fields, in their order.
+_ENTRY = [_outbox.c[name] for name in OutboxEntry.__dataclass_fields__]
+
+
 async def _end_undone_follow(conn: AsyncConnection, facts: ActivityFacts) -> None:
     """An Undo of one of the actor's Follows ends that follow (`storage.following`)."""
     if facts.activity_type == "Undo" and facts.undoes is not None:
@@ -168,21 +172,10 @@ class OutboxStore:
                         lease_until=now + timedelta(seconds=lease_seconds),
                         expansion_attempts=_outbox.c.expansion_attempts + 1,
                     )
-                    .returning(
-                        _outbox.c.id,
-                        _outbox.c.actor,
-                        _outbox.c.activity,
-                        _outbox.c.inboxes,
-                        _outbox.c.activity_id,
-                        _outbox.c.activity_type,
-                        _outbox.c.object_id,
-                        _outbox.c.expansion_attempts,
-                        _outbox.c.error,
-                        _outbox.c.forwarded,
-                    )
+                    .returning(*_ENTRY)
                 )
             ).all()
-        return sorted((OutboxEntry(**row._asdict()) for row in rows), key=lambda entry: entry.id)
+        return sorted((OutboxEntry(*row) for row in rows), key=lambda entry: entry.id)
 
     async def renew(self, outbox_ids: Sequence[int], owner: str, until: datetime) -> set[int]:
         """Extend expansion leases (one statement); the ids whose lease is still ours."""

@@ -1,0 +1,63 @@
+"""Coalescing histories: every delivery to each (inbox, subject) key asked for, and nothing else."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fedqueue.outbound.intake import ActivityFacts
+from fedqueue.storage import Store, histories
+from fedqueue.storage.deliveries import Enqueued, Target
+from fedqueue.storage.types import utcnow
+
+INBOX_A = "https://a.example/inbox"
+#: Quotes, a backslash and non-ASCII text travel inside the one bound value intact.
+INBOX_B = 'https://b.example/in"box\\ü'
+NOTE_1 = "https://here.example/notes/1"
+NOTE_2 = "https://here.example/notes/2"
+
+
+async def _activity(store: Store, number: int, kind: str, subject: str, inboxes: list[str]) -> int:
+    facts = ActivityFacts("alice", f"https://here.example/activities/{number}", kind, subject)
+    submitted = await store.outbox.submit(facts, json.dumps({"id": facts.activity_id}), None)
+    targets = [Target(inbox, inbox.split("/")[2]) for inbox in inboxes]
+    await store.deliveries.enqueue([Enqueued(submitted.outbox_id, facts, targets)], utcnow())
+    return submitted.outbox_id
+
+
+async def test_a_history_holds_each_keys_deliveries_in_submission_order_and_no_other_key(
+    store: Store,
+) -> None:
+    await store.actors.create("alice")
+    like = await _activity(store, 1, "Like", NOTE_1, [INBOX_A, INBOX_B])
+    undo = await _activity(store, 2, "Undo", NOTE_1, [INBOX_A])
+    await _activity(store, 3, "Like", NOTE_2, [INBOX_A])
+
+    # (INBOX_B, NOTE_2) matches an inbox and a subject of stored rows, but no row has both.
+    rows = await store.coalescing.history([(INBOX_A, NOTE_1), (INBOX_B, NOTE_2), (INBOX_A, NOTE_1)])
+
+    assert [(row.outbox_id, row.inbox, row.object_id, row.activity_type) for row in rows] == [
+        (like, INBOX_A, NOTE_1, "Like"),
+        (undo, INBOX_A, NOTE_1, "Undo"),
+    ]
+    assert {row.activity_id for row in rows} == {
+        "https://here.example/activities/1",
+        "https://here.example/activities/2",
+    }
+    assert all(row.state == "queued" and row.due is not None for row in rows)
+    [only_b] = await store.coalescing.history([(INBOX_B, NOTE_1)])
+    assert (only_b.outbox_id, only_b.inbox) == (like, INBOX_B)
+
+
+async def test_a_history_of_more_keys_than_one_query_reads_them_all(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(histories, "HISTORY_CHUNK", 2)
+    await store.actors.create("alice")
+    inboxes = [f"https://h{n}.example/inbox" for n in range(5)]
+    await _activity(store, 1, "Like", NOTE_1, inboxes)
+
+    rows = await store.coalescing.history([(inbox, NOTE_1) for inbox in inboxes])
+
+    assert sorted(row.inbox for row in rows) == sorted(inboxes)
