@@ -16,6 +16,8 @@ _gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
 class AudienceStore:
     def __init__(self, database: Database) -> None:
         self._db = database
+        # Built once, the same SQL for any number of inboxes (read for every group of expanded rows).
+        self._gone = select(_gone.c.inbox).where(database.one_of(_gone.c.inbox, "inboxes"))
 
     async def follower_inboxes(self, actor: str) -> list[tuple[str, str | None]]:
         """(inbox, shared inbox) of every accepted follower of the local actor `actor`."""
@@ -31,15 +33,11 @@ class AudienceStore:
 
     async def gone(self, inboxes: Iterable[str]) -> set[str]:
         """Those of `inboxes` that answered 410 Gone and were not seen again since."""
-        names = list(set(inboxes))
-        found: set[str] = set()
+        names = sorted(set(inboxes))
+        if not names:
+            return set()
         async with self._db.reading() as conn:
-            for start in range(0, len(names), 500):
-                chunk = names[start : start + 500]
-                found.update(
-                    (await conn.execute(select(_gone.c.inbox).where(_gone.c.inbox.in_(chunk)))).scalars()
-                )
-        return found
+            return set((await conn.execute(self._gone, {"inboxes": names})).scalars())
 
     async def forget_gone(self, inboxes: Iterable[str]) -> None:
         """The actor behind these inboxes was seen again: deliver to them again.
