@@ -49,9 +49,9 @@ _tombstones = TombstoneRow.__table__  # type: ignore[attr-defined]
 def _admission_statement(database: Database) -> CompoundSelect[Any]:
     """Rows of (kind, name, flag, flag) answering `InboxStore.admission`'s four questions at once.
 
-    Built once per store: an inbox request then costs no statement building, compiling or
-    preparing, only the parameters `hosts`, `names` (lists), `sender`, `now`, `subject` and
-    `tombstone_since`.
+    Built once per store and run on the driver's connection (`Database.fetch`): an inbox
+    request then costs no statement building, compiling or preparing, only the parameters
+    `hosts`, `names` (lists), `sender`, `now`, `subject` and `tombstone_since`.
     """
     now = bindparam("now", type_=_hosts.c.circuit_until.type)
     no = literal(False, Boolean())
@@ -115,7 +115,7 @@ class InboxStore:
     def __init__(self, database: Database) -> None:
         self._db = database
         self._writer = InboxWriter(database)
-        self._admission = _admission_statement(database)
+        self._admission = database.driver_statement(_admission_statement(database))
 
     async def admission(
         self,
@@ -141,8 +141,7 @@ class InboxStore:
             "subject": subject,
             "tombstone_since": since,
         }
-        async with self._db.reading() as conn:
-            found = (await conn.execute(self._admission, parameters)).all()
+        found = await self._db.fetch(self._admission, parameters)
         by_kind: dict[str, list[tuple[str, bool, bool]]] = {
             "host": [],
             "actor": [],
