@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from fedqueue.errors import Forbidden, Unauthorized
@@ -86,14 +86,8 @@ class Receiver:
         if self.throttle is not None:  # before any key fetch or write: a flood costs little
             self.throttle.admit(hosts, asyncio.get_running_loop().time())
         mentioned = sorted(named_local_actors(activity, self.urls) | ({name} if name else set()))
-        subject = created_object(activity)
-        since = utcnow() - timedelta(hours=settings.inbox_tombstone_hours)
         admission = await self.store.inbox.admission(
-            hosts,
-            mentioned[:MAX_MENTIONED_NAMES],
-            activity.actor,
-            utcnow(),
-            tombstone=(subject, since) if subject is not None else None,
+            hosts, mentioned[:MAX_MENTIONED_NAMES], activity.actor, utcnow()
         )
         # Any signature's key on a blocked host refuses the request: no fetch goes to such a host.
         if admission.blocked_hosts:
@@ -118,15 +112,6 @@ class Receiver:
         activity = authenticated.activity  # a forwarded one may be replaced by its re-fetched copy
         check_text("the signature's keyId", authenticated.key_id, URI_CHARS)
         await heard_from(self.store, admission, activity.actor, authenticated.key_id, utcnow())
-        if admission.tombstoned:  # a Create or Update of an object its actor deleted lately
-            log.info(
-                "inbox %s %s from %s dropped: %s was deleted",
-                activity.type,
-                activity.id,
-                activity.actor,
-                subject,
-            )
-            return "deleted_object"
         forward = forwarding_for(activity, self.urls) if authenticated.forwardable else None
         effects = effects_for(
             activity,
@@ -145,17 +130,25 @@ class Receiver:
                 received_at=utcnow(),
             ),
             effects,
+            tombstone=_tombstone(activity, settings),
         )
-        log.info(
-            "inbox %s %s from %s (%s)", activity.type, activity.id, activity.actor, "new" if stored else "dup"
-        )
+        if stored == "deleted":  # a Create or Update of an object its actor deleted lately
+            log.info(
+                "inbox %s %s from %s dropped: %s was deleted",
+                activity.type,
+                activity.id,
+                activity.actor,
+                created_object(activity),
+            )
+            return "deleted_object"
+        log.info("inbox %s %s from %s (%s)", activity.type, activity.id, activity.actor, stored)
         sync = signed.headers.get(SYNC_HEADER.lower())
         # Only the actor's own HTTP signature speaks for its followers collection.
         if sync and self.followers_sync is not None and authenticated.forwarded_by is None:
             await self.followers_sync.run(
                 self.store, self.directory, self.urls, signer, activity.actor, sync, timeout_s
             )
-        return "accepted" if stored else "duplicate"
+        return "accepted" if stored == "new" else "duplicate"
 
     async def _depart(self, activity: Activity) -> None:
         """A gone actor's self-Delete (`inbound.gone`): forget it, store nothing else."""
@@ -169,6 +162,14 @@ class Receiver:
             departure.follows_removed,
             departure.deliveries_dead,
         )
+
+
+def _tombstone(activity: Activity, settings: Settings) -> tuple[str, datetime] | None:
+    """For a Create or Update: its object, and since when that object's deletion drops it."""
+    subject = created_object(activity)
+    if subject is None:
+        return None
+    return subject, utcnow() - timedelta(hours=settings.inbox_tombstone_hours)
 
 
 def key_resolver(

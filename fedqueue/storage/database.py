@@ -28,11 +28,13 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError, DataError, DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.dml import UpdateBase
 from sqlalchemy.sql.expression import ClauseElement
 from sqlalchemy.util import greenlet_spawn
 
@@ -84,6 +86,45 @@ class DriverStatement:
         ]
 
 
+#: Per table name, how many transactions that wrote it have committed in this process.
+_committed_writes: dict[str, int] = {}
+#: `Connection.info` key: the tables the connection's open transaction wrote so far.
+_WROTE = "fedqueue_wrote_tables"
+
+
+def committed_writes(table: Table) -> int:
+    """How many transactions that wrote `table` committed in this process, through any `Database`.
+
+    A version for in-process caches of a table (`InboxStore.admission`): counted at commit,
+    so a read that began before the count was taken cannot have seen a newer write. Writes
+    of other processes are not counted (such caches bound their age instead). Only writes
+    made through SQLAlchemy (INSERT, UPDATE, DELETE constructs) are seen, not text or
+    `Database.fetch`.
+    """
+    return _committed_writes.get(table.name, 0)
+
+
+def _note_write(conn: Connection, clause: Any, *_: Any) -> None:
+    name = getattr(clause.table, "name", None) if isinstance(clause, UpdateBase) else None
+    if name is not None:
+        conn.info.setdefault(_WROTE, set()).add(name)
+
+
+def _count_commit(conn: Connection) -> None:
+    for name in conn.info.pop(_WROTE, ()):
+        _committed_writes[name] = _committed_writes.get(name, 0) + 1
+
+
+def _forget_writes(conn: Connection) -> None:
+    conn.info.pop(_WROTE, None)
+
+
+def _count_committed_writes(engine: AsyncEngine) -> None:
+    event.listen(engine.sync_engine, "after_execute", _note_write)
+    event.listen(engine.sync_engine, "commit", _count_commit)
+    event.listen(engine.sync_engine, "rollback", _forget_writes)
+
+
 class Database:
     """An async engine plus the few facts callers need about its dialect."""
 
@@ -94,6 +135,8 @@ class Database:
         self.is_postgres = engine.dialect.name == "postgresql"
         self.is_sqlite = engine.dialect.name == "sqlite"
         self._writer: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+        if not event.contains(engine.sync_engine, "commit", _count_commit):
+            _count_committed_writes(engine)
 
     @classmethod
     def open(cls, url: str, *, pool_size: int = 20) -> Database:
