@@ -9,6 +9,7 @@ effects. The web edge reads the body and answers; this module holds the flow.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -38,6 +39,9 @@ from fedqueue.storage.types import utcnow
 from fedqueue.urls import Urls
 
 log = logging.getLogger("fedqueue.inbox")
+
+#: `host_of` of the actors and keys seen lately: the same senders post again and again.
+_host_of = functools.lru_cache(maxsize=1024)(host_of)
 
 #: What became of an inbound activity answered 202: the answer's `status`, a metrics label.
 Received = Literal["accepted", "duplicate", "gone_actor", "deleted_object"]
@@ -82,7 +86,7 @@ class Receiver:
         activity = parse_activity(
             signed.body, max_depth=settings.inbox_max_json_depth, anonymous_seed=signed.headers["signature"]
         )
-        hosts = {host_of(activity.actor)} | {host_of(parsed.key_id) for parsed in candidates}
+        hosts = {_host_of(activity.actor)} | {_host_of(parsed.key_id) for parsed in candidates}
         if self.throttle is not None:  # before any key fetch or write: a flood costs little
             self.throttle.admit(hosts, asyncio.get_running_loop().time())
         mentioned = sorted(named_local_actors(activity, self.urls) | ({name} if name else set()))
