@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -211,7 +212,7 @@ def document_fetcher(
     return fetch
 
 
-async def _recipients(store: Store, name: str | None, named: dict[str, bool]) -> set[str]:
+async def _recipients(store: Store, name: str | None, named: Mapping[str, bool]) -> set[str]:
     """The addressed local actors; on the shared inbox with none named, every local actor.
 
     `named` holds the local actors the activity (or the path) names. Only when it names none
@@ -227,7 +228,7 @@ async def _recipients(store: Store, name: str | None, named: dict[str, bool]) ->
     return recipients
 
 
-def _auto_accept(activity: Activity, urls: Urls, named: dict[str, bool]) -> dict[str, bool]:
+def _auto_accept(activity: Activity, urls: Urls, named: Mapping[str, bool]) -> dict[str, bool]:
     """The followed local actor's auto-accept setting, if this is a Follow of a local actor."""
     if activity.type != "Follow":
         return {}

@@ -246,7 +246,7 @@ class Database:
                     rows: Sequence[Sequence[Any]] = await driver.fetch(statement.sql, *arguments)
                     return rows
                 return list(await driver.execute_fetchall(statement.sql, arguments))
-        except StorageUnavailable:
+        except (StorageUnavailable, asyncio.CancelledError):  # a query may be left running on it
             await greenlet_spawn(pooled.invalidate)
             raise
         finally:

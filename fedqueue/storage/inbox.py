@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from types import MappingProxyType
 from typing import Any
 
 from sqlalchemy import (
@@ -88,7 +89,7 @@ class Admission:
     #: The sender's inboxes (as cached) that answered 410 Gone (`AudienceStore.forget_gone`).
     gone_inboxes: frozenset[str]
     #: The given names that are local actors, each with whether it accepts follows by itself.
-    auto_accept: dict[str, bool]
+    auto_accept: Mapping[str, bool]
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,8 @@ class InboxStore:
         admission = Admission(
             blocked_hosts=frozenset(name for name, blocked, _ in by_kind["host"] if blocked),
             failing_hosts=frozenset(name for name, _, failing_now in by_kind["host"] if failing_now),
-            auto_accept={name: auto_accept for name, auto_accept, _ in by_kind["actor"]},
+            # Read-only: a remembered admission is shared by the requests that reuse it.
+            auto_accept=MappingProxyType({name: auto_accept for name, auto_accept, _ in by_kind["actor"]}),
             gone_inboxes=frozenset(name for name, _, _ in by_kind["gone"]),
         )
         if not admission.failing_hosts and not admission.gone_inboxes:
