@@ -9,9 +9,11 @@ effects. The web edge reads the body and answers; this module holds the flow.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from fedqueue.errors import Forbidden, Unauthorized
@@ -38,6 +40,9 @@ from fedqueue.storage.types import utcnow
 from fedqueue.urls import Urls
 
 log = logging.getLogger("fedqueue.inbox")
+
+#: `host_of` of the actors and keys seen lately: the same senders post again and again.
+_host_of = functools.lru_cache(maxsize=1024)(host_of)
 
 #: What became of an inbound activity answered 202: the answer's `status`, a metrics label.
 Received = Literal["accepted", "duplicate", "gone_actor", "deleted_object"]
@@ -82,18 +87,12 @@ class Receiver:
         activity = parse_activity(
             signed.body, max_depth=settings.inbox_max_json_depth, anonymous_seed=signed.headers["signature"]
         )
-        hosts = {host_of(activity.actor)} | {host_of(parsed.key_id) for parsed in candidates}
+        hosts = {_host_of(activity.actor)} | {_host_of(parsed.key_id) for parsed in candidates}
         if self.throttle is not None:  # before any key fetch or write: a flood costs little
             self.throttle.admit(hosts, asyncio.get_running_loop().time())
         mentioned = sorted(named_local_actors(activity, self.urls) | ({name} if name else set()))
-        subject = created_object(activity)
-        since = utcnow() - timedelta(hours=settings.inbox_tombstone_hours)
         admission = await self.store.inbox.admission(
-            hosts,
-            mentioned[:MAX_MENTIONED_NAMES],
-            activity.actor,
-            utcnow(),
-            tombstone=(subject, since) if subject is not None else None,
+            hosts, mentioned[:MAX_MENTIONED_NAMES], activity.actor, utcnow()
         )
         # Any signature's key on a blocked host refuses the request: no fetch goes to such a host.
         if admission.blocked_hosts:
@@ -118,15 +117,6 @@ class Receiver:
         activity = authenticated.activity  # a forwarded one may be replaced by its re-fetched copy
         check_text("the signature's keyId", authenticated.key_id, URI_CHARS)
         await heard_from(self.store, admission, activity.actor, authenticated.key_id, utcnow())
-        if admission.tombstoned:  # a Create or Update of an object its actor deleted lately
-            log.info(
-                "inbox %s %s from %s dropped: %s was deleted",
-                activity.type,
-                activity.id,
-                activity.actor,
-                subject,
-            )
-            return "deleted_object"
         forward = forwarding_for(activity, self.urls) if authenticated.forwardable else None
         effects = effects_for(
             activity,
@@ -145,17 +135,25 @@ class Receiver:
                 received_at=utcnow(),
             ),
             effects,
+            tombstone=_tombstone(activity, settings),
         )
-        log.info(
-            "inbox %s %s from %s (%s)", activity.type, activity.id, activity.actor, "new" if stored else "dup"
-        )
+        if stored == "deleted":  # a Create or Update of an object its actor deleted lately
+            log.info(
+                "inbox %s %s from %s dropped: %s was deleted",
+                activity.type,
+                activity.id,
+                activity.actor,
+                created_object(activity),
+            )
+            return "deleted_object"
+        log.info("inbox %s %s from %s (%s)", activity.type, activity.id, activity.actor, stored)
         sync = signed.headers.get(SYNC_HEADER.lower())
         # Only the actor's own HTTP signature speaks for its followers collection.
         if sync and self.followers_sync is not None and authenticated.forwarded_by is None:
             await self.followers_sync.run(
                 self.store, self.directory, self.urls, signer, activity.actor, sync, timeout_s
             )
-        return "accepted" if stored else "duplicate"
+        return "accepted" if stored == "new" else "duplicate"
 
     async def _depart(self, activity: Activity) -> None:
         """A gone actor's self-Delete (`inbound.gone`): forget it, store nothing else."""
@@ -169,6 +167,14 @@ class Receiver:
             departure.follows_removed,
             departure.deliveries_dead,
         )
+
+
+def _tombstone(activity: Activity, settings: Settings) -> tuple[str, datetime] | None:
+    """For a Create or Update: its object, and since when that object's deletion drops it."""
+    subject = created_object(activity)
+    if subject is None:
+        return None
+    return subject, utcnow() - timedelta(hours=settings.inbox_tombstone_hours)
 
 
 def key_resolver(
@@ -206,7 +212,7 @@ def document_fetcher(
     return fetch
 
 
-async def _recipients(store: Store, name: str | None, named: dict[str, bool]) -> set[str]:
+async def _recipients(store: Store, name: str | None, named: Mapping[str, bool]) -> set[str]:
     """The addressed local actors; on the shared inbox with none named, every local actor.
 
     `named` holds the local actors the activity (or the path) names. Only when it names none
@@ -222,7 +228,7 @@ async def _recipients(store: Store, name: str | None, named: dict[str, bool]) ->
     return recipients
 
 
-def _auto_accept(activity: Activity, urls: Urls, named: dict[str, bool]) -> dict[str, bool]:
+def _auto_accept(activity: Activity, urls: Urls, named: Mapping[str, bool]) -> dict[str, bool]:
     """The followed local actor's auto-accept setting, if this is a Follow of a local actor."""
     if activity.type != "Follow":
         return {}

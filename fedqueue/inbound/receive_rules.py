@@ -6,6 +6,7 @@ an activity is for.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -94,6 +95,10 @@ def _is_http_uri(value: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
+#: `_is_http_uri` of the actors seen lately: the same senders post again and again.
+_is_http_actor = functools.lru_cache(maxsize=1024)(_is_http_uri)
+
+
 def same_origin(a: str, b: str) -> bool:
     pa, pb = urlsplit(a), urlsplit(b)
     return (pa.scheme, pa.netloc.lower()) == (pb.scheme, pb.netloc.lower())
@@ -114,10 +119,11 @@ def parse_activity(body: bytes, *, max_depth: int, anonymous_seed: str) -> Activ
         raise InvalidInput(f"JSON is nested deeper than {max_depth} levels") from None
     if not isinstance(doc, dict):
         raise InvalidInput("activity is not a JSON object")
-    if json_depth(doc) > max_depth:
+    # Nesting is never deeper than the text has `{` and `[` (counted fast): most are not walked.
+    if text.count("{") + text.count("[") > max_depth and json_depth(doc) > max_depth:
         raise InvalidInput(f"JSON is nested deeper than {max_depth} levels")
     actor = _uri(doc.get("actor"))
-    if actor is None or not _is_http_uri(check_text("activity actor", actor, URI_CHARS)):
+    if actor is None or not _is_http_actor(check_text("activity actor", actor, URI_CHARS)):
         raise InvalidInput("activity has no actor URI")
     kind = doc.get("type")
     if isinstance(kind, list):

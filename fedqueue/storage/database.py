@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator, Sequence
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 from sqlalchemy import (
     ColumnElement,
     Dialect,
@@ -28,10 +31,15 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError, DataError, DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.dml import UpdateBase
+from sqlalchemy.sql.expression import ClauseElement
+from sqlalchemy.util import greenlet_spawn
 
 from fedqueue.errors import FedqueueError, InvalidInput, SettingsError
 
@@ -57,6 +65,69 @@ class _JsonList(TypeDecorator[Sequence[Any]]):
         return json.dumps(value or [])
 
 
+@dataclass(frozen=True)
+class DriverStatement:
+    """A statement compiled once into its driver's own SQL, for `Database.fetch`.
+
+    Parameters go by position through the bind processors SQLAlchemy would apply; rows come
+    back as the driver returns them, with no result processing: only for columns the driver
+    already returns as wanted (text, integers; booleans are 0 or 1 on SQLite).
+    """
+
+    sql: str
+    names: tuple[str, ...]
+    processors: tuple[Callable[[Any], Any] | None, ...]
+    defaults: tuple[Any, ...]
+
+    def arguments(self, parameters: Mapping[str, Any]) -> list[Any]:
+        values = (
+            parameters.get(name, default) for name, default in zip(self.names, self.defaults, strict=True)
+        )
+        return [
+            value if process is None else process(value)
+            for value, process in zip(values, self.processors, strict=True)
+        ]
+
+
+#: Per table name, how many transactions that wrote it have committed in this process.
+_committed_writes: dict[str, int] = {}
+#: `Connection.info` key: the tables the connection's open transaction wrote so far.
+_WROTE = "fedqueue_wrote_tables"
+
+
+def committed_writes(table: Table) -> int:
+    """How many transactions that wrote `table` committed in this process, through any `Database`.
+
+    A version for in-process caches of a table (`InboxStore.admission`): counted at commit,
+    so a read that began before the count was taken cannot have seen a newer write. Writes
+    of other processes are not counted (such caches bound their age instead). Only writes
+    made through SQLAlchemy (INSERT, UPDATE, DELETE constructs) are seen, not text or
+    `Database.fetch`.
+    """
+    return _committed_writes.get(table.name, 0)
+
+
+def _note_write(conn: Connection, clause: Any, *_: Any) -> None:
+    name = getattr(clause.table, "name", None) if isinstance(clause, UpdateBase) else None
+    if name is not None:
+        conn.info.setdefault(_WROTE, set()).add(name)
+
+
+def _count_commit(conn: Connection) -> None:
+    for name in conn.info.pop(_WROTE, ()):
+        _committed_writes[name] = _committed_writes.get(name, 0) + 1
+
+
+def _forget_writes(conn: Connection) -> None:
+    conn.info.pop(_WROTE, None)
+
+
+def _count_committed_writes(engine: AsyncEngine) -> None:
+    event.listen(engine.sync_engine, "after_execute", _note_write)
+    event.listen(engine.sync_engine, "commit", _count_commit)
+    event.listen(engine.sync_engine, "rollback", _forget_writes)
+
+
 class Database:
     """An async engine plus the few facts callers need about its dialect."""
 
@@ -67,6 +138,8 @@ class Database:
         self.is_postgres = engine.dialect.name == "postgresql"
         self.is_sqlite = engine.dialect.name == "sqlite"
         self._writer: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+        if not event.contains(engine.sync_engine, "commit", _count_commit):
+            _count_committed_writes(engine)
 
     @classmethod
     def open(cls, url: str, *, pool_size: int = 20) -> Database:
@@ -143,6 +216,44 @@ class Database:
         with _translated_errors():
             async with self.reader.connect() as conn:
                 yield conn
+
+    def driver_statement(self, statement: ClauseElement) -> DriverStatement:
+        """`statement` compiled for `fetch`; it must take no expanding IN (see `one_of`)."""
+        dialect = self.engine.dialect
+        compiled = statement.compile(dialect=dialect)
+        assert isinstance(compiled, SQLCompiler)
+        names = tuple(compiled.positiontup or ())
+        binds = [compiled.binds[name] for name in names]
+        return DriverStatement(
+            sql=compiled.string,
+            names=names,
+            processors=tuple(bind.type.dialect_impl(dialect).bind_processor(dialect) for bind in binds),
+            defaults=tuple(bind.effective_value for bind in binds),
+        )
+
+    async def fetch(
+        self, statement: DriverStatement, parameters: Mapping[str, Any]
+    ) -> Sequence[Sequence[Any]]:
+        """The rows of one read, run on a reader's driver connection (asyncpg, aiosqlite) itself.
+
+        For the inbox's per-request read: SQLAlchemy's execution and result path cost more
+        CPU than the driver's own work. Errors are translated as in `reading`.
+        """
+        arguments = statement.arguments(parameters)
+        with _translated_errors():
+            pooled = await self.reader.raw_connection()
+        try:
+            with _translated_driver_errors():
+                driver: Any = pooled.driver_connection
+                if self.is_postgres:
+                    rows: Sequence[Sequence[Any]] = await driver.fetch(statement.sql, *arguments)
+                    return rows
+                return list(await driver.execute_fetchall(statement.sql, arguments))
+        except (StorageUnavailable, asyncio.CancelledError):  # a query may be left running on it
+            await greenlet_spawn(pooled.invalidate)
+            raise
+        finally:
+            await greenlet_spawn(pooled.close)
 
     async def dispose(self) -> None:
         await self.engine.dispose()
@@ -243,7 +354,7 @@ def _sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEn
 
 
 def _first_line(exc: DBAPIError | Any) -> str:
-    return str(getattr(exc, "orig", exc)).splitlines()[0]
+    return (str(getattr(exc, "orig", exc)).splitlines() or [type(exc).__name__])[0]
 
 
 @contextmanager
@@ -256,6 +367,21 @@ def _translated_errors() -> Iterator[None]:
     except (DBAPIError, OverflowError, UnicodeEncodeError) as exc:
         _raise_if_unstorable(exc)
         raise
+
+
+#: The driver errors of a database that cannot be reached or used (SQLAlchemy's OperationalError).
+_UNREACHABLE = (OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError, sqlite3.OperationalError)
+
+
+@contextmanager
+def _translated_driver_errors() -> Iterator[None]:
+    """The driver's own errors as `_translated_errors` gives SQLAlchemy's (see `Database.fetch`)."""
+    try:
+        yield
+    except _UNREACHABLE as exc:
+        raise StorageUnavailable(f"database error: {_first_line(exc)}") from exc
+    except (asyncpg.DataError, OverflowError, UnicodeEncodeError) as exc:
+        raise UnstorableValue(f"the database refused a value: {_first_line(exc)[:200]}") from exc
 
 
 def _raise_if_unstorable(exc: DBAPIError | OverflowError | UnicodeEncodeError) -> None:

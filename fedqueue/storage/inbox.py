@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from types import MappingProxyType
 from typing import Any
 
 from sqlalchemy import (
@@ -23,8 +25,8 @@ from sqlalchemy import (
 
 from fedqueue.inbound.follows import Effect
 from fedqueue.outbound.circuit import OPEN
-from fedqueue.storage.database import Database
-from fedqueue.storage.inbox_writes import InboundWrite, InboxWriter, NewInbound
+from fedqueue.storage.database import Database, committed_writes
+from fedqueue.storage.inbox_writes import InboundWrite, InboxWriter, NewInbound, Stored
 from fedqueue.storage.tables import (
     ActorRow,
     GoneInboxRow,
@@ -33,7 +35,6 @@ from fedqueue.storage.tables import (
     InboxCursorRow,
     InboxItemRow,
     RemoteActorRow,
-    TombstoneRow,
 )
 
 _inbound = InboundActivityRow.__table__  # type: ignore[attr-defined]
@@ -43,15 +44,21 @@ _actors = ActorRow.__table__  # type: ignore[attr-defined]
 _hosts = HostRow.__table__  # type: ignore[attr-defined]
 _remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
 _gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
-_tombstones = TombstoneRow.__table__  # type: ignore[attr-defined]
+
+#: How long an admission is remembered: the longest a block, a new or deleted actor, an opened
+#: circuit or an inbox marked gone in another process goes unseen here (this process's own
+#: writes to hosts and actors forget every remembered admission at once).
+ADMISSION_MEMORY_S = 1.0
+#: At most this many admissions are remembered; past it, all are forgotten.
+ADMISSION_MEMORY_SIZE = 10_000
 
 
 def _admission_statement(database: Database) -> CompoundSelect[Any]:
-    """Rows of (kind, name, flag, flag) answering `InboxStore.admission`'s four questions at once.
+    """Rows of (kind, name, flag, flag) answering `InboxStore.admission`'s three questions at once.
 
-    Built once per store: an inbox request then costs no statement building, compiling or
-    preparing, only the parameters `hosts`, `names` (lists), `sender`, `now`, `subject` and
-    `tombstone_since`.
+    Built once per store and run on the driver's connection (`Database.fetch`): an inbox
+    request then costs no statement building, compiling or preparing, only the parameters
+    `hosts`, `names` (lists), `sender` and `now`.
     """
     now = bindparam("now", type_=_hosts.c.circuit_until.type)
     no = literal(False, Boolean())
@@ -68,11 +75,6 @@ def _admission_statement(database: Database) -> CompoundSelect[Any]:
             database.one_of(_actors.c.name, "names")
         ),
         select(literal("gone"), _gone.c.inbox, no, no).where(_gone.c.inbox.in_(inboxes)),
-        select(literal("tombstone"), _tombstones.c.object_id, no, no).where(
-            _tombstones.c.object_id == bindparam("subject", type_=_tombstones.c.object_id.type),
-            _tombstones.c.actor_uri == bindparam("sender"),
-            _tombstones.c.deleted_at >= bindparam("tombstone_since", type_=_tombstones.c.deleted_at.type),
-        ),
     )
 
 
@@ -87,9 +89,7 @@ class Admission:
     #: The sender's inboxes (as cached) that answered 410 Gone (`AudienceStore.forget_gone`).
     gone_inboxes: frozenset[str]
     #: The given names that are local actors, each with whether it accepts follows by itself.
-    auto_accept: dict[str, bool]
-    #: Whether the sender deleted the given subject lately (its tombstone is newer than asked).
-    tombstoned: bool = False
+    auto_accept: Mapping[str, bool]
 
 
 @dataclass(frozen=True)
@@ -115,57 +115,60 @@ class InboxStore:
     def __init__(self, database: Database) -> None:
         self._db = database
         self._writer = InboxWriter(database)
-        self._admission = _admission_statement(database)
+        self._admission = database.driver_statement(_admission_statement(database))
+        # (hosts, names, sender) -> (admission, when it was read, the write counts it was read at)
+        self._admissions: dict[tuple[Any, ...], tuple[Admission, float, tuple[int, int]]] = {}
 
     async def admission(
-        self,
-        hosts: Iterable[str],
-        names: Iterable[str],
-        sender: str,
-        now: datetime,
-        tombstone: tuple[str, datetime] | None = None,
+        self, hosts: Iterable[str], names: Iterable[str], sender: str, now: datetime
     ) -> Admission:
-        """Which of `hosts` are blocked or failing, which of `names` are local actors, which of
-        the `sender`'s cached inboxes are marked gone, and whether the sender deleted `tombstone`'s
-        object at or after its time: one short read.
+        """Which of `hosts` are blocked or failing, which of `names` are local actors, and which
+        of the `sender`'s cached inboxes are marked gone: one short read, or none.
 
         Costs what the activity mentions, not what the database holds: no full list of actors.
+        An answer that asks for no write (no failing host, no gone inbox) is remembered for
+        `ADMISSION_MEMORY_S`, until this process commits a write to hosts or actors.
         """
         wanted_hosts, wanted_names = sorted({host.lower() for host in hosts}), sorted(set(names))
-        subject, since = tombstone if tombstone is not None else (None, now)
-        parameters = {
-            "hosts": wanted_hosts,
-            "names": wanted_names,
-            "sender": sender,
-            "now": now,
-            "subject": subject,
-            "tombstone_since": since,
-        }
-        async with self._db.reading() as conn:
-            found = (await conn.execute(self._admission, parameters)).all()
-        by_kind: dict[str, list[tuple[str, bool, bool]]] = {
-            "host": [],
-            "actor": [],
-            "gone": [],
-            "tombstone": [],
-        }
+        key = (tuple(wanted_hosts), tuple(wanted_names), sender)
+        versions = (committed_writes(_hosts), committed_writes(_actors))
+        at_s = time.monotonic()
+        remembered = self._admissions.get(key)
+        if remembered is not None and remembered[2] == versions and at_s - remembered[1] < ADMISSION_MEMORY_S:
+            return remembered[0]
+        parameters = {"hosts": wanted_hosts, "names": wanted_names, "sender": sender, "now": now}
+        found = await self._db.fetch(self._admission, parameters)
+        by_kind: dict[str, list[tuple[str, bool, bool]]] = {"host": [], "actor": [], "gone": []}
         for kind, name, first, second in found:
             by_kind[kind].append((name, bool(first), bool(second)))
-        return Admission(
+        admission = Admission(
             blocked_hosts=frozenset(name for name, blocked, _ in by_kind["host"] if blocked),
             failing_hosts=frozenset(name for name, _, failing_now in by_kind["host"] if failing_now),
-            auto_accept={name: auto_accept for name, auto_accept, _ in by_kind["actor"]},
+            # Read-only: a remembered admission is shared by the requests that reuse it.
+            auto_accept=MappingProxyType({name: auto_accept for name, auto_accept, _ in by_kind["actor"]}),
             gone_inboxes=frozenset(name for name, _, _ in by_kind["gone"]),
-            tombstoned=bool(by_kind["tombstone"]),
         )
+        if not admission.failing_hosts and not admission.gone_inboxes:
+            if len(self._admissions) >= ADMISSION_MEMORY_SIZE:
+                self._admissions.clear()
+            self._admissions[key] = (admission, at_s, versions)
+        return admission
 
-    async def insert_inbound_if_new(self, inbound: NewInbound, effects: Sequence[Effect] = ()) -> bool:
-        """Store a verified activity and apply its effects, committed before this returns; False
-        if a duplicate (which only adds inbox items for recipients not named before).
+    async def insert_inbound_if_new(
+        self,
+        inbound: NewInbound,
+        effects: Sequence[Effect] = (),
+        *,
+        tombstone: tuple[str, datetime] | None = None,
+    ) -> Stored:
+        """Store a verified activity and apply its effects, committed before this returns.
 
-        Concurrent calls share a transaction (group commit, `storage.inbox_writes`).
+        A duplicate only adds inbox items for recipients not named before. With `tombstone`
+        (object id, since), nothing is stored if the actor deleted that object at or after
+        `since` ("deleted"). Concurrent calls share a transaction (group commit,
+        `storage.inbox_writes`).
         """
-        return await self._writer.store(InboundWrite(inbound, tuple(effects)))
+        return await self._writer.store(InboundWrite(inbound, tuple(effects), tombstone))
 
     async def pull(self, actor: str, consumer: str, after: int | None, limit: int) -> Pulled:
         """Entries for `actor` after `after` (else after the consumer's stored cursor), oldest first.

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -31,11 +31,16 @@ from fedqueue.outbound import webhooks as webhook_rules
 from fedqueue.storage import followers, following, tombstones, webhooks
 from fedqueue.storage.database import Database, StorageUnavailable
 from fedqueue.storage.group_commit import GroupCommit
-from fedqueue.storage.tables import InboundActivityRow, InboxItemRow, WebhookRow
+from fedqueue.storage.tables import InboundActivityRow, InboxItemRow, TombstoneRow, WebhookRow
 
 _inbound = InboundActivityRow.__table__  # type: ignore[attr-defined]
 _items = InboxItemRow.__table__  # type: ignore[attr-defined]
 _webhooks = WebhookRow.__table__  # type: ignore[attr-defined]
+_tombstones = TombstoneRow.__table__  # type: ignore[attr-defined]
+
+#: What became of a write: stored, a duplicate (only new recipients added), or dropped because
+#: its actor deleted the object it brings (a tombstone at or after the write's `tombstone` time).
+Stored = Literal["new", "duplicate", "deleted"]
 
 #: pg_advisory_xact_lock key serializing inbox item inserts (see Database.serialize_in_transaction).
 INBOX_ORDER_LOCK = 0x66710001
@@ -58,10 +63,15 @@ class NewInbound:
 
 @dataclass(frozen=True)
 class InboundWrite:
-    """One activity to store with the effects it has if it is new."""
+    """One activity to store with the effects it has if it is new.
+
+    `tombstone` is (object id, since) for a Create or Update: dropped, with its effects, if its
+    actor deleted that object at or after `since`.
+    """
 
     inbound: NewInbound
     effects: tuple[Effect, ...]
+    tombstone: tuple[str, datetime] | None = None
 
 
 class InboxWriter:
@@ -85,15 +95,18 @@ class InboxWriter:
         )
         hooked = database.one_of(_webhooks.c.actor, "actors")
         self._hooked = select(_webhooks.c.actor).where(hooked).distinct()
-        self._group: GroupCommit[InboundWrite, bool] = GroupCommit(
+        self._tombstoned = select(
+            _tombstones.c.object_id, _tombstones.c.actor_uri, _tombstones.c.deleted_at
+        ).where(database.one_of(_tombstones.c.object_id, "objects"))
+        self._group: GroupCommit[InboundWrite, Stored] = GroupCommit(
             self.store_batch, self.store_one, max_batch=MAX_BATCH
         )
 
-    async def store(self, write: InboundWrite) -> bool:
-        """Store `write` with the activities arriving alongside it; False if a duplicate."""
+    async def store(self, write: InboundWrite) -> Stored:
+        """Store `write` with the activities arriving alongside it."""
         return await self._group.submit(write)
 
-    async def store_one(self, write: InboundWrite) -> bool:
+    async def store_one(self, write: InboundWrite) -> Stored:
         """Store `write` alone (its batch failed): its own error, if any, is raised.
 
         A constraint it still breaks alone (a local recipient deleted meanwhile, say) is a
@@ -107,35 +120,65 @@ class InboxWriter:
             raise StorageUnavailable(f"conflicts with a concurrent change (retry): {reason}") from None
         return stored
 
-    async def store_batch(self, writes: Sequence[InboundWrite]) -> list[bool]:
-        """Store `writes` in one transaction; for each, whether it was new (else a duplicate).
+    async def store_batch(self, writes: Sequence[InboundWrite]) -> list[Stored]:
+        """Store `writes` in one transaction; what became of each.
 
         Idempotent by the UNIQUE activity id: only the first write of an activity, in this
         batch or before it, applies its effects; a later one only adds inbox items for local
         recipients not named before (Mastodon delivers one activity to several personal
         inboxes when a server has no shared inbox). Items are inserted under the inbox order
-        lock, so their ids (the pull cursors) commit in id order.
+        lock, so their ids (the pull cursors) commit in id order. Tombstones are read in the
+        same transaction: a write whose object its actor deleted is dropped (`InboundWrite`).
         """
-        firsts: dict[str, InboundWrite] = {}
-        for write in writes:
-            firsts.setdefault(write.inbound.activity_id, write)
         async with self._db.transaction() as conn:
             await self._db.serialize_in_transaction(conn, INBOX_ORDER_LOCK)
-            rows = [_activity_row(write.inbound) for write in firsts.values()]
-            inserted = await conn.execute(self._insert_inbound, rows)
-            ids: dict[str, int] = {activity_id: inbound_id for activity_id, inbound_id in inserted}
-            new = set(ids)
-            if len(new) < len(firsts):  # duplicates: their stored ids, to add any missing items
-                stored = [activity_id for activity_id in firsts if activity_id not in new]
-                existing = await conn.execute(self._existing, {"activity_ids": stored})
-                ids.update((activity_id, inbound_id) for activity_id, inbound_id in existing)
-            await self._add_items(conn, writes, ids)
-            for activity_id, write in firsts.items():
-                if activity_id in new:
-                    for effect in write.effects:
-                        await self._apply(conn, effect, write.inbound.received_at)
+            deleted = await self._deleted(conn, writes)
+            kept = [write for write in writes if id(write) not in deleted]
+            firsts: dict[str, InboundWrite] = {}
+            for write in kept:
+                firsts.setdefault(write.inbound.activity_id, write)
+            new = await self._insert(conn, kept, firsts) if firsts else set()
         stored_new = {id(firsts[activity_id]) for activity_id in new}
-        return [id(write) in stored_new for write in writes]
+        return [
+            "deleted" if id(write) in deleted else "new" if id(write) in stored_new else "duplicate"
+            for write in writes
+        ]
+
+    async def _insert(
+        self, conn: AsyncConnection, writes: Sequence[InboundWrite], firsts: dict[str, InboundWrite]
+    ) -> set[str]:
+        """Insert the activities, their items and, for the new ones, their effects; the new ids."""
+        inserted = await conn.execute(
+            self._insert_inbound, [_activity_row(w.inbound) for w in firsts.values()]
+        )
+        ids: dict[str, int] = {activity_id: inbound_id for activity_id, inbound_id in inserted}
+        new = set(ids)
+        if len(new) < len(firsts):  # duplicates: their stored ids, to add any missing items
+            stored = [activity_id for activity_id in firsts if activity_id not in new]
+            existing = await conn.execute(self._existing, {"activity_ids": stored})
+            ids.update((activity_id, inbound_id) for activity_id, inbound_id in existing)
+        await self._add_items(conn, writes, ids)
+        for activity_id, write in firsts.items():
+            if activity_id in new:
+                for effect in write.effects:
+                    await self._apply(conn, effect, write.inbound.received_at)
+        return new
+
+    async def _deleted(self, conn: AsyncConnection, writes: Sequence[InboundWrite]) -> set[int]:
+        """The `id()`s of the writes whose object their actor deleted at or after their time."""
+        checked = [write for write in writes if write.tombstone is not None]
+        if not checked:
+            return set()
+        objects = sorted({write.tombstone[0] for write in checked if write.tombstone is not None})
+        found = await conn.execute(self._tombstoned, {"objects": objects})
+        deleted_at = {(object_id, actor): at for object_id, actor, at in found}
+        return {
+            id(write)
+            for write in checked
+            if write.tombstone is not None
+            and (at := deleted_at.get((write.tombstone[0], write.inbound.actor_uri))) is not None
+            and at >= write.tombstone[1]
+        }
 
     async def _add_items(
         self, conn: AsyncConnection, writes: Sequence[InboundWrite], ids: dict[str, int]

@@ -335,6 +335,18 @@ async def test_a_blocked_host_is_refused_with_403_before_any_key_fetch(
     assert response.status_code == 202
 
 
+async def test_a_host_blocked_after_its_requests_were_admitted_is_refused_at_its_next(
+    client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer
+) -> None:
+    """Admissions are remembered a moment, but a write to hosts in this process forgets them."""
+    await store.actors.create("alice")
+    path = "/actors/alice/inbox"
+    assert (await post(client, path, bob.signed(path, bob.note_to("alice")))).status_code == 202
+    async with store.database.transaction() as conn:
+        await conn.execute(_hosts.insert().values(host=f"127.0.0.1:{remote.port}", blocked=True))
+    refused(await post(client, path, bob.signed(path, bob.note_to("alice"))), 403, "is blocked")
+
+
 async def test_metrics_count_every_inbox_post_by_result_and_a_short_reason(
     client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import httpx
 import pytest
@@ -11,13 +12,14 @@ from sqlalchemy import func, select
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.settings import Settings
 from fedqueue.storage import NewInbound, Store, UnstorableValue
-from fedqueue.storage.tables import InboundActivityRow
+from fedqueue.storage.tables import InboundActivityRow, TombstoneRow
 from fedqueue.storage.types import utcnow
 from fedqueue.web.app import create_app
 from tests.fediverse import RemoteActor, post
 from tests.helpers import asgi_client
 
 _inbound = InboundActivityRow.__table__  # type: ignore[attr-defined]
+_tombstones = TombstoneRow.__table__  # type: ignore[attr-defined]
 
 
 def inbound(number: int, *recipients: str, body: str = "{}") -> NewInbound:
@@ -57,7 +59,7 @@ async def test_activities_stored_together_are_pulled_in_the_order_they_came(stor
     stored = await asyncio.gather(
         *(store.inbox.insert_inbound_if_new(inbound(n, "alice")) for n in range(10))
     )
-    assert stored == [True] * 10
+    assert stored == ["new"] * 10
     assert await pulled_ids(store, "alice") == [inbound(n).activity_id for n in range(10)]
 
 
@@ -69,7 +71,7 @@ async def test_a_duplicate_stored_alongside_its_first_delivery_answers_duplicate
         store.inbox.insert_inbound_if_new(inbound(1, "alice", "carol")),
         store.inbox.insert_inbound_if_new(inbound(2, "alice")),
     )
-    assert list(stored) == [True, False, True]
+    assert list(stored) == ["new", "duplicate", "new"]
     assert await pulled_ids(store, "alice") == [inbound(1).activity_id, inbound(2).activity_id]
     assert await pulled_ids(store, "carol") == [inbound(1).activity_id]
 
@@ -83,18 +85,39 @@ async def test_an_unstorable_activity_fails_alone_and_the_others_stored_with_it_
         store.inbox.insert_inbound_if_new(inbound(3, "alice")),
         return_exceptions=True,
     )
-    assert results[0] is True and results[2] is True
+    assert results[0] == "new" and results[2] == "new"
     assert isinstance(results[1], UnstorableValue)
     assert await pulled_ids(store, "alice") == [inbound(1).activity_id, inbound(3).activity_id]
     async with store.database.reading() as conn:
         assert (await conn.execute(select(func.count()).select_from(_inbound))).scalar() == 2
 
 
+async def test_a_create_of_a_deleted_object_is_dropped_alone_from_its_batch(store: Store) -> None:
+    deleted = inbound(2, "alice")
+    async with store.database.transaction() as conn:
+        await conn.execute(
+            _tombstones.insert().values(
+                object_id="https://r.example/notes/2", actor_uri=deleted.actor_uri, deleted_at=utcnow()
+            )
+        )
+    since = utcnow() - timedelta(hours=1)
+    stored = await asyncio.gather(
+        *(
+            store.inbox.insert_inbound_if_new(
+                inbound(n, "alice"), tombstone=(f"https://r.example/notes/{n}", since)
+            )
+            for n in range(1, 4)
+        )
+    )
+    assert list(stored) == ["new", "deleted", "new"]
+    assert await pulled_ids(store, "alice") == [inbound(1).activity_id, inbound(3).activity_id]
+
+
 @pytest.mark.parametrize("repeat", [1, 2])
 async def test_a_redelivery_after_its_batch_committed_answers_duplicate(store: Store, repeat: int) -> None:
-    assert await store.inbox.insert_inbound_if_new(inbound(1, "alice"))
+    assert await store.inbox.insert_inbound_if_new(inbound(1, "alice")) == "new"
     again = await asyncio.gather(
         *(store.inbox.insert_inbound_if_new(inbound(1, "alice")) for _ in range(repeat))
     )
-    assert again == [False] * repeat
+    assert again == ["duplicate"] * repeat
     assert await pulled_ids(store, "alice") == [inbound(1).activity_id]
