@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -70,9 +71,9 @@ async def _announce(database: Database, conn: AsyncConnection, kind: str, actor:
 
 @dataclass(frozen=True)
 class _FollowerWrites:
-    """`add_follower`'s statements for one engine, built once (bound parameters only)."""
+    """`add_followers`' statements for one engine, built once (bound parameters only)."""
 
-    #: Insert an accepted follow, or accept a pending one; returns a row only when either happened.
+    #: Insert an accepted follow, or accept a pending one; returns its key only when either happened.
     accept: Insert
     #: Insert a pending follow, or refresh the inboxes of any follow (its state is left alone).
     refresh: Insert
@@ -89,7 +90,7 @@ class _FollowerWrites:
                 index_elements=["actor", "follower_uri"],
                 set_={**{name: accept.excluded[name] for name in refreshed}, "state": ACCEPTED},
                 where=_followers.c.state != ACCEPTED,
-            ).returning(_followers.c.actor),
+            ).returning(_followers.c.actor, _followers.c.follower_uri),
             refresh=refresh.on_conflict_do_update(
                 index_elements=["actor", "follower_uri"],
                 set_={name: refresh.excluded[name] for name in refreshed},
@@ -104,16 +105,57 @@ _ENQUEUE = insert(_outbox).values(
 )
 
 
-async def add_follower(database: Database, conn: AsyncConnection, effect: AddFollower) -> None:
-    """Insert or refresh a follower; an accepted follow is never set back to pending.
-
-    A follow that becomes accepted here is announced to the actor's webhooks (`follower.added`).
-    Usually one statement: a second only refreshes the inboxes of a follow accepted before.
-    """
+def _writes_for(database: Database) -> _FollowerWrites:
     writes = _FOLLOWER_WRITES.get(database.engine.dialect.name)
     if writes is None:
         writes = _FOLLOWER_WRITES[database.engine.dialect.name] = _FollowerWrites.build(database)
-    values = {
+    return writes
+
+
+async def add_and_enqueue(
+    database: Database, conn: AsyncConnection, effects: Sequence[AddFollower | EnqueueActivity]
+) -> None:
+    """Followers added, then outbox rows queued (Follows and their Accepts), each kind in order.
+
+    Follower rows and outbox rows do not touch each other, so a batch of Follows costs a few
+    statements whatever its size.
+    """
+    await add_followers(database, conn, [effect for effect in effects if isinstance(effect, AddFollower)])
+    await enqueue(conn, [effect for effect in effects if isinstance(effect, EnqueueActivity)])
+
+
+async def add_followers(database: Database, conn: AsyncConnection, effects: Sequence[AddFollower]) -> None:
+    """Insert or refresh followers, in order; an accepted follow is never set back to pending.
+
+    A follow that becomes accepted here is announced to the actor's webhooks (`follower.added`).
+    However many follows, a few statements: one upsert for the accepted ones (it answers which
+    were new or pending), one refresh of the inboxes of the others. A follow named twice goes in
+    a later round, after its first one, as one by one.
+    """
+    writes = _writes_for(database)
+    rounds: list[dict[tuple[str, str], AddFollower]] = []
+    for effect in effects:
+        key = (effect.actor, effect.follower_uri)
+        free = next((chosen for chosen in rounds if key not in chosen), None)
+        if free is None:
+            free = {}
+            rounds.append(free)
+        free[key] = effect
+    for chosen in rounds:
+        accepted = [_follower_values(effect) for effect in chosen.values() if effect.accepted]
+        added: set[tuple[str, str]] = set()
+        if accepted:
+            added = {(row.actor, row.follower_uri) for row in await conn.execute(writes.accept, accepted)}
+        refreshed = [_follower_values(effect) for key, effect in chosen.items() if key not in added]
+        if refreshed:
+            await conn.execute(writes.refresh, refreshed)
+        if added and await webhooks.any_webhook(conn):
+            for actor, uri in (key for key in chosen if key in added):
+                await _announce(database, conn, webhook_rules.FOLLOWER_ADDED, actor, uri)
+
+
+def _follower_values(effect: AddFollower) -> dict[str, Any]:
+    return {
         "actor": effect.actor,
         "follower_uri": effect.follower_uri,
         "inbox": effect.inbox,
@@ -121,12 +163,6 @@ async def add_follower(database: Database, conn: AsyncConnection, effect: AddFol
         "follow_activity_id": effect.follow_activity_id,
         "state": ACCEPTED if effect.accepted else PENDING,
     }
-    if not effect.accepted:
-        await conn.execute(writes.refresh, values)
-    elif (await conn.execute(writes.accept, values)).first() is not None:
-        await _announce(database, conn, webhook_rules.FOLLOWER_ADDED, effect.actor, effect.follower_uri)
-    else:  # accepted before: only its inboxes and follow id change
-        await conn.execute(writes.refresh, values)
 
 
 async def _remove(database: Database, conn: AsyncConnection, where: ColumnElement[bool]) -> int:
@@ -157,13 +193,18 @@ async def remove_all_follows(database: Database, conn: AsyncConnection, effect: 
     return await _remove(database, conn, _followers.c.follower_uri == effect.follower_uri)
 
 
-async def enqueue(conn: AsyncConnection, effect: EnqueueActivity) -> None:
-    """An outbox row, exactly as an outside app would INSERT it (the worker does the rest)."""
-    values = {
-        "actor": effect.actor,
-        "activity": json.dumps(effect.activity, ensure_ascii=False),
-        "inboxes": json.dumps(list(effect.inboxes)),
-    }
+async def enqueue(conn: AsyncConnection, effects: Sequence[EnqueueActivity]) -> None:
+    """Outbox rows, in order, exactly as an outside app would INSERT them (the worker does the rest)."""
+    if not effects:
+        return
+    values = [
+        {
+            "actor": effect.actor,
+            "activity": json.dumps(effect.activity, ensure_ascii=False),
+            "inboxes": json.dumps(list(effect.inboxes)),
+        }
+        for effect in effects
+    ]
     await conn.execute(_ENQUEUE, values)
 
 
@@ -281,5 +322,5 @@ class FollowerStore:
             )
             if changed.rowcount == 0:
                 raise NotFound(f"no pending follow of {actor} by {follower_uri}")
-            await enqueue(conn, accept)
+            await enqueue(conn, [accept])
             await _announce(self._db, conn, webhook_rules.FOLLOWER_ADDED, actor, follower_uri)

@@ -158,10 +158,13 @@ class InboxWriter:
             existing = await conn.execute(self._existing, {"activity_ids": stored})
             ids.update((activity_id, inbound_id) for activity_id, inbound_id in existing)
         await self._add_items(conn, writes, ids)
-        for activity_id, write in firsts.items():
-            if activity_id in new:
-                for effect in write.effects:
-                    await self._apply(conn, effect, write.inbound.received_at)
+        effects = [
+            (effect, write.inbound.received_at)
+            for activity_id, write in firsts.items()
+            if activity_id in new
+            for effect in write.effects
+        ]
+        await self._apply_all(conn, effects)
         return new
 
     async def _deleted(self, conn: AsyncConnection, writes: Sequence[InboundWrite]) -> set[int]:
@@ -214,10 +217,20 @@ class InboxWriter:
                 self._db, conn, actor, webhook_rules.INBOX, data, inbound.received_at, inbox_item_id=item_id
             )
 
+    async def _apply_all(self, conn: AsyncConnection, effects: Sequence[tuple[Effect, datetime]]) -> None:
+        """The effects in order; each run of follows and outbox rows (Follows and their Accepts) together."""
+        together: list[AddFollower | EnqueueActivity] = []
+        for effect, now in effects:
+            if isinstance(effect, AddFollower | EnqueueActivity):
+                together.append(effect)
+                continue
+            await followers.add_and_enqueue(self._db, conn, together)
+            together = []
+            await self._apply(conn, effect, now)
+        await followers.add_and_enqueue(self._db, conn, together)
+
     async def _apply(self, conn: AsyncConnection, effect: Effect, now: datetime) -> None:
-        if isinstance(effect, AddFollower):
-            await followers.add_follower(self._db, conn, effect)
-        elif isinstance(effect, RemoveFollower):
+        if isinstance(effect, RemoveFollower):
             await followers.remove_follower(self._db, conn, effect)
         elif isinstance(effect, RemoveAllFollows):
             await followers.remove_all_follows(self._db, conn, effect)
@@ -227,8 +240,6 @@ class InboxWriter:
             await following.remove(conn, effect)
         elif isinstance(effect, RecordTombstone):
             await tombstones.record(self._db, conn, effect, now)
-        elif isinstance(effect, EnqueueActivity):
-            await followers.enqueue(conn, effect)
         elif isinstance(effect, ForwardActivity):
             await followers.forward(self._db, conn, effect)
 

@@ -50,6 +50,7 @@ _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _ACTOR_HOOKS = select(_webhooks.c.id, _webhooks.c.url, _webhooks.c.events).where(
     _webhooks.c.actor == bindparam("actor")
 )
+_ANY_HOOK = select(_webhooks.c.id).limit(1)
 _cursors = InboxCursorRow.__table__  # type: ignore[attr-defined]
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 _actors = ActorRow.__table__  # type: ignore[attr-defined]
@@ -169,7 +170,7 @@ async def after_record(
     database: Database, conn: AsyncConnection, results: Sequence[Result], now: datetime
 ) -> None:
     """In the transaction that recorded `results`: advance ACKed cursors, queue dead and complete events."""
-    if not results or not await _any_webhook(conn):
+    if not results or not await any_webhook(conn):
         return  # no webhook at all: the common case costs one indexed read
     rows = await _settled_rows(conn, [r.id for r in results])
     # Only what this call stored: a row whose lease was lost holds another worker's outcome.
@@ -187,7 +188,7 @@ async def after_given_up(
 ) -> None:
     """In the transaction that made `delivery_ids` dead without an attempt (an admin's cancel or
     block, a deleted recipient): queue their `delivery.dead` and any `activity.complete` events."""
-    if not delivery_ids or not await _any_webhook(conn):
+    if not delivery_ids or not await any_webhook(conn):
         return
     await _announce_finished(database, conn, await _settled_rows(conn, delivery_ids), now)
 
@@ -235,8 +236,9 @@ async def _announce_finished(
     await announce_completions(database, conn, sorted({row.outbox_id for row in finished}), now, checked=True)
 
 
-async def _any_webhook(conn: AsyncConnection) -> bool:
-    return (await conn.execute(select(_webhooks.c.id).limit(1))).first() is not None
+async def any_webhook(conn: AsyncConnection) -> bool:
+    """Whether any webhook exists: when none does (the common case), no event needs building."""
+    return (await conn.execute(_ANY_HOOK)).first() is not None
 
 
 async def announce_completions(
@@ -252,7 +254,7 @@ async def announce_completions(
     Called where an activity can become complete: when an outcome is recorded, and when its
     expansion ends (all of its deliveries may have finished before, or it has none).
     """
-    if not outbox_ids or not (checked or await _any_webhook(conn)):
+    if not outbox_ids or not (checked or await any_webhook(conn)):
         return
     for outbox_id in sorted(outbox_ids):
         await _complete_if_done(database, conn, outbox_id, now)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import select, update
 
-from fedqueue.inbound.follows import AddFollower, EnqueueActivity, accept_activity
+from fedqueue.inbound.follows import AddFollower, Effect, EnqueueActivity, accept_activity
 from fedqueue.storage import NewInbound, Store
 from fedqueue.storage.tables import ActorRow, OutboxRow, WebhookEventRow
 from fedqueue.storage.types import utcnow
@@ -179,10 +181,12 @@ def _inbound(uri: str, index: int) -> NewInbound:
     return NewInbound(f"{uri}/follow", uri, "Follow", "{}", f"{uri}#main-key", ("alice",), utcnow())
 
 
+@pytest.mark.parametrize("together", [False, True], ids=["one-by-one", "one-batch"])
 async def test_a_follower_following_again_is_refreshed_and_announced_only_once(
-    store: Store, remote: LoopbackServer
+    store: Store, remote: LoopbackServer, together: bool
 ) -> None:
-    """Pending, then accepted, then accepted again with a new inbox: one `follower.added` event."""
+    """Pending, then accepted, then accepted again with a new inbox: one `follower.added` event,
+    whether the three Follows are stored one by one or in one batch (group commit)."""
     await store.actors.create("alice")
     await store.webhooks.add(
         "alice", "app", remote.url("/hook"), events=("follower.added",), allow_private=True, who="test"
@@ -193,11 +197,18 @@ async def test_a_follower_following_again_is_refreshed_and_announced_only_once(
         (f"{uri}/old-inbox", True),
         (f"{uri}/new-inbox", True),
     ]
-    for index, (inbox, accepted) in enumerate(follows):
-        await store.inbox.insert_inbound_if_new(
+    writes = [
+        store.inbox.insert_inbound_if_new(
             NewInbound(f"{uri}/follow/{index}", uri, "Follow", "{}", f"{uri}#main-key", ("alice",), utcnow()),
             [AddFollower("alice", uri, inbox, None, f"{uri}/follow/{index}", accepted=accepted)],
         )
+        for index, (inbox, accepted) in enumerate(follows)
+    ]
+    if together:
+        assert await asyncio.gather(*writes) == ["new"] * 3
+    else:
+        for write in writes:
+            assert await write == "new"
     follower = await store.followers.get("alice", uri)
     assert (follower.state, follower.inbox, follower.follow_activity_id) == (
         "accepted",
@@ -207,3 +218,37 @@ async def test_a_follower_following_again_is_refreshed_and_announced_only_once(
     async with store.database.reading() as conn:
         announced = (await conn.execute(select(_events.c.kind))).scalars().all()
     assert announced == ["follower.added"]
+
+
+async def test_follows_stored_together_each_record_their_follower_and_queue_their_accept_in_order(
+    store: Store, remote: LoopbackServer
+) -> None:
+    await store.actors.create("alice")
+    await store.actors.create("carol")
+    await store.webhooks.add(
+        "carol", "app", remote.url("/hook"), events=("follower.added",), allow_private=True, who="test"
+    )
+    uris = [remote.url(f"/users/f{index}") for index in range(6)]
+
+    def follow(index: int, uri: str) -> list[Effect]:
+        name = "carol" if index % 2 else "alice"
+        accepted = index != 4
+        accept = EnqueueActivity(name, {"type": "Accept", "n": index}, (f"{uri}/inbox",))
+        added = AddFollower(name, uri, f"{uri}/inbox", None, f"{uri}/follow", accepted=accepted)
+        return [added, accept] if accepted else [added]
+
+    stored = await asyncio.gather(
+        *(
+            store.inbox.insert_inbound_if_new(_inbound(uri, index), follow(index, uri))
+            for index, uri in enumerate(uris)
+        )
+    )
+    assert stored == ["new"] * 6
+    states = [
+        (await store.followers.get("carol" if n % 2 else "alice", uri)).state for n, uri in enumerate(uris)
+    ]
+    assert states == ["accepted"] * 4 + ["pending", "accepted"]
+    assert [json.loads(row["activity"])["n"] for row in await outbox_rows(store)] == [0, 1, 2, 3, 5]
+    async with store.database.reading() as conn:
+        announced = (await conn.execute(select(_events.c.body).order_by(_events.c.id))).scalars().all()
+    assert [json.loads(body)["data"]["follower"] for body in announced] == [uris[1], uris[3], uris[5]]
