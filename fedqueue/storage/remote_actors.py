@@ -28,7 +28,7 @@ _ENTRY = (
     "expires_at",
     "gone",
 )
-#: Entries written in one transaction at most.
+#: Entries written in one transaction, or lookups answered by one read, at most.
 MAX_BATCH = 100
 #: What `put` writes besides the URI.
 _VALUES = (*_ENTRY[1:5], "document", *_ENTRY[5:])
@@ -65,27 +65,37 @@ class Lookup:
     host_scheme: str
 
 
-def _lookup_statement() -> CompoundSelect[Any]:
-    """Rows of (kind, entry columns...) answering `lookup`'s three questions in one read.
+@dataclass(frozen=True)
+class _Wanted:
+    """One `lookup`'s question."""
 
-    Built once, with bound parameters only: a lookup costs no statement building or cache-key
-    walk. The host's row puts its scheme in the `key_id` column (the other columns are NULL).
+    uri: str
+    key_id: str | None
+    host: str
+    now: datetime
+
+
+def _lookup_statement(database: Database) -> CompoundSelect[Any]:
+    """Rows of (kind, entry columns...) answering the questions of several lookups in one read.
+
+    Built once, with bound parameters only (lists bound whole, `Database.one_of`): a lookup costs
+    no statement building or cache-key walk. The host's row puts its name in the `uri` column
+    and its scheme in the `key_id` column (the other columns are NULL).
     """
     now = bindparam("now", type_=_remote.c.expires_at.type)
     entry = [_remote.c[name] for name in _ENTRY]
     host = [_hosts.c.host, *[null()] * 2, _hosts.c.signature_scheme, *[null()] * (len(_ENTRY) - 4)]
     return union_all(
-        select(literal("entry"), *entry).where(_remote.c.uri == bindparam("uri"), _remote.c.expires_at > now),
+        select(literal("entry"), *entry).where(
+            database.one_of(_remote.c.uri, "uris"), _remote.c.expires_at > now
+        ),
         select(literal("key"), *entry).where(
-            _remote.c.key_id == bindparam("key_id", type_=_remote.c.key_id.type),
+            database.one_of(_remote.c.key_id, "key_ids"),
             _remote.c.expires_at > now,
             _remote.c.error.is_(None),
         ),
-        select(literal("host"), *host).where(_hosts.c.host == bindparam("host")),
+        select(literal("host"), *host).where(database.one_of(_hosts.c.host, "hosts")),
     )
-
-
-_LOOKUP = _lookup_statement()
 
 
 class RemoteActorStore:
@@ -105,6 +115,10 @@ class RemoteActorStore:
         self._writes: GroupCommit[CachedRemote, None] = GroupCommit(
             self._put_batch, self._put_one, max_batch=MAX_BATCH
         )
+        self._lookup = _lookup_statement(database)
+        self._reads: GroupCommit[_Wanted, Lookup] = GroupCommit(
+            self._lookup_batch, self._lookup_one, max_batch=MAX_BATCH
+        )
 
     async def get(self, uri: str, now: datetime) -> CachedRemote | None:
         """The unexpired entry for `uri` (an actor id or a key id), or None."""
@@ -116,18 +130,48 @@ class RemoteActorStore:
 
     async def lookup(self, uri: str, key_id: str | None, host: str, now: datetime) -> Lookup:
         """The unexpired entry at `uri`, the actor entry listing `key_id` (if given), and the
-        signature scheme of `host`: one read. Entries come without their document."""
-        parameters = {"uri": uri, "key_id": key_id, "host": host, "now": now}
+        signature scheme of `host`. Entries come without their document.
+
+        Concurrent lookups share one read (`GroupCommit`): under an inbound flood every new
+        sender's key needs one.
+        """
+        return await self._reads.submit(_Wanted(uri, key_id, host, now))
+
+    async def _lookup_batch(self, wanted: Sequence[_Wanted]) -> list[Lookup]:
+        parameters = {
+            "uris": sorted({one.uri for one in wanted}),
+            "key_ids": sorted({one.key_id for one in wanted if one.key_id is not None}),
+            "hosts": sorted({one.host for one in wanted}),
+            # The latest: no entry is taken that expired before any of the lookups was asked.
+            "now": max(one.now for one in wanted),
+        }
         async with self._db.reading() as conn:
-            rows = (await conn.execute(_LOOKUP, parameters)).all()
-        found: dict[str, CachedRemote] = {}
-        scheme = "unknown"
+            rows = (await conn.execute(self._lookup, parameters)).all()
+        entries: dict[str, CachedRemote] = {}
+        owners: dict[str, CachedRemote] = {}
+        schemes: dict[str, str] = {}
         for kind, *columns in rows:
+            values = dict(zip(_ENTRY, columns, strict=True))
             if kind == "host":
-                scheme = columns[_ENTRY.index("key_id")]
+                schemes[values["uri"]] = values["key_id"]
+                continue
+            found = CachedRemote(**values, document=None)
+            if kind == "entry":
+                entries[found.uri] = found
             else:
-                found.setdefault(kind, CachedRemote(**dict(zip(_ENTRY, columns, strict=True)), document=None))
-        return Lookup(entry=found.get("entry"), key_owner=found.get("key"), host_scheme=scheme)
+                owners.setdefault(values["key_id"], found)
+        return [
+            Lookup(
+                entry=entries.get(one.uri),
+                key_owner=None if one.key_id is None else owners.get(one.key_id),
+                host_scheme=schemes.get(one.host, "unknown"),
+            )
+            for one in wanted
+        ]
+
+    async def _lookup_one(self, wanted: _Wanted) -> Lookup:
+        (found,) = await self._lookup_batch([wanted])
+        return found
 
     async def put(self, entry: CachedRemote) -> None:
         """Insert or replace the entry for `entry.uri`, once committed.

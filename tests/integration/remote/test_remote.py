@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from sqlalchemy import insert
 
 from fedqueue.remote.client import HttpClient, SendFailed, SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory
@@ -20,8 +21,11 @@ from fedqueue.settings import Settings
 from fedqueue.signing import keys
 from fedqueue.signing.requests import parse_cavage_signature, verify_cavage
 from fedqueue.storage import CachedRemote, Store
+from fedqueue.storage.tables import HostRow
 from fedqueue.storage.types import utcnow
 from tests.loopback import LoopbackServer
+
+_hosts = HostRow.__table__  # type: ignore[attr-defined]
 
 
 @pytest.fixture
@@ -301,3 +305,51 @@ async def test_concurrent_cache_writes_are_all_stored_and_the_last_of_one_actor_
         cached = await store.remote_actors.get(f"https://r.example/u/{actor}", now)
         assert cached is not None
         assert cached.inbox == f"https://r.example/u/{actor}/inbox-{15 + actor}"
+
+
+async def test_concurrent_lookups_each_get_their_own_entry_key_owner_and_host_scheme(store: Store) -> None:
+    now = utcnow()
+
+    def entry(
+        uri: str, *, error: str | None = None, expires_in: timedelta = timedelta(hours=1)
+    ) -> CachedRemote:
+        return CachedRemote(
+            uri=uri,
+            inbox=None if error else f"{uri}/inbox",
+            shared_inbox=None,
+            key_id=None if error else f"{uri}#main-key",
+            public_key_pem=None if error else "PEM",
+            document=None if error else "{}",
+            error=error,
+            fetched_at=now,
+            expires_at=now + expires_in,
+        )
+
+    await store.remote_actors.put(entry("https://a.example/u"))
+    await store.remote_actors.put(entry("https://b.example/u", error="GET answered 500"))
+    await store.remote_actors.put(entry("https://c.example/u", expires_in=timedelta(seconds=-1)))
+    async with store.database.transaction() as conn:
+        await conn.execute(insert(_hosts).values(host="a.example", signature_scheme="rfc9421"))
+    asked = [
+        ("https://a.example/u", "https://a.example/u#main-key", "a.example"),
+        ("https://b.example/u", "https://b.example/u#main-key", "b.example"),
+        ("https://c.example/u", "https://c.example/u#main-key", "c.example"),
+        ("https://a.example/u", None, "a.example"),
+        ("https://d.example/u", "https://a.example/u#main-key", "d.example"),
+    ]
+    found = await asyncio.gather(*(store.remote_actors.lookup(*one, now) for one in asked))
+    assert [(f.entry.uri if f.entry else None, f.entry.error if f.entry else None) for f in found] == [
+        ("https://a.example/u", None),
+        ("https://b.example/u", "GET answered 500"),
+        (None, None),
+        ("https://a.example/u", None),
+        (None, None),
+    ]
+    assert [f.key_owner.uri if f.key_owner else None for f in found] == [
+        "https://a.example/u",
+        None,
+        None,
+        None,
+        "https://a.example/u",
+    ]
+    assert [f.host_scheme for f in found] == ["rfc9421", "unknown", "unknown", "rfc9421", "unknown"]
