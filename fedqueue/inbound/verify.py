@@ -241,6 +241,8 @@ async def _first_verdict(
                 return verdict
         return None
 
+    if len(by_key) == 1:  # the usual request: nothing to race, so no task to start and cancel
+        return await try_key(next(iter(by_key)))
     tasks = [asyncio.create_task(try_key(key_id)) for key_id in by_key]
     try:
         for finished in asyncio.as_completed(tasks):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import secrets
@@ -40,8 +41,17 @@ def load_private_key(pem: str) -> PrivateKeyTypes:
     return serialization.load_pem_private_key(pem.encode(), password=None)
 
 
+#: How many parsed public keys `load_public_key` keeps: a remote key is used for many requests.
+PUBLIC_KEY_CACHE_SIZE = 4096
+
+
+@functools.lru_cache(maxsize=PUBLIC_KEY_CACHE_SIZE)
 def load_public_key(pem: str) -> PublicKeyTypes:
-    """Parse a PEM public key (SubjectPublicKeyInfo or PKCS#1); InvalidInput if it is not one."""
+    """Parse a PEM public key (SubjectPublicKeyInfo or PKCS#1); InvalidInput if it is not one.
+
+    Parsed keys are kept by PEM text (bounded, least recently used out): the key objects are
+    immutable, and the same remote key verifies request after request. Failures are not kept.
+    """
     try:
         return serialization.load_pem_public_key(pem.strip().encode())
     except (ValueError, TypeError) as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +37,7 @@ from sqlalchemy.exc import ArgumentError, DataError, DBAPIError, OperationalErro
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.dml import UpdateBase
+from sqlalchemy.sql.dml import Update, UpdateBase
 from sqlalchemy.sql.expression import ClauseElement
 from sqlalchemy.util import greenlet_spawn
 
@@ -89,33 +89,49 @@ class DriverStatement:
         ]
 
 
-#: Per table name, how many transactions that wrote it have committed in this process.
-_committed_writes: dict[str, int] = {}
-#: `Connection.info` key: the tables the connection's open transaction wrote so far.
-_WROTE = "fedqueue_wrote_tables"
+#: Per (table name, column name), how many transactions that wrote it have committed in this
+#: process; column `_ANY` counts the writes that may have touched any column (rows added or
+#: deleted, or an UPDATE whose columns are only known per parameter set).
+_committed_writes: dict[tuple[str, str], int] = {}
+_ANY = "*"
+#: `Connection.info` key: the (table, column) pairs the connection's open transaction wrote so far.
+_WROTE = "fedqueue_wrote_columns"
 
 
-def committed_writes(table: Table) -> int:
-    """How many transactions that wrote `table` committed in this process, through any `Database`.
+def committed_writes(table: Table, columns: Iterable[str]) -> int:
+    """How many transactions that may have changed `columns` of `table` committed in this process.
 
     A version for in-process caches of a table (`InboxStore.admission`): counted at commit,
-    so a read that began before the count was taken cannot have seen a newer write. Writes
+    so a read that began before the count was taken cannot have seen a newer write. An
+    UPDATE counts only for the columns it sets (`UPDATE hosts SET last_success_at = ...`
+    leaves a cache of `blocked` alone); an INSERT or DELETE counts for every column. Writes
     of other processes are not counted (such caches bound their age instead). Only writes
     made through SQLAlchemy (INSERT, UPDATE, DELETE constructs) are seen, not text or
     `Database.fetch`.
     """
-    return _committed_writes.get(table.name, 0)
+    name = table.name
+    return _committed_writes.get((name, _ANY), 0) + sum(
+        _committed_writes.get((name, column), 0) for column in columns
+    )
+
+
+def _written_columns(clause: UpdateBase) -> Iterable[str]:
+    values = getattr(clause, "_values", None) if isinstance(clause, Update) else None
+    if not values:  # an INSERT, a DELETE, or SET given only by the execute's parameters
+        return (_ANY,)
+    return [key if isinstance(key, str) else key.key for key in values]
 
 
 def _note_write(conn: Connection, clause: Any, *_: Any) -> None:
     name = getattr(clause.table, "name", None) if isinstance(clause, UpdateBase) else None
     if name is not None:
-        conn.info.setdefault(_WROTE, set()).add(name)
+        wrote = conn.info.setdefault(_WROTE, set())
+        wrote.update((name, column) for column in _written_columns(clause))
 
 
 def _count_commit(conn: Connection) -> None:
-    for name in conn.info.pop(_WROTE, ()):
-        _committed_writes[name] = _committed_writes.get(name, 0) + 1
+    for written in conn.info.pop(_WROTE, ()):
+        _committed_writes[written] = _committed_writes.get(written, 0) + 1
 
 
 def _forget_writes(conn: Connection) -> None:

@@ -47,8 +47,17 @@ _gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
 
 #: How long an admission is remembered: the longest a block, a new or deleted actor, an opened
 #: circuit or an inbox marked gone in another process goes unseen here (this process's own
-#: writes to hosts and actors forget every remembered admission at once).
+#: writes that may change an admission forget every remembered one at once: `_ADMISSION_READS`).
 ADMISSION_MEMORY_S = 1.0
+#: The columns an admission depends on, per table. A write in this process that may change one
+#: of them (any INSERT or DELETE, an UPDATE that sets one) forgets every remembered admission;
+#: the worker's bookkeeping of a healthy host (`last_success_at` alone) does not. A sender's
+#: refreshed inboxes (`remote_actors`) are seen within `ADMISSION_MEMORY_S`, as before.
+_ADMISSION_READS = (
+    (_hosts, ("host", "blocked", "circuit", "circuit_until")),
+    (_actors, ("name", "auto_accept_follows")),
+    (_gone, ("inbox",)),
+)
 #: At most this many admissions are remembered; past it, all are forgotten.
 ADMISSION_MEMORY_SIZE = 10_000
 
@@ -76,6 +85,11 @@ def _admission_statement(database: Database) -> CompoundSelect[Any]:
         ),
         select(literal("gone"), _gone.c.inbox, no, no).where(_gone.c.inbox.in_(inboxes)),
     )
+
+
+def _admission_version() -> int:
+    """Grows with every write committed in this process that may change an admission."""
+    return sum(committed_writes(table, columns) for table, columns in _ADMISSION_READS)
 
 
 @dataclass(frozen=True)
@@ -117,7 +131,7 @@ class InboxStore:
         self._writer = InboxWriter(database)
         self._admission = database.driver_statement(_admission_statement(database))
         # (hosts, names, sender) -> (admission, when it was read, the write counts it was read at)
-        self._admissions: dict[tuple[Any, ...], tuple[Admission, float, tuple[int, int]]] = {}
+        self._admissions: dict[tuple[Any, ...], tuple[Admission, float, int]] = {}
 
     async def admission(
         self, hosts: Iterable[str], names: Iterable[str], sender: str, now: datetime
@@ -127,11 +141,12 @@ class InboxStore:
 
         Costs what the activity mentions, not what the database holds: no full list of actors.
         An answer that asks for no write (no failing host, no gone inbox) is remembered for
-        `ADMISSION_MEMORY_S`, until this process commits a write to hosts or actors.
+        `ADMISSION_MEMORY_S`, until this process commits a write that may change it (a block,
+        an opened circuit, a new actor, an inbox marked gone: `_ADMISSION_READS`).
         """
         wanted_hosts, wanted_names = sorted({host.lower() for host in hosts}), sorted(set(names))
         key = (tuple(wanted_hosts), tuple(wanted_names), sender)
-        versions = (committed_writes(_hosts), committed_writes(_actors))
+        versions = _admission_version()
         at_s = time.monotonic()
         remembered = self._admissions.get(key)
         if remembered is not None and remembered[2] == versions and at_s - remembered[1] < ADMISSION_MEMORY_S:

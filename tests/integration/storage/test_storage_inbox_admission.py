@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import timedelta
+
 import pytest
 
+from fedqueue.outbound.circuit import OPEN
 from fedqueue.storage import Store, UnstorableValue
 from fedqueue.storage.types import utcnow
 
@@ -27,3 +31,17 @@ async def test_a_value_the_database_refuses_is_unstorable_not_an_error(store: St
         pytest.skip("SQLite stores a NUL")
     with pytest.raises(UnstorableValue):
         await store.inbox.admission(["r\x00.example"], [], SENDER, utcnow())
+
+
+async def test_a_healthy_hosts_success_bookkeeping_keeps_the_admission_an_opened_circuit_does_not(
+    store: Store,
+) -> None:
+    await store.hosts.update({"r.example": lambda health: health})  # the host's row exists
+    first = await store.inbox.admission(["r.example"], [], SENDER, utcnow())
+    await store.hosts.update({"r.example": lambda health: replace(health, last_success_at=utcnow())})
+    assert await store.inbox.admission(["r.example"], [], SENDER, utcnow()) is first
+    opened = {
+        "r.example": lambda health: replace(health, circuit=OPEN, circuit_until=utcnow() + timedelta(hours=1))
+    }
+    await store.hosts.update(opened)
+    assert (await store.inbox.admission(["r.example"], [], SENDER, utcnow())).failing_hosts == {"r.example"}
