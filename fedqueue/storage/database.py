@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,17 +31,16 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError, DataError, DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.dml import Update, UpdateBase
 from sqlalchemy.sql.expression import ClauseElement
 from sqlalchemy.util import greenlet_spawn
 
 from fedqueue.errors import FedqueueError, InvalidInput, SettingsError
+from fedqueue.storage.write_counts import count_committed_writes
 
 #: SQLSTATE class 22, "data exception": a value the column refuses (NUL, too long, out of range).
 DATA_EXCEPTION_CLASS = "22"
@@ -89,61 +88,6 @@ class DriverStatement:
         ]
 
 
-#: Per (table name, column name), how many transactions that wrote it have committed in this
-#: process; column `_ANY` counts the writes that may have touched any column (rows added or
-#: deleted, or an UPDATE whose columns are only known per parameter set).
-_committed_writes: dict[tuple[str, str], int] = {}
-_ANY = "*"
-#: `Connection.info` key: the (table, column) pairs the connection's open transaction wrote so far.
-_WROTE = "fedqueue_wrote_columns"
-
-
-def committed_writes(table: Table, columns: Iterable[str]) -> int:
-    """How many transactions that may have changed `columns` of `table` committed in this process.
-
-    A version for in-process caches of a table (`InboxStore.admission`): counted at commit,
-    so a read that began before the count was taken cannot have seen a newer write. An
-    UPDATE counts only for the columns it sets (`UPDATE hosts SET last_success_at = ...`
-    leaves a cache of `blocked` alone); an INSERT or DELETE counts for every column. Writes
-    of other processes are not counted (such caches bound their age instead). Only writes
-    made through SQLAlchemy (INSERT, UPDATE, DELETE constructs) are seen, not text or
-    `Database.fetch`.
-    """
-    name = table.name
-    return _committed_writes.get((name, _ANY), 0) + sum(
-        _committed_writes.get((name, column), 0) for column in columns
-    )
-
-
-def _written_columns(clause: UpdateBase) -> Iterable[str]:
-    values = getattr(clause, "_values", None) if isinstance(clause, Update) else None
-    if not values:  # an INSERT, a DELETE, or SET given only by the execute's parameters
-        return (_ANY,)
-    return [key if isinstance(key, str) else key.key for key in values]
-
-
-def _note_write(conn: Connection, clause: Any, *_: Any) -> None:
-    name = getattr(clause.table, "name", None) if isinstance(clause, UpdateBase) else None
-    if name is not None:
-        wrote = conn.info.setdefault(_WROTE, set())
-        wrote.update((name, column) for column in _written_columns(clause))
-
-
-def _count_commit(conn: Connection) -> None:
-    for written in conn.info.pop(_WROTE, ()):
-        _committed_writes[written] = _committed_writes.get(written, 0) + 1
-
-
-def _forget_writes(conn: Connection) -> None:
-    conn.info.pop(_WROTE, None)
-
-
-def _count_committed_writes(engine: AsyncEngine) -> None:
-    event.listen(engine.sync_engine, "after_execute", _note_write)
-    event.listen(engine.sync_engine, "commit", _count_commit)
-    event.listen(engine.sync_engine, "rollback", _forget_writes)
-
-
 class Database:
     """An async engine plus the few facts callers need about its dialect."""
 
@@ -154,8 +98,7 @@ class Database:
         self.is_postgres = engine.dialect.name == "postgresql"
         self.is_sqlite = engine.dialect.name == "sqlite"
         self._writer: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
-        if not event.contains(engine.sync_engine, "commit", _count_commit):
-            _count_committed_writes(engine)
+        count_committed_writes(engine)
 
     @classmethod
     def open(cls, url: str, *, pool_size: int = 20) -> Database:
@@ -397,15 +340,19 @@ def _translated_driver_errors() -> Iterator[None]:
     except _UNREACHABLE as exc:
         raise StorageUnavailable(f"database error: {_first_line(exc)}") from exc
     except (asyncpg.DataError, OverflowError, UnicodeEncodeError) as exc:
-        raise UnstorableValue(f"the database refused a value: {_first_line(exc)[:200]}") from exc
+        _raise_if_unstorable(exc)
+        raise
 
 
-def _raise_if_unstorable(exc: DBAPIError | OverflowError | UnicodeEncodeError) -> None:
+def _raise_if_unstorable(
+    exc: DBAPIError | asyncpg.DataError | OverflowError | UnicodeEncodeError,
+) -> None:
     """Raise UnstorableValue if `exc` is the database refusing an input value; else return.
 
     PostgreSQL reports such values as SQLSTATE class 22 (asyncpg's DataError family, wrapped
-    in a plain DBAPIError); sqlite3 raises OverflowError or UnicodeEncodeError unwrapped when
-    it cannot bind a parameter. Anything else (an integrity or programming error) is left alone.
+    in a plain DBAPIError by SQLAlchemy, raised as is on the driver path); sqlite3 raises
+    OverflowError or UnicodeEncodeError unwrapped when it cannot bind a parameter. Anything else
+    (an integrity or programming error) is left alone.
     """
     if isinstance(exc, DBAPIError):
         orig = exc.orig

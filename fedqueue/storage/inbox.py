@@ -25,7 +25,7 @@ from sqlalchemy import (
 
 from fedqueue.inbound.follows import Effect
 from fedqueue.outbound.circuit import OPEN
-from fedqueue.storage.database import Database, committed_writes
+from fedqueue.storage.database import Database
 from fedqueue.storage.inbox_writes import InboundWrite, InboxWriter, NewInbound, Stored
 from fedqueue.storage.tables import (
     ActorRow,
@@ -36,6 +36,7 @@ from fedqueue.storage.tables import (
     InboxItemRow,
     RemoteActorRow,
 )
+from fedqueue.storage.write_counts import committed_writes
 
 _inbound = InboundActivityRow.__table__  # type: ignore[attr-defined]
 _items = InboxItemRow.__table__  # type: ignore[attr-defined]
