@@ -56,6 +56,14 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def listening_socket() -> socket.socket:
+    """A socket listening on a free loopback port, for a server process to inherit."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)
+    return sock
+
+
 def wait_listening_sync(port: int) -> None:
     for _ in range(600):
         try:
@@ -266,7 +274,9 @@ def actor_document(origin: str, name: str, public_pem: str) -> dict[str, Any]:
     }
 
 
-def _fediverse(ports: list[int], public_pems: list[str], delay_s: float, count: Synchronized[int]) -> None:
+def _fediverse(
+    sockets: list[socket.socket], public_pems: list[str], delay_s: float, count: Synchronized[int]
+) -> None:
     """Remote servers: actor documents for GET /users/s{i}, 202 for every POST, GET /count."""
 
     async def inbox(request: web.Request) -> web.Response:
@@ -292,8 +302,8 @@ def _fediverse(ports: list[int], public_pems: list[str], delay_s: float, count: 
         app.router.add_get("/users/{name}", actor)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        for port in ports:
-            await web.TCPSite(runner, "127.0.0.1", port, backlog=1024).start()
+        for sock in sockets:
+            await web.SockSite(runner, sock).start()
         await asyncio.Event().wait()
 
     asyncio.run(serve())
@@ -331,18 +341,21 @@ class Fediverse:
 def fediverse(
     hosts: int = 1, pairs: list[keys.KeyPair] | None = None, delay_s: float = 0.0
 ) -> Iterator[Fediverse]:
-    ports = [free_port() for _ in range(hosts)]
+    # Bound and listening here, before the fork: ports taken one by one with `free_port` could
+    # be handed out twice, and a clash made a run fail with "address already in use".
+    sockets = [listening_socket() for _ in range(hosts)]
+    ports = [int(sock.getsockname()[1]) for sock in sockets]
     pairs = pairs or key_pool(1)
     counter: Synchronized[int] = multiprocessing.Value("q", 0)
     process = multiprocessing.Process(
-        target=_fediverse, args=(ports, [p.public_pem for p in pairs], delay_s, counter), daemon=True
+        target=_fediverse, args=(sockets, [p.public_pem for p in pairs], delay_s, counter), daemon=True
     )
-    process.start()
     try:
-        for port in ports:
-            wait_listening_sync(port)
+        process.start()
         yield Fediverse(ports, pairs, process, counter)
     finally:
+        for sock in sockets:
+            sock.close()
         process.terminate()
         process.join(5)
 
