@@ -25,12 +25,12 @@ from fedqueue.outbound.outcomes import Attempt, readable_error
 from fedqueue.outbound.scheme_rules import knocks_again
 from fedqueue.remote.client import (
     ACTIVITY_JSON,
-    Answer,
     HttpClient,
     SendFailed,
     SigningIdentity,
     signed_headers,
 )
+from fedqueue.remote.http1 import Answer
 from fedqueue.remote.signing_threads import SigningThreads
 from fedqueue.signing.requests import (
     SignatureError,

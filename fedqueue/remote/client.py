@@ -1,16 +1,16 @@
 """The one outbound HTTP client: connection reuse, concurrency caps, size caps, address guard.
 
-Policy lives here; I/O is httpx over an aiohttp transport (measured faster on loopback than
-httpx's default transport, see README) and can be swapped for a mock transport in unit tests.
-Delivery POSTs and document GETs, the hot paths, skip httpx and use the same aiohttp session
-directly (`post`, `get`): httpx's request and response models and its cookie jar cost about as
-much CPU per request as the exchange itself. Both paths share one connection pool, so the caps
-hold across them.
+Policy lives here; I/O is in two places. Delivery POSTs, the hot path, go through
+`remote.http1.Pool`: kept connections and llhttp parsing, measured at a fraction of aiohttp's
+CPU per POST (README, Benchmark). Document GETs (streamed, decompressed, capped) use an aiohttp
+session, and hold a place in the pool's caps while they run, so the per-host and total caps
+hold across both. Everything else goes through httpx over an aiohttp transport, which unit
+tests swap for a mock transport; then POSTs and GETs take the httpx path too.
 
 The address guard (`guard`) works at two depths. `check_url` refuses URLs whose host is an IP literal
-in a forbidden range before any request is made; the aiohttp resolver refuses names that
-resolve to such addresses at connect time, so a DNS answer that changes between a check and
-the connection (rebinding) cannot slip through.
+in a forbidden range before any request is made; the resolvers (the pool's, and aiohttp's
+`GuardedResolver`) refuse names that resolve to such addresses at connect time, so a DNS
+answer that changes between a check and the connection (rebinding) cannot slip through.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from fedqueue.remote.guard import (
     forbidden_cause,
     is_forbidden_ip,
 )
+from fedqueue.remote.http1 import Answer, BadRequestLine, Pool
 from fedqueue.remote.signing_threads import SigningThreads
 from fedqueue.settings import Settings
 from fedqueue.signing.requests import (
@@ -102,15 +103,6 @@ CLIENT_ERRORS = (
 
 
 @dataclass(frozen=True)
-class Answer:
-    """What a POST got back: the status, the head of a non-2xx body, and Retry-After."""
-
-    status: int
-    body_head: bytes = b""
-    retry_after: str | None = None
-
-
-@dataclass(frozen=True)
 class Reply:
     """A GET's answer: its status, its media type (lowercase, no parameters) and its body,
     read when awaited (TooLarge past `max_document_bytes`)."""
@@ -145,6 +137,13 @@ class HttpClient:
         self._total_timeout_s = settings.total_timeout_seconds
         self._swapped_transport = transport is not None
         self._session: aiohttp.ClientSession | None = None
+        self._pool = Pool(
+            total=settings.max_concurrency,
+            per_host=settings.max_concurrency_per_host,
+            connect_timeout_s=settings.connect_timeout_seconds,
+            allow_private=settings.allow_private_addresses,
+            user_agent=self.user_agent,
+        )
         self.signing = SigningThreads(FETCH_SIGNING_THREADS)
         self._client = httpx.AsyncClient(
             transport=transport or AiohttpTransport(client=self._aiohttp_session),
@@ -180,20 +179,13 @@ class HttpClient:
             check_url(url, allow_private=self.settings.allow_private_addresses)
             if self._swapped_transport:
                 return await self._post_through_httpx(url, content, headers, head_bytes)
-            session = self._aiohttp_session()
-            async with (
-                asyncio.timeout(self._total_timeout_s),
-                session.post(url, data=content, headers=headers, allow_redirects=False) as response,
-            ):
-                head = b""
-                if not 200 <= response.status < 300:
-                    head = await _read_head(response.content, head_bytes)
-                return Answer(response.status, head, response.headers.get("retry-after"))
+            async with asyncio.timeout(self._total_timeout_s):
+                return await self._pool.post(url, content, headers, head_bytes)
         except FetchError as exc:  # not an http(s) URL
             raise SendFailed(str(exc), permanent=True) from None
         except CLIENT_ERRORS as exc:
             permanent = forbidden_cause(exc) is not None or isinstance(
-                exc, httpx.UnsupportedProtocol | httpx.InvalidURL | aiohttp.InvalidURL
+                exc, httpx.UnsupportedProtocol | httpx.InvalidURL | aiohttp.InvalidURL | BadRequestLine
             )
             raise SendFailed(describe_http_error(exc), permanent=permanent) from None
 
@@ -239,7 +231,7 @@ class HttpClient:
                 session = self._aiohttp_session()
                 # Decoded chunk by chunk, so a compressed body is capped by what it expands to.
                 sent = session.get(url, headers=headers, allow_redirects=False, auto_decompress=True)
-                async with sent as got:
+                async with self._pool.slot(url), sent as got:
                     length = got.headers.get("content-length")
                     yield Reply(
                         got.status,
@@ -252,21 +244,9 @@ class HttpClient:
     async def aclose(self) -> None:
         self.signing.close()
         await self._client.aclose()
+        await self._pool.close()
         if self._session is not None:
             await self._session.close()
-
-
-async def _read_head(stream: aiohttp.StreamReader, limit: int) -> bytes:
-    """Up to `limit` bytes from the start of a body; the rest is left unread (the connection closes)."""
-    chunks: list[bytes] = []
-    size = 0
-    while size < limit:
-        chunk = await stream.read(limit - size)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
 
 
 def describe_http_error(exc: BaseException) -> str:
