@@ -377,6 +377,8 @@ class Pool:
                 return connection
             except TimeoutError:
                 raise TimeoutError(f"Connection timeout to host {host}:{port}") from None
+            except ssl.SSLError as exc:  # the host's other addresses would show the same certificate
+                raise ConnectionError(f"Cannot connect to host {host}:{port} [{exc}]") from None
             except OSError as exc:
                 failure = exc
         raise ConnectionError(f"Cannot connect to host {host}:{port} [{failure}]")

@@ -1,0 +1,329 @@
+"""Delivery POSTs on the wire (`remote/http1.py`): kept connections, answers as servers really send them.
+
+The server here is a raw asyncio one, so each test says byte for byte what comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import ssl
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from fedqueue.remote.client import HttpClient, SendFailed
+from fedqueue.remote.http1 import DRAIN_BYTES, Answer, Pool
+from fedqueue.settings import load_settings
+from tests.loopback import SilentServer
+
+ACCEPTED = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
+#: What a scripted server writes for request n (0-based, across connections); None: close at once.
+Script = Callable[[int], bytes | None]
+
+
+@dataclass
+class ScriptedServer:
+    """Reads each request (head and Content-Length body) and writes what `script` gives for it."""
+
+    script: Script
+    requests: list[bytes] = field(default_factory=list)
+    connections: int = 0
+    most_at_once: int = 0
+    delay_s: float = 0.0
+    port: int = 0
+    _busy: int = 0
+    _server: asyncio.Server | None = None
+
+    def url(self, path: str = "/inbox", host: str = "127.0.0.1") -> str:
+        return f"http://{host}:{self.port}{path}"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
+                self.requests.append(head + await reader.readexactly(length))
+                answer = self.script(len(self.requests) - 1)
+                self._busy += 1
+                self.most_at_once = max(self.most_at_once, self._busy)
+                await asyncio.sleep(self.delay_s)
+                self._busy -= 1
+                if answer is None:
+                    break
+                writer.write(answer)
+                await writer.drain()
+                if b"connection: close" in answer.lower() or answer.startswith(b"HTTP/1.0"):
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def start(self, tls: ssl.SSLContext | None = None) -> ScriptedServer:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=tls)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+
+@pytest.fixture
+async def pool() -> AsyncIterator[Pool]:
+    pool = Pool(total=8, per_host=2, connect_timeout_s=5, allow_private=True, user_agent="fedqueue-test")
+    yield pool
+    await pool.close()
+
+
+async def serving(script: Script, **options: float) -> ScriptedServer:
+    server = ScriptedServer(script)
+    server.delay_s = options.get("delay_s", 0.0)
+    return await server.start()
+
+
+async def post(pool: Pool, url: str, head_limit: int = 64) -> Answer:
+    return await asyncio.wait_for(
+        pool.post(url, b'{"type":"Like"}', {"content-type": "application/json"}, head_limit), 10
+    )
+
+
+async def test_posts_to_one_inbox_share_one_kept_connection(pool: Pool) -> None:
+    server = await serving(lambda _n: ACCEPTED)
+    try:
+        answers = [await post(pool, server.url()) for _ in range(3)]
+    finally:
+        await server.stop()
+    assert [answer.status for answer in answers] == [202, 202, 202]
+    assert server.connections == 1
+    first = server.requests[0]
+    assert first.startswith(b"POST /inbox HTTP/1.1\r\n")
+    assert b"\r\nHost: 127.0.0.1:" in first and b"\r\nUser-Agent: fedqueue-test\r\n" in first
+    assert first.endswith(b'Content-Length: 15\r\n\r\n{"type":"Like"}')
+
+
+async def test_a_refusal_keeps_its_status_the_head_of_its_chunked_body_and_retry_after(pool: Pool) -> None:
+    refusal = (
+        b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 120\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"a\r\nslow down \r\n" + b"50\r\n" + b"x" * 80 + b"\r\n0\r\n\r\n"
+    )
+    server = await serving(lambda n: refusal if n == 0 else ACCEPTED)
+    try:
+        refused = await post(pool, server.url(), head_limit=16)
+        accepted = await post(pool, server.url())
+    finally:
+        await server.stop()
+    assert refused == Answer(429, b"slow down xxxxxx", "120")
+    assert accepted.status == 202
+    assert server.connections == 1  # the whole chunked body was read, so the connection was kept
+
+
+async def test_a_kept_connection_the_server_closed_is_replaced_without_a_failed_post(pool: Pool) -> None:
+    closing = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
+    server = await serving(lambda n: closing if n == 0 else ACCEPTED)
+    try:
+        assert (await post(pool, server.url())).status == 202
+        # The server drops the idle connection without a word, as servers do after their keep-alive timeout.
+        server.script = lambda n: None if n == 1 else ACCEPTED
+        assert (await post(pool, server.url())).status == 202
+    finally:
+        await server.stop()
+    assert server.connections == 2
+    assert len(server.requests) == 3
+
+
+async def test_a_server_that_closes_a_new_connection_without_answering_is_a_failed_post() -> None:
+    settings = load_settings(allow_private_addresses=True)
+    client = HttpClient(settings)
+    server = await serving(lambda _n: None)
+    try:
+        with pytest.raises(SendFailed, match="Server disconnected") as failed:
+            await client.post(server.url(), b"{}", {"content-type": "application/json"}, head_bytes=64)
+    finally:
+        await server.stop()
+        await client.aclose()
+    assert not failed.value.permanent
+    assert len(server.requests) == 1  # sent once: a new connection is never tried again
+
+
+async def test_an_answer_saying_connection_close_is_not_reused(pool: Pool) -> None:
+    server = await serving(
+        lambda _n: b"HTTP/1.1 202 Accepted\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+    )
+    try:
+        for _ in range(2):
+            assert (await post(pool, server.url())).status == 202
+    finally:
+        await server.stop()
+    assert server.connections == 2
+
+
+async def test_an_interim_100_continue_is_skipped_for_the_real_answer(pool: Pool) -> None:
+    server = await serving(lambda _n: b"HTTP/1.1 100 Continue\r\n\r\n" + ACCEPTED)
+    try:
+        assert (await post(pool, server.url())).status == 202
+    finally:
+        await server.stop()
+
+
+async def test_a_body_that_runs_to_the_end_of_the_connection_is_a_whole_answer(pool: Pool) -> None:
+    server = await serving(lambda _n: b"HTTP/1.0 500 Internal Server Error\r\n\r\nit broke")
+    try:
+        answer = await post(pool, server.url())
+        # An HTTP/1.0 answer without a length ends when the server closes; the next POST dials anew.
+        server.script = lambda _n: ACCEPTED
+        assert (await post(pool, server.url())).status == 202
+    finally:
+        await server.stop()
+    assert answer == Answer(500, b"it broke", None)
+    assert server.connections == 2
+
+
+async def test_an_endless_body_is_cut_off_and_its_connection_dropped(pool: Pool) -> None:
+    huge = DRAIN_BYTES * 2
+    server = await serving(
+        lambda n: (
+            b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % huge + b"y" * huge if n == 0 else ACCEPTED
+        )
+    )
+    try:
+        assert (await post(pool, server.url())).status == 200
+        assert (await post(pool, server.url())).status == 202
+    finally:
+        await server.stop()
+    assert server.connections == 2
+
+
+async def test_garbage_instead_of_an_answer_is_a_failed_post_saying_so(pool: Pool) -> None:
+    server = await serving(lambda _n: b"SSH-2.0-OpenSSH_9.6\r\n")
+    try:
+        with pytest.raises(ConnectionError, match="not an HTTP answer"):
+            await post(pool, server.url())
+    finally:
+        await server.stop()
+
+
+async def test_no_more_than_the_per_host_cap_are_in_flight_to_one_host(pool: Pool) -> None:
+    server = await serving(lambda _n: ACCEPTED, delay_s=0.05)
+    try:
+        answers = await asyncio.gather(*(post(pool, server.url()) for _ in range(8)))
+    finally:
+        await server.stop()
+    assert {answer.status for answer in answers} == {202}
+    assert server.most_at_once == 2  # per_host=2
+    assert server.connections == 2
+
+
+async def test_a_post_that_timed_out_leaves_no_connection_behind_for_the_next(pool: Pool) -> None:
+    silent = await SilentServer().start()
+    try:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(pool.post(silent.url("/inbox"), b"{}", {}, 64), 0.2)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(pool.post(silent.url("/inbox"), b"{}", {}, 64), 0.2)
+    finally:
+        await silent.stop()
+    assert len(silent.request_lines) == 2
+
+
+async def test_a_target_with_spaces_or_non_ascii_is_escaped_on_the_request_line(pool: Pool) -> None:
+    server = await serving(lambda _n: ACCEPTED)
+    try:
+        await post(pool, server.url("/users/zoë/in box?a=1"))
+    finally:
+        await server.stop()
+    assert server.requests[0].startswith(b"POST /users/zo%C3%AB/in%20box?a=1 HTTP/1.1\r\n")
+
+
+async def test_a_header_that_would_break_its_line_is_refused_before_anything_is_sent() -> None:
+    client = HttpClient(load_settings(allow_private_addresses=True))
+    server = await serving(lambda _n: ACCEPTED)
+    try:
+        with pytest.raises(SendFailed, match="cannot be written on one line") as failed:
+            await client.post(server.url(), b"{}", {"x-sync": "a\r\nInjected: yes"}, head_bytes=64)
+    finally:
+        await server.stop()
+        await client.aclose()
+    assert failed.value.permanent
+    assert server.requests == []
+
+
+async def test_a_name_that_resolves_only_to_loopback_is_refused() -> None:
+    client = HttpClient(load_settings(allow_private_addresses=False))
+    server = await serving(lambda _n: ACCEPTED)
+    try:
+        with pytest.raises(SendFailed, match="resolves only to private or loopback") as failed:
+            await client.post(server.url(host="localhost"), b"{}", {}, head_bytes=64)
+    finally:
+        await server.stop()
+        await client.aclose()
+    assert failed.value.permanent
+    assert server.requests == []
+
+
+def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    """A certificate for `localhost` and its key, as PEM files."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert_path, key_path
+
+
+async def test_https_checks_the_certificate_against_the_host_name(tmp_path: Path) -> None:
+    cert_path, key_path = _self_signed(tmp_path)
+    serving_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    serving_tls.load_cert_chain(cert_path, key_path)
+    server = await ScriptedServer(lambda _n: ACCEPTED).start(tls=serving_tls)
+    url = f"https://localhost:{server.port}/inbox"
+    trusting = Pool(
+        total=4,
+        per_host=2,
+        connect_timeout_s=5,
+        allow_private=True,
+        user_agent="t",
+        tls=ssl.create_default_context(cafile=str(cert_path)),
+    )
+    default = Pool(total=4, per_host=2, connect_timeout_s=5, allow_private=True, user_agent="t")
+    try:
+        assert (await post(trusting, url)).status == 202
+        with pytest.raises(ConnectionError, match="certificate verify failed"):
+            await post(default, url)
+    finally:
+        await trusting.close()
+        await default.close()
+        await server.stop()
+    assert len(server.requests) == 1
