@@ -24,6 +24,7 @@ compression, `Expect: 100-continue`.
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import ssl
 import time
@@ -48,8 +49,12 @@ DNS_CACHE_SIZE = 4096
 #: An answer's body is read past its head, and dropped, up to this size so that its connection
 #: can be kept; past it the connection is closed instead.
 DRAIN_BYTES = 65_536
-#: Characters left as they are in a request target; others (spaces, non-ASCII) are %-escaped.
+#: Characters left as they are in a request target; others (spaces, non-ASCII, `<>{}|^`) are %-escaped.
 TARGET_SAFE = "/?=&;%:@!$'()*+,~-._"
+PLAIN_TARGET = re.compile(r"[A-Za-z0-9/?=&;%:@!$'()*+,~._-]*")
+#: A header name (RFC 9110 token), and what no header value may hold.
+TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+UNWRITABLE = re.compile(r"[\r\n\0]")
 
 Origin = tuple[str, str, int]
 
@@ -91,7 +96,7 @@ def target_of(url: str) -> Target:
     host = parts.hostname or ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    if not target.isascii() or not target.isprintable() or " " in target:
+    if PLAIN_TARGET.fullmatch(target) is None:
         target = quote(target, safe=TARGET_SAFE)
     return Target((parts.scheme, host, port), parts.netloc, target)
 
@@ -99,10 +104,10 @@ def target_of(url: str) -> Target:
 def request_bytes(target: Target, headers: dict[str, str], body: bytes, user_agent: str) -> bytes:
     """The request's bytes: its line, Host, `headers`, User-Agent, Content-Length, then `body`."""
     lines = [f"POST {target.target} HTTP/1.1"]
-    if "host" not in headers:
+    if "host" not in headers and "Host" not in headers:
         lines.append(f"Host: {target.netloc}")
     for name, value in headers.items():
-        if "\r" in value or "\n" in value or "\r" in name or "\n" in name or ":" in name:
+        if TOKEN.fullmatch(name) is None or UNWRITABLE.search(value) is not None:
             raise BadRequestLine(f"header {name[:40]!r} cannot be written on one line")
         lines.append(f"{name}: {value}")
     lines.append(f"User-Agent: {user_agent}")
@@ -145,6 +150,8 @@ class _Connection(asyncio.Protocol):
             return
         try:
             self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(BadAnswer("the server switched protocols (101) instead of answering"))
         except httptools.HttpParserError as exc:
             self._fail(BadAnswer(f"not an HTTP answer: {exc}"))
 
@@ -160,6 +167,10 @@ class _Connection(asyncio.Protocol):
             self._fail(ServerDisconnected("Server disconnected"))
 
     # --- httptools callbacks ---
+    def on_message_begin(self) -> None:
+        if self._waiter is not None and self._waiter.done():
+            self.reusable = False  # more came after the whole answer: the connection is out of step
+
     def on_header(self, name: bytes, value: bytes) -> None:
         if name.lower() == b"retry-after":
             self._retry_after = value.decode("latin-1")
@@ -200,9 +211,8 @@ class _Connection(asyncio.Protocol):
         return await self._waiter
 
     def close(self) -> None:
+        """Drop the connection; an idle one stays listed until its timer takes it out (`Pool._expire`)."""
         self.closed = True
-        if self.idle_timer is not None:
-            self.idle_timer.cancel()
         if self.transport is not None:
             self.transport.abort()
 
@@ -274,6 +284,7 @@ class Pool:
         self._allow_private = allow_private
         self._tls = tls
         self._idle: dict[Origin, list[_Connection]] = {}
+        self._closed = False
         #: (host, port) -> (resolved at, addresses as (family, address)).
         self._addresses: dict[tuple[str, int], tuple[float, list[tuple[int, str]]]] = {}
 
@@ -301,14 +312,16 @@ class Pool:
                 except ConnectionError:
                     if connection.answered:
                         raise
-                    # The server had closed the kept connection (it sent nothing back): the POST
-                    # never reached it, so it goes once more on a new connection.
+                    # Nothing came back: most likely the server closed the kept connection while
+                    # it was idle, before the POST reached it. A server that read the POST and
+                    # then closed without a word gets it twice; inboxes dedupe by activity id.
             connection = await self._connect(origin)
             return await self._exchange(connection, request, head_limit)
         finally:
             self._caps.release(origin)
 
     async def close(self) -> None:
+        self._closed = True
         for connections in self._idle.values():
             for connection in connections:
                 connection.close()
@@ -320,7 +333,7 @@ class Pool:
         except BaseException:
             connection.close()  # cancelled or failed mid-answer: never reused
             raise
-        if connection.reusable and not connection.closed:
+        if connection.reusable and not connection.closed and not self._closed:
             self._keep(connection)
         else:
             connection.close()
@@ -376,22 +389,27 @@ class Pool:
                     )
                 return connection
             except TimeoutError:
-                raise TimeoutError(f"Connection timeout to host {host}:{port}") from None
+                failure = TimeoutError(f"Connection timeout to host {host}:{port}")
             except ssl.SSLError as exc:  # the host's other addresses would show the same certificate
                 raise ConnectionError(f"Cannot connect to host {host}:{port} [{exc}]") from None
             except OSError as exc:
                 failure = exc
+        if isinstance(failure, TimeoutError):
+            raise failure
         raise ConnectionError(f"Cannot connect to host {host}:{port} [{failure}]")
 
     async def _resolve(self, host: str, port: int) -> list[tuple[int, str]]:
         """The addresses to try for `host`, forbidden ones dropped (unless private ones are allowed)."""
         bare = host.strip("[]")
+        literal = socket.AF_INET6 if ":" in bare else socket.AF_INET
         try:
-            literal = socket.AF_INET6 if ":" in bare else socket.AF_INET
             socket.inet_pton(literal, bare)
-            return [(literal, bare)]  # check_url has judged an address literal already
         except OSError:
             pass
+        else:
+            if not self._allow_private and is_forbidden_ip(bare):
+                raise ForbiddenAddress(f"{bare} is a private or loopback address")
+            return [(literal, bare)]
         now = time.monotonic()
         cached = self._addresses.get((host, port))
         if cached is not None and now - cached[0] < DNS_TTL_S:
@@ -403,8 +421,7 @@ class Pool:
             if not addresses:
                 raise ForbiddenAddress(f"{host} resolves only to private or loopback addresses")
         if len(self._addresses) >= DNS_CACHE_SIZE:
-            self._addresses = {
-                key: seen for key, seen in self._addresses.items() if now - seen[0] < DNS_TTL_S
-            }
+            fresh = {key: seen for key, seen in self._addresses.items() if now - seen[0] < DNS_TTL_S}
+            self._addresses = fresh if len(fresh) < DNS_CACHE_SIZE // 2 else {}
         self._addresses[(host, port)] = (now, addresses)
         return addresses

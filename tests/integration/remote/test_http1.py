@@ -18,7 +18,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from fedqueue.remote import http1
 from fedqueue.remote.client import HttpClient, SendFailed
+from fedqueue.remote.guard import ForbiddenAddress
 from fedqueue.remote.http1 import DRAIN_BYTES, Answer, Pool
 from fedqueue.settings import load_settings
 from tests.loopback import SilentServer
@@ -327,3 +329,55 @@ async def test_https_checks_the_certificate_against_the_host_name(tmp_path: Path
         await default.close()
         await server.stop()
     assert len(server.requests) == 1
+
+
+async def test_a_switch_of_protocols_is_a_failed_post_to_try_again() -> None:
+    client = HttpClient(load_settings(allow_private_addresses=True))
+    server = await serving(
+        lambda _n: b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n"
+    )
+    try:
+        with pytest.raises(SendFailed, match="switched protocols") as failed:
+            await client.post(server.url(), b"{}", {}, head_bytes=64)
+    finally:
+        await server.stop()
+        await client.aclose()
+    assert not failed.value.permanent
+
+
+async def test_bytes_after_a_whole_answer_retire_its_connection(pool: Pool) -> None:
+    server = await serving(lambda n: ACCEPTED + b"HTTP/1.1 20" if n == 0 else ACCEPTED)
+    try:
+        assert (await post(pool, server.url())).status == 202
+        assert (await post(pool, server.url())).status == 202
+    finally:
+        await server.stop()
+    assert server.connections == 2
+
+
+async def test_an_idle_connection_the_server_gave_up_on_is_let_go(
+    pool: Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http1, "KEEPALIVE_S", 0.1)
+    server = await serving(lambda _n: ACCEPTED)
+    try:
+        assert (await post(pool, server.url())).status == 202
+        [kept] = pool._idle[("http", "127.0.0.1", server.port)]
+        kept.data_received(b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n")  # unasked
+        await asyncio.sleep(0.3)
+    finally:
+        await server.stop()
+    assert kept.closed
+    assert pool._idle == {}
+
+
+async def test_the_pool_refuses_a_forbidden_address_literal_itself() -> None:
+    guarded = Pool(total=4, per_host=2, connect_timeout_s=5, allow_private=False, user_agent="t")
+    server = await serving(lambda _n: ACCEPTED)
+    try:
+        with pytest.raises(ForbiddenAddress):
+            await post(guarded, server.url())
+    finally:
+        await guarded.close()
+        await server.stop()
+    assert server.requests == []
