@@ -1,16 +1,18 @@
 """The one outbound HTTP client: connection reuse, concurrency caps, size caps, address guard.
 
 Policy lives here; I/O is in two places. Delivery POSTs, the hot path, go through
-`remote.http1.Pool`: kept connections and llhttp parsing, measured at a fraction of aiohttp's
-CPU per POST (README, Benchmark). Document GETs (streamed, decompressed, capped) use an aiohttp
-session, and hold a place in the pool's caps while they run, so the per-host and total caps
-hold across both. Everything else goes through httpx over an aiohttp transport, which unit
-tests swap for a mock transport; then POSTs and GETs take the httpx path too.
+`remote.pool.Pool`: kept connections and llhttp parsing (`remote.http1`), measured at a
+fraction of aiohttp's CPU per POST (README, Benchmark); the pool applies `check_url` itself.
+Document GETs (streamed, decompressed, capped) use an aiohttp session, and hold a place in
+the pool's caps while they run, so the per-host and total caps hold across both. Everything
+else goes through httpx over an aiohttp transport, which unit tests swap for a mock
+transport; then POSTs and GETs take the httpx path too.
 
-The address guard (`guard`) works at two depths. `check_url` refuses URLs whose host is an IP literal
-in a forbidden range before any request is made; the resolvers (the pool's, and aiohttp's
-`GuardedResolver`) refuse names that resolve to such addresses at connect time, so a DNS
-answer that changes between a check and the connection (rebinding) cannot slip through.
+The address guard (`guard`) works at two depths. `check_url` refuses URLs whose host is an IP
+literal in a forbidden range before any request is made; the resolvers (the pool's, and
+aiohttp's `GuardedResolver`) refuse names that resolve to such addresses at connect time
+(`allowed_addresses`), so a DNS answer that changes between a check and the connection
+(rebinding) cannot slip through.
 """
 
 from __future__ import annotations
@@ -37,12 +39,12 @@ from fedqueue.errors import FedqueueError
 from fedqueue.remote.capped import read_capped
 from fedqueue.remote.guard import (
     FetchError,
-    ForbiddenAddress,
+    allowed_addresses,
     check_url,
     forbidden_cause,
-    is_forbidden_ip,
 )
-from fedqueue.remote.http1 import Answer, BadRequestLine, Pool
+from fedqueue.remote.http1 import Answer, BadRequestLine
+from fedqueue.remote.pool import Pool
 from fedqueue.remote.signing_threads import SigningThreads
 from fedqueue.settings import Settings
 from fedqueue.signing.requests import (
@@ -82,10 +84,8 @@ class GuardedResolver(AbstractResolver):
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
         results = await self._inner.resolve(host, port, family)
-        allowed = [result for result in results if not is_forbidden_ip(result["host"])]
-        if not allowed:
-            raise ForbiddenAddress(f"{host} resolves only to private or loopback addresses")
-        return allowed
+        allowed = set(allowed_addresses(host, [result["host"] for result in results]))
+        return [result for result in results if result["host"] in allowed]
 
     async def close(self) -> None:
         await self._inner.close()
@@ -176,11 +176,11 @@ class HttpClient:
         Of a non-2xx answer's body only the first `head_bytes` are read.
         """
         try:
-            check_url(url, allow_private=self.settings.allow_private_addresses)
             if self._swapped_transport:
+                check_url(url, allow_private=self.settings.allow_private_addresses)
                 return await self._post_through_httpx(url, content, headers, head_bytes)
             async with asyncio.timeout(self._total_timeout_s):
-                return await self._pool.post(url, content, headers, head_bytes)
+                return await self._pool.post(url, content, headers, head_bytes)  # guarded at its door
         except FetchError as exc:  # not an http(s) URL
             raise SendFailed(str(exc), permanent=True) from None
         except CLIENT_ERRORS as exc:

@@ -2,8 +2,8 @@
 
 A URL must be http(s) with a host that any client reads the same way, and its host must not
 be, or embed, a loopback, private, link-local or reserved address (unless private addresses
-are allowed, for local demos and tests). `client.GuardedResolver` applies the same
-`is_forbidden_ip` to every address a name resolves to, at connect time.
+are allowed, for local demos and tests). The resolvers (`client.GuardedResolver`, `pool.Pool`)
+apply the same rule to every address a name resolves to, at connect time (`allowed_addresses`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import re
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from fedqueue.errors import FedqueueError
@@ -111,6 +112,14 @@ def host_of(url: str) -> str:
         return f"{host}:{parts.port}" if parts.port else host
     except ValueError:
         return url.partition("://")[2].partition("/")[0].lower()[:255]
+
+
+def allowed_addresses(host: str, addresses: Sequence[str]) -> list[str]:
+    """The addresses `host` resolved to that the guard allows, in order; ForbiddenAddress if none is."""
+    allowed = [address for address in addresses if not is_forbidden_ip(address)]
+    if not allowed:
+        raise ForbiddenAddress(f"{host} resolves only to private or loopback addresses")
+    return allowed
 
 
 def check_url(url: str, *, allow_private: bool) -> None:

@@ -1,21 +1,12 @@
-"""Delivery POSTs over HTTP/1.1: connections kept per origin, answers parsed by llhttp.
+"""HTTP/1.1 on the wire for delivery POSTs: framing and parsing (`remote/pool` keeps the connections).
 
 The worker's hot path is one POST per delivery, to inboxes it POSTs to again and again. Through
 aiohttp's `ClientSession` that request cost about half of the event loop's time per delivery
 (its request and response models, URL and header objects, tracing, cookie handling); here a POST
-is one buffer written to a kept connection and an answer parsed by llhttp (`httptools`, which
-uvicorn already brings), keeping only what a delivery records: the status, Retry-After and the
-head of a refusing body. README, Benchmark, has the figures.
-
-What a pool does:
-- at most `per_host` requests in flight per origin and `total` overall; `slot` lets other
-  requests (the client's GETs) count against the same caps;
-- connections kept per origin (scheme, host, port) while idle for up to `KEEPALIVE_S`, one
-  request at a time each; a kept connection the server closed meanwhile is replaced, and the
-  POST sent once more on a new one, only when the server sent nothing back on it;
-- names resolved at most once per `DNS_TTL_S`, with the addresses the guard forbids dropped
-  (as `GuardedResolver` does for aiohttp): the address connected to is one that was checked;
-- TLS with the system's trust store and SNI.
+is one buffer (`request_bytes`) written to a kept connection and an answer parsed by llhttp
+(`httptools`, which uvicorn already brings) on a `Connection`, keeping only what a delivery
+records: the status, Retry-After and the head of a refusing body. README, Benchmark, has the
+figures.
 
 What it does not do, because a delivery needs none of it: redirects, proxies, cookies,
 compression, `Expect: 100-continue`.
@@ -25,12 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
-import ssl
-import time
-from collections import Counter
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import cast
@@ -38,14 +23,6 @@ from urllib.parse import quote, urlsplit
 
 import httptools
 
-from fedqueue.remote.guard import ForbiddenAddress, is_forbidden_ip
-
-#: An idle kept connection is closed after this long.
-KEEPALIVE_S = 15.0
-#: A resolved name is used for this long before it is resolved again.
-DNS_TTL_S = 60.0
-#: Names kept resolved at most; past it, the expired ones are dropped.
-DNS_CACHE_SIZE = 4096
 #: An answer's body is read past its head, and dropped, up to this size so that its connection
 #: can be kept; past it the connection is closed instead.
 DRAIN_BYTES = 65_536
@@ -119,7 +96,7 @@ def request_bytes(target: Target, headers: dict[str, str], body: bytes, user_age
     return head + body
 
 
-class _Connection(asyncio.Protocol):
+class Connection(asyncio.Protocol):
     """One kept connection: one request at a time; `exchange` gives its answer."""
 
     def __init__(self, origin: Origin) -> None:
@@ -211,7 +188,7 @@ class _Connection(asyncio.Protocol):
         return await self._waiter
 
     def close(self) -> None:
-        """Drop the connection; an idle one stays listed until its timer takes it out (`Pool._expire`)."""
+        """Drop the connection; an idle one stays listed until its timer takes it out (`Pool`)."""
         self.closed = True
         if self.transport is not None:
             self.transport.abort()
@@ -224,204 +201,3 @@ class _Connection(asyncio.Protocol):
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_exception(exc)
         self.close()
-
-
-class _Caps:
-    """At most `per_origin` holders per origin and `total` overall; waiters are served in order."""
-
-    def __init__(self, total: int, per_origin: int) -> None:
-        self._total = asyncio.Semaphore(total)
-        self._per_origin = per_origin
-        self._origins: dict[Origin, asyncio.Semaphore] = {}
-        #: Holders and waiters per origin: an origin's semaphore is dropped once nobody uses it.
-        self._users: Counter[Origin] = Counter()
-
-    async def acquire(self, origin: Origin) -> None:
-        semaphore = self._origins.get(origin)
-        if semaphore is None:
-            semaphore = self._origins[origin] = asyncio.Semaphore(self._per_origin)
-        self._users[origin] += 1
-        try:
-            await semaphore.acquire()
-        except BaseException:
-            self._leave(origin)
-            raise
-        try:
-            await self._total.acquire()
-        except BaseException:
-            semaphore.release()
-            self._leave(origin)
-            raise
-
-    def release(self, origin: Origin) -> None:
-        self._total.release()
-        self._origins[origin].release()
-        self._leave(origin)
-
-    def _leave(self, origin: Origin) -> None:
-        self._users[origin] -= 1
-        if not self._users[origin]:
-            del self._users[origin]
-            del self._origins[origin]
-
-
-class Pool:
-    """Kept connections and the concurrency caps of one process's outbound requests; `close` ends them."""
-
-    def __init__(
-        self,
-        *,
-        total: int,
-        per_host: int,
-        connect_timeout_s: float,
-        allow_private: bool,
-        user_agent: str,
-        tls: ssl.SSLContext | None = None,
-    ) -> None:
-        self.user_agent = user_agent
-        self._caps = _Caps(total, per_host)
-        self._connect_timeout_s = connect_timeout_s
-        self._allow_private = allow_private
-        self._tls = tls
-        self._idle: dict[Origin, list[_Connection]] = {}
-        self._closed = False
-        #: (host, port) -> (resolved at, addresses as (family, address)).
-        self._addresses: dict[tuple[str, int], tuple[float, list[tuple[int, str]]]] = {}
-
-    @asynccontextmanager
-    async def slot(self, url: str) -> AsyncIterator[None]:
-        """Hold one of the caps' places for `url`'s origin, for a request made elsewhere."""
-        origin = target_of(url).origin
-        await self._caps.acquire(origin)
-        try:
-            yield
-        finally:
-            self._caps.release(origin)
-
-    async def post(self, url: str, body: bytes, headers: dict[str, str], head_limit: int) -> Answer:
-        """POST `body` to `url` (which has passed `check_url`) and read the answer."""
-        target = target_of(url)
-        request = request_bytes(target, headers, body, self.user_agent)
-        origin = target.origin
-        await self._caps.acquire(origin)
-        try:
-            connection = self._kept(origin)
-            if connection is not None:
-                try:
-                    return await self._exchange(connection, request, head_limit)
-                except ConnectionError:
-                    if connection.answered:
-                        raise
-                    # Nothing came back: most likely the server closed the kept connection while
-                    # it was idle, before the POST reached it. A server that read the POST and
-                    # then closed without a word gets it twice; inboxes dedupe by activity id.
-            connection = await self._connect(origin)
-            return await self._exchange(connection, request, head_limit)
-        finally:
-            self._caps.release(origin)
-
-    async def close(self) -> None:
-        self._closed = True
-        for connections in self._idle.values():
-            for connection in connections:
-                connection.close()
-        self._idle.clear()
-
-    async def _exchange(self, connection: _Connection, request: bytes, head_limit: int) -> Answer:
-        try:
-            answer = await connection.exchange(request, head_limit)
-        except BaseException:
-            connection.close()  # cancelled or failed mid-answer: never reused
-            raise
-        if connection.reusable and not connection.closed and not self._closed:
-            self._keep(connection)
-        else:
-            connection.close()
-        return answer
-
-    def _kept(self, origin: Origin) -> _Connection | None:
-        """An idle kept connection to `origin`, the most recently used first."""
-        connections = self._idle.get(origin)
-        while connections:
-            connection = connections.pop()
-            if connection.idle_timer is not None:
-                connection.idle_timer.cancel()
-                connection.idle_timer = None
-            if not connection.closed:
-                if not connections:
-                    del self._idle[origin]
-                return connection
-        self._idle.pop(origin, None)
-        return None
-
-    def _keep(self, connection: _Connection) -> None:
-        self._idle.setdefault(connection.origin, []).append(connection)
-        connection.idle_timer = asyncio.get_running_loop().call_later(KEEPALIVE_S, self._expire, connection)
-
-    def _expire(self, connection: _Connection) -> None:
-        connections = self._idle.get(connection.origin, [])
-        if connection in connections:
-            connections.remove(connection)
-            if not connections:
-                del self._idle[connection.origin]
-        connection.idle_timer = None
-        connection.close()
-
-    async def _connect(self, origin: Origin) -> _Connection:
-        scheme, host, port = origin
-        tls = None
-        if scheme == "https":
-            if self._tls is None:
-                self._tls = ssl.create_default_context()
-            tls = self._tls
-        loop = asyncio.get_running_loop()
-        failure: OSError | None = None
-        for family, address in await self._resolve(host, port):
-            try:
-                async with asyncio.timeout(self._connect_timeout_s):
-                    _transport, connection = await loop.create_connection(
-                        lambda: _Connection(origin),
-                        address,
-                        port,
-                        family=family,
-                        ssl=tls,
-                        server_hostname=host if tls is not None else None,
-                    )
-                return connection
-            except TimeoutError:
-                failure = TimeoutError(f"Connection timeout to host {host}:{port}")
-            except ssl.SSLError as exc:  # the host's other addresses would show the same certificate
-                raise ConnectionError(f"Cannot connect to host {host}:{port} [{exc}]") from None
-            except OSError as exc:
-                failure = exc
-        if isinstance(failure, TimeoutError):
-            raise failure
-        raise ConnectionError(f"Cannot connect to host {host}:{port} [{failure}]")
-
-    async def _resolve(self, host: str, port: int) -> list[tuple[int, str]]:
-        """The addresses to try for `host`, forbidden ones dropped (unless private ones are allowed)."""
-        bare = host.strip("[]")
-        literal = socket.AF_INET6 if ":" in bare else socket.AF_INET
-        try:
-            socket.inet_pton(literal, bare)
-        except OSError:
-            pass
-        else:
-            if not self._allow_private and is_forbidden_ip(bare):
-                raise ForbiddenAddress(f"{bare} is a private or loopback address")
-            return [(literal, bare)]
-        now = time.monotonic()
-        cached = self._addresses.get((host, port))
-        if cached is not None and now - cached[0] < DNS_TTL_S:
-            return cached[1]
-        found = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        addresses = list(dict.fromkeys((int(family), str(address[0])) for family, _, _, _, address in found))
-        if not self._allow_private:
-            addresses = [(family, address) for family, address in addresses if not is_forbidden_ip(address)]
-            if not addresses:
-                raise ForbiddenAddress(f"{host} resolves only to private or loopback addresses")
-        if len(self._addresses) >= DNS_CACHE_SIZE:
-            fresh = {key: seen for key, seen in self._addresses.items() if now - seen[0] < DNS_TTL_S}
-            self._addresses = fresh if len(fresh) < DNS_CACHE_SIZE // 2 else {}
-        self._addresses[(host, port)] = (now, addresses)
-        return addresses

@@ -1,4 +1,4 @@
-"""Delivery POSTs on the wire (`remote/http1.py`): kept connections, answers as servers really send them.
+"""Delivery POSTs on the wire (`remote/http1.py`, `remote/pool.py`): kept connections, real answers.
 
 The server here is a raw asyncio one, so each test says byte for byte what comes back.
 """
@@ -18,10 +18,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from fedqueue.remote import http1
+from fedqueue.remote import pool as pools
 from fedqueue.remote.client import HttpClient, SendFailed
 from fedqueue.remote.guard import ForbiddenAddress
-from fedqueue.remote.http1 import DRAIN_BYTES, Answer, Pool
+from fedqueue.remote.http1 import DRAIN_BYTES, Answer
+from fedqueue.remote.pool import Pool
 from fedqueue.settings import load_settings
 from tests.loopback import SilentServer
 
@@ -358,7 +359,7 @@ async def test_bytes_after_a_whole_answer_retire_its_connection(pool: Pool) -> N
 async def test_an_idle_connection_the_server_gave_up_on_is_let_go(
     pool: Pool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(http1, "KEEPALIVE_S", 0.1)
+    monkeypatch.setattr(pools, "KEEPALIVE_S", 0.1)
     server = await serving(lambda _n: ACCEPTED)
     try:
         assert (await post(pool, server.url())).status == 202
