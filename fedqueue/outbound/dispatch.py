@@ -140,11 +140,7 @@ class Dispatcher:
                 sync = syncs.get((row.actor, row.host)) if body.to_followers else None
                 self._start(Job(row, body, written_at, health.get(row.host), sync))
                 started.add(row.id)
-            payloads = (
-                await self._store.webhooks.payloads([row.webhook_event_id or 0 for row in hooks])
-                if hooks
-                else {}
-            )
+            payloads = await self._store.webhooks.payloads([row.webhook_event_id or 0 for row in hooks])
             await self._refuse(
                 [(row, EVENT_GONE_REASON) for row in hooks if row.webhook_event_id not in payloads]
             )

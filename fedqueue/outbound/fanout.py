@@ -197,13 +197,12 @@ class Fanout:
             facts = ActivityFacts(
                 entry.actor, entry.activity_id, entry.activity_type, entry.object_id, undoes, target
             )
-            raw = False
+            accepted = None
         else:
             await self._local_actor(entry.actor)
             activity, facts = normalize(activity, entry.actor, self._urls, lambda: secrets.token_urlsafe(16))
-            raw = True
+            accepted = Accepted(entry.id, facts, dumps(activity))
         inboxes = None if entry.inboxes is None else parse_inboxes(entry.inboxes)
-        accepted = Accepted(entry.id, facts, dumps(activity)) if raw else None
         facts = await self._coalescer.resolve_undo(facts, [p.facts for p in earlier])
         targets = await self._targets(entry, activity, inboxes)
         return Plan(entry, facts, accepted, targets)

@@ -398,7 +398,9 @@ class WebhookStore:
         return _webhook(row)
 
     async def payloads(self, event_ids: Sequence[int]) -> dict[int, WebhookPayload]:
-        """Per event id: the body to POST, its kind and the secret to sign it with."""
+        """Per event id: the body to POST, its kind and the secret to sign it with (no read for none)."""
+        if not event_ids:
+            return {}
         async with self._db.reading() as conn:
             rows = (
                 await conn.execute(
