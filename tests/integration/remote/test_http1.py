@@ -100,6 +100,25 @@ async def serving(script: Script, **options: float) -> ScriptedServer:
     return await server.start()
 
 
+async def refused_by_client(
+    script: Script,
+    *,
+    allow_private: bool = True,
+    host: str = "127.0.0.1",
+    headers: dict[str, str] | None = None,
+) -> tuple[SendFailed, ScriptedServer]:
+    """What `HttpClient.post` raised for a POST to a scripted server, and the server (to see what it got)."""
+    client = HttpClient(load_settings(allow_private_addresses=allow_private))
+    server = await serving(script)
+    try:
+        with pytest.raises(SendFailed) as failed:
+            await client.post(server.url(host=host), b"{}", headers or {}, head_bytes=64)
+    finally:
+        await server.stop()
+        await client.aclose()
+    return failed.value, server
+
+
 async def post(pool: Pool, url: str, head_limit: int = 64) -> Answer:
     return await asyncio.wait_for(
         pool.post(url, b'{"type":"Like"}', {"content-type": "application/json"}, head_limit), 10
@@ -151,16 +170,9 @@ async def test_a_kept_connection_the_server_closed_is_replaced_without_a_failed_
 
 
 async def test_a_server_that_closes_a_new_connection_without_answering_is_a_failed_post() -> None:
-    settings = load_settings(allow_private_addresses=True)
-    client = HttpClient(settings)
-    server = await serving(lambda _n: None)
-    try:
-        with pytest.raises(SendFailed, match="Server disconnected") as failed:
-            await client.post(server.url(), b"{}", {"content-type": "application/json"}, head_bytes=64)
-    finally:
-        await server.stop()
-        await client.aclose()
-    assert not failed.value.permanent
+    failed, server = await refused_by_client(lambda _n: None, headers={"content-type": "application/json"})
+    assert "Server disconnected" in str(failed)
+    assert not failed.permanent
     assert len(server.requests) == 1  # sent once: a new connection is never tried again
 
 
@@ -254,28 +266,16 @@ async def test_a_target_with_spaces_or_non_ascii_is_escaped_on_the_request_line(
 
 
 async def test_a_header_that_would_break_its_line_is_refused_before_anything_is_sent() -> None:
-    client = HttpClient(load_settings(allow_private_addresses=True))
-    server = await serving(lambda _n: ACCEPTED)
-    try:
-        with pytest.raises(SendFailed, match="cannot be written on one line") as failed:
-            await client.post(server.url(), b"{}", {"x-sync": "a\r\nInjected: yes"}, head_bytes=64)
-    finally:
-        await server.stop()
-        await client.aclose()
-    assert failed.value.permanent
+    failed, server = await refused_by_client(lambda _n: ACCEPTED, headers={"x-sync": "a\r\nInjected: yes"})
+    assert "cannot be written on one line" in str(failed)
+    assert failed.permanent
     assert server.requests == []
 
 
 async def test_a_name_that_resolves_only_to_loopback_is_refused() -> None:
-    client = HttpClient(load_settings(allow_private_addresses=False))
-    server = await serving(lambda _n: ACCEPTED)
-    try:
-        with pytest.raises(SendFailed, match="resolves only to private or loopback") as failed:
-            await client.post(server.url(host="localhost"), b"{}", {}, head_bytes=64)
-    finally:
-        await server.stop()
-        await client.aclose()
-    assert failed.value.permanent
+    failed, server = await refused_by_client(lambda _n: ACCEPTED, allow_private=False, host="localhost")
+    assert "resolves only to private or loopback" in str(failed)
+    assert failed.permanent
     assert server.requests == []
 
 
@@ -333,17 +333,10 @@ async def test_https_checks_the_certificate_against_the_host_name(tmp_path: Path
 
 
 async def test_a_switch_of_protocols_is_a_failed_post_to_try_again() -> None:
-    client = HttpClient(load_settings(allow_private_addresses=True))
-    server = await serving(
-        lambda _n: b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n"
-    )
-    try:
-        with pytest.raises(SendFailed, match="switched protocols") as failed:
-            await client.post(server.url(), b"{}", {}, head_bytes=64)
-    finally:
-        await server.stop()
-        await client.aclose()
-    assert not failed.value.permanent
+    switching = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n"
+    failed, _server = await refused_by_client(lambda _n: switching)
+    assert "switched protocols" in str(failed)
+    assert not failed.permanent
 
 
 async def test_bytes_after_a_whole_answer_retire_its_connection(pool: Pool) -> None:
