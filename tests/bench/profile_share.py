@@ -39,6 +39,8 @@ def shares(lines: list[str], thread: str = "") -> tuple[int, Counter[str], Count
             continue
         count = int(count_text)
         frames = [frame_name(frame) for frame in stack.split(";") if frame]
+        if frames[0].startswith("process "):  # `py-spy --subprocesses` names the process first
+            frames = frames[1:]
         if thread not in frames[0]:
             continue
         total += count
