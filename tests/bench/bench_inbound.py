@@ -25,7 +25,10 @@ reads the result); profiled runs are slower, so take figures without it.
 Each load is bounded by count (N) and by `--limit-s`; the rate is what was answered in that
 time. CPU is per 1,000 requests: the server process (all threads, from /proc) and, on
 PostgreSQL, the backends serving the benchmark's database; beside them the load generator's own
-CPU (aiohttp on uvloop), which shares the same two cores. Figures are the median
+CPU (aiohttp on uvloop) and the remote side's (key documents served, Accepts received), which
+share the same cores. For follows the CPU window runs on until every Accept has arrived (or
+`--limit-s` more has passed), and `accepts/s` is N over the time from the first Follow to the
+last Accept. Figures are the median
 [lowest-highest] of `--repeat` runs; the load average is printed with each row.
 """
 
@@ -36,6 +39,7 @@ import asyncio
 import statistics
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,6 +62,9 @@ class Figures:
     cpu_per_1000: list[float] = field(default_factory=list)
     pg_per_1000: list[float] = field(default_factory=list)
     sender_per_1000: list[float] = field(default_factory=list)
+    remote_per_1000: list[float] = field(default_factory=list)
+    #: Follows only: Accepts delivered per second, from the load's start to the last Accept.
+    accept_rates: list[float] = field(default_factory=list)
     refused: int = 0
 
     def add(self, result: FloodResult, cpu: list[float]) -> None:
@@ -68,6 +75,9 @@ class Figures:
         self.cpu_per_1000.append(cpu[0] / done * 1000)
         self.pg_per_1000.append(cpu[1] / done * 1000)
         self.sender_per_1000.append(result.sender_cpu_s / done * 1000)
+        self.remote_per_1000.append(cpu[2] / done * 1000 if len(cpu) > 2 else 0.0)
+        if len(cpu) > 3:
+            self.accept_rates.append(cpu[3])
         self.refused += done - result.statuses.get(202, 0)
 
     def row(self, label: str, engine: str, n: int) -> str:
@@ -76,13 +86,15 @@ class Figures:
             f" {harness.spread(self.p50_ms):>16}"
             f" {harness.spread(self.p99_ms):>18} {harness.spread(self.cpu_per_1000, 1):>18}"
             f" {harness.spread(self.pg_per_1000, 1):>16} {harness.spread(self.sender_per_1000, 1):>16}"
-            f" {self.refused:>5}  {harness.load_average()}"
+            f" {harness.spread(self.remote_per_1000, 1):>16} {self.refused:>5}  {harness.load_average()}"
+            + (f"  accepts/s {harness.spread(self.accept_rates)}" if self.accept_rates else "")
         )
 
 
 HEADER = (
     f"{'shape':<13} {'engine':<9} {'N':>6} {'req/s':>18} {'p50 ms':>16} {'p99 ms':>18}"
-    f" {'server cpu s/1k':>18} {'pg cpu s/1k':>16} {'sender cpu s/1k':>16} {'!202':>5}  load"
+    f" {'server cpu s/1k':>18} {'pg cpu s/1k':>16} {'sender cpu s/1k':>16} {'remote cpu s/1k':>16}"
+    f" {'!202':>5}  load"
 )
 
 
@@ -146,18 +158,29 @@ async def fedqueue_run(
             await asyncio.sleep(2 if args.processes > 1 else 0)  # the other processes start too
             pids = [server.pid, *harness.child_pids(server.pid)]
             meter = harness.CpuMeter(pids, harness.database_name(url))
+            remote_meter = harness.CpuMeter([world.pid])
             warm = creates(inbox, remote, world.pairs, args.senders, args.senders, 0, sync=args.sync_header)
             await harness.flood_async(warm, args.connections, args.limit_s)
             load = creates(inbox, remote, world.pairs, args.senders, n, args.senders, sync=args.sync_header)
-            with harness.profiled(server.pid, profile(args, "flood", engine, n)), meter.measure() as cpu:
+            with (
+                harness.profiled(server.pid, profile(args, "flood", engine, n)),
+                meter.measure() as cpu,
+                remote_meter.measure() as remote_cpu,
+            ):
                 flood = await harness.flood_async(load, args.connections, args.limit_s)
             load = follows(inbox, alice, remote, world.pairs, n)
+            accepted_before = await world.count()
             with (
                 harness.profiled(server.pid, profile(args, "follows", engine, n)),
                 meter.measure() as follow_cpu,
+                remote_meter.measure() as follow_remote_cpu,
             ):
+                started = time.perf_counter()
                 follow = await harness.flood_async(load, args.connections, args.limit_s)
-        return (flood, cpu), (follow, follow_cpu)
+                # The window runs on until the Accepts are delivered, so their cost counts too.
+                accepted, _ = await world.wait_count(accepted_before + n, args.limit_s)
+                accept_rate = (accepted - accepted_before) / (time.perf_counter() - started)
+        return (flood, [*cpu, *remote_cpu[:1]]), (follow, [*follow_cpu, *follow_remote_cpu[:1], accept_rate])
     finally:
         await harness.drop_database(url)
 
@@ -166,16 +189,16 @@ def fedify_run(world: harness.Fediverse, args: argparse.Namespace, n: int) -> tu
     port = harness.free_port()
     inbox = f"http://127.0.0.1:{port}/users/alice/inbox"
     with harness.fedify_inbox(port) as peer:
-        meter = harness.CpuMeter([peer.pid])
+        meter, remote_meter = harness.CpuMeter([peer.pid]), harness.CpuMeter([world.pid])
         harness.flood(
             creates(inbox, world.origin(), world.pairs, args.senders, args.senders, 0),
             args.connections,
             args.limit_s,
         )
         load = creates(inbox, world.origin(), world.pairs, args.senders, n, args.senders)
-        with meter.measure() as cpu:
+        with meter.measure() as cpu, remote_meter.measure() as remote_cpu:
             result = harness.flood(load, args.connections, args.limit_s)
-    return result, cpu
+    return result, [*cpu, *remote_cpu[:1]]
 
 
 async def main(args: argparse.Namespace) -> None:

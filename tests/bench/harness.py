@@ -319,6 +319,11 @@ class Fediverse:
     #: POSTs received, in shared memory: reading it costs the measured process nothing.
     counter: Synchronized[int]
 
+    @property
+    def pid(self) -> int:
+        assert self.process.pid is not None, "started on entering `fediverse`"
+        return self.process.pid
+
     def origin(self, host: int = 0) -> str:
         return f"http://127.0.0.1:{self.ports[host]}"
 
