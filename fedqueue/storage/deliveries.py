@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Select, and_, bindparam, case, func, or_, select, type_coerce, update
+from sqlalchemy import Select, and_, bindparam, case, func, or_, select, type_coerce, union_all, update
 
 from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.outbound.record import Claimed, Result
@@ -137,23 +137,28 @@ class DeliveryStore:
         enough in flight to them). On PostgreSQL the rows are locked with SKIP LOCKED, so
         concurrent workers claim disjoint sets.
         """
-        due = (
-            select(_deliveries.c.id)
-            .where(
-                or_(
-                    and_(_deliveries.c.state.in_(("queued", "failed")), _deliveries.c.next_attempt_at <= now),
-                    and_(_deliveries.c.state == "sending", _deliveries.c.lease_until <= now),
-                ),
-                _deliveries.c.inbox.is_not(None),
-                _deliveries.c.host.not_in(_held_hosts(now)),
-            )
-            .order_by(_deliveries.c.next_attempt_at, _deliveries.c.id)
-            .limit(limit)
-        )
+        d = _deliveries.c
+        eligible = [d.inbox.is_not(None), d.host.not_in(_held_hosts(now))]
         if skip_hosts:
-            due = due.where(_deliveries.c.host.not_in(skip_hosts))
+            eligible.append(d.host.not_in(skip_hosts))
+        # One branch per state, each an ordered range of ix_deliveries_due read only as far as
+        # it takes: an OR of the states made the database gather and sort every due row first
+        # (180 ms a claim on SQLite with 100,000 due, 63 ms on PostgreSQL; README, Benchmark).
+        branches = [
+            select(d.id, d.next_attempt_at)
+            .where(d.state == state, due_when <= now, *eligible)
+            .order_by(d.next_attempt_at, d.id)
+            .limit(limit)
+            for state, due_when in (
+                ("queued", d.next_attempt_at),
+                ("failed", d.next_attempt_at),
+                ("sending", d.lease_until),  # a lease ran out: its worker is gone
+            )
+        ]
         if self._db.is_postgres:
-            due = due.with_for_update(skip_locked=True)
+            branches = [branch.with_for_update(skip_locked=True) for branch in branches]
+        candidates = union_all(*(select(branch.subquery()) for branch in branches)).subquery()
+        due = select(candidates.c.id).order_by(candidates.c.next_attempt_at, candidates.c.id).limit(limit)
         async with self._db.transaction() as conn:
             rows = (
                 await conn.execute(

@@ -121,7 +121,8 @@ class DeliveryRow(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("outbox_id", "inbox", name="uq_deliveries_outbox_inbox"),
         UniqueConstraint("outbox_id", "recipient", name="uq_deliveries_outbox_recipient"),
-        Index("ix_deliveries_due", "state", "next_attempt_at"),
+        # Claims read each state's due rows in claim order (`DeliveryStore.claim`): no sort.
+        Index("ix_deliveries_due", "state", "next_attempt_at", "id"),
         # Coalescing reads one (inbox, subject) history in submission order: one index range.
         Index("ix_deliveries_inbox_object", "inbox", "object_id", "outbox_id"),
         Index("ix_deliveries_host_state", "host", "state"),

@@ -1,0 +1,94 @@
+"""Delivery claims: the earliest due first in every state, leases honoured, held hosts passed over."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime, timedelta
+
+from fedqueue.outbound.intake import ActivityFacts
+from fedqueue.outbound.record import Result
+from fedqueue.settings import Settings
+from fedqueue.storage import Store
+from fedqueue.storage.deliveries import Enqueued, Target
+from fedqueue.storage.types import utcnow
+
+LEASE_S = 300.0
+
+
+async def _fan_out(store: Store, number: int, hosts: list[str], now: datetime) -> list[int]:
+    """One activity to one inbox on each host, due `now`; the delivery ids in host order."""
+    facts = ActivityFacts("alice", f"https://here.example/activities/{number}", "Create", None)
+    submitted = await store.outbox.submit(facts, json.dumps({"id": facts.activity_id}), None)
+    targets = [Target(f"https://{host}/users/u{number}/inbox", host) for host in hosts]
+    await store.deliveries.enqueue([Enqueued(submitted.outbox_id, facts, targets)], now)
+    views = await store.deliveries.for_outbox(submitted.outbox_id)
+    return [view.id for view in views]
+
+
+def _failed(delivery_id: int, retry_at: datetime, now: datetime) -> Result:
+    return Result(delivery_id, "failed", 1, retry_at, 503, "HTTP 503", now)
+
+
+async def test_a_claim_takes_the_earliest_due_first_whatever_their_state_and_no_more_than_asked(
+    store: Store,
+) -> None:
+    await store.actors.create("alice")
+    start = utcnow() - timedelta(minutes=10)
+    (retried,) = await _fan_out(store, 1, ["a.example"], start)
+    (expired,) = await _fan_out(store, 2, ["b.example"], start + timedelta(minutes=1))
+    queued = await _fan_out(store, 3, ["c.example", "d.example", "e.example"], start + timedelta(minutes=2))
+    (not_yet,) = await _fan_out(store, 4, ["f.example"], utcnow() + timedelta(hours=1))
+    # `retried` failed once and is due again (still earliest); `expired` was claimed by a worker
+    # that died: its lease ran out; each then keeps its first due time.
+    await store.deliveries.claim("w0", start + timedelta(minutes=1), LEASE_S, 2)
+    await store.deliveries.record("w0", [_failed(retried, start, start)])
+    now = utcnow()
+    assert now > start + timedelta(minutes=1, seconds=LEASE_S)  # the lease of `expired` ran out
+
+    first = await store.deliveries.claim("w1", now, LEASE_S, 4)
+    second = await store.deliveries.claim("w2", now, LEASE_S, 4)
+
+    assert [row.id for row in first] == [retried, expired, *queued[:2]]
+    assert [row.id for row in second] == queued[2:]
+    assert not_yet not in {row.id for row in first + second}
+
+
+async def test_a_row_under_a_live_lease_is_not_claimed_again(store: Store) -> None:
+    await store.actors.create("alice")
+    now = utcnow()
+    ids = await _fan_out(store, 1, ["a.example", "b.example"], now)
+    taken = await store.deliveries.claim("w1", now, LEASE_S, 1)
+
+    again = await store.deliveries.claim("w2", now + timedelta(seconds=LEASE_S - 1), LEASE_S, 5)
+
+    assert [row.id for row in taken] == ids[:1]
+    assert [row.id for row in again] == ids[1:]
+
+
+async def test_paused_and_crowded_hosts_are_passed_over_and_later_rows_taken(store: Store) -> None:
+    await store.actors.create("alice")
+    now = utcnow()
+    ids = await _fan_out(store, 1, ["paused.example", "crowded.example", "free.example"], now)
+    await store.admin.pause("paused.example", who="test")
+
+    claimed = await store.deliveries.claim("w1", now, LEASE_S, 5, ["crowded.example"])
+
+    assert [row.id for row in claimed] == ids[2:]
+
+
+async def test_workers_claiming_at_once_get_disjoint_sets(store: Store, settings: Settings) -> None:
+    await store.actors.create("alice")
+    now = utcnow()
+    ids = await _fan_out(store, 1, [f"h{n}.example" for n in range(30)], now)
+    other = Store.open(settings.database_url)
+    try:
+        claims = await asyncio.gather(
+            store.deliveries.claim("w1", now, LEASE_S, 20), other.deliveries.claim("w2", now, LEASE_S, 20)
+        )
+    finally:
+        await other.close()
+
+    first, second = ({row.id for row in claim} for claim in claims)
+    assert not first & second
+    assert first | second == set(ids)
