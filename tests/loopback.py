@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,3 +134,69 @@ class SilentServer:
                 writer.transport.abort()
             await asyncio.wait_for(asyncio.gather(*self._handlers, return_exceptions=True), 10)
             await self._server.wait_closed()
+
+
+#: What a scripted server writes for request n (0-based, across connections); None: close at once.
+Script = Callable[[int], bytes | None]
+
+
+@dataclass
+class ScriptedServer:
+    """Reads each request (head and Content-Length body) and writes what `script` gives for it."""
+
+    script: Script
+    requests: list[bytes] = field(default_factory=list)
+    connections: int = 0
+    most_at_once: int = 0
+    delay_s: float = 0.0
+    port: int = 0
+    _busy: int = 0
+    _server: asyncio.Server | None = None
+
+    def url(self, path: str = "/inbox", host: str = "127.0.0.1") -> str:
+        return f"http://{host}:{self.port}{path}"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
+                self.requests.append(head + await reader.readexactly(length))
+                answer = self.script(len(self.requests) - 1)
+                self._busy += 1
+                self.most_at_once = max(self.most_at_once, self._busy)
+                await asyncio.sleep(self.delay_s)
+                self._busy -= 1
+                if answer is None:
+                    break
+                writer.write(answer)
+                await writer.drain()
+                if b"connection: close" in answer.lower() or answer.startswith(b"HTTP/1.0"):
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def start(self, tls: ssl.SSLContext | None = None) -> ScriptedServer:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=tls)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+
+async def serving(script: Script, **options: float) -> ScriptedServer:
+    server = ScriptedServer(script)
+    server.delay_s = options.get("delay_s", 0.0)
+    return await server.start()

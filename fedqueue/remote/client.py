@@ -1,12 +1,11 @@
 """The one outbound HTTP client: connection reuse, concurrency caps, size caps, address guard.
 
-Policy lives here; I/O is in two places. Delivery POSTs, the hot path, go through
-`remote.pool.Pool`: kept connections and llhttp parsing (`remote.http1`), measured at a
-fraction of aiohttp's CPU per POST (README, Benchmark); the pool applies `check_url` itself.
-Document GETs (streamed, decompressed, capped) use an aiohttp session, and hold a place in
-the pool's caps while they run, so the per-host and total caps hold across both. Everything
-else goes through httpx over an aiohttp transport, which unit tests swap for a mock
-transport; then POSTs and GETs take the httpx path too.
+Policy lives here; I/O is in two places. Delivery POSTs, the hot path, and document GETs
+(streamed, decoded as they come by `remote.decoding`, capped) go through `remote.pool.Pool`:
+kept connections and llhttp parsing (`remote.http1`), measured at a fraction of aiohttp's CPU
+per request (README, Benchmark); the pool applies `check_url` itself, and its per-host and
+total caps hold across both. Everything else goes through httpx over an aiohttp transport,
+which unit tests swap for a mock transport; then POSTs and GETs take the httpx path too.
 
 The address guard (`guard`) works at two depths. `check_url` refuses URLs whose host is an IP
 literal in a forbidden range before any request is made; the resolvers (the pool's, and
@@ -37,6 +36,7 @@ from httpx_aiohttp import AiohttpTransport
 from fedqueue import __version__
 from fedqueue.errors import FedqueueError
 from fedqueue.remote.capped import read_capped
+from fedqueue.remote.decoding import ACCEPT_ENCODING, coding_of, decoded
 from fedqueue.remote.guard import (
     FetchError,
     allowed_addresses,
@@ -217,9 +217,9 @@ class HttpClient:
         limit_s = self._total_timeout_s if timeout_s is None else min(timeout_s, self._total_timeout_s)
         cap = self.max_document_bytes
         try:
-            check_url(url, allow_private=self.settings.allow_private_addresses)
             async with asyncio.timeout(limit_s):
                 if self._swapped_transport:
+                    check_url(url, allow_private=self.settings.allow_private_addresses)
                     async with self._client.stream("GET", url, headers=headers) as response:
                         length = response.headers.get("content-length")
                         yield Reply(
@@ -228,15 +228,14 @@ class HttpClient:
                             partial(read_capped, response.aiter_bytes(), length, cap, "response"),
                         )
                     return
-                session = self._aiohttp_session()
-                # Decoded chunk by chunk, so a compressed body is capped by what it expands to.
-                sent = session.get(url, headers=headers, allow_redirects=False, auto_decompress=True)
-                async with self._pool.slot(url), sent as got:
-                    length = got.headers.get("content-length")
+                asked = {**headers, "Accept-Encoding": ACCEPT_ENCODING}
+                async with self._pool.get(url, asked) as fetched:  # guarded at its door
+                    answer = fetched.headers.get
+                    body = decoded(fetched.next_chunk, coding_of(answer(b"content-encoding")))
                     yield Reply(
-                        got.status,
-                        _media_type(got.headers.get("content-type")),
-                        partial(read_capped, got.content.iter_any(), length, cap, "response"),
+                        fetched.status,
+                        _media_type(answer(b"content-type")),
+                        partial(read_capped, body, answer(b"content-length"), cap, "response"),
                     )
         except CLIENT_ERRORS as exc:
             raise FetchError(f"GET {url} failed: {describe_http_error(exc)}") from None

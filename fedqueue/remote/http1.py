@@ -1,4 +1,5 @@
-"""HTTP/1.1 on the wire for delivery POSTs: framing and parsing (`remote/pool` keeps the connections).
+"""HTTP/1.1 on the wire for delivery POSTs and document GETs: framing and parsing (`remote/pool`
+keeps the connections).
 
 The worker's hot path is one POST per delivery, to inboxes it POSTs to again and again. Through
 aiohttp's `ClientSession` that request cost about half of the event loop's time per delivery
@@ -6,16 +7,17 @@ aiohttp's `ClientSession` that request cost about half of the event loop's time 
 is one buffer (`request_bytes`) written to a kept connection and an answer parsed by llhttp
 (`httptools`, which uvicorn already brings) on a `Connection`, keeping only what a delivery
 records: the status, Retry-After and the head of a refusing body. README, Benchmark, has the
-figures.
+figures. A GET (a key or actor fetch) is the same exchange with its body streamed instead
+(`Connection.fetch`, `Connection.next_chunk`), decoded and capped by the client.
 
-What it does not do, because a delivery needs none of it: redirects, proxies, cookies,
-compression, `Expect: 100-continue`.
+What it does not do, because neither needs it: redirects, proxies, cookies, `Expect: 100-continue`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import cast
@@ -26,6 +28,14 @@ import httptools
 #: An answer's body is read past its head, and dropped, up to this size so that its connection
 #: can be kept; past it the connection is closed instead.
 DRAIN_BYTES = 65_536
+#: A streamed body is buffered up to this size before the connection stops reading, and goes
+#: on reading once the reader has taken it below `RESUME_BYTES`.
+PAUSE_BYTES = 262_144
+RESUME_BYTES = 65_536
+#: The headers a `Connection` keeps (lowercase): the rest are parsed and dropped.
+KEPT_HEADERS = frozenset(
+    {b"retry-after", b"content-type", b"content-length", b"content-encoding", b"transfer-encoding"}
+)
 #: Characters left as they are in a request target; others (spaces, non-ASCII, `<>{}|^`) are %-escaped.
 TARGET_SAFE = "/?=&;%:@!$'()*+,~-._"
 PLAIN_TARGET = re.compile(r"[A-Za-z0-9/?=&;%:@!$'()*+,~._-]*")
@@ -59,7 +69,7 @@ class BadRequestLine(ValueError):
 
 @dataclass(frozen=True)
 class Target:
-    """Where one URL's POSTs go: its origin, its Host header and its request target."""
+    """Where one URL's requests go: its origin, its Host header and its request target."""
 
     origin: Origin
     netloc: str
@@ -78,9 +88,12 @@ def target_of(url: str) -> Target:
     return Target((parts.scheme, host, port), parts.netloc, target)
 
 
-def request_bytes(target: Target, headers: dict[str, str], body: bytes, user_agent: str) -> bytes:
-    """The request's bytes: its line, Host, `headers`, User-Agent, Content-Length, then `body`."""
-    lines = [f"POST {target.target} HTTP/1.1"]
+def request_bytes(
+    method: str, target: Target, headers: dict[str, str], body: bytes | None, user_agent: str
+) -> bytes:
+    """The request's bytes: its line, Host, `headers`, User-Agent, then Content-Length and `body`
+    unless `body` is None (a GET)."""
+    lines = [f"{method} {target.target} HTTP/1.1"]
     if "host" not in headers and "Host" not in headers:
         lines.append(f"Host: {target.netloc}")
     for name, value in headers.items():
@@ -88,33 +101,47 @@ def request_bytes(target: Target, headers: dict[str, str], body: bytes, user_age
             raise BadRequestLine(f"header {name[:40]!r} cannot be written on one line")
         lines.append(f"{name}: {value}")
     lines.append(f"User-Agent: {user_agent}")
-    lines.append(f"Content-Length: {len(body)}")
+    if body is not None:
+        lines.append(f"Content-Length: {len(body)}")
     try:
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
     except UnicodeEncodeError:
         raise BadRequestLine("a header is not writable as Latin-1") from None
-    return head + body
+    return head if body is None else head + body
 
 
 class Connection(asyncio.Protocol):
-    """One kept connection: one request at a time; `exchange` gives its answer."""
+    """One kept connection, one request at a time: a POST's whole answer (`exchange`), or a
+    GET's status and headers (`fetch`) and then its body chunk by chunk (`next_chunk`)."""
 
     def __init__(self, origin: Origin) -> None:
         self.origin = origin
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        #: Whether the last answer left the connection fit for the next request.
+        #: Whether the last answer was read to its end and left the connection fit for the next request.
         self.reusable = False
         #: Whether anything came back since the current request was written.
         self.answered = False
+        #: The current answer's headers among `KEPT_HEADERS`, as sent (Latin-1).
+        self.headers: dict[bytes, str] = {}
         self.idle_timer: asyncio.TimerHandle | None = None
         self._parser = httptools.HttpResponseParser(self)
+        #: From a request's write until its answer is whole: bytes coming at any other time are out of step.
+        self._busy = False
+        #: Settled with the answer: whole for a POST, its status and headers for a GET (`_streaming`).
         self._waiter: asyncio.Future[Answer] | None = None
+        self._streaming = False
         self._head_limit = 0
         self._status = 0
-        self._retry_after: str | None = None
         self._head = bytearray()
         self._read = 0
+        # A streamed body: chunks not yet taken, their size, and how it ended.
+        self._chunks: deque[bytes] = deque()
+        self._buffered = 0
+        self._paused = False
+        self._body_done = False
+        self._body_error: BaseException | None = None
+        self._more: asyncio.Future[None] | None = None
 
     # --- asyncio.Protocol ---
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -122,7 +149,7 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.answered = True
-        if self._waiter is None or self._waiter.done():
+        if not self._busy:
             self.close()  # nothing was asked: the connection is out of step
             return
         try:
@@ -134,28 +161,43 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self._waiter is None or self._waiter.done():
+        if not self._busy:
             return
-        if self._status >= 200:
+        if self._status >= 200 and (not self._streaming or self._ends_with_connection()):
+            self._busy = False
             self._settle()  # the body ran to the end of the connection: the answer is whole
+            self._end_body()
         elif exc is not None:
             self._fail(exc)
+        elif self._status >= 200:
+            self._fail(ServerDisconnected("Server disconnected before the end of the body"))
         else:
             self._fail(ServerDisconnected("Server disconnected"))
 
     # --- httptools callbacks ---
     def on_message_begin(self) -> None:
-        if self._waiter is not None and self._waiter.done():
+        if not self._busy:
             self.reusable = False  # more came after the whole answer: the connection is out of step
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() == b"retry-after":
-            self._retry_after = value.decode("latin-1")
+        name = name.lower()
+        if name in KEPT_HEADERS:
+            self.headers[name] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
         self._status = self._parser.get_status_code()
+        if self._streaming and self._status >= 200:
+            self._settle()
 
     def on_body(self, body: bytes) -> None:
+        if self._streaming:
+            self._chunks.append(body)
+            self._buffered += len(body)
+            if self._buffered > PAUSE_BYTES and not self._paused and self.transport is not None:
+                self._paused = True
+                self.transport.pause_reading()
+            self._wake()
+            return
         room = self._head_limit - len(self._head)
         if room > 0 and not 200 <= self._status < 300:
             self._head += body[:room]
@@ -167,25 +209,45 @@ class Connection(asyncio.Protocol):
     def on_message_complete(self) -> None:
         if self._status < 200:  # 1xx: an interim answer, the real one follows
             self._status = 0
-            self._retry_after = None
+            self.headers = {}
             return
+        self._busy = False
         self.reusable = self._parser.should_keep_alive()
         self._settle()
+        self._end_body()
 
     # ---
     async def exchange(self, request: bytes, head_limit: int) -> Answer:
         """Write `request` and wait for its answer (of a non-2xx body, the first `head_limit` bytes)."""
-        assert self.transport is not None
-        self._waiter = asyncio.get_running_loop().create_future()
+        self._streaming = False
         self._head_limit = head_limit
-        self._status = 0
-        self._retry_after = None
-        self._head = bytearray()
         self._read = 0
-        self.answered = False
-        self.reusable = False
-        self.transport.write(request)
-        return await self._waiter
+        return await self._send(request)
+
+    async def fetch(self, request: bytes) -> int:
+        """Write `request` and wait for its answer's status and `headers`; `next_chunk` gives its body."""
+        self._streaming = True
+        self._chunks.clear()
+        self._buffered = 0
+        self._body_done = False
+        self._body_error = None
+        return (await self._send(request)).status
+
+    async def next_chunk(self) -> bytes:
+        """The next piece of a fetched body as it came, or b"" at its end (ConnectionError if cut short)."""
+        while not self._chunks:
+            if self._body_error is not None:
+                raise self._body_error
+            if self._body_done:
+                return b""
+            self._more = asyncio.get_running_loop().create_future()
+            await self._more
+        chunk = self._chunks.popleft()
+        self._buffered -= len(chunk)
+        if self._paused and self._buffered < RESUME_BYTES and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+        return chunk
 
     def close(self) -> None:
         """Drop the connection; an idle one stays listed until its timer takes it out (`Pool`)."""
@@ -193,11 +255,41 @@ class Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
+    async def _send(self, request: bytes) -> Answer:
+        assert self.transport is not None
+        self._waiter = asyncio.get_running_loop().create_future()
+        self._status = 0
+        self.headers = {}
+        self._head = bytearray()
+        self.answered = False
+        self.reusable = False
+        self._busy = True
+        self.transport.write(request)
+        return await self._waiter
+
+    def _ends_with_connection(self) -> bool:
+        """Whether the answer's body is delimited by the end of the connection (no length, not chunked)."""
+        return b"content-length" not in self.headers and b"transfer-encoding" not in self.headers
+
     def _settle(self) -> None:
         if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(Answer(self._status, bytes(self._head), self._retry_after))
+            retry_after = self.headers.get(b"retry-after")
+            self._waiter.set_result(Answer(self._status, bytes(self._head), retry_after))
+
+    def _end_body(self) -> None:
+        if self._streaming:
+            self._body_done = True
+            self._wake()
+
+    def _wake(self) -> None:
+        if self._more is not None and not self._more.done():
+            self._more.set_result(None)
 
     def _fail(self, exc: BaseException) -> None:
+        self._busy = False
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_exception(exc)
+        elif self._streaming and not self._body_done:
+            self._body_error = exc
+            self._wake()
         self.close()

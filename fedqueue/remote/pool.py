@@ -1,11 +1,11 @@
 """Kept connections and concurrency caps for one process's outbound requests (`Pool`).
 
 What a pool does:
-- at most `per_host` requests in flight per origin and `total` overall; `slot` lets other
-  requests (the client's GETs) count against the same caps;
+- at most `per_host` requests (POSTs, and GETs until their body is read) in flight per origin
+  and `total` overall;
 - connections kept per origin (scheme, host, port) while idle for up to `KEEPALIVE_S`, one
   request at a time each (`http1.Connection`); a kept connection the server closed meanwhile
-  is replaced, and the POST sent once more on a new one, only when the server sent nothing
+  is replaced, and the request sent once more on a new one, only when the server sent nothing
   back on it;
 - the address guard at its door (`check_url`), and names resolved at most once per
   `DNS_TTL_S` with the addresses the guard forbids dropped (`allowed_addresses`, as
@@ -20,11 +20,15 @@ import socket
 import ssl
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TypeVar
 
 from fedqueue.remote.guard import allowed_addresses, check_url
 from fedqueue.remote.http1 import Answer, Connection, Origin, request_bytes, target_of
+
+T = TypeVar("T")
 
 #: An idle kept connection is closed after this long.
 KEEPALIVE_S = 15.0
@@ -32,6 +36,16 @@ KEEPALIVE_S = 15.0
 DNS_TTL_S = 60.0
 #: Names kept resolved at most; past it, the expired ones are dropped.
 DNS_CACHE_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A GET's answer as it starts: status, the headers kept (`http1.KEPT_HEADERS`) and the body,
+    one chunk per call as it came (b"" at its end)."""
+
+    status: int
+    headers: dict[bytes, str]
+    next_chunk: Callable[[], Awaitable[bytes]]
 
 
 class _Caps:
@@ -96,36 +110,41 @@ class Pool:
         #: (host, port) -> (resolved at, addresses as (family, address)).
         self._addresses: dict[tuple[str, int], tuple[float, list[tuple[int, str]]]] = {}
 
-    @asynccontextmanager
-    async def slot(self, url: str) -> AsyncIterator[None]:
-        """Hold one of the caps' places for `url`'s origin, for a request made elsewhere."""
-        origin = target_of(url).origin
-        await self._caps.acquire(origin)
-        try:
-            yield
-        finally:
-            self._caps.release(origin)
-
     async def post(self, url: str, body: bytes, headers: dict[str, str], head_limit: int) -> Answer:
         """POST `body` to `url` and read the answer; `check_url`'s refusals are raised first."""
         check_url(url, allow_private=self._allow_private)
         target = target_of(url)
-        request = request_bytes(target, headers, body, self.user_agent)
+        request = request_bytes("POST", target, headers, body, self.user_agent)
         origin = target.origin
         await self._caps.acquire(origin)
         try:
-            connection = self._kept(origin)
-            if connection is not None:
-                try:
-                    return await self._exchange(connection, request, head_limit)
-                except ConnectionError:
-                    if connection.answered:
-                        raise
-                    # Nothing came back: most likely the server closed the kept connection while
-                    # it was idle, before the POST reached it. A server that read the POST and
-                    # then closed without a word gets it twice; inboxes dedupe by activity id.
-            connection = await self._connect(origin)
-            return await self._exchange(connection, request, head_limit)
+            connection, answer = await self._on_a_connection(
+                origin, lambda kept: kept.exchange(request, head_limit)
+            )
+            self._done_with(connection)
+            return answer
+        finally:
+            self._caps.release(origin)
+
+    @asynccontextmanager
+    async def get(self, url: str, headers: dict[str, str]) -> AsyncIterator[Fetched]:
+        """GET `url`: the answer's status and headers, its body to read inside the block, which
+        holds a place in the caps. `check_url`'s refusals are raised first.
+
+        The connection is kept afterwards only if the whole answer has arrived by the end of the
+        block: one whose body was left unread in mid-flow is closed, never reused out of step.
+        """
+        check_url(url, allow_private=self._allow_private)
+        target = target_of(url)
+        request = request_bytes("GET", target, headers, None, self.user_agent)
+        origin = target.origin
+        await self._caps.acquire(origin)
+        try:
+            connection, status = await self._on_a_connection(origin, lambda kept: kept.fetch(request))
+            try:
+                yield Fetched(status, connection.headers, connection.next_chunk)
+            finally:
+                self._done_with(connection)
         finally:
             self._caps.release(origin)
 
@@ -136,17 +155,40 @@ class Pool:
                 connection.close()
         self._idle.clear()
 
-    async def _exchange(self, connection: Connection, request: bytes, head_limit: int) -> Answer:
+    async def _on_a_connection(
+        self, origin: Origin, send: Callable[[Connection], Awaitable[T]]
+    ) -> tuple[Connection, T]:
+        """`send` on a kept connection, or on a new one; a connection that failed is closed.
+
+        A kept connection that fails with nothing come back on it is replaced and the request sent
+        once more: most likely the server closed it while it was idle, before the request reached
+        it. A server that read a POST and then closed without a word gets it twice; inboxes
+        dedupe by activity id.
+        """
+        connection = self._kept(origin)
+        if connection is not None:
+            try:
+                return connection, await self._sent(connection, send)
+            except ConnectionError:
+                if connection.answered:
+                    raise
+        connection = await self._connect(origin)
+        return connection, await self._sent(connection, send)
+
+    @staticmethod
+    async def _sent(connection: Connection, send: Callable[[Connection], Awaitable[T]]) -> T:
         try:
-            answer = await connection.exchange(request, head_limit)
+            return await send(connection)
         except BaseException:
             connection.close()  # cancelled or failed mid-answer: never reused
             raise
+
+    def _done_with(self, connection: Connection) -> None:
+        """Keep `connection` for the next request if its answer was whole and it may be reused."""
         if connection.reusable and not connection.closed and not self._closed:
             self._keep(connection)
         else:
             connection.close()
-        return answer
 
     def _kept(self, origin: Origin) -> Connection | None:
         """An idle kept connection to `origin`, the most recently used first."""

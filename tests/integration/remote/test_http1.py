@@ -8,8 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import ssl
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,67 +23,9 @@ from fedqueue.remote.guard import ForbiddenAddress
 from fedqueue.remote.http1 import DRAIN_BYTES, Answer
 from fedqueue.remote.pool import Pool
 from fedqueue.settings import load_settings
-from tests.loopback import SilentServer
+from tests.loopback import Script, ScriptedServer, SilentServer, serving
 
 ACCEPTED = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
-#: What a scripted server writes for request n (0-based, across connections); None: close at once.
-Script = Callable[[int], bytes | None]
-
-
-@dataclass
-class ScriptedServer:
-    """Reads each request (head and Content-Length body) and writes what `script` gives for it."""
-
-    script: Script
-    requests: list[bytes] = field(default_factory=list)
-    connections: int = 0
-    most_at_once: int = 0
-    delay_s: float = 0.0
-    port: int = 0
-    _busy: int = 0
-    _server: asyncio.Server | None = None
-
-    def url(self, path: str = "/inbox", host: str = "127.0.0.1") -> str:
-        return f"http://{host}:{self.port}{path}"
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next(
-                    (
-                        int(line.split(b":")[1])
-                        for line in head.split(b"\r\n")
-                        if line.lower().startswith(b"content-length:")
-                    ),
-                    0,
-                )
-                self.requests.append(head + await reader.readexactly(length))
-                answer = self.script(len(self.requests) - 1)
-                self._busy += 1
-                self.most_at_once = max(self.most_at_once, self._busy)
-                await asyncio.sleep(self.delay_s)
-                self._busy -= 1
-                if answer is None:
-                    break
-                writer.write(answer)
-                await writer.drain()
-                if b"connection: close" in answer.lower() or answer.startswith(b"HTTP/1.0"):
-                    break
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    async def start(self, tls: ssl.SSLContext | None = None) -> ScriptedServer:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=tls)
-        self.port = int(self._server.sockets[0].getsockname()[1])
-        return self
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
 
 
 @pytest.fixture
@@ -92,12 +33,6 @@ async def pool() -> AsyncIterator[Pool]:
     pool = Pool(total=8, per_host=2, connect_timeout_s=5, allow_private=True, user_agent="fedqueue-test")
     yield pool
     await pool.close()
-
-
-async def serving(script: Script, **options: float) -> ScriptedServer:
-    server = ScriptedServer(script)
-    server.delay_s = options.get("delay_s", 0.0)
-    return await server.start()
 
 
 async def refused_by_client(

@@ -1,0 +1,57 @@
+"""A fetched body's Content-Encoding undone as it arrives, so that a compressed body is capped by
+what it expands to: a gzip bomb stops at the cap, one piece past it, instead of filling memory."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+
+from fedqueue.remote.http1 import BadAnswer
+
+#: What a GET says it takes (Accept-Encoding): exactly the codings `decoded` undoes.
+ACCEPT_ENCODING = "gzip, deflate"
+#: Decoded output comes in pieces of at most this size.
+PIECE_BYTES = 65_536
+CODINGS = {"identity": "identity", "gzip": "gzip", "x-gzip": "gzip", "deflate": "deflate"}
+
+
+def coding_of(content_encoding: str | None) -> str:
+    """The coding to undo ("identity", "gzip" or "deflate"); BadAnswer naming any other."""
+    named = (content_encoding or "identity").strip().lower()
+    coding = CODINGS.get(named)
+    if coding is None:
+        raise BadAnswer(f"content-encoding {named[:40]!r} is not one fedqueue decodes")
+    return coding
+
+
+async def decoded(next_chunk: Callable[[], Awaitable[bytes]], coding: str) -> AsyncIterator[bytes]:
+    """The body from `next_chunk` (b"" at its end) with `coding` undone; BadAnswer if it cannot be."""
+    decompressor = None
+    while chunk := await next_chunk():
+        if coding == "identity":
+            yield chunk
+            continue
+        if decompressor is None:
+            # deflate should be zlib-wrapped (RFC 9110, 8.4.1.2), but some servers send it raw:
+            # told apart by the first byte's compression method, as browsers and aiohttp do.
+            zlib_wrapped = coding == "gzip" or chunk[0] & 0x0F == 8
+            wbits = (16 if coding == "gzip" else 0) + (zlib.MAX_WBITS if zlib_wrapped else -zlib.MAX_WBITS)
+            decompressor = zlib.decompressobj(wbits)
+        for piece in _expanded(decompressor, chunk, coding):
+            yield piece
+    if decompressor is not None and not decompressor.eof:
+        raise BadAnswer(f"the {coding} body ended before its compressed stream did")
+
+
+def _expanded(decompressor: zlib._Decompress, data: bytes, coding: str) -> Iterator[bytes]:
+    """What `data` expands to, in pieces of at most PIECE_BYTES, never more at once."""
+    try:
+        while True:
+            piece = decompressor.decompress(data, PIECE_BYTES)
+            data = decompressor.unconsumed_tail
+            if piece:
+                yield piece
+            if not data and len(piece) < PIECE_BYTES:
+                return
+    except zlib.error:
+        raise BadAnswer(f"the {coding} body could not be decoded") from None

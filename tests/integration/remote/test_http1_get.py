@@ -1,0 +1,203 @@
+"""Document GETs on the wire (`HttpClient.get` over `remote/pool.py`): bodies framed, decoded and capped.
+
+The server here is a raw asyncio one, so each test says byte for byte what comes back.
+"""
+
+from __future__ import annotations
+
+import gzip
+import tracemalloc
+import zlib
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from fedqueue.errors import TooLarge
+from fedqueue.remote.client import HttpClient
+from fedqueue.remote.guard import FetchError
+from fedqueue.settings import load_settings
+from tests.loopback import Script, ScriptedServer, serving
+
+CAP_BYTES = 65_536
+DOC = b'{"id": "https://remote.example/users/alice", "type": "Person"}'
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[HttpClient]:
+    client = HttpClient(load_settings(allow_private_addresses=True, max_document_bytes=CAP_BYTES))
+    yield client
+    await client.aclose()
+
+
+def answer(body: bytes, *headers: bytes, status: bytes = b"200 OK") -> bytes:
+    return b"HTTP/1.1 " + status + b"\r\n" + b"".join(h + b"\r\n" for h in headers) + b"\r\n" + body
+
+
+def sized(body: bytes, *headers: bytes) -> bytes:
+    return answer(
+        body, b"Content-Type: application/activity+json", b"Content-Length: %d" % len(body), *headers
+    )
+
+
+def chunked(body: bytes, *headers: bytes, piece_bytes: int = 1000) -> bytes:
+    pieces = [body[at : at + piece_bytes] for at in range(0, len(body), piece_bytes)]
+    framed = b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces) + b"0\r\n\r\n"
+    return answer(framed, b"Content-Type: application/json", b"Transfer-Encoding: chunked", *headers)
+
+
+async def fetch(client: HttpClient, server: ScriptedServer, *, read: bool = True) -> tuple[int, str, bytes]:
+    async with client.get(server.url("/users/alice"), {"accept": "application/activity+json"}) as reply:
+        return reply.status, reply.media_type, await reply.read() if read else b""
+
+
+async def fetched(client: HttpClient, script: Script, times: int = 1) -> tuple[list[bytes], ScriptedServer]:
+    """The bodies of `times` GETs in a row from a scripted server, and the server."""
+    server = await serving(script)
+    try:
+        return [(await fetch(client, server))[2] for _ in range(times)], server
+    finally:
+        await server.stop()
+
+
+async def test_a_document_with_a_content_length_is_read_whole_and_its_connection_reused(
+    client: HttpClient,
+) -> None:
+    server = await serving(lambda _n: sized(DOC))
+    try:
+        first = await fetch(client, server)
+        second = await fetch(client, server)
+    finally:
+        await server.stop()
+    assert first == second == (200, "application/activity+json", DOC)
+    assert server.connections == 1
+    request = server.requests[0]
+    assert request.startswith(b"GET /users/alice HTTP/1.1\r\n")
+    assert b"\r\naccept: application/activity+json\r\n" in request
+    assert b"\r\nAccept-Encoding: gzip, deflate\r\n" in request  # what `decoded` undoes, and no more
+    assert b"Content-Length" not in request
+
+
+async def test_a_chunked_document_is_read_whole_and_its_connection_reused(client: HttpClient) -> None:
+    doc = b'{"name": "' + b"a" * 5000 + b'"}'
+    bodies, server = await fetched(client, lambda _n: chunked(doc), times=2)
+    assert bodies == [doc, doc]
+    assert server.connections == 1
+
+
+async def test_a_document_that_runs_to_the_end_of_the_connection_is_read_whole(client: HttpClient) -> None:
+    bodies, _server = await fetched(
+        client, lambda _n: b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + DOC
+    )
+    assert bodies == [DOC]
+
+
+async def test_a_document_cut_short_by_the_server_is_a_fetch_error(client: HttpClient) -> None:
+    cut = answer(DOC[:10], b"Content-Length: %d" % len(DOC), b"Connection: close")
+    with pytest.raises(FetchError, match="before the end of the body"):
+        await fetched(client, lambda _n: cut)
+
+
+@pytest.mark.parametrize(
+    "encoding, compress",
+    [
+        (b"gzip", gzip.compress),
+        (b"x-gzip", gzip.compress),
+        (b"deflate", zlib.compress),
+        (b"deflate", lambda data: zlib.compress(data)[2:-4]),  # raw deflate, as some servers send it
+    ],
+)
+async def test_a_compressed_document_is_decoded(
+    client: HttpClient, encoding: bytes, compress: Callable[[bytes], bytes]
+) -> None:
+    bodies, server = await fetched(
+        client, lambda _n: sized(compress(DOC), b"Content-Encoding: " + encoding), 2
+    )
+    assert bodies == [DOC, DOC]
+    assert server.connections == 1
+
+
+async def test_a_gzip_bomb_is_too_large_once_it_expands_past_the_cap_without_expanding_further(
+    client: HttpClient,
+) -> None:
+    squeezer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    zeros = bytes(1 << 20)
+    bomb = b"".join(squeezer.compress(zeros) for _ in range(256)) + squeezer.flush()  # 256 MiB expanded
+    # Chunked, so no declared length refuses it before it is read.
+    tracemalloc.start()
+    try:
+        with pytest.raises(TooLarge, match="over the 65536-byte cap"):
+            await fetched(client, lambda _n: chunked(bomb, b"Content-Encoding: gzip", piece_bytes=65_536))
+        _now, peak_bytes = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak_bytes < 16 << 20  # expanded in full, it would hold well over 100 MiB at once
+
+
+async def test_a_plain_document_over_the_cap_is_too_large_and_its_connection_let_go(
+    client: HttpClient,
+) -> None:
+    big = b"x" * (4 << 20)
+    server = await serving(lambda n: chunked(big, piece_bytes=65_536) if n == 0 else sized(DOC))
+    try:
+        with pytest.raises(TooLarge):
+            await fetch(client, server)
+        assert (await fetch(client, server))[2] == DOC
+    finally:
+        await server.stop()
+    assert server.connections == 2  # the first was left mid-body: never reused out of step
+
+
+async def test_a_declared_length_over_the_cap_is_too_large_before_the_body_is_read(
+    client: HttpClient,
+) -> None:
+    big = b"x" * (CAP_BYTES + 1)
+    with pytest.raises(TooLarge, match=f"response of {CAP_BYTES + 1} bytes"):
+        await fetched(client, lambda _n: sized(big))
+
+
+async def test_a_body_left_unread_in_mid_flow_lets_its_connection_go(client: HttpClient) -> None:
+    server = await serving(lambda n: chunked(b"x" * (4 << 20), piece_bytes=65_536) if n == 0 else sized(DOC))
+    try:
+        assert (await fetch(client, server, read=False))[0] == 200
+        assert (await fetch(client, server))[2] == DOC
+    finally:
+        await server.stop()
+    assert server.connections == 2
+
+
+async def test_a_small_unread_answer_that_arrived_whole_leaves_its_connection_for_the_next(
+    client: HttpClient,
+) -> None:
+    gone = answer(b"gone", b"Content-Length: 4", status=b"410 Gone")
+    server = await serving(lambda n: gone if n == 0 else sized(DOC))
+    try:
+        assert (await fetch(client, server, read=False))[0] == 410
+        assert (await fetch(client, server))[2] == DOC
+    finally:
+        await server.stop()
+    assert server.connections == 1
+
+
+async def test_an_encoding_fedqueue_cannot_decode_is_a_fetch_error_naming_it(client: HttpClient) -> None:
+    with pytest.raises(FetchError, match="content-encoding 'br'"):
+        await fetched(client, lambda _n: sized(b"\x1b\x00", b"Content-Encoding: br"))
+
+
+async def test_a_corrupt_gzip_body_is_a_fetch_error(client: HttpClient) -> None:
+    with pytest.raises(FetchError, match="gzip body could not be decoded"):
+        await fetched(client, lambda _n: sized(b"\x1f\x8b\x08\x00garbage" * 4, b"Content-Encoding: gzip"))
+
+
+@pytest.mark.parametrize("status", [b"204 No Content", b"304 Not Modified"])
+async def test_an_answer_without_a_body_reads_as_empty_and_keeps_its_connection(
+    client: HttpClient, status: bytes
+) -> None:
+    server = await serving(lambda n: answer(b"", b'ETag: "1"', status=status) if n == 0 else sized(DOC))
+    try:
+        first = await fetch(client, server)
+        second = await fetch(client, server)
+    finally:
+        await server.stop()
+    assert first == (int(status[:3]), "", b"")
+    assert second[2] == DOC
+    assert server.connections == 1
