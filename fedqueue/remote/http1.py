@@ -244,9 +244,8 @@ class Connection(asyncio.Protocol):
             await self._more
         chunk = self._chunks.popleft()
         self._buffered -= len(chunk)
-        if self._paused and self._buffered < RESUME_BYTES and self.transport is not None:
-            self._paused = False
-            self.transport.resume_reading()
+        if self._buffered < RESUME_BYTES:
+            self._resume()
         return chunk
 
     def close(self) -> None:
@@ -280,6 +279,12 @@ class Connection(asyncio.Protocol):
         if self._streaming:
             self._body_done = True
             self._wake()
+            self._resume()  # the answer is whole: an idle connection must see the server close it
+
+    def _resume(self) -> None:
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
 
     def _wake(self) -> None:
         if self._more is not None and not self._more.done():

@@ -5,16 +5,19 @@ The server here is a raw asyncio one, so each test says byte for byte what comes
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import tracemalloc
 import zlib
 from collections.abc import AsyncIterator, Callable
+from typing import cast
 
 import pytest
 
 from fedqueue.errors import TooLarge
 from fedqueue.remote.client import HttpClient
 from fedqueue.remote.guard import FetchError
+from fedqueue.remote.http1 import PAUSE_BYTES, Connection
 from fedqueue.settings import load_settings
 from tests.loopback import Script, ScriptedServer, serving
 
@@ -201,3 +204,33 @@ async def test_an_answer_without_a_body_reads_as_empty_and_keeps_its_connection(
     assert first == (int(status[:3]), "", b"")
     assert second[2] == DOC
     assert server.connections == 1
+
+
+class PausableTransport:
+    """Just enough of a transport to see whether a connection is reading."""
+
+    paused = False
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+async def test_a_large_answer_that_arrived_whole_leaves_its_kept_connection_reading() -> None:
+    connection = Connection(("http", "remote.example", 80))
+    transport = PausableTransport()
+    connection.connection_made(cast(asyncio.Transport, transport))
+    status = asyncio.ensure_future(connection.fetch(b"GET / HTTP/1.1\r\n\r\n"))
+    await asyncio.sleep(0)
+    connection.data_received(sized(b"x" * (2 * PAUSE_BYTES)))  # unread, over the buffer's pause mark
+    assert await status == 200
+    assert connection.reusable
+    assert not transport.paused  # else, kept idle, it would not see the server close it
