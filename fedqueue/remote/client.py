@@ -4,12 +4,12 @@ Policy lives here; I/O is in two places. Delivery POSTs, the hot path, and docum
 (streamed, decoded as they come by `remote.decoding`, capped) go through `remote.pool.Pool`:
 kept connections and llhttp parsing (`remote.http1`), measured at a fraction of aiohttp's CPU
 per request (README, Benchmark); the pool applies `check_url` itself, and its per-host and
-total caps hold across both. Everything else goes through httpx over an aiohttp transport,
-which unit tests swap for a mock transport; then POSTs and GETs take the httpx path too.
+total caps hold across both. Unit tests hand the client an httpx transport (respx) instead;
+then POSTs and GETs go through httpx over it.
 
 The address guard (`guard`) works at two depths. `check_url` refuses URLs whose host is an IP
-literal in a forbidden range before any request is made; the resolvers (the pool's, and
-aiohttp's `GuardedResolver`) refuse names that resolve to such addresses at connect time
+literal in a forbidden range before any request is made; the pool's resolver refuses names
+that resolve to such addresses at connect time
 (`allowed_addresses`), so a DNS answer that changes between a check and the connection
 (rebinding) cannot slip through.
 """
@@ -17,7 +17,6 @@ aiohttp's `GuardedResolver`) refuse names that resolve to such addresses at conn
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -27,11 +26,8 @@ from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
-import aiohttp
 import httpx
-from aiohttp.abc import AbstractResolver, ResolveResult
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
-from httpx_aiohttp import AiohttpTransport
 
 from fedqueue import __version__
 from fedqueue.errors import FedqueueError
@@ -39,7 +35,6 @@ from fedqueue.remote.capped import read_capped
 from fedqueue.remote.decoding import ACCEPT_ENCODING, coding_of, decoded
 from fedqueue.remote.guard import (
     FetchError,
-    allowed_addresses,
     check_url,
     forbidden_cause,
 )
@@ -73,29 +68,12 @@ class SigningIdentity:
     private_key: PrivateKeyTypes
 
 
-#: A host name whose last label is a number (decimal, or 0x hex) is an IPv4 address to URL parsers.
-class GuardedResolver(AbstractResolver):
-    """Resolves like aiohttp's default resolver, then drops forbidden addresses."""
-
-    def __init__(self) -> None:
-        self._inner = aiohttp.ThreadedResolver()
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        results = await self._inner.resolve(host, port, family)
-        allowed = set(allowed_addresses(host, [result["host"] for result in results]))
-        return [result for result in results if result["host"] in allowed]
-
-    async def close(self) -> None:
-        await self._inner.close()
-
-
+#: What a request can raise besides our own errors: httpx's (InvalidURL is no HTTPError; unit
+#: tests' transports), sockets', timeouts, and ValueError for what URL or header parsers refuse.
 CLIENT_ERRORS = (
     httpx.HTTPError,
     httpx.InvalidURL,
     httpx.StreamError,
-    aiohttp.ClientError,
     OSError,
     TimeoutError,
     ValueError,
@@ -135,8 +113,6 @@ class HttpClient:
         self.user_agent = f"fedqueue/{__version__} (+{settings.base_url})"
         self.max_document_bytes = settings.max_document_bytes
         self._total_timeout_s = settings.total_timeout_seconds
-        self._swapped_transport = transport is not None
-        self._session: aiohttp.ClientSession | None = None
         self._pool = Pool(
             total=settings.max_concurrency,
             per_host=settings.max_concurrency_per_host,
@@ -145,30 +121,16 @@ class HttpClient:
             user_agent=self.user_agent,
         )
         self.signing = SigningThreads(FETCH_SIGNING_THREADS)
-        self._client = httpx.AsyncClient(
-            transport=transport or AiohttpTransport(client=self._aiohttp_session),
-            timeout=httpx.Timeout(settings.total_timeout_seconds, connect=settings.connect_timeout_seconds),
-            headers={"User-Agent": self.user_agent},
-            follow_redirects=False,
-        )
-
-    def _aiohttp_session(self) -> aiohttp.ClientSession:
-        """The process's aiohttp session, made on first use (inside the running loop)."""
-        if self._session is None:
-            settings = self.settings
-            connector = aiohttp.TCPConnector(
-                limit=settings.max_concurrency,
-                limit_per_host=settings.max_concurrency_per_host,
-                resolver=None if settings.allow_private_addresses else GuardedResolver(),
-                ttl_dns_cache=60,
-            )
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                auto_decompress=False,
+        #: Only with a transport handed in (unit tests): every request then goes through it.
+        self._swapped: httpx.AsyncClient | None = None
+        if transport is not None:
+            timeout = httpx.Timeout(settings.total_timeout_seconds, connect=settings.connect_timeout_seconds)
+            self._swapped = httpx.AsyncClient(
+                transport=transport,
+                timeout=timeout,
                 headers={"User-Agent": self.user_agent},
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=settings.connect_timeout_seconds),
+                follow_redirects=False,
             )
-        return self._session
 
     async def post(self, url: str, content: bytes, headers: dict[str, str], *, head_bytes: int) -> Answer:
         """POST `content` (guarded, with the total timeout): the answer, or SendFailed saying why.
@@ -176,25 +138,25 @@ class HttpClient:
         Of a non-2xx answer's body only the first `head_bytes` are read.
         """
         try:
-            if self._swapped_transport:
+            if self._swapped is not None:
                 check_url(url, allow_private=self.settings.allow_private_addresses)
-                return await self._post_through_httpx(url, content, headers, head_bytes)
+                return await self._post_through_httpx(self._swapped, url, content, headers, head_bytes)
             async with asyncio.timeout(self._total_timeout_s):
                 return await self._pool.post(url, content, headers, head_bytes)  # guarded at its door
         except FetchError as exc:  # not an http(s) URL
             raise SendFailed(str(exc), permanent=True) from None
         except CLIENT_ERRORS as exc:
             permanent = forbidden_cause(exc) is not None or isinstance(
-                exc, httpx.UnsupportedProtocol | httpx.InvalidURL | aiohttp.InvalidURL | BadRequestLine
+                exc, httpx.UnsupportedProtocol | httpx.InvalidURL | BadRequestLine
             )
             raise SendFailed(describe_http_error(exc), permanent=permanent) from None
 
     async def _post_through_httpx(
-        self, url: str, content: bytes, headers: dict[str, str], head_bytes: int
+        self, client: httpx.AsyncClient, url: str, content: bytes, headers: dict[str, str], head_bytes: int
     ) -> Answer:
         async with (
             asyncio.timeout(self._total_timeout_s),
-            self._client.stream("POST", url, content=content, headers=headers) as response,
+            client.stream("POST", url, content=content, headers=headers) as response,
         ):
             head = b""
             if not 200 <= response.status_code < 300:
@@ -218,9 +180,9 @@ class HttpClient:
         cap = self.max_document_bytes
         try:
             async with asyncio.timeout(limit_s):
-                if self._swapped_transport:
+                if self._swapped is not None:
                     check_url(url, allow_private=self.settings.allow_private_addresses)
-                    async with self._client.stream("GET", url, headers=headers) as response:
+                    async with self._swapped.stream("GET", url, headers=headers) as response:
                         length = response.headers.get("content-length")
                         yield Reply(
                             response.status_code,
@@ -242,10 +204,9 @@ class HttpClient:
 
     async def aclose(self) -> None:
         self.signing.close()
-        await self._client.aclose()
+        if self._swapped is not None:
+            await self._swapped.aclose()
         await self._pool.close()
-        if self._session is not None:
-            await self._session.close()
 
 
 def describe_http_error(exc: BaseException) -> str:

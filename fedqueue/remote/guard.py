@@ -2,8 +2,8 @@
 
 A URL must be http(s) with a host that any client reads the same way, and its host must not
 be, or embed, a loopback, private, link-local or reserved address (unless private addresses
-are allowed, for local demos and tests). The resolvers (`client.GuardedResolver`, `pool.Pool`)
-apply the same rule to every address a name resolves to, at connect time (`allowed_addresses`).
+are allowed, for local demos and tests). The client's resolver (`pool.Pool`) applies the same
+rule to every address a name resolves to, at connect time (`allowed_addresses`).
 """
 
 from __future__ import annotations
@@ -156,7 +156,3 @@ def forbidden_cause(exc: BaseException) -> ForbiddenAddress | None:
             return seen
         seen = seen.__cause__ or seen.__context__ or getattr(seen, "os_error", None)
     return None
-
-
-#: What a client can raise besides our own errors: httpx's (InvalidURL is no HTTPError),
-#: aiohttp's, sockets', timeouts, and ValueError for what the URL or header parsers refuse.

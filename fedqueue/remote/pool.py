@@ -8,8 +8,8 @@ What a pool does:
   is replaced, and the request sent once more on a new one, only when the server sent nothing
   back on it;
 - the address guard at its door (`check_url`), and names resolved at most once per
-  `DNS_TTL_S` with the addresses the guard forbids dropped (`allowed_addresses`, as
-  `GuardedResolver` does for aiohttp): the address connected to is one that was checked;
+  `DNS_TTL_S` with the addresses the guard forbids dropped (`allowed_addresses`): the
+  address connected to is one that was checked;
 - TLS with the system's trust store and SNI.
 """
 

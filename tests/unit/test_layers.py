@@ -45,7 +45,7 @@ FLOWS = ("fedqueue.signing", "fedqueue.remote", "fedqueue.outbound", "fedqueue.i
 EDGES = ("fedqueue.web", "fedqueue.cli")
 #: Third-party packages that do I/O: never in a rule; the database ones only in storage.
 IO_LIBRARIES = frozenset({"sqlalchemy", "sqlmodel", "alembic", "asyncpg", "aiosqlite"})
-NETWORK_LIBRARIES = frozenset({"httpx", "aiohttp", "httpx_aiohttp", "starlette", "uvicorn", "jinja2"})
+NETWORK_LIBRARIES = frozenset({"httpx", "aiohttp", "starlette", "uvicorn", "jinja2"})
 
 
 def _module_name(path: Path) -> str:
