@@ -24,7 +24,6 @@ from datetime import UTC, datetime
 from email.utils import format_datetime
 from functools import partial
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
@@ -52,6 +51,7 @@ from fedqueue.signing.requests import (
     sign_cavage,
     sign_rfc9421,
 )
+from fedqueue.signing.rfc9421 import authority
 
 ACTIVITY_JSON = "application/activity+json"
 #: Threads that sign GETs (`HttpClient.signing`): a key fetch's signature then costs the event
@@ -244,7 +244,7 @@ def signed_headers(
     alg) over `@method @target-uri [content-digest]`, as Mastodon accepts them.
     The digests are passed in so that a body sent to many inboxes is hashed once, not per inbox.
     """
-    headers = {"host": urlsplit(url).netloc, "date": http_date(now)}
+    headers = {"host": authority(url), "date": http_date(now)}
     if scheme == "rfc9421":
         components: tuple[str, ...] = RFC9421_GET_COMPONENTS
         if content_digest is not None:

@@ -25,6 +25,8 @@ from urllib.parse import quote, urlsplit
 
 import httptools
 
+from fedqueue.signing.rfc9421 import authority
+
 #: An answer's body is read past its head, and dropped, up to this size so that its connection
 #: can be kept; past it the connection is closed instead.
 DRAIN_BYTES = 65_536
@@ -72,6 +74,7 @@ class Target:
     """Where one URL's requests go: its origin, its Host header and its request target."""
 
     origin: Origin
+    #: The Host header: host[:port], lower-case, never the URL's user info.
     netloc: str
     target: str
 
@@ -85,7 +88,7 @@ def target_of(url: str) -> Target:
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     if PLAIN_TARGET.fullmatch(target) is None:
         target = quote(target, safe=TARGET_SAFE)
-    return Target((parts.scheme, host, port), parts.netloc, target)
+    return Target((parts.scheme, host, port), authority(url), target)
 
 
 def request_bytes(

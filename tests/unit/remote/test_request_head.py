@@ -1,0 +1,29 @@
+"""What goes on the wire ahead of a body: the request line and the Host a signature covers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from fedqueue.remote.client import SigningIdentity, signed_headers
+from fedqueue.remote.http1 import request_bytes, target_of
+
+URL = "https://bob:secret@Remote.Example:443/users/bob/inbox?x=1"
+NOW = datetime(2026, 11, 24, 6, 0, tzinfo=UTC)
+
+
+def test_a_urls_user_info_never_reaches_the_host_header_or_the_signature() -> None:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    signed = signed_headers("GET", URL, SigningIdentity("https://here.example/actor#main-key", key), NOW)
+
+    sent = request_bytes("GET", target_of(URL), {}, None, "fedqueue-test")
+
+    assert signed["host"] == "remote.example"
+    assert sent.startswith(b"GET /users/bob/inbox?x=1 HTTP/1.1\r\nHost: remote.example\r\n")
+    assert b"secret" not in sent
+
+
+def test_a_port_other_than_the_schemes_own_stays_in_the_host_header() -> None:
+    assert target_of("http://remote.example:8080/inbox").netloc == "remote.example:8080"
+    assert target_of("http://remote.example:80/inbox").netloc == "remote.example"
