@@ -32,6 +32,18 @@ UNFINISHED = ("queued", "sending", "failed")
 #: What `claim` returns: the columns of `Claimed`'s fields, in their order.
 _CLAIMED = [_deliveries.c[name] for name in Claimed.__dataclass_fields__]
 _ENQUEUE_CHUNK = 500
+#: What `record` writes on a row, after its id.
+_RECORDED = (
+    "id",
+    "state",
+    "attempts",
+    "next_attempt_at",
+    "last_status",
+    "last_error",
+    "last_error_detail",
+    "last_attempt_at",
+    "delivered_at",
+)
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,18 @@ def _held_hosts(now: datetime) -> Select[tuple[str]]:
 class DeliveryStore:
     def __init__(self, database: Database) -> None:
         self._db = database
+        # Built once for this engine (bound parameters only): every batch of attempts is recorded.
+        self._recorded = database.rows(_deliveries, _RECORDED)
+        recorded = self._recorded.c
+        self._record = (
+            update(_deliveries)
+            .where(
+                _deliveries.c.id == recorded["id"],
+                _deliveries.c.lease_owner == bindparam("owner"),
+                _deliveries.c.state == "sending",
+            )
+            .values(lease_owner=None, lease_until=None, **{name: recorded[name] for name in _RECORDED[1:]})
+        )
 
     async def enqueue(self, batch: Sequence[Enqueued], now: datetime) -> None:
         """Create every `Enqueued` row in one transaction; existing rows are left alone (idempotent)."""
@@ -236,47 +260,31 @@ class DeliveryStore:
     async def record(self, owner: str, results: Sequence[Result]) -> int:
         """Store attempt results in one transaction; rows whose lease is no longer ours are skipped.
 
-        The same transaction queues the webhook events the results cause (`after_record`).
+        Returns how many rows were stored. A delivery given twice is stored once, with its
+        first result (the second no longer found it leased). The same transaction queues the
+        webhook events the results cause (`after_record`).
         """
         if not results:
             return 0
-        statement = (
-            update(_deliveries)
-            .where(
-                _deliveries.c.id == bindparam("r_id"),
-                _deliveries.c.lease_owner == owner,
-                _deliveries.c.state == "sending",
-            )
-            .values(
-                state=bindparam("r_state"),
-                attempts=bindparam("r_attempts"),
-                next_attempt_at=bindparam("r_next"),
-                last_status=bindparam("r_status"),
-                last_error=bindparam("r_error"),
-                last_error_detail=bindparam("r_detail"),
-                last_attempt_at=bindparam("r_attempted"),
-                delivered_at=bindparam("r_delivered"),
-                lease_owner=None,
-                lease_until=None,
-            )
-        )
-        params = [
+        first = {r.id: r for r in reversed(results)}
+        rows = [
             {
-                "r_id": r.id,
-                "r_state": r.state,
-                "r_attempts": r.attempts,
-                "r_next": r.next_attempt_at,
-                "r_status": r.last_status,
-                "r_error": r.last_error,
-                "r_detail": r.last_error_detail,
-                "r_attempted": r.attempted_at,
-                "r_delivered": r.delivered_at,
+                "id": r.id,
+                "state": r.state,
+                "attempts": r.attempts,
+                "next_attempt_at": r.next_attempt_at,
+                "last_status": r.last_status,
+                "last_error": r.last_error,
+                "last_error_detail": r.last_error_detail,
+                "last_attempt_at": r.attempted_at,
+                "delivered_at": r.delivered_at,
             }
             for r in results
+            if first[r.id] is r
         ]
         gone = [{"inbox": r.inbox, "gone_at": r.attempted_at} for r in results if r.gone]
         async with self._db.transaction() as conn:
-            updated = await conn.execute(statement, params)
+            updated = await conn.execute(self._record, self._recorded.parameters(rows, owner=owner))
             if gone:
                 await conn.execute(insert_ignoring_conflicts(self._db, _gone, ("inbox",)), gone)
             await after_record(self._db, conn, results, utcnow())
