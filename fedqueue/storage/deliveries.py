@@ -32,6 +32,22 @@ UNFINISHED = ("queued", "sending", "failed")
 #: What `claim` returns: the columns of `Claimed`'s fields, in their order.
 _CLAIMED = [_deliveries.c[name] for name in Claimed.__dataclass_fields__]
 _ENQUEUE_CHUNK = 500
+#: What `enqueue` writes on a new row.
+_ENQUEUED = (
+    "outbox_id",
+    "inbox",
+    "recipient",
+    "host",
+    "actor",
+    "activity_type",
+    "object_id",
+    "undoes",
+    "target",
+    "state",
+    "last_error",
+    "last_error_detail",
+    "next_attempt_at",
+)
 #: What `record` writes on a row, after its id.
 _RECORDED = (
     "id",
@@ -108,7 +124,12 @@ def _held_hosts(now: datetime) -> Select[tuple[str]]:
 class DeliveryStore:
     def __init__(self, database: Database) -> None:
         self._db = database
-        # Built once for this engine (bound parameters only): every batch of attempts is recorded.
+        # Built once for this engine (bound parameters only): the worker's every batch runs them.
+        self._enqueued = database.rows(_deliveries, _ENQUEUED)
+        # Either unique key may exist already: (outbox_id, inbox), or (outbox_id, recipient).
+        self._enqueue = insert_ignoring_conflicts(self._db, _deliveries).from_select(
+            _ENQUEUED, self._enqueued.select()
+        )
         self._recorded = database.rows(_deliveries, _RECORDED)
         recorded = self._recorded.c
         self._record = (
@@ -144,11 +165,11 @@ class DeliveryStore:
         ]
         if not values:
             return
-        # Either unique key may exist already: (outbox_id, inbox), or (outbox_id, recipient).
-        statement = insert_ignoring_conflicts(self._db, _deliveries)
         async with self._db.transaction() as conn:
             for start in range(0, len(values), _ENQUEUE_CHUNK):
-                await conn.execute(statement, values[start : start + _ENQUEUE_CHUNK])
+                await conn.execute(
+                    self._enqueue, self._enqueued.parameters(values[start : start + _ENQUEUE_CHUNK])
+                )
 
     async def claim(
         self, owner: str, now: datetime, lease_seconds: float, limit: int, skip_hosts: Sequence[str] = ()

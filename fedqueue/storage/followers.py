@@ -31,7 +31,7 @@ from fedqueue.inbound.follows import AddFollower, EnqueueActivity, RemoveAllFoll
 from fedqueue.inbound.forwarding import ForwardActivity
 from fedqueue.outbound import webhooks as webhook_rules
 from fedqueue.storage import webhooks
-from fedqueue.storage.database import Database
+from fedqueue.storage.database import Database, Rows
 from fedqueue.storage.tables import ActorRow, DeliveryRow, FollowerRow, OutboxRow, RemoteActorRow
 from fedqueue.storage.types import utcnow
 
@@ -71,12 +71,15 @@ async def _announce(database: Database, conn: AsyncConnection, kind: str, actor:
 
 @dataclass(frozen=True)
 class _FollowerWrites:
-    """`add_followers`' statements for one engine, built once (bound parameters only)."""
+    """`add_followers`' and `enqueue`'s statements for one engine, built once (bound parameters only)."""
 
     #: Insert an accepted follow, or accept a pending one; returns its key only when either happened.
     accept: Insert
     #: Insert a pending follow, or refresh the inboxes of any follow (its state is left alone).
     refresh: Insert
+    #: Outbox rows, in order, as `queued` binds them.
+    enqueue: Insert
+    queued: Rows
 
     @classmethod
     def build(cls, database: Database) -> _FollowerWrites:
@@ -85,6 +88,7 @@ class _FollowerWrites:
         refreshed = ("inbox", "shared_inbox", "follow_activity_id")
         accept = database.upsert(_followers).values(values)
         refresh = database.upsert(_followers).values(values)
+        queued = database.rows(_outbox, ("actor", "activity", "inboxes"))
         return cls(
             accept=accept.on_conflict_do_update(
                 index_elements=["actor", "follower_uri"],
@@ -95,14 +99,13 @@ class _FollowerWrites:
                 index_elements=["actor", "follower_uri"],
                 set_={name: refresh.excluded[name] for name in refreshed},
             ),
+            enqueue=insert(_outbox).from_select(list(queued.c), queued.select()),
+            queued=queued,
         )
 
 
 #: `_FollowerWrites` by dialect name.
 _FOLLOWER_WRITES: dict[str, _FollowerWrites] = {}
-_ENQUEUE = insert(_outbox).values(
-    actor=bindparam("actor"), activity=bindparam("activity"), inboxes=bindparam("inboxes")
-)
 
 
 def _writes_for(database: Database) -> _FollowerWrites:
@@ -121,7 +124,7 @@ async def add_and_enqueue(
     statements whatever its size.
     """
     await add_followers(database, conn, [effect for effect in effects if isinstance(effect, AddFollower)])
-    await enqueue(conn, [effect for effect in effects if isinstance(effect, EnqueueActivity)])
+    await enqueue(database, conn, [effect for effect in effects if isinstance(effect, EnqueueActivity)])
 
 
 async def add_followers(database: Database, conn: AsyncConnection, effects: Sequence[AddFollower]) -> None:
@@ -193,7 +196,7 @@ async def remove_all_follows(database: Database, conn: AsyncConnection, effect: 
     return await _remove(database, conn, _followers.c.follower_uri == effect.follower_uri)
 
 
-async def enqueue(conn: AsyncConnection, effects: Sequence[EnqueueActivity]) -> None:
+async def enqueue(database: Database, conn: AsyncConnection, effects: Sequence[EnqueueActivity]) -> None:
     """Outbox rows, in order, exactly as an outside app would INSERT them (the worker does the rest)."""
     if not effects:
         return
@@ -205,7 +208,8 @@ async def enqueue(conn: AsyncConnection, effects: Sequence[EnqueueActivity]) -> 
         }
         for effect in effects
     ]
-    await conn.execute(_ENQUEUE, values)
+    writes = _writes_for(database)
+    await conn.execute(writes.enqueue, writes.queued.parameters(values))
 
 
 async def forward(database: Database, conn: AsyncConnection, effect: ForwardActivity) -> None:
@@ -322,5 +326,5 @@ class FollowerStore:
             )
             if changed.rowcount == 0:
                 raise NotFound(f"no pending follow of {actor} by {follower_uri}")
-            await enqueue(conn, [accept])
+            await enqueue(self._db, conn, [accept])
             await _announce(self._db, conn, webhook_rules.FOLLOWER_ADDED, actor, follower_uri)

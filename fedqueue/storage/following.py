@@ -143,7 +143,7 @@ class FollowingStore:
             names = sorted(set(plan.unfollowed) | (set(plan.stale) - set(pending)))
             found = await conn.execute(select(_actors.c.name).where(_actors.c.name.in_(names)))
             queued = [undos[name] for name in sorted(found.scalars()) if name in undos]
-            await enqueue(conn, queued)
+            await enqueue(self._db, conn, queued)
         _changed(followed_uri)  # committed now: a reader that raced the deletes reads again
         return len(queued)
 

@@ -109,6 +109,16 @@ async def _end_undone_follow(conn: AsyncConnection, facts: ActivityFacts) -> Non
 class OutboxStore:
     def __init__(self, database: Database) -> None:
         self._db = database
+        # Built once for this engine (bound parameters only): every expansion batch runs it.
+        self._accepted = database.rows(
+            _outbox, ("id", "activity", "activity_id", "activity_type", "object_id")
+        )
+        accepted = self._accepted.c
+        self._accept = (
+            update(_outbox)
+            .where(_outbox.c.id == accepted["id"], _outbox.c.lease_owner == bindparam("owner"))
+            .values({name: accepted[name] for name in list(accepted)[1:]})
+        )
 
     async def submit(self, facts: ActivityFacts, activity_json: str, inboxes_json: str | None) -> Submitted:
         """Store a validated activity once; a repeated activity id returns the first row."""
@@ -202,29 +212,19 @@ class OutboxStore:
         """
         if not accepted:
             return True
-        statement = (
-            update(_outbox)
-            .where(_outbox.c.id == bindparam("a_id"), _outbox.c.lease_owner == owner)
-            .values(
-                activity=bindparam("a_activity"),
-                activity_id=bindparam("a_activity_id"),
-                activity_type=bindparam("a_type"),
-                object_id=bindparam("a_object_id"),
-            )
-        )
-        params = [
+        rows = [
             {
-                "a_id": a.outbox_id,
-                "a_activity": a.activity_json,
-                "a_activity_id": a.facts.activity_id,
-                "a_type": a.facts.activity_type,
-                "a_object_id": a.facts.object_id,
+                "id": a.outbox_id,
+                "activity": a.activity_json,
+                "activity_id": a.facts.activity_id,
+                "activity_type": a.facts.activity_type,
+                "object_id": a.facts.object_id,
             }
             for a in accepted
         ]
         try:
             async with self._db.transaction() as conn:
-                await conn.execute(statement, params)
+                await conn.execute(self._accept, self._accepted.parameters(rows, owner=owner))
                 for row in accepted:
                     await _end_undone_follow(conn, row.facts)
         except IntegrityError:
