@@ -102,16 +102,16 @@ class RemoteActorStore:
     def __init__(self, database: Database) -> None:
         self._db = database
         # Built once for this engine (bound parameters only): every fetch writes its outcome.
-        values: dict[str, Any] = {name: bindparam(name) for name in ("uri", *_VALUES)}
-        upsert = database.upsert(_remote).values(values)
+        self._written = database.rows(_remote, ("uri", *_VALUES))
+        upsert = database.upsert(_remote).from_select(list(self._written.c), self._written.select())
         put = upsert.on_conflict_do_update(
             index_elements=["uri"], set_={name: upsert.excluded[name] for name in _VALUES}
         )
-        forget_gone = delete(_gone).where(_gone.c.inbox.in_([values["inbox"], values["shared_inbox"]]))
-        statements: tuple[Executable, ...] = (put, forget_gone)
-        if database.is_postgres:  # one statement: a DELETE in a WITH clause runs though nothing reads it
-            statements = (put.add_cte(forget_gone.cte("forgotten")),)
-        self._puts = statements
+        forget_gone = delete(_gone).where(database.one_of(_gone.c.inbox, "answered"))
+        # On PostgreSQL one statement: a DELETE in a WITH clause runs though nothing reads it.
+        together = database.is_postgres
+        self._put: Executable = put.add_cte(forget_gone.cte("forgotten")) if together else put
+        self._forget_gone: Executable | None = None if together else forget_gone
         self._writes: GroupCommit[CachedRemote, None] = GroupCommit(
             self._put_batch, self._put_one, max_batch=MAX_BATCH
         )
@@ -184,11 +184,16 @@ class RemoteActorStore:
         await self._writes.submit(entry)
 
     async def _put_batch(self, entries: Sequence[CachedRemote]) -> list[None]:
-        # executemany: each entry its own statement, so one URI may come twice in a batch.
-        values = [{name: getattr(entry, name) for name in ("uri", *_VALUES)} for entry in entries]
+        """The entries in one statement; a URI that comes twice keeps its last entry, as one by one."""
+        latest = {entry.uri: entry for entry in entries}
+        rows = [{name: getattr(entry, name) for name in ("uri", *_VALUES)} for entry in latest.values()]
+        answered = sorted(
+            {inbox for entry in entries for inbox in (entry.inbox, entry.shared_inbox) if inbox}
+        )
         async with self._db.transaction() as conn:
-            for statement in self._puts:
-                await conn.execute(statement, values)
+            await conn.execute(self._put, self._written.parameters(rows, answered=answered))
+            if self._forget_gone is not None:
+                await conn.execute(self._forget_gone, {"answered": answered})
         return [None] * len(entries)
 
     async def _put_one(self, entry: CachedRemote) -> None:

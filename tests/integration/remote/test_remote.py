@@ -21,11 +21,12 @@ from fedqueue.settings import Settings
 from fedqueue.signing import keys
 from fedqueue.signing.requests import parse_cavage_signature, verify_cavage
 from fedqueue.storage import CachedRemote, Store
-from fedqueue.storage.tables import HostRow
+from fedqueue.storage.tables import GoneInboxRow, HostRow
 from fedqueue.storage.types import utcnow
 from tests.loopback import LoopbackServer
 
 _hosts = HostRow.__table__  # type: ignore[attr-defined]
+_gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
 
 
 @pytest.fixture
@@ -285,6 +286,12 @@ async def test_a_url_no_client_can_use_is_a_fetch_error_or_a_permanent_send_fail
 
 async def test_concurrent_cache_writes_are_all_stored_and_the_last_of_one_actor_wins(store: Store) -> None:
     now = utcnow()
+    answered = [f"https://r.example/u/{index % 5}/inbox-{index}" for index in range(20)]
+    still_gone = "https://r.example/u/9/inbox"
+    async with store.database.transaction() as conn:
+        await conn.execute(
+            insert(_gone), [{"inbox": inbox, "gone_at": now} for inbox in [*answered, still_gone]]
+        )
 
     def entry(index: int) -> CachedRemote:
         uri = f"https://r.example/u/{index % 5}"
@@ -305,6 +312,8 @@ async def test_concurrent_cache_writes_are_all_stored_and_the_last_of_one_actor_
         cached = await store.remote_actors.get(f"https://r.example/u/{actor}", now)
         assert cached is not None
         assert cached.inbox == f"https://r.example/u/{actor}/inbox-{15 + actor}"
+    # Every inbox that answered is delivered to again, a later entry's as well as an earlier one's.
+    assert await store.audience.gone([*answered, still_gone]) == {still_gone}
 
 
 async def test_concurrent_lookups_each_get_their_own_entry_key_owner_and_host_scheme(store: Store) -> None:
