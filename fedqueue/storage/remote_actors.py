@@ -184,11 +184,11 @@ class RemoteActorStore:
         await self._writes.submit(entry)
 
     async def _put_batch(self, entries: Sequence[CachedRemote]) -> list[None]:
-        """The entries in one statement; a URI that comes twice keeps its last entry, as one by one."""
+        """The entries in one transaction: a URI that comes twice keeps its last entry, as one by one."""
         latest = {entry.uri: entry for entry in entries}
         rows = [{name: getattr(entry, name) for name in ("uri", *_VALUES)} for entry in latest.values()]
         answered = sorted(
-            {inbox for entry in entries for inbox in (entry.inbox, entry.shared_inbox) if inbox}
+            {inbox for entry in entries for inbox in (entry.inbox, entry.shared_inbox) if inbox is not None}
         )
         async with self._db.transaction() as conn:
             await conn.execute(self._put, self._written.parameters(rows, answered=answered))
