@@ -28,7 +28,7 @@ from fedqueue.storage.admin_views import DeliveryView, HostView
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.tables import AuditRow, DeliveryRow, HostRow, OutboxRow
 from fedqueue.storage.types import utcnow
-from fedqueue.storage.webhooks import after_given_up
+from fedqueue.storage.webhook_events import after_given_up
 
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _hosts = HostRow.__table__  # type: ignore[attr-defined]

@@ -22,7 +22,7 @@ from fedqueue.storage.database import Database
 from fedqueue.storage.tables import DeliveryRow, GoneInboxRow, HostRow
 from fedqueue.storage.types import UTCDateTime, utcnow
 from fedqueue.storage.upsert import insert_ignoring_conflicts
-from fedqueue.storage.webhooks import after_record
+from fedqueue.storage.webhook_events import after_record
 
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _hosts = HostRow.__table__  # type: ignore[attr-defined]

@@ -30,7 +30,7 @@ from fedqueue.follower_sync import resides_on
 from fedqueue.inbound.follows import AddFollower, EnqueueActivity, RemoveAllFollows, RemoveFollower
 from fedqueue.inbound.forwarding import ForwardActivity
 from fedqueue.outbound import webhooks as webhook_rules
-from fedqueue.storage import webhooks
+from fedqueue.storage import webhook_events
 from fedqueue.storage.database import Database, Rows
 from fedqueue.storage.tables import ActorRow, DeliveryRow, FollowerRow, OutboxRow, RemoteActorRow
 from fedqueue.storage.types import utcnow
@@ -66,7 +66,7 @@ class Follower:
 
 async def _announce(database: Database, conn: AsyncConnection, kind: str, actor: str, uri: str) -> None:
     """A `follower.added` or `follower.removed` event for `actor`'s webhooks."""
-    await webhooks.emit(database, conn, actor, kind, {"follower": uri}, utcnow())
+    await webhook_events.emit(database, conn, actor, kind, {"follower": uri}, utcnow())
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ async def add_followers(database: Database, conn: AsyncConnection, effects: Sequ
         refreshed = [_follower_values(effect) for key, effect in chosen.items() if key not in added]
         if refreshed:
             await conn.execute(writes.refresh, refreshed)
-        if added and await webhooks.any_webhook(conn):
+        if added and await webhook_events.any_webhook(conn):
             for actor, uri in (key for key in chosen if key in added):
                 await _announce(database, conn, webhook_rules.FOLLOWER_ADDED, actor, uri)
 
@@ -308,7 +308,7 @@ class FollowerStore:
                     )
                 ).scalars()
             )
-            await webhooks.after_given_up(self._db, conn, killed, utcnow())
+            await webhook_events.after_given_up(self._db, conn, killed, utcnow())
             removed = await remove_all_follows(self._db, conn, RemoveAllFollows(actor_uri))
         return Departure(follows_removed=removed, deliveries_dead=len(killed))
 

@@ -28,7 +28,7 @@ from fedqueue.inbound.follows import (
 )
 from fedqueue.inbound.forwarding import ForwardActivity
 from fedqueue.outbound import webhooks as webhook_rules
-from fedqueue.storage import followers, following, tombstones, webhooks
+from fedqueue.storage import followers, following, tombstones, webhook_events
 from fedqueue.storage.database import Database, StorageUnavailable
 from fedqueue.storage.group_commit import GroupCommit
 from fedqueue.storage.tables import InboundActivityRow, InboxItemRow, TombstoneRow, WebhookRow
@@ -213,7 +213,7 @@ class InboxWriter:
                 inbound.body,
                 inbound.received_at,
             )
-            await webhooks.emit(
+            await webhook_events.emit(
                 self._db, conn, actor, webhook_rules.INBOX, data, inbound.received_at, inbox_item_id=item_id
             )
 

@@ -30,7 +30,7 @@ from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.storage import following
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import OutboxRow
-from fedqueue.storage.webhooks import announce_completions
+from fedqueue.storage.webhook_events import announce_completions
 
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 NOTIFY_CHANNEL = "fedqueue_outbox"

@@ -1,13 +1,6 @@
-"""Webhooks: managed by admins, their events queued as deliveries rows inside the caller's transaction.
+"""Webhooks as admins manage them (add, list, remove) and the payloads the worker POSTs.
 
-An event is written in the same transaction as the change it reports (the inbox item, the
-follower, the delivery outcome), so an event is never lost nor sent for a change rolled back.
-Each event becomes one `deliveries` row (`webhook_id` and `webhook_event_id` set, no
-`outbox_id`), which the worker claims, sends, retries and records like any delivery.
-
-Shared cursor: when a webhook's `inbox.new` POST is ACKed (recorded `delivered`), the
-consumer's pull cursor moves forward to that item (never back), in the transaction that
-records the outcome.
+Their events are queued by `webhook_events`, inside the transaction of the change they report.
 """
 
 from __future__ import annotations
@@ -18,15 +11,13 @@ from datetime import datetime
 from typing import Any, NotRequired
 
 from pydantic import with_config
-from sqlalchemy import Row, bindparam, case, delete, func, select
+from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 from typing_extensions import TypedDict
 
 from fedqueue.errors import Duplicate, InvalidInput, NotFound
 from fedqueue.outbound import webhooks as rules
-from fedqueue.outbound.record import Result
-from fedqueue.remote.guard import FetchError, ForbiddenAddress, check_url, host_of
+from fedqueue.remote.guard import FetchError, ForbiddenAddress, check_url
 from fedqueue.storable import check_row_id
 from fedqueue.storage.actors import check_actor_name
 from fedqueue.storage.admin_json import SHAPE, IsoTime, iso
@@ -34,28 +25,14 @@ from fedqueue.storage.audit import record_audit
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import (
     ActorRow,
-    DeliveryRow,
-    InboxCursorRow,
-    OutboxRow,
     WebhookEventRow,
     WebhookRow,
 )
 from fedqueue.storage.types import utcnow
-from fedqueue.storage.upsert import insert_ignoring_conflicts
 
 _webhooks = WebhookRow.__table__  # type: ignore[attr-defined]
 _events = WebhookEventRow.__table__  # type: ignore[attr-defined]
-_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
-#: Built once: `emit` runs in every inbox POST's transaction.
-_ACTOR_HOOKS = select(_webhooks.c.id, _webhooks.c.url, _webhooks.c.events).where(
-    _webhooks.c.actor == bindparam("actor")
-)
-_ANY_HOOK = select(_webhooks.c.id).limit(1)
-_cursors = InboxCursorRow.__table__  # type: ignore[attr-defined]
-_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 _actors = ActorRow.__table__  # type: ignore[attr-defined]
-
-_UNFINISHED = ("queued", "sending", "failed")
 
 
 @dataclass(frozen=True)
@@ -116,205 +93,6 @@ def _webhook(row: Any) -> Webhook:
         events=tuple(row.events.split(",")),
         created_at=row.created_at,
     )
-
-
-async def emit(
-    database: Database,
-    conn: AsyncConnection,
-    actor: str,
-    kind: str,
-    data: dict[str, Any],
-    now: datetime,
-    *,
-    inbox_item_id: int | None = None,
-    dedupe_key: str | None = None,
-) -> int:
-    """Queue one event for every webhook of `actor` subscribed to `kind`; how many were queued.
-
-    With `dedupe_key`, an event already queued for a webhook under that key is not queued again.
-    """
-    hooks = (await conn.execute(_ACTOR_HOOKS, {"actor": actor})).all()
-    body = rules.encode(rules.event(kind, actor, data, now))
-    queued = 0
-    for hook in hooks:
-        if kind not in hook.events.split(","):
-            continue
-        values = {
-            "webhook_id": hook.id,
-            "kind": kind,
-            "body": body,
-            "inbox_item_id": inbox_item_id,
-            "dedupe_key": dedupe_key,
-        }
-        statement = insert_ignoring_conflicts(database, _events, ("webhook_id", "dedupe_key"))
-        event_id = (await conn.execute(statement.values(values).returning(_events.c.id))).scalar()
-        if event_id is None:
-            continue  # queued before under this dedupe key
-        await conn.execute(
-            _deliveries.insert().values(
-                inbox=hook.url,
-                host=host_of(hook.url),
-                actor=actor,
-                activity_type=kind,
-                state="queued",
-                next_attempt_at=now,
-                webhook_id=hook.id,
-                webhook_event_id=event_id,
-            )
-        )
-        queued += 1
-    return queued
-
-
-async def after_record(
-    database: Database, conn: AsyncConnection, results: Sequence[Result], now: datetime
-) -> None:
-    """In the transaction that recorded `results`: advance ACKed cursors, queue dead and complete events."""
-    if not results or not await any_webhook(conn):
-        return  # no webhook at all: the common case costs one indexed read
-    rows = await _settled_rows(conn, [r.id for r in results])
-    # Only what this call stored: a row whose lease was lost holds another worker's outcome.
-    ours = {(r.id, r.state, r.attempts) for r in results}
-    rows = [row for row in rows if (row.id, row.state, row.attempts) in ours]
-    acked = [
-        row.webhook_event_id for row in rows if row.webhook_event_id is not None and row.state == "delivered"
-    ]
-    await _advance_cursors(database, conn, acked)
-    await _announce_finished(database, conn, rows, now)
-
-
-async def after_given_up(
-    database: Database, conn: AsyncConnection, delivery_ids: Sequence[int], now: datetime
-) -> None:
-    """In the transaction that made `delivery_ids` dead without an attempt (an admin's cancel or
-    block, a deleted recipient): queue their `delivery.dead` and any `activity.complete` events."""
-    if not delivery_ids or not await any_webhook(conn):
-        return
-    await _announce_finished(database, conn, await _settled_rows(conn, delivery_ids), now)
-
-
-async def _settled_rows(
-    conn: AsyncConnection, delivery_ids: Sequence[int]
-) -> Sequence[Row[*tuple[Any, ...]]]:
-    d = _deliveries.c
-    return (
-        await conn.execute(
-            select(
-                d.id,
-                d.state,
-                d.outbox_id,
-                d.actor,
-                d.inbox,
-                d.attempts,
-                d.last_status,
-                d.last_error,
-                d.webhook_event_id,
-                _outbox.c.activity_id,
-            )
-            .outerjoin(_outbox, _outbox.c.id == d.outbox_id)
-            .where(d.id.in_(sorted(delivery_ids)))
-        )
-    ).all()
-
-
-async def _announce_finished(
-    database: Database, conn: AsyncConnection, rows: Sequence[Row[*tuple[Any, ...]]], now: datetime
-) -> None:
-    """`delivery.dead` for each activity delivery among `rows` that is dead; `activity.complete`."""
-    finished = [row for row in rows if row.outbox_id is not None and row.state not in _UNFINISHED]
-    for row in finished:
-        if row.state == "dead":
-            data = {
-                "delivery": row.id,
-                "activity": row.activity_id,
-                "inbox": row.inbox,
-                "attempts": row.attempts,
-                "last_status": row.last_status,
-                "last_error": row.last_error,
-            }
-            await emit(database, conn, row.actor, rules.DEAD, data, now)
-    await announce_completions(database, conn, sorted({row.outbox_id for row in finished}), now, checked=True)
-
-
-async def any_webhook(conn: AsyncConnection) -> bool:
-    """Whether any webhook exists: when none does (the common case), no event needs building."""
-    return (await conn.execute(_ANY_HOOK)).first() is not None
-
-
-async def announce_completions(
-    database: Database,
-    conn: AsyncConnection,
-    outbox_ids: Sequence[int],
-    now: datetime,
-    *,
-    checked: bool = False,
-) -> None:
-    """Queue `activity.complete` for each of `outbox_ids` that is complete now (`checked`: webhooks exist).
-
-    Called where an activity can become complete: when an outcome is recorded, and when its
-    expansion ends (all of its deliveries may have finished before, or it has none).
-    """
-    if not outbox_ids or not (checked or await any_webhook(conn)):
-        return
-    for outbox_id in sorted(outbox_ids):
-        await _complete_if_done(database, conn, outbox_id, now)
-
-
-async def _advance_cursors(database: Database, conn: AsyncConnection, event_ids: Sequence[int]) -> None:
-    if not event_ids:
-        return
-    acked = (
-        await conn.execute(
-            select(_webhooks.c.actor, _webhooks.c.consumer, func.max(_events.c.inbox_item_id).label("item"))
-            .join(_webhooks, _webhooks.c.id == _events.c.webhook_id)
-            .where(_events.c.id.in_(event_ids), _events.c.inbox_item_id.is_not(None))
-            .group_by(_webhooks.c.actor, _webhooks.c.consumer)
-        )
-    ).all()
-    for row in acked:
-        forward = case((_cursors.c.last_item_id < row.item, row.item), else_=_cursors.c.last_item_id)
-        await conn.execute(
-            database.upsert(_cursors)
-            .values(actor=row.actor, consumer=row.consumer, last_item_id=row.item)
-            .on_conflict_do_update(
-                index_elements=["actor", "consumer"],
-                set_={"last_item_id": forward, "updated_at": func.current_timestamp()},
-            )
-        )
-
-
-async def _complete_if_done(database: Database, conn: AsyncConnection, outbox_id: int, now: datetime) -> None:
-    """Queue `activity.complete` once the activity is expanded and none of its deliveries is unfinished.
-
-    On PostgreSQL the outbox row is locked first, so two workers recording an activity's last
-    two outcomes at once (or one recording it while another ends the expansion) see each
-    other's: one of them queues the event (the dedupe key keeps it to one).
-    """
-    query = select(_outbox.c.actor, _outbox.c.activity_id, _outbox.c.state).where(_outbox.c.id == outbox_id)
-    if database.is_postgres:
-        query = query.with_for_update()
-    activity = (await conn.execute(query)).first()
-    if activity is None or activity.state != "expanded":
-        return
-    if not (await conn.execute(select(_webhooks.c.id).where(_webhooks.c.actor == activity.actor))).first():
-        return
-    counts: dict[str, int] = dict(
-        (
-            await conn.execute(
-                select(_deliveries.c.state, func.count())
-                .where(_deliveries.c.outbox_id == outbox_id)
-                .group_by(_deliveries.c.state)
-            )
-        ).all()
-    )
-    if any(counts.get(state) for state in _UNFINISHED):
-        return
-    data = {
-        "id": outbox_id,
-        "activity": activity.activity_id,
-        "counts": {k: int(v) for k, v in counts.items()},
-    }
-    await emit(database, conn, activity.actor, rules.COMPLETE, data, now, dedupe_key=f"complete:{outbox_id}")
 
 
 class WebhookStore:
