@@ -156,10 +156,15 @@ async def fedqueue_run(
     try:
         command = [harness.FEDQUEUE, "serve", "--port", str(port)]
         command += ["--processes", str(args.processes)] if args.processes > 1 else []
-        with harness.running(command, harness.fedqueue_env(url, base)) as server:
+        command += ["--no-worker"] if args.worker_apart else []
+        env = harness.fedqueue_env(url, base)
+        with (
+            harness.running(command, env) as server,
+            harness.running([harness.FEDQUEUE, "worker"] if args.worker_apart else ["true"], env) as worker,
+        ):
             await harness.wait_listening(port)
             await asyncio.sleep(2 if args.processes > 1 else 0)  # the other processes start too
-            pids = [server.pid, *harness.child_pids(server.pid)]
+            pids = [server.pid, *harness.child_pids(server.pid)] + ([worker.pid] if args.worker_apart else [])
             meter = harness.CpuMeter(pids, harness.database_name(url))
             remote_meter = harness.CpuMeter([world.pid])
             warm = creates(inbox, remote, world.pairs, args.senders, args.senders, 0, sync=args.sync_header)
@@ -253,6 +258,11 @@ def parser() -> argparse.ArgumentParser:
         help="only this engine (none: Fedify only)",
     )
     parse.add_argument("--processes", type=int, default=1, help="serve --processes (PostgreSQL only)")
+    parse.add_argument(
+        "--worker-apart",
+        action="store_true",
+        help="serve --no-worker and a `fedqueue worker` process beside it (CPU counts both)",
+    )
     parse.add_argument(
         "--fresh",
         action="store_true",
