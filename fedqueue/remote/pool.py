@@ -112,19 +112,12 @@ class Pool:
 
     async def post(self, url: str, body: bytes, headers: dict[str, str], head_limit: int) -> Answer:
         """POST `body` to `url` and read the answer; `check_url`'s refusals are raised first."""
-        check_url(url, allow_private=self._allow_private)
-        target = target_of(url)
-        request = request_bytes("POST", target, headers, body, self.user_agent)
-        origin = target.origin
-        await self._caps.acquire(origin)
-        try:
+        async with self._capped("POST", url, headers, body) as (origin, request):
             connection, answer = await self._on_a_connection(
                 origin, lambda kept: kept.exchange(request, head_limit)
             )
             self._done_with(connection)
             return answer
-        finally:
-            self._caps.release(origin)
 
     @asynccontextmanager
     async def get(self, url: str, headers: dict[str, str]) -> AsyncIterator[Fetched]:
@@ -134,19 +127,26 @@ class Pool:
         The connection is kept afterwards only if the whole answer has arrived by the end of the
         block: one whose body was left unread in mid-flow is closed, never reused out of step.
         """
-        check_url(url, allow_private=self._allow_private)
-        target = target_of(url)
-        request = request_bytes("GET", target, headers, None, self.user_agent)
-        origin = target.origin
-        await self._caps.acquire(origin)
-        try:
+        async with self._capped("GET", url, headers, None) as (origin, request):
             connection, status = await self._on_a_connection(origin, lambda kept: kept.fetch(request))
             try:
                 yield Fetched(status, connection.headers, connection.next_chunk)
             finally:
                 self._done_with(connection)
+
+    @asynccontextmanager
+    async def _capped(
+        self, method: str, url: str, headers: dict[str, str], body: bytes | None
+    ) -> AsyncIterator[tuple[Origin, bytes]]:
+        """The request's origin and bytes, `url` checked first, holding a place in the caps."""
+        check_url(url, allow_private=self._allow_private)
+        target = target_of(url)
+        request = request_bytes(method, target, headers, body, self.user_agent)
+        await self._caps.acquire(target.origin)
+        try:
+            yield target.origin, request
         finally:
-            self._caps.release(origin)
+            self._caps.release(target.origin)
 
     async def close(self) -> None:
         self._closed = True
