@@ -15,7 +15,6 @@ import asyncpg
 from sqlalchemy import (
     ColumnElement,
     Dialect,
-    Select,
     String,
     Subquery,
     Table,
@@ -38,10 +37,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ClauseElement
-from sqlalchemy.types import TypeEngine
 from sqlalchemy.util import greenlet_spawn
 
 from fedqueue.errors import FedqueueError, InvalidInput, SettingsError
+from fedqueue.storage.rows import Rows
 from fedqueue.storage.write_counts import count_committed_writes
 
 #: SQLSTATE class 22, "data exception": a value the column refuses (NUL, too long, out of range).
@@ -88,48 +87,6 @@ class DriverStatement:
             value if process is None else process(value)
             for value, process in zip(values, self.processors, strict=True)
         ]
-
-
-@dataclass(frozen=True)
-class Rows:
-    """Rows of values run through one statement: `c` is each row's value of a column, by name.
-
-    asyncpg runs an executemany as one Bind and Execute per row, and PostgreSQL pays a bind,
-    an execution and a plan lookup for each. There the rows go as one array per column, read
-    back as rows, in order, by `unnest`: one execution for any number of rows, in SQL that is
-    the same for any number (prepared once). On SQLite, in process and cheap per execution,
-    `c` are plain bound parameters and the rows go as an executemany.
-
-    So a statement must do for all rows at once what it does for each alone: callers pass
-    distinct keys (an UPDATE changes a row once however many rows match it, an upsert fails on
-    a key it meets twice).
-    """
-
-    c: Mapping[str, ColumnElement[Any]]
-    as_arrays: bool
-
-    def select(self) -> Select[Any]:
-        """The rows as a SELECT of `c`, in order (for an INSERT ... SELECT)."""
-        return select(*self.c.values())
-
-    def parameters(
-        self, rows: Sequence[Mapping[str, Any]], **shared: Any
-    ) -> dict[str, Any] | list[dict[str, Any]]:
-        """`rows` (each naming every column of `c`) and the `shared` values, as `execute` takes them."""
-        if self.as_arrays:
-            return {**shared, **{_ROWS_PREFIX + name: [row[name] for row in rows] for name in self.c}}
-        return [{**shared, **{_ROWS_PREFIX + name: row[name] for name in self.c}} for row in rows]
-
-
-#: What `Rows` puts before a column's name in its bound parameters' (a column's own name is
-#: taken by SQLAlchemy in an INSERT or UPDATE of that column).
-_ROWS_PREFIX = "rows_"
-
-
-def _unbounded(column_type: TypeEngine[Any]) -> TypeEngine[Any]:
-    """A string type without its length: a cast to VARCHAR(n)[] would cut longer values short
-    without an error, where the column itself refuses them."""
-    return String() if isinstance(column_type, String) else column_type
 
 
 class Database:
@@ -281,18 +238,7 @@ class Database:
 
     def rows(self, table: Table, names: Sequence[str]) -> Rows:
         """Rows of values for `table`'s columns `names`, run through one statement (see `Rows`)."""
-        columns = [table.c[name] for name in names]
-        if self.is_postgres:
-            arrays = [
-                bindparam(_ROWS_PREFIX + column.name, type_=postgresql.ARRAY(_unbounded(column.type)))
-                for column in columns
-            ]
-            unnested = func.unnest(*arrays).table_valued(*names).render_derived(name="batch")
-            return Rows({name: unnested.c[name] for name in names}, as_arrays=True)
-        return Rows(
-            {column.name: bindparam(_ROWS_PREFIX + column.name, type_=column.type) for column in columns},
-            as_arrays=False,
-        )
+        return Rows.of(table, names, as_arrays=self.is_postgres)
 
     def pairs(self, name: str) -> Subquery:
         """The pairs of strings bound as `name` (one JSON text) as rows (`first`, `second`).

@@ -31,7 +31,8 @@ from fedqueue.inbound.follows import AddFollower, EnqueueActivity, RemoveAllFoll
 from fedqueue.inbound.forwarding import ForwardActivity
 from fedqueue.outbound import webhooks as webhook_rules
 from fedqueue.storage import webhook_events
-from fedqueue.storage.database import Database, Rows
+from fedqueue.storage.database import Database
+from fedqueue.storage.rows import Rows
 from fedqueue.storage.tables import ActorRow, DeliveryRow, FollowerRow, OutboxRow, RemoteActorRow
 from fedqueue.storage.types import utcnow
 
