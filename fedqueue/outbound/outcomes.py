@@ -37,7 +37,7 @@ READABLE_ERRORS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("connection reset", "errno 104"), "connection reset by the server"),
     (("server disconnected", "remoteprotocolerror", "connection closed"), "server closed the connection"),
     (("network is unreachable", "no route to host"), "network unreachable"),
-    # After the others: aiohttp names "ssl:default" in every connect error.
+    # After the others: a refused or reset connection is named so even if its text mentions TLS.
     (("sslerror", "ssl error", "[ssl", "handshake", "wrong_version_number"), "TLS handshake failed"),
 )
 TIMEOUT_FRAGMENTS = ("timed out", "timeout")

@@ -159,5 +159,5 @@ def forbidden_cause(exc: BaseException) -> ForbiddenAddress | None:
     while seen is not None:
         if isinstance(seen, ForbiddenAddress):
             return seen
-        seen = seen.__cause__ or seen.__context__ or getattr(seen, "os_error", None)
+        seen = seen.__cause__ or seen.__context__
     return None
