@@ -4,9 +4,10 @@
         [--senders 50] [--connections 32] [--fedify] [--sync-header] \
         [--postgres postgresql+asyncpg://postgres@127.0.0.1:5432/test]
 
-Per engine, size N and run: a new database with local actor `alice` and 10,000 cached remote
-actors, analyzed (`--fresh`: empty; see `harness.seed_known_actors` for why), a fresh `fedqueue serve`
-process, and a loopback "fediverse" process serving the remote actors' documents (keys).
+Per engine, size N and run: a new database with local actor `alice` and a running instance's
+history (10,000 cached remote actors, 10,000 inbound activities, 2,000 outbox rows and 10,000
+deliveries), analyzed (`--fresh`: empty; see `harness.seed_running_instance` for why), a fresh
+`fedqueue serve` process, and a loopback "fediverse" process serving the remote actors' documents (keys).
 
 - **flood**: N Creates to /actors/alice/inbox from `--senders` remote actors, sent by a load
   generator in its own process over `--connections` connections. Every request is signed
@@ -148,7 +149,7 @@ async def fedqueue_run(
     finally:
         await store.close()
     if not args.fresh:
-        await harness.seed_known_actors(url)
+        await harness.seed_running_instance(url, "alice")
     port = harness.free_port()
     base = f"http://127.0.0.1:{port}"
     inbox, alice = f"{base}/actors/alice/inbox", f"{base}/actors/alice"
@@ -266,8 +267,8 @@ def parser() -> argparse.ArgumentParser:
     parse.add_argument(
         "--fresh",
         action="store_true",
-        help="start from an empty database (default: one holding harness.KNOWN_ACTORS cached remote"
-        " actors, analyzed, as a running instance's)",
+        help="start from an empty database (default: a running instance's, analyzed:"
+        " harness.seed_running_instance)",
     )
     parse.add_argument("--fedify", action="store_true", help="also flood Fedify's inbox")
     parse.add_argument(
