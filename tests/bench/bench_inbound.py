@@ -18,8 +18,10 @@ deliveries), analyzed (`--fresh`: empty; see `harness.seed_running_instance` for
   tell). Each Follow also queues an Accept, which the server's own worker delivers.
 - `--processes N` runs `fedqueue serve --processes N` (PostgreSQL only: SQLite is skipped);
   CPU then counts every serving process.
-- **fedify flood** (`--fedify`): the same flood against Fedify's inbox (tests/fedify,
-  `npm ci` there first), and fedqueue ÷ Fedify.
+- **fedify flood / fedify follows** (`--fedify`): the same loads against Fedify's inbox
+  (tests/fedify, `npm ci` there first), which answers a Follow with an Accept as fedqueue
+  does, in each of its modes (no queue, in-process queue, parallel queue); fedqueue ÷ Fedify's
+  best mode: requests/s for the flood, Accepts/s for follows.
 
 `--profile DIR` samples the server with py-spy during each load (tests/bench/profile_share.py
 reads the result); profiled runs are slower, so take figures without it.
@@ -29,8 +31,8 @@ time. CPU is per 1,000 requests: the server process (all threads, from /proc) an
 PostgreSQL, the backends serving the benchmark's database; beside them the load generator's own
 CPU (aiohttp on uvloop) and the remote side's (key documents served, Accepts received), which
 share the same cores. For follows the CPU window runs on until every Accept has arrived (or
-`--limit-s` more has passed), and `accepts/s` is N over the time from the first Follow to the
-last Accept (of the Follows answered 202 within `--limit-s`). Figures are the median
+`ACCEPT_WAIT_S` more has passed), and `accepts/s` is the Accepts received over the time from
+the first Follow to the last Accept (of the Follows answered 202 within `--limit-s`). Figures are the median
 [lowest-highest] of `--repeat` runs; the load average is printed with each row.
 """
 
@@ -92,6 +94,13 @@ class Figures:
             + (f"  accepts/s {harness.spread(self.accept_rates)}" if self.accept_rates else "")
         )
 
+
+#: How long the Accepts of the Follows answered are waited for, after the last Follow. Long
+#: enough for a queue that takes every Follow before it sends any Accept (Fedify's in-process
+#: queue does: first-in, first-out) to send some.
+ACCEPT_WAIT_S = 60.0
+#: Fedify's inbox runs in each of these (tests/fedify/peer.mjs); its best is what fedqueue is compared with.
+FEDIFY_INBOX_MODES = ("inline", "queue", "parallel")
 
 HEADER = (
     f"{'shape':<13} {'engine':<9} {'N':>6} {'req/s':>18} {'p50 ms':>16} {'p99 ms':>18}"
@@ -177,55 +186,96 @@ async def fedqueue_run(
                 remote_meter.measure() as remote_cpu,
             ):
                 flood = await harness.flood_async(load, args.connections, args.limit_s)
-            load = follows(inbox, alice, remote, world.pairs, n)
-            accepted_before = await world.count()
-            with (
-                harness.profiled(server.pid, profile(args, "follows", engine, n)),
-                meter.measure() as follow_cpu,
-                remote_meter.measure() as follow_remote_cpu,
-            ):
-                started = time.perf_counter()
-                follow = await harness.flood_async(load, args.connections, args.limit_s)
-                # The window runs on until the Accepts are delivered, so their cost counts too.
-                answered = follow.statuses.get(202, 0)  # the load may have been cut at --limit-s
-                accepted, _ = await world.wait_count(accepted_before + answered, args.limit_s)
-                accept_rate = (accepted - accepted_before) / (time.perf_counter() - started)
-        return (flood, [*cpu, *remote_cpu[:1]]), (follow, [*follow_cpu, *follow_remote_cpu[:1], accept_rate])
+            follow = await follows_run(
+                world,
+                meter,
+                remote_meter,
+                inbox,
+                alice,
+                args,
+                n,
+                profile_at=(server.pid, profile(args, "follows", engine, n)),
+            )
+        return (flood, [*cpu, *remote_cpu[:1]]), follow
     finally:
         await harness.drop_database(url)
 
 
-def fedify_run(world: harness.Fediverse, args: argparse.Namespace, n: int) -> tuple[FloodResult, list[float]]:
+async def follows_run(
+    world: harness.Fediverse,
+    meter: harness.CpuMeter,
+    remote_meter: harness.CpuMeter,
+    inbox: str,
+    target: str,
+    args: argparse.Namespace,
+    n: int,
+    profile_at: tuple[int, Path | None] | None = None,
+) -> tuple[FloodResult, list[float]]:
+    """N Follows of `target` from distinct actors; the CPU window runs on until their Accepts arrive.
+
+    The CPU list: [server, PostgreSQL, remote side, Accepts per second from the first Follow to
+    the last Accept (of the Follows answered 202 within `--limit-s`, waited for at most
+    `ACCEPT_WAIT_S` more)].
+    """
+    load = follows(inbox, target, world.origin(), world.pairs, n)
+    accepted_before = await world.count()
+    pid, out = profile_at if profile_at is not None else (0, None)
+    with (
+        harness.profiled(pid, out),
+        meter.measure() as cpu,
+        remote_meter.measure() as remote_cpu,
+    ):
+        started = time.perf_counter()
+        result = await harness.flood_async(load, args.connections, args.limit_s)
+        answered = result.statuses.get(202, 0)
+        accepted, _ = await world.wait_count(accepted_before + answered, ACCEPT_WAIT_S)
+        accept_rate = (accepted - accepted_before) / (time.perf_counter() - started)
+    return result, [*cpu, *remote_cpu[:1], accept_rate]
+
+
+async def fedify_run(
+    world: harness.Fediverse, args: argparse.Namespace, n: int, mode: str
+) -> tuple[tuple[FloodResult, list[float]], tuple[FloodResult, list[float]]]:
+    """The same flood and Follows against Fedify's inbox in `mode` (tests/fedify/peer.mjs)."""
     port = harness.free_port()
-    inbox = f"http://127.0.0.1:{port}/users/alice/inbox"
-    with harness.fedify_inbox(port) as peer:
+    base = f"http://127.0.0.1:{port}"
+    inbox, alice = f"{base}/users/alice/inbox", f"{base}/users/alice"
+    remote = world.origin()
+    with harness.fedify_inbox(port, mode) as peer:
         meter, remote_meter = harness.CpuMeter([peer.pid]), harness.CpuMeter([world.pid])
-        harness.flood(
-            creates(inbox, world.origin(), world.pairs, args.senders, args.senders, 0),
-            args.connections,
-            args.limit_s,
-        )
-        load = creates(inbox, world.origin(), world.pairs, args.senders, n, args.senders)
+        warm = creates(inbox, remote, world.pairs, args.senders, args.senders, 0)
+        await harness.flood_async(warm, args.connections, args.limit_s)
+        load = creates(inbox, remote, world.pairs, args.senders, n, args.senders)
         with meter.measure() as cpu, remote_meter.measure() as remote_cpu:
-            result = harness.flood(load, args.connections, args.limit_s)
-    return result, [*cpu, *remote_cpu[:1]]
+            flood = await harness.flood_async(load, args.connections, args.limit_s)
+        follow = await follows_run(world, meter, remote_meter, inbox, alice, args, n)
+    return (flood, [*cpu, *remote_cpu[:1]]), follow
 
 
 async def main(args: argparse.Namespace) -> None:
     print(harness.machine_line(), flush=True)
     print(HEADER, flush=True)
     with tempfile.TemporaryDirectory() as tmp, harness.fediverse(pairs=harness.key_pool(8)) as world:
-        fedify_rates: dict[int, float] = {}
+        # Per size: Fedify's best flood rate and best Accepts/s over its inbox modes.
+        fedify_best: dict[int, tuple[float, float]] = {}
         if args.fedify:
             if not harness.fedify_installed():
                 print("fedify: not installed (run `npm ci` in tests/fedify); skipped", flush=True)
             else:
                 for n in args.sizes:
-                    figures = Figures()
-                    for _ in range(args.repeat):
-                        figures.add(*await asyncio.to_thread(fedify_run, world, args, n))
-                    fedify_rates[n] = statistics.median(figures.rates)
-                    print(figures.row("fedify flood", "memory", n), flush=True)
+                    for mode in FEDIFY_INBOX_MODES:
+                        flood, follow = Figures(), Figures()
+                        for _ in range(args.repeat):
+                            flood_run, follow_run = await fedify_run(world, args, n, mode)
+                            flood.add(*flood_run)
+                            follow.add(*follow_run)
+                        print(flood.row("fedify flood", mode, n), flush=True)
+                        print(follow.row("fedify follows", mode, n), flush=True)
+                        best = fedify_best.get(n, (0.0, 0.0))
+                        fedify_best[n] = (
+                            max(best[0], statistics.median(flood.rates)),
+                            max(best[1], statistics.median(follow.accept_rates)),
+                        )
         for engine in harness.engines(args.postgres, args.engine):
             if engine == "sqlite" and args.processes > 1:
                 print("sqlite: serve runs in one process only; skipped", flush=True)
@@ -238,11 +288,14 @@ async def main(args: argparse.Namespace) -> None:
                     )
                     flood.add(*flood_run)
                     follow.add(*follow_run)
-                ratio = ""
-                if n in fedify_rates:
-                    ratio = f"  fedqueue/fedify {statistics.median(flood.rates) / fedify_rates[n]:.2f}"
-                print(flood.row("flood", engine, n) + ratio, flush=True)
-                print(follow.row("follows", engine, n), flush=True)
+                flood_ratio = follow_ratio = ""
+                if n in fedify_best:
+                    best_flood, best_accepts = fedify_best[n]
+                    flood_ratio = f"  fedqueue/fedify {statistics.median(flood.rates) / best_flood:.2f}"
+                    accepts = statistics.median(follow.accept_rates) / best_accepts
+                    follow_ratio = f"  fedqueue/fedify accepts {accepts:.2f}"
+                print(flood.row("flood", engine, n) + flood_ratio, flush=True)
+                print(follow.row("follows", engine, n) + follow_ratio, flush=True)
 
 
 def parser() -> argparse.ArgumentParser:

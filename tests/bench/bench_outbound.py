@@ -19,9 +19,9 @@ on `--hosts` ports: each port is a host (hosts are tracked with their port).
   posting, and overall until it caught up (within `--limit-s` more); the backlog is what was
   still unexpanded then.
 
-`--fedify` also runs Fedify's `sendActivity` for one-host and many-hosts (tests/fedify,
-`npm ci` there first) in each of its modes (immediate, InProcessMessageQueue,
-ParallelMessageQueue of 16), and prints fedqueue ÷ Fedify's best mode. `--profile DIR`
+`--fedify` also runs Fedify's `sendActivity` for small (N activities handed to it at once),
+one-host and many-hosts (tests/fedify, `npm ci` there first) in each of its modes (immediate,
+InProcessMessageQueue, ParallelMessageQueue of 16), and prints fedqueue ÷ Fedify's best mode. `--profile DIR`
 samples the worker (this process, or the serve process) with py-spy; take figures without it.
 
 Deliveries/s is N over the time from the INSERT until the receiver has counted N POSTs. CPU
@@ -225,11 +225,12 @@ async def outbox_flood_run(
 def fedify_best(world: harness.Fediverse, shape: str, n: int, repeat: int) -> tuple[str, float, float]:
     """Fedify's best mode for a fan-out shape: (mode, median deliveries/s, CPU s per 1,000)."""
     origins = [world.origin(0)] if shape == "one-host" else [world.origin(h) for h in range(len(world.ports))]
+    command = "small" if shape == "small" else "fanout"
     best = ("", 0.0, 0.0)
     for mode in FEDIFY_MODES:
         rates, cpus = [], []
         for _ in range(repeat):
-            result = harness.fedify_fanout(mode, n, f"{world.origin()}/count", origins)
+            result = harness.fedify_fanout(mode, n, f"{world.origin()}/count", origins, command)
             if result["delivered"] < n:
                 print(f"fedify {mode}: {result['delivered']:.0f} of {n} delivered in time", flush=True)
             rates.append(result["delivered"] / result["seconds"])
@@ -256,7 +257,7 @@ async def main(args: argparse.Namespace) -> None:
                 await outbox_flood(args, Path(tmp), world)
                 continue
             fedify: dict[int, float] = {}
-            if args.fedify and shape != "small" and harness.fedify_installed():
+            if args.fedify and harness.fedify_installed():
                 for n in args.sizes:
                     fedify[n] = (await asyncio.to_thread(fedify_best, world, shape, n, args.repeat))[1]
             for engine in harness.engines(args.postgres, args.engine):

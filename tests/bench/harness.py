@@ -191,13 +191,13 @@ async def seed_running_instance(url: str, local_actor: str) -> None:
         # A new database: the rows take ids 1, 2, ... in order, which the items and deliveries name.
         async with engine.begin() as conn:
             for table, rows in (
-                (RemoteActorRow, actors),
-                (InboundActivityRow, inbound),
-                (InboxItemRow, items),
-                (OutboxRow, outbox),
-                (DeliveryRow, deliveries),
+                (RemoteActorRow.__table__, actors),  # type: ignore[attr-defined]
+                (InboundActivityRow.__table__, inbound),  # type: ignore[attr-defined]
+                (InboxItemRow.__table__, items),  # type: ignore[attr-defined]
+                (OutboxRow.__table__, outbox),  # type: ignore[attr-defined]
+                (DeliveryRow.__table__, deliveries),  # type: ignore[attr-defined]
             ):
-                await conn.execute(insert(table.__table__), rows)  # type: ignore[attr-defined]
+                await conn.execute(insert(table), rows)
         if engine.dialect.name == "postgresql":  # what autovacuum does there; SQLite has no such thing
             async with engine.connect() as conn:
                 await conn.execute(text("ANALYZE"))
@@ -600,17 +600,22 @@ def fedify_installed() -> bool:
 
 
 @contextmanager
-def fedify_inbox(port: int) -> Iterator[subprocess.Popen[bytes]]:
-    """Fedify's inbox for `alice` on 127.0.0.1:`port`, in its own Node process."""
-    with running(["node", str(FEDIFY_PEER), "inbox", str(port)]) as process:
+def fedify_inbox(port: int, mode: str = "inline") -> Iterator[subprocess.Popen[bytes]]:
+    """Fedify's inbox for `alice` on 127.0.0.1:`port`, in its own Node process (`mode`: peer.mjs)."""
+    with running(["node", str(FEDIFY_PEER), "inbox", str(port), mode]) as process:
         wait_listening_sync(port)
         yield process
 
 
-def fedify_fanout(mode: str, n: int, count_url: str, origins: Sequence[str]) -> dict[str, float]:
-    """One Fedify sendActivity to `n` recipients over `origins`: {"seconds", "cpu_s", "delivered"}."""
+def fedify_fanout(
+    mode: str, n: int, count_url: str, origins: Sequence[str], command: str = "fanout"
+) -> dict[str, float]:
+    """Fedify's sendActivity to `n` recipients over `origins`: {"seconds", "cpu_s", "delivered"}.
+
+    `command` "fanout" sends one activity to all of them, "small" one activity to each (peer.mjs).
+    """
     done = subprocess.run(
-        ["node", str(FEDIFY_PEER), "fanout", mode, str(n), count_url, ",".join(origins)],
+        ["node", str(FEDIFY_PEER), command, mode, str(n), count_url, ",".join(origins)],
         capture_output=True,
         text=True,
         timeout=WAIT_LIMIT_S + 30,

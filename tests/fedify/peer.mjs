@@ -1,15 +1,20 @@
 // Fedify peer for fedqueue's benchmarks (tests/bench): Fedify's own inbox, and Fedify's
 // sendActivity fan-out, against the same loopback servers the Python benchmarks use.
 //
-//   node peer.mjs inbox PORT
-//       Fedify's inbox for actor "alice" on 127.0.0.1:PORT (MemoryKvStore, inbox listeners run
-//       inline, keys cached by Fedify). Prints "ready" once listening; runs until killed.
+//   node peer.mjs inbox PORT [MODE]
+//       Fedify's inbox for actor "alice" on 127.0.0.1:PORT (MemoryKvStore, keys cached by
+//       Fedify). A Follow of alice is answered with an Accept sent to the follower's inbox, as
+//       fedqueue does. MODE: "inline" (the default: no queue, listeners and their sends run
+//       before the inbox answers), "queue" (InProcessMessageQueue) or "parallel"
+//       (ParallelMessageQueue of 16 over it). Prints "ready" once listening; runs until killed.
 //   node peer.mjs fanout MODE N COUNT_URL ORIGIN[,ORIGIN...]
 //       One Create from "alice" to N recipients spread over the origins (recipient i on origin
 //       i % origins), MODE "immediate" (sendActivity's immediate option), "queue"
 //       (InProcessMessageQueue) or "parallel" (ParallelMessageQueue of 16 over it). Waits (at most
 //       120 s) until COUNT_URL has counted N more POSTs, then prints
 //       {"seconds": ..., "cpu_s": ..., "delivered": ...} as one JSON line and exits.
+//   node peer.mjs small MODE N COUNT_URL ORIGIN[,ORIGIN...]
+//       As fanout, but N Likes of N distinct notes, each to one recipient (the `small` shape).
 //
 // Everything is on 127.0.0.1 (allowPrivateAddress is for that, and for nothing else).
 import http from "node:http";
@@ -20,9 +25,15 @@ import {
   MemoryKvStore,
   ParallelMessageQueue,
 } from "@fedify/fedify";
-import { Create, Follow, Note, Person } from "@fedify/vocab";
+import { Accept, Create, Follow, Like, Note, Person } from "@fedify/vocab";
 
 const LIMIT_MS = 120_000;
+
+function queueFor(mode) {
+  if (mode === "queue") return new InProcessMessageQueue();
+  if (mode === "parallel") return new ParallelMessageQueue(new InProcessMessageQueue(), 16);
+  return undefined;
+}
 
 function federationWith(queue) {
   const federation = createFederation({ kv: new MemoryKvStore(), queue, allowPrivateAddress: true });
@@ -70,30 +81,33 @@ async function withAlice(federation) {
     .setKeyPairsDispatcher((_ctx, identifier) => (identifier === "alice" ? [pair] : []));
 }
 
-async function inbox(port) {
-  const federation = federationWith(undefined);
+let accepts = 0;
+
+async function inbox(port, mode) {
+  const federation = federationWith(queueFor(mode));
   await withAlice(federation);
-  let received = 0;
   federation
     .setInboxListeners("/users/{identifier}/inbox", "/inbox")
-    .on(Create, () => {
-      received += 1;
-    })
-    .on(Follow, () => {
-      received += 1;
+    .on(Create, () => {})
+    .on(Follow, async (ctx, follow) => {
+      if (follow.id == null || follow.objectId == null) return;
+      const follower = await follow.getActor(ctx);
+      if (follower == null) return;
+      const accept = new Accept({
+        id: new URL(`${ctx.getActorUri("alice").href}/accepts/${++accepts}`),
+        actor: follow.objectId,
+        object: follow,
+      });
+      await ctx.sendActivity({ identifier: "alice" }, follower, accept);
     });
   await serve(federation, port);
   console.log("ready");
 }
 
-async function fanout(mode, n, countUrl, origins) {
-  const queue =
-    mode === "queue"
-      ? new InProcessMessageQueue()
-      : mode === "parallel"
-        ? new ParallelMessageQueue(new InProcessMessageQueue(), 16)
-        : undefined;
-  const federation = federationWith(queue);
+// Sends with `send(ctx, recipients)` and waits until COUNT_URL has counted N more POSTs; prints
+// {"seconds", "cpu_s", "delivered"} as one JSON line and exits.
+async function measured(mode, n, countUrl, origins, send) {
+  const federation = federationWith(queueFor(mode));
   await withAlice(federation);
   federation.setInboxListeners("/users/{identifier}/inbox", "/inbox");
   const ctx = federation.createContext(new URL("http://127.0.0.1:1"), undefined);
@@ -103,14 +117,9 @@ async function fanout(mode, n, countUrl, origins) {
   });
   const count = async () => Number(await (await fetch(countUrl)).text());
   const before = await count();
-  const activity = new Create({
-    id: new URL(`http://127.0.0.1:1/activities/${Date.now()}`),
-    actor: ctx.getActorUri("alice"),
-    object: new Note({ id: new URL("http://127.0.0.1:1/notes/1"), content: "hello" }),
-  });
   const cpu = process.cpuUsage();
   const started = performance.now();
-  await ctx.sendActivity({ identifier: "alice" }, recipients, activity, { immediate: mode === "immediate" });
+  await send(ctx, recipients, { immediate: mode === "immediate" });
   let delivered = (await count()) - before;
   while (delivered < n && performance.now() - started < LIMIT_MS) {
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -122,12 +131,42 @@ async function fanout(mode, n, countUrl, origins) {
   process.exit(0);
 }
 
+// One Create to all recipients.
+async function fanout(ctx, recipients, options) {
+  const activity = new Create({
+    id: new URL(`http://127.0.0.1:1/activities/${Date.now()}`),
+    actor: ctx.getActorUri("alice"),
+    object: new Note({ id: new URL("http://127.0.0.1:1/notes/1"), content: "hello" }),
+  });
+  await ctx.sendActivity({ identifier: "alice" }, recipients, activity, options);
+}
+
+// N Likes of N distinct notes, each to one recipient, all handed over at once.
+async function small(ctx, recipients, options) {
+  const stamp = Date.now();
+  await Promise.all(
+    recipients.map((recipient, i) =>
+      ctx.sendActivity(
+        { identifier: "alice" },
+        recipient,
+        new Like({
+          id: new URL(`http://127.0.0.1:1/likes/${stamp}-${i}`),
+          actor: ctx.getActorUri("alice"),
+          object: new URL(`http://127.0.0.1:1/notes/${i}`),
+        }),
+        options,
+      ),
+    ),
+  );
+}
+
 const [command, ...args] = process.argv.slice(2);
 if (command === "inbox") {
-  await inbox(Number(args[0]));
-} else if (command === "fanout") {
-  await fanout(args[0], Number(args[1]), args[2], args[3].split(","));
+  await inbox(Number(args[0]), args[1] ?? "inline");
+} else if (command === "fanout" || command === "small") {
+  const send = command === "fanout" ? fanout : small;
+  await measured(args[0], Number(args[1]), args[2], args[3].split(","), send);
 } else {
-  console.error("usage: node peer.mjs inbox PORT | fanout MODE N COUNT_URL ORIGINS");
+  console.error("usage: node peer.mjs inbox PORT [MODE] | fanout|small MODE N COUNT_URL ORIGINS");
   process.exit(2);
 }
