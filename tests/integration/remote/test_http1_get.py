@@ -170,6 +170,16 @@ async def test_a_gzip_bomb_of_many_members_is_too_large_at_the_cap_without_expan
     assert peak_bytes < 16 << 20
 
 
+async def test_a_408_that_crossed_a_get_on_a_kept_connection_is_asked_again_on_a_new_one(
+    client: HttpClient,
+) -> None:
+    timed_out = answer(b"", b"Connection: close", b"Content-Length: 0", status=b"408 Request Timeout")
+    bodies, server = await fetched(client, lambda n: timed_out if n == 1 else sized(DOC), times=2)
+    assert bodies == [DOC, DOC]
+    assert server.connections == 2
+    assert len(server.requests) == 3
+
+
 async def test_a_gzip_bomb_is_too_large_once_it_expands_past_the_cap_without_expanding_further(
     client: HttpClient,
 ) -> None:
