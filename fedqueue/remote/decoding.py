@@ -30,7 +30,8 @@ async def decoded(next_chunk: Callable[[], Awaitable[bytes]], coding: str) -> As
     """The body from `next_chunk` (b"" at its end) with `coding` undone; BadAnswer if it cannot be.
 
     A gzip body may be several members one after another (RFC 1952, 2.2): each is decoded in
-    turn, by a decompressor of its own, and bytes after a member that start no other are refused.
+    turn, by a decompressor of its own; zero bytes between or after members are padding, and
+    other bytes after a member that start no other are refused.
     A deflate stream has no members: bytes after its end are refused.
     """
     if coding == "identity":
@@ -43,6 +44,11 @@ async def decoded(next_chunk: Callable[[], Awaitable[bytes]], coding: str) -> As
             if decompressor is None:
                 decompressor = zlib.decompressobj(_wbits(coding, data[0]))
             elif decompressor.eof:
+                if coding == "gzip":
+                    # Zero bytes after a member are padding (gzip(1) and Python's gzip skip them).
+                    data = data.lstrip(b"\x00")
+                    if not data:
+                        break
                 decompressor = _next_member(coding, data)
             for piece in _expanded(decompressor, data, coding):
                 yield piece
