@@ -12,6 +12,8 @@ from fedqueue.remote.http1 import BadAnswer
 ACCEPT_ENCODING = "gzip, deflate"
 #: Decoded output comes in pieces of at most this size.
 PIECE_BYTES = 65_536
+#: How each gzip member starts (RFC 1952, 2.3.1).
+GZIP_MAGIC = b"\x1f\x8b"
 CODINGS = {"identity": "identity", "gzip": "gzip", "x-gzip": "gzip", "deflate": "deflate"}
 
 
@@ -25,22 +27,52 @@ def coding_of(content_encoding: str | None) -> str:
 
 
 async def decoded(next_chunk: Callable[[], Awaitable[bytes]], coding: str) -> AsyncIterator[bytes]:
-    """The body from `next_chunk` (b"" at its end) with `coding` undone; BadAnswer if it cannot be."""
-    decompressor = None
-    while chunk := await next_chunk():
-        if coding == "identity":
+    """The body from `next_chunk` (b"" at its end) with `coding` undone; BadAnswer if it cannot be.
+
+    A gzip body may be several members one after another (RFC 1952, 2.2): each is decoded in
+    turn, by a decompressor of its own; zero bytes between or after members are padding, and
+    other bytes after a member that start no other are refused.
+    A deflate stream has no members: bytes after its end are refused.
+    """
+    if coding == "identity":
+        while chunk := await next_chunk():
             yield chunk
-            continue
-        if decompressor is None:
-            # deflate should be zlib-wrapped (RFC 9110, 8.4.1.2), but some servers send it raw:
-            # told apart by the first byte's compression method, as browsers and aiohttp do.
-            zlib_wrapped = coding == "gzip" or chunk[0] & 0x0F == 8
-            wbits = (16 if coding == "gzip" else 0) + (zlib.MAX_WBITS if zlib_wrapped else -zlib.MAX_WBITS)
-            decompressor = zlib.decompressobj(wbits)
-        for piece in _expanded(decompressor, chunk, coding):
-            yield piece
+        return
+    decompressor: zlib._Decompress | None = None
+    while data := await next_chunk():
+        while data:
+            if decompressor is None:
+                decompressor = zlib.decompressobj(_wbits(coding, data[0]))
+            elif decompressor.eof:
+                if coding == "gzip":
+                    # Zero bytes after a member are padding (gzip(1) and Python's gzip skip them).
+                    data = data.lstrip(b"\x00")
+                    if not data:
+                        break
+                decompressor = _next_member(coding, data)
+            for piece in _expanded(decompressor, data, coding):
+                yield piece
+            data = decompressor.unused_data  # what came after the end of its stream, if it ended
     if decompressor is not None and not decompressor.eof:
         raise BadAnswer(f"the {coding} body ended before its compressed stream did")
+
+
+def _wbits(coding: str, first_byte: int) -> int:
+    """zlib's `wbits` for a body in `coding` whose first byte is `first_byte`."""
+    # deflate should be zlib-wrapped (RFC 9110, 8.4.1.2), but some servers send it raw:
+    # told apart by the first byte's compression method, as browsers and aiohttp do.
+    zlib_wrapped = coding == "gzip" or first_byte & 0x0F == 8
+    return (16 if coding == "gzip" else 0) + (zlib.MAX_WBITS if zlib_wrapped else -zlib.MAX_WBITS)
+
+
+def _next_member(coding: str, data: bytes) -> zlib._Decompress:
+    """A decompressor for the gzip member `data` starts, the stream before it having ended."""
+    if coding != "gzip":
+        raise BadAnswer(f"the {coding} body goes on after its end")
+    # `data` may hold only the first byte of the next member's magic number.
+    if not GZIP_MAGIC.startswith(data[: len(GZIP_MAGIC)]):
+        raise BadAnswer("the gzip body goes on after its end with bytes that are not a gzip member")
+    return zlib.decompressobj(_wbits(coding, data[0]))
 
 
 def _expanded(decompressor: zlib._Decompress, data: bytes, coding: str) -> Iterator[bytes]:

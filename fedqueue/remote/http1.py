@@ -220,6 +220,11 @@ class Connection(asyncio.Protocol):
         self._end_body()
 
     # ---
+    @property
+    def status(self) -> int:
+        """The current answer's status once its head has arrived (0 before)."""
+        return self._status
+
     async def exchange(self, request: bytes, head_limit: int) -> Answer:
         """Write `request` and wait for its answer (of a non-2xx body, the first `head_limit` bytes)."""
         self._streaming = False

@@ -6,7 +6,7 @@ What a pool does:
 - connections kept per origin (scheme, host, port) while idle for up to `KEEPALIVE_S`, one
   request at a time each (`http1.Connection`); a kept connection the server closed meanwhile
   is replaced, and the request sent once more on a new one, only when the server sent nothing
-  back on it;
+  back on it or a 408 (it timed the connection out as the request crossed it);
 - the address guard at its door (`check_url`), and names resolved at most once per
   `DNS_TTL_S` with the addresses the guard forbids dropped (`allowed_addresses`): the
   address connected to is one that was checked;
@@ -36,6 +36,8 @@ KEEPALIVE_S = 15.0
 DNS_TTL_S = 60.0
 #: Names kept resolved at most; past it, the expired ones are dropped.
 DNS_CACHE_SIZE = 4096
+#: The status of an idle connection timed out by its server (RFC 9110, 15.5.9).
+REQUEST_TIMEOUT = 408
 
 
 @dataclass(frozen=True)
@@ -160,18 +162,24 @@ class Pool:
     ) -> tuple[Connection, T]:
         """`send` on a kept connection, or on a new one; a connection that failed is closed.
 
-        A kept connection that fails with nothing come back on it is replaced and the request sent
-        once more: most likely the server closed it while it was idle, before the request reached
-        it. A server that read a POST and then closed without a word gets it twice; inboxes
-        dedupe by activity id.
+        A kept connection is replaced and the request sent once more, and only once, when it
+        fails with nothing come back on it or when it answers 408: most likely the server closed
+        it while it was idle, or timed it out with an unasked 408 (Request Timeout), before the
+        request reached it. A 408 says the request was not processed (RFC 9110, 15.5.9); one on a
+        new connection is the request's answer. A server that read a POST and then closed without
+        a word gets it twice; inboxes dedupe by activity id.
         """
         connection = self._kept(origin)
         if connection is not None:
             try:
-                return connection, await self._sent(connection, send)
+                sent = await self._sent(connection, send)
             except ConnectionError:
                 if connection.answered:
                     raise
+            else:
+                if connection.status != REQUEST_TIMEOUT:
+                    return connection, sent
+                connection.close()
         connection = await self._connect(origin)
         return connection, await self._sent(connection, send)
 

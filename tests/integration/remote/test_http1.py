@@ -104,6 +104,43 @@ async def test_a_kept_connection_the_server_closed_is_replaced_without_a_failed_
     assert len(server.requests) == 3
 
 
+TIMED_OUT = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+
+
+async def test_a_408_that_crossed_a_post_on_a_kept_connection_is_sent_again_on_a_new_one(pool: Pool) -> None:
+    # The server times the kept connection out with a 408 as the next POST goes out on it.
+    server = await serving(lambda n: TIMED_OUT if n == 1 else ACCEPTED)
+    try:
+        assert (await post(pool, server.url())).status == 202
+        assert (await post(pool, server.url())).status == 202
+    finally:
+        await server.stop()
+    assert server.connections == 2
+    assert len(server.requests) == 3
+    assert server.requests[2] == server.requests[1]  # the same POST, whole, on the new connection
+
+
+async def test_a_408_on_a_new_connection_is_the_posts_answer(pool: Pool) -> None:
+    server = await serving(lambda _n: TIMED_OUT)
+    try:
+        assert (await post(pool, server.url())).status == 408
+    finally:
+        await server.stop()
+    assert server.connections == 1
+    assert len(server.requests) == 1
+
+
+async def test_a_post_is_sent_again_at_most_once_after_a_408(pool: Pool) -> None:
+    server = await serving(lambda n: ACCEPTED if n == 0 else TIMED_OUT)
+    try:
+        assert (await post(pool, server.url())).status == 202
+        assert (await post(pool, server.url())).status == 408
+    finally:
+        await server.stop()
+    assert server.connections == 2
+    assert len(server.requests) == 3
+
+
 async def test_a_server_that_closes_a_new_connection_without_answering_is_a_failed_post() -> None:
     failed, server = await refused_by_client(lambda _n: None, headers={"content-type": "application/json"})
     assert "Server disconnected" in str(failed)

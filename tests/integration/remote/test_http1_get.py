@@ -119,6 +119,76 @@ async def test_a_compressed_document_is_decoded(
     assert server.connections == 1
 
 
+@pytest.mark.parametrize("piece_bytes", [1, 7, 1 << 20])  # members split anywhere, or all in one piece
+async def test_a_gzip_body_of_several_members_is_decoded_whole(client: HttpClient, piece_bytes: int) -> None:
+    # RFC 1952 2.2: a gzip file is a series of members, which some servers and proxies send.
+    members = gzip.compress(DOC[:20]) + gzip.compress(b"") + gzip.compress(DOC[20:])
+    bodies, _server = await fetched(
+        client, lambda _n: chunked(members, b"Content-Encoding: gzip", piece_bytes=piece_bytes)
+    )
+    assert bodies == [DOC]
+
+
+@pytest.mark.parametrize("piece_bytes", [1, 1 << 20])
+async def test_zero_padding_after_a_gzip_member_is_skipped(client: HttpClient, piece_bytes: int) -> None:
+    # As gzip(1) and Python's gzip module do; between members too.
+    padded = gzip.compress(DOC[:20]) + bytes(8) + gzip.compress(DOC[20:]) + bytes(5)
+    bodies, _server = await fetched(
+        client, lambda _n: chunked(padded, b"Content-Encoding: gzip", piece_bytes=piece_bytes)
+    )
+    assert bodies == [DOC]
+
+
+NOT_A_MEMBER = "gzip body goes on after its end with bytes that are not a gzip member"
+
+
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        pytest.param(gzip.compress(DOC) + b"trailing junk", NOT_A_MEMBER, id="gzip-then-junk"),
+        pytest.param(
+            gzip.compress(DOC) + b"\x1f\x8b junk", "gzip body could not be decoded", id="bad-member"
+        ),
+        pytest.param(gzip.compress(DOC) + gzip.compress(DOC)[:12], "ended before", id="cut-member"),
+        pytest.param(zlib.compress(DOC) + b"junk", "deflate body goes on after its end", id="deflate"),
+        pytest.param(
+            zlib.compress(DOC)[2:-4] + b"junk", "deflate body goes on after its end", id="raw-deflate"
+        ),
+    ],
+)
+async def test_bytes_after_a_compressed_stream_that_do_not_decode_are_a_fetch_error(
+    client: HttpClient, body: bytes, reason: str
+) -> None:
+    coding = b"deflate" if body[:2] != b"\x1f\x8b" else b"gzip"
+    with pytest.raises(FetchError, match=reason):
+        await fetched(client, lambda _n: sized(body, b"Content-Encoding: " + coding))
+
+
+async def test_a_gzip_bomb_of_many_members_is_too_large_at_the_cap_without_expanding_further(
+    client: HttpClient,
+) -> None:
+    member = gzip.compress(bytes(1 << 20), 9)
+    bomb = member * 256  # 256 MiB expanded, one MiB a member
+    tracemalloc.start()
+    try:
+        with pytest.raises(TooLarge, match="over the 65536-byte cap"):
+            await fetched(client, lambda _n: chunked(bomb, b"Content-Encoding: gzip", piece_bytes=65_536))
+        _now, peak_bytes = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak_bytes < 16 << 20
+
+
+async def test_a_408_that_crossed_a_get_on_a_kept_connection_is_asked_again_on_a_new_one(
+    client: HttpClient,
+) -> None:
+    timed_out = answer(b"", b"Connection: close", b"Content-Length: 0", status=b"408 Request Timeout")
+    bodies, server = await fetched(client, lambda n: timed_out if n == 1 else sized(DOC), times=2)
+    assert bodies == [DOC, DOC]
+    assert server.connections == 2
+    assert len(server.requests) == 3
+
+
 async def test_a_gzip_bomb_is_too_large_once_it_expands_past_the_cap_without_expanding_further(
     client: HttpClient,
 ) -> None:
