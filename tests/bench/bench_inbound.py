@@ -27,13 +27,15 @@ deliveries), analyzed (`--fresh`: empty; see `harness.seed_running_instance` for
 reads the result); profiled runs are slower, so take figures without it.
 
 Each load is bounded by count (N) and by `--limit-s`; the rate is what was answered in that
-time. CPU is per 1,000 requests: the server process (all threads, from /proc) and, on
-PostgreSQL, the backends serving the benchmark's database; beside them the load generator's own
+time. CPU is per 1,000 requests: the server process (all threads, from /proc; "of it loop" is
+its main thread, the event loop, the rest being signing threads and, on SQLite, the driver's
+threads) and, on PostgreSQL, the backends serving the benchmark's database; beside them the
+load generator's own
 CPU (aiohttp on uvloop) and the remote side's (key documents served, Accepts received), which
 share the same cores. For follows the CPU window runs on until every Accept has arrived (or
 `ACCEPT_WAIT_S` more has passed), and `accepts/s` is the Accepts received over the time from
-the first Follow to the last Accept (of the Follows answered 202 within `--limit-s`). Figures are the median
-[lowest-highest] of `--repeat` runs; the load average is printed with each row.
+the first Follow to the last Accept (of the Follows answered 202 within `--limit-s`). Figures
+are the median [lowest-highest] of `--repeat` runs; the load average is printed with each row.
 """
 
 from __future__ import annotations
@@ -56,6 +58,27 @@ from tests.bench import harness
 from tests.bench.harness import FloodResult, SignedRequest
 
 
+@dataclass(frozen=True)
+class Run:
+    """One load's outcome and the CPU seconds it cost each side."""
+
+    result: FloodResult
+    server_s: float
+    pg_s: float
+    #: The server processes' main threads: the event loop (the rest is signing and I/O threads).
+    loop_s: float
+    remote_s: float
+    #: Follows only: Accepts delivered per second, from the load's start to the last Accept.
+    accept_rate: float | None = None
+
+    @classmethod
+    def of(
+        cls, result: FloodResult, cpu: list[float], remote_cpu: list[float], accept_rate: float | None = None
+    ) -> Run:
+        """From `CpuMeter.measure`'s lists for the server and the remote side."""
+        return cls(result, cpu[0], cpu[1], cpu[2], remote_cpu[0], accept_rate)
+
+
 @dataclass
 class Figures:
     """One row: rates, latencies and CPU over the repeated runs."""
@@ -64,31 +87,34 @@ class Figures:
     p50_ms: list[float] = field(default_factory=list)
     p99_ms: list[float] = field(default_factory=list)
     cpu_per_1000: list[float] = field(default_factory=list)
+    loop_per_1000: list[float] = field(default_factory=list)
     pg_per_1000: list[float] = field(default_factory=list)
     sender_per_1000: list[float] = field(default_factory=list)
     remote_per_1000: list[float] = field(default_factory=list)
-    #: Follows only: Accepts delivered per second, from the load's start to the last Accept.
     accept_rates: list[float] = field(default_factory=list)
     refused: int = 0
 
-    def add(self, result: FloodResult, cpu: list[float]) -> None:
+    def add(self, run: Run) -> None:
+        result = run.result
         done = len(result.latencies_s)
         self.rates.append(result.rate)
         self.p50_ms.append(result.percentile(0.5) * 1000)
         self.p99_ms.append(result.percentile(0.99) * 1000)
-        self.cpu_per_1000.append(cpu[0] / done * 1000)
-        self.pg_per_1000.append(cpu[1] / done * 1000)
+        self.cpu_per_1000.append(run.server_s / done * 1000)
+        self.loop_per_1000.append(run.loop_s / done * 1000)
+        self.pg_per_1000.append(run.pg_s / done * 1000)
         self.sender_per_1000.append(result.sender_cpu_s / done * 1000)
-        self.remote_per_1000.append(cpu[2] / done * 1000 if len(cpu) > 2 else 0.0)
-        if len(cpu) > 3:
-            self.accept_rates.append(cpu[3])
+        self.remote_per_1000.append(run.remote_s / done * 1000)
+        if run.accept_rate is not None:
+            self.accept_rates.append(run.accept_rate)
         self.refused += done - result.statuses.get(202, 0)
 
     def row(self, label: str, engine: str, n: int) -> str:
         return (
-            f"{label:<13} {engine:<9} {n:>6} {harness.spread(self.rates):>18}"
+            f"{label:<14} {engine:<9} {n:>6} {harness.spread(self.rates):>18}"
             f" {harness.spread(self.p50_ms):>16}"
             f" {harness.spread(self.p99_ms):>18} {harness.spread(self.cpu_per_1000, 1):>18}"
+            f" {harness.spread(self.loop_per_1000, 1):>16}"
             f" {harness.spread(self.pg_per_1000, 1):>16} {harness.spread(self.sender_per_1000, 1):>16}"
             f" {harness.spread(self.remote_per_1000, 1):>16} {self.refused:>5}  {harness.load_average()}"
             + (f"  accepts/s {harness.spread(self.accept_rates)}" if self.accept_rates else "")
@@ -103,8 +129,9 @@ ACCEPT_WAIT_S = 60.0
 FEDIFY_INBOX_MODES = ("inline", "queue", "parallel")
 
 HEADER = (
-    f"{'shape':<13} {'engine':<9} {'N':>6} {'req/s':>18} {'p50 ms':>16} {'p99 ms':>18}"
-    f" {'server cpu s/1k':>18} {'pg cpu s/1k':>16} {'sender cpu s/1k':>16} {'remote cpu s/1k':>16}"
+    f"{'shape':<14} {'engine':<9} {'N':>6} {'req/s':>18} {'p50 ms':>16} {'p99 ms':>18}"
+    f" {'server cpu s/1k':>18} {'of it loop s/1k':>16} {'pg cpu s/1k':>16}"
+    f" {'sender cpu s/1k':>16} {'remote cpu s/1k':>16}"
     f" {'!202':>5}  load"
 )
 
@@ -149,7 +176,7 @@ def profile(args: argparse.Namespace, shape: str, engine: str, n: int) -> Path |
 
 async def fedqueue_run(
     engine: str, pg_url: str | None, workdir: Path, world: harness.Fediverse, args: argparse.Namespace, n: int
-) -> tuple[tuple[FloodResult, list[float]], tuple[FloodResult, list[float]]]:
+) -> tuple[Run, Run]:
     """One flood run and one follows run against a fresh `fedqueue serve`."""
     url = await harness.fresh_database(engine, pg_url, workdir)
     store = Store.open(url)
@@ -196,7 +223,7 @@ async def fedqueue_run(
                 n,
                 profile_at=(server.pid, profile(args, "follows", engine, n)),
             )
-        return (flood, [*cpu, *remote_cpu[:1]]), follow
+        return Run.of(flood, cpu, remote_cpu), follow
     finally:
         await harness.drop_database(url)
 
@@ -210,12 +237,11 @@ async def follows_run(
     args: argparse.Namespace,
     n: int,
     profile_at: tuple[int, Path | None] | None = None,
-) -> tuple[FloodResult, list[float]]:
+) -> Run:
     """N Follows of `target` from distinct actors; the CPU window runs on until their Accepts arrive.
 
-    The CPU list: [server, PostgreSQL, remote side, Accepts per second from the first Follow to
-    the last Accept (of the Follows answered 202 within `--limit-s`, waited for at most
-    `ACCEPT_WAIT_S` more)].
+    `Run.accept_rate`: Accepts per second from the first Follow to the last Accept (of the
+    Follows answered 202 within `--limit-s`, waited for at most `ACCEPT_WAIT_S` more).
     """
     load = follows(inbox, target, world.origin(), world.pairs, n)
     accepted_before = await world.count()
@@ -230,12 +256,12 @@ async def follows_run(
         answered = result.statuses.get(202, 0)
         accepted, _ = await world.wait_count(accepted_before + answered, ACCEPT_WAIT_S)
         accept_rate = (accepted - accepted_before) / (time.perf_counter() - started)
-    return result, [*cpu, *remote_cpu[:1], accept_rate]
+    return Run.of(result, cpu, remote_cpu, accept_rate)
 
 
 async def fedify_run(
     world: harness.Fediverse, args: argparse.Namespace, n: int, mode: str
-) -> tuple[tuple[FloodResult, list[float]], tuple[FloodResult, list[float]]]:
+) -> tuple[Run, Run]:
     """The same flood and Follows against Fedify's inbox in `mode` (tests/fedify/peer.mjs)."""
     port = harness.free_port()
     base = f"http://127.0.0.1:{port}"
@@ -249,7 +275,7 @@ async def fedify_run(
         with meter.measure() as cpu, remote_meter.measure() as remote_cpu:
             flood = await harness.flood_async(load, args.connections, args.limit_s)
         follow = await follows_run(world, meter, remote_meter, inbox, alice, args, n)
-    return (flood, [*cpu, *remote_cpu[:1]]), follow
+    return Run.of(flood, cpu, remote_cpu), follow
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -267,8 +293,8 @@ async def main(args: argparse.Namespace) -> None:
                         flood, follow = Figures(), Figures()
                         for _ in range(args.repeat):
                             flood_run, follow_run = await fedify_run(world, args, n, mode)
-                            flood.add(*flood_run)
-                            follow.add(*follow_run)
+                            flood.add(flood_run)
+                            follow.add(follow_run)
                         print(flood.row("fedify flood", mode, n), flush=True)
                         print(follow.row("fedify follows", mode, n), flush=True)
                         best = fedify_best.get(n, (0.0, 0.0))
@@ -286,8 +312,8 @@ async def main(args: argparse.Namespace) -> None:
                     flood_run, follow_run = await fedqueue_run(
                         engine, args.postgres, Path(tmp), world, args, n
                     )
-                    flood.add(*flood_run)
-                    follow.add(*follow_run)
+                    flood.add(flood_run)
+                    follow.add(follow_run)
                 flood_ratio = follow_ratio = ""
                 if n in fedify_best:
                     best_flood, best_accepts = fedify_best[n]

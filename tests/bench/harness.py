@@ -264,6 +264,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS_PER_S
 
 
+def main_thread_cpu_seconds(pid: int) -> float:
+    """User + system CPU of a live process's main thread (an asyncio program's event loop)."""
+    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS_PER_S
+
+
 def child_pids(pid: int) -> list[int]:
     """The processes `pid` started (those of `serve --processes`, and multiprocessing's helper)."""
     return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
@@ -302,18 +308,20 @@ class CpuMeter:
     pids: Sequence[int]
     database: str | None = None
 
-    def read(self) -> tuple[float, float]:
+    def read(self) -> tuple[float, float, float]:
         own = sum(cpu_seconds(pid) for pid in self.pids)
-        return own, postgres_cpu_seconds(self.database) if self.database else 0.0
+        main = sum(main_thread_cpu_seconds(pid) for pid in self.pids)
+        return own, postgres_cpu_seconds(self.database) if self.database else 0.0, main
 
     @contextmanager
     def measure(self) -> Iterator[list[float]]:
-        """Yields a list that holds [processes' CPU s, PostgreSQL CPU s] once the block ends."""
+        """Yields a list that holds [processes' CPU s, PostgreSQL CPU s, the processes' main
+        threads' CPU s] once the block ends."""
         result: list[float] = []
         before = self.read()
         yield result
         after = self.read()
-        result.extend([after[0] - before[0], after[1] - before[1]])
+        result.extend(end - start for start, end in zip(before, after, strict=True))
 
 
 def database_name(url: str) -> str | None:
