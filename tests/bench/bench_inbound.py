@@ -7,7 +7,8 @@
 Per engine, size N and run: a new database with local actor `alice` and a running instance's
 history (10,000 cached remote actors, 10,000 inbound activities, 2,000 outbox rows and 10,000
 deliveries), analyzed (`--fresh`: empty; see `harness.seed_running_instance` for why), a fresh
-`fedqueue serve` process, and a loopback "fediverse" process serving the remote actors' documents (keys).
+`fedqueue serve` process, and a loopback "fediverse" process serving the remote actors'
+documents (keys).
 
 - **flood**: N Creates to /actors/alice/inbox from `--senders` remote actors, sent by a load
   generator in its own process over `--connections` connections. Every request is signed
@@ -30,12 +31,12 @@ Each load is bounded by count (N) and by `--limit-s`; the rate is what was answe
 time. CPU is per 1,000 requests: the server process (all threads, from /proc; "of it loop" is
 its main thread, the event loop, the rest being signing threads and, on SQLite, the driver's
 threads) and, on PostgreSQL, the backends serving the benchmark's database; beside them the
-load generator's own
-CPU (aiohttp on uvloop) and the remote side's (key documents served, Accepts received), which
-share the same cores. For follows the CPU window runs on until every Accept has arrived (or
-`ACCEPT_WAIT_S` more has passed), and `accepts/s` is the Accepts received over the time from
-the first Follow to the last Accept (of the Follows answered 202 within `--limit-s`). Figures
-are the median [lowest-highest] of `--repeat` runs; the load average is printed with each row.
+load generator's own CPU (aiohttp on uvloop) and the remote side's (key documents served,
+Accepts received), which share the same cores. For follows the CPU window runs on until every
+Accept has arrived (or `ACCEPT_WAIT_S` more has passed), and `accepts/s` is the Accepts
+received over the time from the first Follow to the last Accept (of the Follows answered 202
+within `--limit-s`). Figures are the median [lowest-highest] of `--repeat` runs; the load
+average is printed with each row.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -213,16 +215,8 @@ async def fedqueue_run(
                 remote_meter.measure() as remote_cpu,
             ):
                 flood = await harness.flood_async(load, args.connections, args.limit_s)
-            follow = await follows_run(
-                world,
-                meter,
-                remote_meter,
-                inbox,
-                alice,
-                args,
-                n,
-                profile_at=(server.pid, profile(args, "follows", engine, n)),
-            )
+            profiling = harness.profiled(server.pid, profile(args, "follows", engine, n))
+            follow = await follows_run(world, meter, remote_meter, inbox, alice, args, n, profiling)
         return Run.of(flood, cpu, remote_cpu), follow
     finally:
         await harness.drop_database(url)
@@ -236,18 +230,18 @@ async def follows_run(
     target: str,
     args: argparse.Namespace,
     n: int,
-    profile_at: tuple[int, Path | None] | None = None,
+    profiling: AbstractContextManager[None] | None = None,
 ) -> Run:
     """N Follows of `target` from distinct actors; the CPU window runs on until their Accepts arrive.
 
     `Run.accept_rate`: Accepts per second from the first Follow to the last Accept (of the
     Follows answered 202 within `--limit-s`, waited for at most `ACCEPT_WAIT_S` more).
+    `profiling` (`harness.profiled`) is entered around the load, if given.
     """
     load = follows(inbox, target, world.origin(), world.pairs, n)
     accepted_before = await world.count()
-    pid, out = profile_at if profile_at is not None else (0, None)
     with (
-        harness.profiled(pid, out),
+        profiling or nullcontext(),
         meter.measure() as cpu,
         remote_meter.measure() as remote_cpu,
     ):
