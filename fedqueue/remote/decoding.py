@@ -41,15 +41,13 @@ async def decoded(next_chunk: Callable[[], Awaitable[bytes]], coding: str) -> As
     decompressor: zlib._Decompress | None = None
     while data := await next_chunk():
         while data:
+            if decompressor is not None and decompressor.eof:
+                data = _after_the_end(coding, data)
+                if not data:
+                    break
+                decompressor = None  # a new gzip member starts
             if decompressor is None:
                 decompressor = zlib.decompressobj(_wbits(coding, data[0]))
-            elif decompressor.eof:
-                if coding == "gzip":
-                    # Zero bytes after a member are padding (gzip(1) and Python's gzip skip them).
-                    data = data.lstrip(b"\x00")
-                    if not data:
-                        break
-                decompressor = _next_member(coding, data)
             for piece in _expanded(decompressor, data, coding):
                 yield piece
             data = decompressor.unused_data  # what came after the end of its stream, if it ended
@@ -65,14 +63,17 @@ def _wbits(coding: str, first_byte: int) -> int:
     return (16 if coding == "gzip" else 0) + (zlib.MAX_WBITS if zlib_wrapped else -zlib.MAX_WBITS)
 
 
-def _next_member(coding: str, data: bytes) -> zlib._Decompress:
-    """A decompressor for the gzip member `data` starts, the stream before it having ended."""
+def _after_the_end(coding: str, data: bytes) -> bytes:
+    """What of `data`, come after a compressed stream ended, starts the next gzip member (b"" if
+    nothing yet); BadAnswer if it cannot be one."""
     if coding != "gzip":
         raise BadAnswer(f"the {coding} body goes on after its end")
+    # Zero bytes after a member are padding (gzip(1) and Python's gzip skip them).
+    data = data.lstrip(b"\x00")
     # `data` may hold only the first byte of the next member's magic number.
     if not GZIP_MAGIC.startswith(data[: len(GZIP_MAGIC)]):
         raise BadAnswer("the gzip body goes on after its end with bytes that are not a gzip member")
-    return zlib.decompressobj(_wbits(coding, data[0]))
+    return data
 
 
 def _expanded(decompressor: zlib._Decompress, data: bytes, coding: str) -> Iterator[bytes]:
