@@ -60,13 +60,18 @@ async def post(pool: Pool, url: str, head_limit: int = 64) -> Answer:
     )
 
 
-async def test_posts_to_one_inbox_share_one_kept_connection(pool: Pool) -> None:
-    server = await serving(lambda _n: ACCEPTED)
+async def posted(pool: Pool, script: Script, times: int) -> tuple[list[int], ScriptedServer]:
+    """The statuses of `times` POSTs in a row to a scripted server, and the server (to see what it got)."""
+    server = await serving(script)
     try:
-        answers = [await post(pool, server.url()) for _ in range(3)]
+        return [(await post(pool, server.url())).status for _ in range(times)], server
     finally:
         await server.stop()
-    assert [answer.status for answer in answers] == [202, 202, 202]
+
+
+async def test_posts_to_one_inbox_share_one_kept_connection(pool: Pool) -> None:
+    statuses, server = await posted(pool, lambda _n: ACCEPTED, 3)
+    assert statuses == [202, 202, 202]
     assert server.connections == 1
     first = server.requests[0]
     assert first.startswith(b"POST /inbox HTTP/1.1\r\n")
@@ -109,34 +114,23 @@ TIMED_OUT = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Lengt
 
 async def test_a_408_that_crossed_a_post_on_a_kept_connection_is_sent_again_on_a_new_one(pool: Pool) -> None:
     # The server times the kept connection out with a 408 as the next POST goes out on it.
-    server = await serving(lambda n: TIMED_OUT if n == 1 else ACCEPTED)
-    try:
-        assert (await post(pool, server.url())).status == 202
-        assert (await post(pool, server.url())).status == 202
-    finally:
-        await server.stop()
+    statuses, server = await posted(pool, lambda n: TIMED_OUT if n == 1 else ACCEPTED, 2)
+    assert statuses == [202, 202]
     assert server.connections == 2
     assert len(server.requests) == 3
     assert server.requests[2] == server.requests[1]  # the same POST, whole, on the new connection
 
 
 async def test_a_408_on_a_new_connection_is_the_posts_answer(pool: Pool) -> None:
-    server = await serving(lambda _n: TIMED_OUT)
-    try:
-        assert (await post(pool, server.url())).status == 408
-    finally:
-        await server.stop()
+    statuses, server = await posted(pool, lambda _n: TIMED_OUT, 1)
+    assert statuses == [408]
     assert server.connections == 1
     assert len(server.requests) == 1
 
 
 async def test_a_post_is_sent_again_at_most_once_after_a_408(pool: Pool) -> None:
-    server = await serving(lambda n: ACCEPTED if n == 0 else TIMED_OUT)
-    try:
-        assert (await post(pool, server.url())).status == 202
-        assert (await post(pool, server.url())).status == 408
-    finally:
-        await server.stop()
+    statuses, server = await posted(pool, lambda n: ACCEPTED if n == 0 else TIMED_OUT, 2)
+    assert statuses == [202, 408]
     assert server.connections == 2
     assert len(server.requests) == 3
 
@@ -149,23 +143,15 @@ async def test_a_server_that_closes_a_new_connection_without_answering_is_a_fail
 
 
 async def test_an_answer_saying_connection_close_is_not_reused(pool: Pool) -> None:
-    server = await serving(
-        lambda _n: b"HTTP/1.1 202 Accepted\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
-    )
-    try:
-        for _ in range(2):
-            assert (await post(pool, server.url())).status == 202
-    finally:
-        await server.stop()
+    closing = b"HTTP/1.1 202 Accepted\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+    statuses, server = await posted(pool, lambda _n: closing, 2)
+    assert statuses == [202, 202]
     assert server.connections == 2
 
 
 async def test_an_interim_100_continue_is_skipped_for_the_real_answer(pool: Pool) -> None:
-    server = await serving(lambda _n: b"HTTP/1.1 100 Continue\r\n\r\n" + ACCEPTED)
-    try:
-        assert (await post(pool, server.url())).status == 202
-    finally:
-        await server.stop()
+    statuses, _server = await posted(pool, lambda _n: b"HTTP/1.1 100 Continue\r\n\r\n" + ACCEPTED, 1)
+    assert statuses == [202]
 
 
 async def test_a_body_that_runs_to_the_end_of_the_connection_is_a_whole_answer(pool: Pool) -> None:
