@@ -47,6 +47,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,7 +192,6 @@ async def fedqueue_run(
     port = harness.free_port()
     base = f"http://127.0.0.1:{port}"
     inbox, alice = f"{base}/actors/alice/inbox", f"{base}/actors/alice"
-    remote = world.origin()
     try:
         command = [harness.FEDQUEUE, "serve", "--port", str(port)]
         command += ["--processes", str(args.processes)] if args.processes > 1 else []
@@ -205,21 +205,47 @@ async def fedqueue_run(
             await asyncio.sleep(2 if args.processes > 1 else 0)  # the other processes start too
             pids = [server.pid, *harness.child_pids(server.pid)] + ([worker.pid] if args.worker_apart else [])
             meter = harness.CpuMeter(pids, harness.database_name(url))
-            remote_meter = harness.CpuMeter([world.pid])
-            warm = creates(inbox, remote, world.pairs, args.senders, args.senders, 0, sync=args.sync_header)
-            await harness.flood_async(warm, args.connections, args.limit_s)
-            load = creates(inbox, remote, world.pairs, args.senders, n, args.senders, sync=args.sync_header)
-            with (
-                harness.profiled(server.pid, profile(args, "flood", engine, n)),
-                meter.measure() as cpu,
-                remote_meter.measure() as remote_cpu,
-            ):
-                flood = await harness.flood_async(load, args.connections, args.limit_s)
-            profiling = harness.profiled(server.pid, profile(args, "follows", engine, n))
-            follow = await follows_run(world, meter, remote_meter, inbox, alice, args, n, profiling)
-        return Run.of(flood, cpu, remote_cpu), follow
+            return await loads_run(
+                world,
+                meter,
+                inbox,
+                alice,
+                args,
+                n,
+                sync=args.sync_header,
+                profiling=lambda shape: harness.profiled(server.pid, profile(args, shape, engine, n)),
+            )
     finally:
         await harness.drop_database(url)
+
+
+async def loads_run(
+    world: harness.Fediverse,
+    meter: harness.CpuMeter,
+    inbox: str,
+    target: str,
+    args: argparse.Namespace,
+    n: int,
+    *,
+    sync: bool = False,
+    profiling: Callable[[str], AbstractContextManager[None]] | None = None,
+) -> tuple[Run, Run]:
+    """Against a running inbox: each sender posts once (its key then cached), then the flood of
+    N Creates, then N Follows of `target`. `profiling(shape)` is entered around each load, if given."""
+    remote_meter = harness.CpuMeter([world.pid])
+    remote = world.origin()
+    warm = creates(inbox, remote, world.pairs, args.senders, args.senders, 0, sync=sync)
+    await harness.flood_async(warm, args.connections, args.limit_s)
+    load = creates(inbox, remote, world.pairs, args.senders, n, args.senders, sync=sync)
+    with (
+        profiling("flood") if profiling else nullcontext(),
+        meter.measure() as cpu,
+        remote_meter.measure() as remote_cpu,
+    ):
+        flood = await harness.flood_async(load, args.connections, args.limit_s)
+    around_follows = profiling("follows") if profiling else None
+    follow = await follows_run(world, meter, remote_meter, inbox, target, args, n, around_follows)
+    return Run.of(flood, cpu, remote_cpu), follow
 
 
 async def follows_run(
@@ -260,16 +286,8 @@ async def fedify_run(
     port = harness.free_port()
     base = f"http://127.0.0.1:{port}"
     inbox, alice = f"{base}/users/alice/inbox", f"{base}/users/alice"
-    remote = world.origin()
     with harness.fedify_inbox(port, mode) as peer:
-        meter, remote_meter = harness.CpuMeter([peer.pid]), harness.CpuMeter([world.pid])
-        warm = creates(inbox, remote, world.pairs, args.senders, args.senders, 0)
-        await harness.flood_async(warm, args.connections, args.limit_s)
-        load = creates(inbox, remote, world.pairs, args.senders, n, args.senders)
-        with meter.measure() as cpu, remote_meter.measure() as remote_cpu:
-            flood = await harness.flood_async(load, args.connections, args.limit_s)
-        follow = await follows_run(world, meter, remote_meter, inbox, alice, args, n)
-    return Run.of(flood, cpu, remote_cpu), follow
+        return await loads_run(world, harness.CpuMeter([peer.pid]), inbox, alice, args, n)
 
 
 async def main(args: argparse.Namespace) -> None:

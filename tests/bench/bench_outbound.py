@@ -21,8 +21,9 @@ on `--hosts` ports: each port is a host (hosts are tracked with their port).
 
 `--fedify` also runs Fedify's `sendActivity` for small (N activities handed to it at once),
 one-host and many-hosts (tests/fedify, `npm ci` there first) in each of its modes (immediate,
-InProcessMessageQueue, ParallelMessageQueue of 16), and prints fedqueue ÷ Fedify's best mode. `--profile DIR`
-samples the worker (this process, or the serve process) with py-spy; take figures without it.
+InProcessMessageQueue, ParallelMessageQueue of 16), and prints fedqueue ÷ Fedify's best mode.
+`--profile DIR` samples the worker (this process, or the serve process) with py-spy; take
+figures without it.
 
 Deliveries/s is N over the time from the INSERT until the receiver has counted N POSTs. CPU
 per 1,000 deliveries: this process (the worker: event loop, SQLite and signing threads; the
@@ -223,7 +224,7 @@ async def outbox_flood_run(
 
 
 def fedify_best(world: harness.Fediverse, shape: str, n: int, repeat: int) -> tuple[str, float, float]:
-    """Fedify's best mode for a fan-out shape: (mode, median deliveries/s, CPU s per 1,000)."""
+    """Fedify's best mode for an outbound shape: (mode, median deliveries/s, CPU s per 1,000)."""
     origins = [world.origin(0)] if shape == "one-host" else [world.origin(h) for h in range(len(world.ports))]
     command = "small" if shape == "small" else "fanout"
     best = ("", 0.0, 0.0)

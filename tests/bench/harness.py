@@ -258,16 +258,20 @@ def engines(pg_url: str | None, only: str | None = None) -> list[str]:
 # --- CPU from /proc ---------------------------------------------------------------------
 
 
+def _stat_cpu_seconds(stat: Path) -> float:
+    """User + system CPU, in seconds, from a /proc `stat` file (a process's or a thread's)."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS_PER_S
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU of a live process (all its threads), in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS_PER_S
+    return _stat_cpu_seconds(Path(f"/proc/{pid}/stat"))
 
 
 def main_thread_cpu_seconds(pid: int) -> float:
     """User + system CPU of a live process's main thread (an asyncio program's event loop)."""
-    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS_PER_S
+    return _stat_cpu_seconds(Path(f"/proc/{pid}/task/{pid}/stat"))
 
 
 def child_pids(pid: int) -> list[int]:
