@@ -81,11 +81,10 @@ async function withAlice(federation) {
     .setKeyPairsDispatcher((_ctx, identifier) => (identifier === "alice" ? [pair] : []));
 }
 
-let accepts = 0;
-
 async function inbox(port, mode) {
   const federation = federationWith(queueFor(mode));
   await withAlice(federation);
+  let accepts = 0;
   federation
     .setInboxListeners("/users/{identifier}/inbox", "/inbox")
     .on(Create, () => {})
