@@ -127,9 +127,7 @@ class DeliveryStore:
         # Built once for this engine (bound parameters only): the worker's every batch runs them.
         self._enqueued = database.rows(_deliveries, _ENQUEUED)
         # Either unique key may exist already: (outbox_id, inbox), or (outbox_id, recipient).
-        self._enqueue = insert_ignoring_conflicts(self._db, _deliveries).from_select(
-            _ENQUEUED, self._enqueued.select()
-        )
+        self._enqueue = self._enqueued.into(insert_ignoring_conflicts(self._db, _deliveries))
         self._recorded = database.rows(_deliveries, _RECORDED)
         recorded = self._recorded.c
         self._record = (

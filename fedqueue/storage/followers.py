@@ -12,7 +12,6 @@ from sqlalchemy import (
     ColumnElement,
     Insert,
     and_,
-    bindparam,
     delete,
     exists,
     func,
@@ -44,6 +43,8 @@ _remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
 
 ACCEPTED = "accepted"
 PENDING = "pending"
+#: The columns a follow is written with.
+_FOLLOWER_COLUMNS = ("actor", "follower_uri", "inbox", "shared_inbox", "follow_activity_id", "state")
 
 
 @dataclass(frozen=True)
@@ -78,17 +79,18 @@ class _FollowerWrites:
     accept: Insert
     #: Insert a pending follow, or refresh the inboxes of any follow (its state is left alone).
     refresh: Insert
+    #: Follows, as `accept` and `refresh` bind them.
+    follows: Rows
     #: Outbox rows, in order, as `queued` binds them.
     enqueue: Insert
     queued: Rows
 
     @classmethod
     def build(cls, database: Database) -> _FollowerWrites:
-        columns = ("actor", "follower_uri", "inbox", "shared_inbox", "follow_activity_id", "state")
-        values: dict[str, Any] = {name: bindparam(name) for name in columns}
+        follows = database.rows(_followers, _FOLLOWER_COLUMNS)
         refreshed = ("inbox", "shared_inbox", "follow_activity_id")
-        accept = database.upsert(_followers).values(values)
-        refresh = database.upsert(_followers).values(values)
+        accept = follows.into(database.upsert(_followers))
+        refresh = follows.into(database.upsert(_followers))
         queued = database.rows(_outbox, ("actor", "activity", "inboxes"))
         return cls(
             accept=accept.on_conflict_do_update(
@@ -100,7 +102,8 @@ class _FollowerWrites:
                 index_elements=["actor", "follower_uri"],
                 set_={name: refresh.excluded[name] for name in refreshed},
             ),
-            enqueue=insert(_outbox).from_select(list(queued.c), queued.select()),
+            follows=follows,
+            enqueue=queued.into(insert(_outbox)),
             queued=queued,
         )
 
@@ -149,10 +152,11 @@ async def add_followers(database: Database, conn: AsyncConnection, effects: Sequ
         accepted = [_follower_values(effect) for effect in chosen.values() if effect.accepted]
         added: set[tuple[str, str]] = set()
         if accepted:
-            added = {(row.actor, row.follower_uri) for row in await conn.execute(writes.accept, accepted)}
+            stored = await conn.execute(writes.accept, writes.follows.parameters(accepted))
+            added = {(row.actor, row.follower_uri) for row in stored}
         refreshed = [_follower_values(effect) for key, effect in chosen.items() if key not in added]
         if refreshed:
-            await conn.execute(writes.refresh, refreshed)
+            await conn.execute(writes.refresh, writes.follows.parameters(refreshed))
         if added and await webhook_events.any_webhook(conn):
             for actor, uri in (key for key in chosen if key in added):
                 await _announce(database, conn, webhook_rules.FOLLOWER_ADDED, actor, uri)

@@ -46,6 +46,8 @@ Stored = Literal["new", "duplicate", "deleted"]
 INBOX_ORDER_LOCK = 0x66710001
 #: At most this many activities are stored in one transaction.
 MAX_BATCH = 64
+#: The columns an inbound activity's row is written with (`NewInbound`'s fields of those names).
+_INBOUND_COLUMNS = ("activity_id", "actor_uri", "activity_type", "body", "key_id", "received_at")
 
 
 @dataclass(frozen=True)
@@ -79,14 +81,16 @@ class InboxWriter:
 
     def __init__(self, database: Database) -> None:
         self._db = database
-        # Built once; executed with a list of rows, each becomes one multi-row INSERT.
+        # Built once for this engine (bound parameters only): every batch runs them.
+        self._inbound_rows = database.rows(_inbound, _INBOUND_COLUMNS)
         self._insert_inbound = (
-            database.upsert(_inbound)
+            self._inbound_rows.into(database.upsert(_inbound))
             .on_conflict_do_nothing(index_elements=["activity_id"])
             .returning(_inbound.c.activity_id, _inbound.c.id)
         )
+        self._item_rows = database.rows(_items, ("inbound_id", "actor"))
         self._insert_items = (
-            database.upsert(_items)
+            self._item_rows.into(database.upsert(_items))
             .on_conflict_do_nothing(index_elements=["inbound_id", "actor"])
             .returning(_items.c.id, _items.c.inbound_id, _items.c.actor)
         )
@@ -148,9 +152,8 @@ class InboxWriter:
         self, conn: AsyncConnection, writes: Sequence[InboundWrite], firsts: dict[str, InboundWrite]
     ) -> set[str]:
         """Insert the activities, their items and, for the new ones, their effects; the new ids."""
-        inserted = await conn.execute(
-            self._insert_inbound, [_activity_row(w.inbound) for w in firsts.values()]
-        )
+        rows = [_activity_row(write.inbound) for write in firsts.values()]
+        inserted = await conn.execute(self._insert_inbound, self._inbound_rows.parameters(rows))
         ids: dict[str, int] = {activity_id: inbound_id for activity_id, inbound_id in inserted}
         new = set(ids)
         if len(new) < len(firsts):  # duplicates: their stored ids, to add any missing items
@@ -197,7 +200,7 @@ class InboxWriter:
         if not wanted:
             return
         rows = [{"inbound_id": inbound_id, "actor": actor} for inbound_id, actor in wanted]
-        added = sorted((await conn.execute(self._insert_items, rows)).all())
+        added = sorted((await conn.execute(self._insert_items, self._item_rows.parameters(rows))).all())
         actors = sorted({actor for _, _, actor in added})
         hooked = set((await conn.execute(self._hooked, {"actors": actors})).scalars()) if actors else set()
         for item_id, inbound_id, actor in added:
@@ -245,11 +248,4 @@ class InboxWriter:
 
 
 def _activity_row(inbound: NewInbound) -> dict[str, Any]:
-    return {
-        "activity_id": inbound.activity_id,
-        "actor_uri": inbound.actor_uri,
-        "activity_type": inbound.activity_type,
-        "body": inbound.body,
-        "key_id": inbound.key_id,
-        "received_at": inbound.received_at,
-    }
+    return {name: getattr(inbound, name) for name in _INBOUND_COLUMNS}

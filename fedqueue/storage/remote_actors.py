@@ -103,7 +103,7 @@ class RemoteActorStore:
         self._db = database
         # Built once for this engine (bound parameters only): every fetch writes its outcome.
         self._written = database.rows(_remote, ("uri", *_VALUES))
-        upsert = database.upsert(_remote).from_select(list(self._written.c), self._written.select())
+        upsert = self._written.into(database.upsert(_remote))
         put = upsert.on_conflict_do_update(
             index_elements=["uri"], set_={name: upsert.excluded[name] for name in _VALUES}
         )

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Select, String, Table, bindparam, func, select
+from sqlalchemy import ColumnElement, String, Table, bindparam, func, select
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.sql.dml import Insert
 from sqlalchemy.types import TypeEngine
+
+AnInsert = TypeVar("AnInsert", bound=Insert)
 
 
 @dataclass(frozen=True)
@@ -45,9 +48,17 @@ class Rows:
             as_arrays=False,
         )
 
-    def select(self) -> Select[Any]:
-        """The rows as a SELECT of `c`, in order (for an INSERT ... SELECT)."""
-        return select(*self.c.values())
+    def into(self, insert: AnInsert) -> AnInsert:
+        """`insert` of the rows into the columns of `c`, to which `ON CONFLICT` or `RETURNING` may follow.
+
+        On PostgreSQL an INSERT ... SELECT from the arrays, in order. On SQLite an INSERT ...
+        VALUES run as an executemany: SQLAlchemy returns rows from an executemany only of an
+        INSERT ... VALUES (it joins the rows into one statement of many VALUES; SQL that
+        changes with the number of rows costs little in process).
+        """
+        if self.as_arrays:
+            return insert.from_select(list(self.c), select(*self.c.values()))
+        return insert.values(dict(self.c))
 
     def parameters(
         self, rows: Sequence[Mapping[str, Any]], **shared: Any
