@@ -12,20 +12,22 @@ from typing import Any
 from sqlalchemy import (
     Boolean,
     CompoundSelect,
+    String,
     and_,
     bindparam,
     delete,
     exists,
     func,
     literal,
+    or_,
     select,
-    union,
     union_all,
 )
 
 from fedqueue.inbound.follows import Effect
 from fedqueue.outbound.circuit import OPEN
 from fedqueue.storage.database import Database
+from fedqueue.storage.group_commit import GroupCommit
 from fedqueue.storage.inbox_writes import InboundWrite, InboxWriter, NewInbound, Stored
 from fedqueue.storage.tables import (
     ActorRow,
@@ -61,30 +63,32 @@ _ADMISSION_READS = (
 )
 #: At most this many admissions are remembered; past it, all are forgotten.
 ADMISSION_MEMORY_SIZE = 10_000
+#: At most this many requests' admissions are read together.
+ADMISSION_BATCH = 64
 
 
 def _admission_statement(database: Database) -> CompoundSelect[Any]:
-    """Rows of (kind, name, flag, flag) answering `InboxStore.admission`'s three questions at once.
+    """Rows of (kind, name, sender, flag, flag) answering the questions of several admissions at once.
 
     Built once per store and run on the driver's connection (`Database.fetch`): an inbox
     request then costs no statement building, compiling or preparing, only the parameters
-    `hosts`, `names` (lists), `sender` and `now`.
+    `hosts`, `names`, `senders` (lists) and `now`. A gone inbox's row names the sender it
+    belongs to; host and actor rows have no sender.
     """
     now = bindparam("now", type_=_hosts.c.circuit_until.type)
-    no = literal(False, Boolean())
-    inboxes = union(
-        select(_remote.c.inbox).where(_remote.c.uri == bindparam("sender")),
-        select(_remote.c.shared_inbox).where(_remote.c.uri == bindparam("sender")),
-    )
+    no, nobody = literal(False, Boolean()), literal(None, String())
     failing = and_(_hosts.c.circuit == OPEN, _hosts.c.circuit_until > now)
+    senders_inbox = or_(_gone.c.inbox == _remote.c.inbox, _gone.c.inbox == _remote.c.shared_inbox)
     return union_all(
-        select(literal("host"), _hosts.c.host, _hosts.c.blocked, failing).where(
+        select(literal("host"), _hosts.c.host, nobody, _hosts.c.blocked, failing).where(
             database.one_of(_hosts.c.host, "hosts")
         ),
-        select(literal("actor"), _actors.c.name, _actors.c.auto_accept_follows, no).where(
+        select(literal("actor"), _actors.c.name, nobody, _actors.c.auto_accept_follows, no).where(
             database.one_of(_actors.c.name, "names")
         ),
-        select(literal("gone"), _gone.c.inbox, no, no).where(_gone.c.inbox.in_(inboxes)),
+        select(literal("gone"), _gone.c.inbox, _remote.c.uri, no, no)
+        .select_from(_remote.join(_gone, senders_inbox))
+        .where(database.one_of(_remote.c.uri, "senders")),
     )
 
 
@@ -105,6 +109,16 @@ class Admission:
     gone_inboxes: frozenset[str]
     #: The given names that are local actors, each with whether it accepts follows by itself.
     auto_accept: Mapping[str, bool]
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """One `admission`'s question."""
+
+    hosts: tuple[str, ...]
+    names: tuple[str, ...]
+    sender: str
+    now: datetime
 
 
 @dataclass(frozen=True)
@@ -133,41 +147,77 @@ class InboxStore:
         self._admission = database.driver_statement(_admission_statement(database))
         # (hosts, names, sender) -> (admission, when it was read, the write counts it was read at)
         self._admissions: dict[tuple[Any, ...], tuple[Admission, float, int]] = {}
+        self._reads: GroupCommit[_Asked, Admission] = GroupCommit(
+            self._read_batch, self._read_one, max_batch=ADMISSION_BATCH
+        )
 
     async def admission(
         self, hosts: Iterable[str], names: Iterable[str], sender: str, now: datetime
     ) -> Admission:
         """Which of `hosts` are blocked or failing, which of `names` are local actors, and which
-        of the `sender`'s cached inboxes are marked gone: one short read, or none.
+        of the `sender`'s cached inboxes are marked gone: one short read, shared with the
+        requests asking alongside, or none.
 
         Costs what the activity mentions, not what the database holds: no full list of actors.
         An answer that asks for no write (no failing host, no gone inbox) is remembered for
         `ADMISSION_MEMORY_S`, until this process commits a write that may change it (a block,
         an opened circuit, a new actor, an inbox marked gone: `_ADMISSION_READS`).
         """
-        wanted_hosts, wanted_names = sorted({host.lower() for host in hosts}), sorted(set(names))
-        key = (tuple(wanted_hosts), tuple(wanted_names), sender)
+        asked = _Asked(
+            tuple(sorted({host.lower() for host in hosts})), tuple(sorted(set(names))), sender, now
+        )
+        key = (asked.hosts, asked.names, sender)
         versions = _admission_version()
         at_s = time.monotonic()
         remembered = self._admissions.get(key)
         if remembered is not None and remembered[2] == versions and at_s - remembered[1] < ADMISSION_MEMORY_S:
             return remembered[0]
-        parameters = {"hosts": wanted_hosts, "names": wanted_names, "sender": sender, "now": now}
-        found = await self._db.fetch(self._admission, parameters)
-        by_kind: dict[str, list[tuple[str, bool, bool]]] = {"host": [], "actor": [], "gone": []}
-        for kind, name, first, second in found:
-            by_kind[kind].append((name, bool(first), bool(second)))
-        admission = Admission(
-            blocked_hosts=frozenset(name for name, blocked, _ in by_kind["host"] if blocked),
-            failing_hosts=frozenset(name for name, _, failing_now in by_kind["host"] if failing_now),
-            # Read-only: a remembered admission is shared by the requests that reuse it.
-            auto_accept=MappingProxyType({name: auto_accept for name, auto_accept, _ in by_kind["actor"]}),
-            gone_inboxes=frozenset(name for name, _, _ in by_kind["gone"]),
-        )
+        admission = await self._reads.submit(asked)
         if not admission.failing_hosts and not admission.gone_inboxes:
             if len(self._admissions) >= ADMISSION_MEMORY_SIZE:
                 self._admissions.clear()
             self._admissions[key] = (admission, at_s, versions)
+        return admission
+
+    async def _read_batch(self, batch: Sequence[_Asked]) -> list[Admission]:
+        """The admissions of concurrent requests in one read (`GroupCommit`): under a flood of
+        Follows from new senders, none of them remembered, each would cost a read of its own."""
+        parameters = {
+            "hosts": sorted({host for asked in batch for host in asked.hosts}),
+            "names": sorted({name for asked in batch for name in asked.names}),
+            "senders": sorted({asked.sender for asked in batch}),
+            # The latest: no circuit counts as open that had closed before any of them asked.
+            "now": max(asked.now for asked in batch),
+        }
+        blocked: set[str] = set()
+        failing: set[str] = set()
+        auto_accept: dict[str, bool] = {}
+        gone: dict[str, set[str]] = {}
+        for kind, name, sender, first, second in await self._db.fetch(self._admission, parameters):
+            if kind == "host":
+                if first:
+                    blocked.add(name)
+                if second:
+                    failing.add(name)
+            elif kind == "actor":
+                auto_accept[name] = bool(first)
+            else:
+                gone.setdefault(sender, set()).add(name)
+        return [
+            Admission(
+                blocked_hosts=frozenset(blocked.intersection(asked.hosts)),
+                failing_hosts=frozenset(failing.intersection(asked.hosts)),
+                # Read-only: a remembered admission is shared by the requests that reuse it.
+                auto_accept=MappingProxyType(
+                    {name: auto_accept[name] for name in asked.names if name in auto_accept}
+                ),
+                gone_inboxes=frozenset(gone.get(asked.sender, ())),
+            )
+            for asked in batch
+        ]
+
+    async def _read_one(self, asked: _Asked) -> Admission:
+        (admission,) = await self._read_batch([asked])
         return admission
 
     async def insert_inbound_if_new(

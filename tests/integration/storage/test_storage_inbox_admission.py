@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import insert
 
 from fedqueue.outbound.circuit import OPEN
-from fedqueue.storage import Store, UnstorableValue
+from fedqueue.storage import Admission, Store, UnstorableValue
+from fedqueue.storage.remote_actors import CachedRemote
+from fedqueue.storage.tables import GoneInboxRow
 from fedqueue.storage.types import utcnow
 
 SENDER = "https://r.example/u"
+GONE = GoneInboxRow.__table__  # type: ignore[attr-defined]
 
 
 async def test_an_admission_is_remembered_until_this_process_writes_hosts_or_actors(store: Store) -> None:
@@ -45,3 +50,36 @@ async def test_a_healthy_hosts_success_bookkeeping_keeps_the_admission_an_opened
     }
     await store.hosts.update(opened)
     assert (await store.inbox.admission(["r.example"], [], SENDER, utcnow())).failing_hosts == {"r.example"}
+
+
+async def test_admissions_asked_together_each_answer_for_their_own_sender_hosts_and_names(
+    store: Store,
+) -> None:
+    """Concurrent requests share one read; what each learns is still only its own."""
+    now = utcnow()
+    a, b = "https://a.example/users/a", "https://b.example/users/b"
+    for uri, shared in ((a, None), (b, "https://b.example/inbox")):
+        entry = CachedRemote(
+            uri, f"{uri}/inbox", shared, f"{uri}#key", "PEM", "{}", None, now, now + timedelta(hours=1)
+        )
+        await store.remote_actors.put(entry)
+    async with store.database.transaction() as conn:
+        gone = [{"inbox": inbox, "gone_at": now} for inbox in (f"{a}/inbox", "https://b.example/inbox")]
+        await conn.execute(insert(GONE), gone)
+    await store.actors.create("alice")
+    await store.admin.block("b.example", who="test")
+
+    from_a, from_b, from_c = await asyncio.gather(
+        store.inbox.admission(["a.example"], ["alice"], a, now),
+        store.inbox.admission(["b.example", "a.example"], ["bob"], b, now),
+        store.inbox.admission(["c.example"], [], "https://c.example/users/c", now),
+    )
+
+    assert facts(from_a) == (set(), {f"{a}/inbox"}, {"alice": True})
+    assert facts(from_b) == ({"b.example"}, {"https://b.example/inbox"}, {})
+    assert facts(from_c) == (set(), set(), {})
+
+
+def facts(admission: Admission) -> tuple[set[str], set[str], dict[str, bool]]:
+    """Blocked hosts, gone inboxes, named local actors."""
+    return set(admission.blocked_hosts), set(admission.gone_inboxes), dict(admission.auto_accept)
