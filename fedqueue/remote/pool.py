@@ -1,8 +1,9 @@
 """Kept connections and concurrency caps for one process's outbound requests (`Pool`).
 
 What a pool does:
-- at most `per_host` requests (POSTs, and GETs until their body is read) in flight per origin
-  and `total` overall;
+- at most `per_host` POSTs and, apart from them, `per_host` GETs (until their body is read) in
+  flight per origin, and `total` requests overall: a key fetch for an inbound request never
+  waits behind deliveries filling the cap of the host it comes from;
 - connections kept per origin (scheme, host, port) while idle for up to `KEEPALIVE_S`, one
   request at a time each (`http1.Connection`); a kept connection the server closed meanwhile
   is replaced, and the request sent once more on a new one, only when the server sent nothing
@@ -50,43 +51,47 @@ class Fetched:
     next_chunk: Callable[[], Awaitable[bytes]]
 
 
+#: What a per-origin cap counts: one kind of request (its method) to one origin.
+_Lane = tuple[str, Origin]
+
+
 class _Caps:
-    """At most `per_origin` holders per origin and `total` overall; waiters are served in order."""
+    """At most `per_lane` holders per lane and `total` overall; waiters are served in order."""
 
-    def __init__(self, total: int, per_origin: int) -> None:
+    def __init__(self, total: int, per_lane: int) -> None:
         self._total = asyncio.Semaphore(total)
-        self._per_origin = per_origin
-        self._origins: dict[Origin, asyncio.Semaphore] = {}
-        #: Holders and waiters per origin: an origin's semaphore is dropped once nobody uses it.
-        self._users: Counter[Origin] = Counter()
+        self._per_lane = per_lane
+        self._lanes: dict[_Lane, asyncio.Semaphore] = {}
+        #: Holders and waiters per lane: a lane's semaphore is dropped once nobody uses it.
+        self._users: Counter[_Lane] = Counter()
 
-    async def acquire(self, origin: Origin) -> None:
-        semaphore = self._origins.get(origin)
+    async def acquire(self, lane: _Lane) -> None:
+        semaphore = self._lanes.get(lane)
         if semaphore is None:
-            semaphore = self._origins[origin] = asyncio.Semaphore(self._per_origin)
-        self._users[origin] += 1
+            semaphore = self._lanes[lane] = asyncio.Semaphore(self._per_lane)
+        self._users[lane] += 1
         try:
             await semaphore.acquire()
         except BaseException:
-            self._leave(origin)
+            self._leave(lane)
             raise
         try:
             await self._total.acquire()
         except BaseException:
             semaphore.release()
-            self._leave(origin)
+            self._leave(lane)
             raise
 
-    def release(self, origin: Origin) -> None:
+    def release(self, lane: _Lane) -> None:
         self._total.release()
-        self._origins[origin].release()
-        self._leave(origin)
+        self._lanes[lane].release()
+        self._leave(lane)
 
-    def _leave(self, origin: Origin) -> None:
-        self._users[origin] -= 1
-        if not self._users[origin]:
-            del self._users[origin]
-            del self._origins[origin]
+    def _leave(self, lane: _Lane) -> None:
+        self._users[lane] -= 1
+        if not self._users[lane]:
+            del self._users[lane]
+            del self._lanes[lane]
 
 
 class Pool:
@@ -144,11 +149,12 @@ class Pool:
         check_url(url, allow_private=self._allow_private)
         target = target_of(url)
         request = request_bytes(method, target, headers, body, self.user_agent)
-        await self._caps.acquire(target.origin)
+        lane = (method, target.origin)
+        await self._caps.acquire(lane)
         try:
             yield target.origin, request
         finally:
-            self._caps.release(target.origin)
+            self._caps.release(lane)
 
     async def close(self) -> None:
         self._closed = True

@@ -202,6 +202,34 @@ async def test_no_more_than_the_per_host_cap_are_in_flight_to_one_host(pool: Poo
     assert server.connections == 2
 
 
+async def test_a_fetch_is_not_kept_waiting_behind_deliveries_that_fill_the_hosts_cap(pool: Pool) -> None:
+    """A host's answers to POSTs hang: a key fetch from it still goes out, a third POST waits (per_host=2)."""
+
+    async def fetch(url: str) -> None:
+        async with pool.get(url, {}):
+            pass
+
+    silent = await SilentServer().start()
+    requests = [
+        asyncio.create_task(pool.post(silent.url("/inbox"), b"{}", {}, 64)),
+        asyncio.create_task(pool.post(silent.url("/inbox"), b"{}", {}, 64)),
+        asyncio.create_task(fetch(silent.url("/users/a"))),
+        asyncio.create_task(pool.post(silent.url("/inbox"), b"{}", {}, 64)),
+    ]
+    try:
+        for _ in range(100):  # up to 5 s for three request heads to arrive
+            if len(silent.request_lines) >= 3:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.1)  # a fourth, if it went out, arrives meanwhile
+        assert sorted(line.split()[0] for line in silent.request_lines) == ["GET", "POST", "POST"]
+    finally:
+        for request in requests:
+            request.cancel()
+        await asyncio.gather(*requests, return_exceptions=True)
+        await silent.stop()
+
+
 async def test_a_post_that_timed_out_leaves_no_connection_behind_for_the_next(pool: Pool) -> None:
     silent = await SilentServer().start()
     try:
