@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +40,7 @@ from sqlalchemy.sql.expression import ClauseElement
 from sqlalchemy.util import greenlet_spawn
 
 from fedqueue.errors import FedqueueError, InvalidInput, SettingsError
+from fedqueue.storable import text_problem
 from fedqueue.storage.rows import Rows
 from fedqueue.storage.write_counts import count_committed_writes
 
@@ -53,6 +54,18 @@ class StorageUnavailable(FedqueueError):
 
 class UnstorableValue(InvalidInput):
     """The database refused a value (the input rules should have caught it first); nothing was stored."""
+
+
+def refuse_unstorable(values: Iterable[str]) -> None:
+    """UnstorableValue for the first of `values` no column can hold (a NUL, a lone surrogate).
+
+    For values read together with other requests' (`GroupCommit`): checked before, one
+    request's bad value fails that request alone, never the shared read.
+    """
+    for value in values:
+        problem = text_problem(value)
+        if problem is not None:
+            raise UnstorableValue(f"the value {value[:100]!r} {problem}")
 
 
 class _JsonList(TypeDecorator[Sequence[Any]]):

@@ -4,7 +4,9 @@ Each caller awaits its own write's result, which is set only after the batch hol
 committed, so durability is what it would be one by one. A batch is whatever is waiting when
 the previous one ends (bounded by `max_batch`): when idle, a write goes alone at once, with
 no added latency; under load, writes that arrive during one commit share the next. If a batch
-fails, its writes are stored again one by one, so a bad one fails alone, with its own error.
+fails, its writes are stored again one by one, so a bad one fails alone, with its own error;
+but if the database is unavailable, every write of the batch fails at once with that error
+(one by one, each would wait out the same timeout, and the writes queued behind with them).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
+
+from fedqueue.storage.database import StorageUnavailable
 
 Write = TypeVar("Write")
 Result = TypeVar("Result")
@@ -63,9 +67,15 @@ class GroupCommit(Generic[Write, Result]):
             return
         try:
             results = await self._store_batch([write for write, _ in batch])
+        except StorageUnavailable as exc:
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(StorageUnavailable(str(exc)))
+            return
         except Exception:
             for write, future in batch:
-                await self._store_alone(write, future)
+                if not future.done():  # its caller may have been cancelled
+                    await self._store_alone(write, future)
             return
         for (_, future), result in zip(batch, results, strict=True):
             if not future.done():  # its caller may have been cancelled

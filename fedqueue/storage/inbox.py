@@ -26,7 +26,7 @@ from sqlalchemy import (
 
 from fedqueue.inbound.follows import Effect
 from fedqueue.outbound.circuit import OPEN
-from fedqueue.storage.database import Database
+from fedqueue.storage.database import Database, refuse_unstorable
 from fedqueue.storage.group_commit import GroupCommit
 from fedqueue.storage.inbox_writes import InboundWrite, InboxWriter, NewInbound, Stored
 from fedqueue.storage.tables import (
@@ -172,6 +172,7 @@ class InboxStore:
         remembered = self._admissions.get(key)
         if remembered is not None and remembered[2] == versions and at_s - remembered[1] < ADMISSION_MEMORY_S:
             return remembered[0]
+        refuse_unstorable([*asked.hosts, *asked.names, sender])
         admission = await self._reads.submit(asked)
         if not admission.failing_hosts and not admission.gone_inboxes:
             if len(self._admissions) >= ADMISSION_MEMORY_SIZE:

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import CompoundSelect, Executable, bindparam, delete, literal, null, select, union_all
 
-from fedqueue.storage.database import Database
+from fedqueue.storage.database import Database, refuse_unstorable
 from fedqueue.storage.group_commit import GroupCommit
 from fedqueue.storage.tables import GoneInboxRow, HostRow, RemoteActorRow
 
@@ -135,6 +135,7 @@ class RemoteActorStore:
         Concurrent lookups share one read (`GroupCommit`): under an inbound flood every new
         sender's key needs one.
         """
+        refuse_unstorable([uri, host] if key_id is None else [uri, key_id, host])
         return await self._reads.submit(_Wanted(uri, key_id, host, now))
 
     async def _lookup_batch(self, wanted: Sequence[_Wanted]) -> list[Lookup]:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from fedqueue.storage.database import StorageUnavailable
 from fedqueue.storage.group_commit import GroupCommit
 
 
@@ -46,6 +47,35 @@ async def test_a_write_that_fails_its_batch_fails_alone_and_the_rest_are_stored(
     results = await asyncio.gather(*(group.submit(n) for n in (11, 12, 13, 14)), return_exceptions=True)
     assert results[:2] == [22, 24] and results[3] == 28
     assert isinstance(results[2], ValueError)
+
+
+async def test_an_unavailable_database_fails_every_write_of_the_batch_at_once() -> None:
+    """Stored one by one, each would wait out the same timeout again."""
+    alone: list[int] = []
+
+    async def unavailable(_writes: Sequence[int]) -> list[int]:
+        raise StorageUnavailable("database error: connection refused")
+
+    async def store_one(write: int) -> int:
+        alone.append(write)
+        return write
+
+    group = GroupCommit(unavailable, store_one, max_batch=64)
+    results = await asyncio.gather(*(group.submit(n) for n in range(1, 5)), return_exceptions=True)
+    assert all(isinstance(result, StorageUnavailable) for result in results)
+    assert alone == []
+
+
+async def test_a_write_whose_caller_gave_up_is_not_stored_alone_after_its_batch_failed() -> None:
+    recorder = Recorder()
+    group = GroupCommit(recorder.store_batch, recorder.store_one, max_batch=64)
+    given_up = asyncio.ensure_future(group.submit(12))
+    kept = asyncio.ensure_future(group.submit(13))
+    await asyncio.sleep(0)  # both are waiting in one batch, which 13 fails
+    given_up.cancel()
+    with pytest.raises(ValueError, match="13 cannot"):
+        await kept
+    assert recorder.batches == [[12, 13]] and recorder.alone == [13]
 
 
 async def test_a_write_alone_is_stored_as_one_and_its_error_is_its_own() -> None:

@@ -31,11 +31,20 @@ async def test_an_admission_is_remembered_until_this_process_writes_hosts_or_act
     }
 
 
-async def test_a_value_the_database_refuses_is_unstorable_not_an_error(store: Store) -> None:
-    if not store.database.is_postgres:
-        pytest.skip("SQLite stores a NUL")
-    with pytest.raises(UnstorableValue):
+async def test_a_value_no_column_can_hold_is_unstorable_not_an_error(store: Store) -> None:
+    with pytest.raises(UnstorableValue, match="NUL"):
         await store.inbox.admission(["r\x00.example"], [], SENDER, utcnow())
+
+
+async def test_one_requests_unstorable_name_fails_it_alone_not_the_read_it_would_share(store: Store) -> None:
+    await store.actors.create("alice")
+    good, bad = await asyncio.gather(
+        store.inbox.admission(["r.example"], ["alice"], SENDER, utcnow()),
+        store.inbox.admission(["r.example"], ["a\x00"], "https://s.example/u", utcnow()),
+        return_exceptions=True,
+    )
+    assert isinstance(bad, UnstorableValue)
+    assert isinstance(good, Admission) and dict(good.auto_accept) == {"alice": True}
 
 
 async def test_a_healthy_hosts_success_bookkeeping_keeps_the_admission_an_opened_circuit_does_not(
