@@ -22,17 +22,21 @@ Result = TypeVar("Result")
 
 
 class GroupCommit(Generic[Write, Result]):
-    """A queue of writes drained by one task, a batch at a time."""
+    """A queue of writes drained by one task, a batch at a time.
+
+    `store_one` stores a write alone (a batch of one, or each write of a failed batch); by
+    default, `store_batch` of that one write.
+    """
 
     def __init__(
         self,
         store_batch: Callable[[Sequence[Write]], Awaitable[Sequence[Result]]],
-        store_one: Callable[[Write], Awaitable[Result]],
+        store_one: Callable[[Write], Awaitable[Result]] | None = None,
         *,
         max_batch: int,
     ) -> None:
         self._store_batch = store_batch
-        self._store_one = store_one
+        self._store_one = store_one or self._batch_of_one
         self._max_batch = max_batch
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiting: list[tuple[Write, asyncio.Future[Result]]] = []
@@ -48,6 +52,10 @@ class GroupCommit(Generic[Write, Result]):
         if self._drainer is None or self._drainer.done():
             self._drainer = loop.create_task(self._drain())
         return await future
+
+    async def _batch_of_one(self, write: Write) -> Result:
+        (result,) = await self._store_batch([write])
+        return result
 
     async def _drain(self) -> None:
         batch: list[tuple[Write, asyncio.Future[Result]]] = []

@@ -147,9 +147,7 @@ class InboxStore:
         self._admission = database.driver_statement(_admission_statement(database))
         # (hosts, names, sender) -> (admission, when it was read, the write counts it was read at)
         self._admissions: dict[tuple[Any, ...], tuple[Admission, float, int]] = {}
-        self._reads: GroupCommit[_Asked, Admission] = GroupCommit(
-            self._read_batch, self._read_one, max_batch=ADMISSION_BATCH
-        )
+        self._reads: GroupCommit[_Asked, Admission] = GroupCommit(self._read_batch, max_batch=ADMISSION_BATCH)
 
     async def admission(
         self, hosts: Iterable[str], names: Iterable[str], sender: str, now: datetime
@@ -216,10 +214,6 @@ class InboxStore:
             )
             for asked in batch
         ]
-
-    async def _read_one(self, asked: _Asked) -> Admission:
-        (admission,) = await self._read_batch([asked])
-        return admission
 
     async def insert_inbound_if_new(
         self,

@@ -112,13 +112,9 @@ class RemoteActorStore:
         together = database.is_postgres
         self._put: Executable = put.add_cte(forget_gone.cte("forgotten")) if together else put
         self._forget_gone: Executable | None = None if together else forget_gone
-        self._writes: GroupCommit[CachedRemote, None] = GroupCommit(
-            self._put_batch, self._put_one, max_batch=MAX_BATCH
-        )
+        self._writes: GroupCommit[CachedRemote, None] = GroupCommit(self._put_batch, max_batch=MAX_BATCH)
         self._lookup = _lookup_statement(database)
-        self._reads: GroupCommit[_Wanted, Lookup] = GroupCommit(
-            self._lookup_batch, self._lookup_one, max_batch=MAX_BATCH
-        )
+        self._reads: GroupCommit[_Wanted, Lookup] = GroupCommit(self._lookup_batch, max_batch=MAX_BATCH)
 
     async def get(self, uri: str, now: datetime) -> CachedRemote | None:
         """The unexpired entry for `uri` (an actor id or a key id), or None."""
@@ -170,10 +166,6 @@ class RemoteActorStore:
             for one in wanted
         ]
 
-    async def _lookup_one(self, wanted: _Wanted) -> Lookup:
-        (found,) = await self._lookup_batch([wanted])
-        return found
-
     async def put(self, entry: CachedRemote) -> None:
         """Insert or replace the entry for `entry.uri`, once committed.
 
@@ -196,6 +188,3 @@ class RemoteActorStore:
             if self._forget_gone is not None:
                 await conn.execute(self._forget_gone, {"answered": answered})
         return [None] * len(entries)
-
-    async def _put_one(self, entry: CachedRemote) -> None:
-        await self._put_batch([entry])

@@ -78,6 +78,15 @@ async def test_a_write_whose_caller_gave_up_is_not_stored_alone_after_its_batch_
     assert recorder.batches == [[12, 13]] and recorder.alone == [13]
 
 
+async def test_without_a_store_one_each_write_of_a_failed_batch_goes_as_a_batch_of_one() -> None:
+    recorder = Recorder()
+    group = GroupCommit(recorder.store_batch, max_batch=64)
+    results = await asyncio.gather(*(group.submit(n) for n in (11, 13, 14)), return_exceptions=True)
+    assert results[0] == 22 and results[2] == 28
+    assert isinstance(results[1], ValueError)
+    assert recorder.batches == [[11, 13, 14], [11], [13], [14]] and recorder.alone == []
+
+
 async def test_a_write_alone_is_stored_as_one_and_its_error_is_its_own() -> None:
     recorder = Recorder()
     group = GroupCommit(recorder.store_batch, recorder.store_one, max_batch=64)
