@@ -335,9 +335,12 @@ class RemoteDirectory:
         return "rfc9421" if host_scheme == "rfc9421" else "cavage"
 
     async def _remember(self, actor: RemoteActor, raw: str, now: datetime) -> None:
-        """Cache a fetched actor; its inboxes that once answered 410 Gone are worth trying again."""
+        """Cache a fetched actor; its inboxes that once answered 410 Gone are worth trying again.
+
+        Written behind: this process has it in memory already, and nothing waits on the row.
+        """
         self._memory.put(actor, now, now + ACTOR_TTL)
-        await self._store.remote_actors.put(
+        await self._store.remote_actors.put_behind(
             CachedRemote(
                 uri=actor.uri,
                 inbox=actor.inbox,

@@ -78,4 +78,6 @@ class Store:
         return cls(Database.open(database_url))
 
     async def close(self) -> None:
+        """Store what was queued to be written behind (`RemoteActorStore.put_behind`), then close."""
+        await self.remote_actors.drained()
         await self.database.dispose()

@@ -44,6 +44,14 @@ class GroupCommit(Generic[Write, Result]):
 
     async def submit(self, write: Write) -> Result:
         """Store `write` in the next batch; its result once that batch committed."""
+        return await self.enqueue(write)
+
+    def enqueue(self, write: Write) -> asyncio.Future[Result]:
+        """Queue `write` for the next batch; the future of its result, set once that batch committed.
+
+        For a write its caller need not wait for (`RemoteActorStore.put_behind`): whoever
+        holds the future must retrieve its exception, and `drained` waits for it.
+        """
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # a new event loop (tests): nothing of the old one carries over
             self._loop, self._waiting, self._drainer = loop, [], None
@@ -51,7 +59,13 @@ class GroupCommit(Generic[Write, Result]):
         self._waiting.append((write, future))
         if self._drainer is None or self._drainer.done():
             self._drainer = loop.create_task(self._drain())
-        return await future
+        return future
+
+    async def drained(self) -> None:
+        """Return once every write queued so far, and any queued meanwhile, is stored or failed."""
+        drainer = self._drainer
+        if drainer is not None and self._loop is asyncio.get_running_loop():
+            await asyncio.wait([drainer])
 
     async def _batch_of_one(self, write: Write) -> Result:
         (result,) = await self._store_batch([write])

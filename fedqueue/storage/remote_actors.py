@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -12,6 +14,8 @@ from sqlalchemy import CompoundSelect, Executable, bindparam, delete, literal, n
 from fedqueue.storage.database import Database, refuse_unstorable
 from fedqueue.storage.group_commit import GroupCommit
 from fedqueue.storage.tables import GoneInboxRow, HostRow, RemoteActorRow
+
+log = logging.getLogger("fedqueue.storage")
 
 _remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
 _hosts = HostRow.__table__  # type: ignore[attr-defined]
@@ -30,6 +34,8 @@ _ENTRY = (
 )
 #: Entries written in one transaction, or lookups answered by one read, at most.
 MAX_BATCH = 100
+#: Entries queued by `put_behind` and not yet committed, at most: beyond, it waits for its own.
+MAX_BEHIND = 1_000
 #: What `put` writes besides the URI.
 _VALUES = (*_ENTRY[1:5], "document", *_ENTRY[5:])
 
@@ -113,6 +119,7 @@ class RemoteActorStore:
         self._put: Executable = put.add_cte(forget_gone.cte("forgotten")) if together else put
         self._forget_gone: Executable | None = None if together else forget_gone
         self._writes: GroupCommit[CachedRemote, None] = GroupCommit(self._put_batch, max_batch=MAX_BATCH)
+        self._behind: set[asyncio.Future[None]] = set()
         self._lookup = _lookup_statement(database)
         self._reads: GroupCommit[_Wanted, Lookup] = GroupCommit(self._lookup_batch, max_batch=MAX_BATCH)
 
@@ -175,6 +182,31 @@ class RemoteActorStore:
         key fetch writes one.
         """
         await self._writes.submit(entry)
+
+    async def put_behind(self, entry: CachedRemote) -> None:
+        """`put`, without waiting for the commit: for an entry its caller no longer needs stored.
+
+        A request that fetched a sender's key has the key; waiting for the cache write would
+        only hold it (on SQLite behind every other writer) and the sender's connection with it.
+        Cache writes queued this way go with the next batch; a failed one is logged, and the
+        actor is fetched again when next needed. `drained` waits for them (`Store.close`). At
+        most MAX_BEHIND wait at once: beyond that, the caller waits for its own (back-pressure).
+        """
+        if len(self._behind) >= MAX_BEHIND:
+            await self.put(entry)
+            return
+        written = self._writes.enqueue(entry)
+        self._behind.add(written)
+        written.add_done_callback(self._written_behind)
+
+    def _written_behind(self, written: asyncio.Future[None]) -> None:
+        self._behind.discard(written)
+        if not written.cancelled() and (exc := written.exception()) is not None:
+            log.warning("remote actor cache: an entry was not stored (fetched again when needed): %s", exc)
+
+    async def drained(self) -> None:
+        """Return once every entry `put_behind` queued is stored or failed."""
+        await self._writes.drained()
 
     async def _put_batch(self, entries: Sequence[CachedRemote]) -> list[None]:
         """The entries in one transaction: a URI that comes twice keeps its last entry, as one by one."""

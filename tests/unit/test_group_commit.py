@@ -100,3 +100,14 @@ async def test_no_batch_is_larger_than_the_bound() -> None:
     group = GroupCommit(recorder.store_batch, recorder.store_one, max_batch=3)
     await asyncio.gather(*(group.submit(n) for n in range(20) if n != 13))
     assert max(len(batch) for batch in recorder.batches) <= 3
+
+
+async def test_writes_queued_without_waiting_are_all_stored_once_drained() -> None:
+    recorder = Recorder()
+    group = GroupCommit(recorder.store_batch, recorder.store_one, max_batch=2)
+    await group.drained()  # nothing queued: returns at once
+    queued = [group.enqueue(n) for n in range(1, 6)]
+    assert not any(future.done() for future in queued)
+    await group.drained()
+    assert [future.result() for future in queued] == [2, 4, 6, 8, 10]
+    assert recorder.batches == [[1, 2], [3, 4]] and recorder.alone == [5]

@@ -138,4 +138,5 @@ async def test_an_inbox_marked_gone_is_delivered_to_again_after_its_actor_is_fet
     await store.actors.create("alice")
     await mark_gone(settings, store, bob, remote)
     await directory.actor(bob.uri, None, refresh=True)
+    await store.remote_actors.drained()  # the fetched actor is cached behind the fetch
     assert await store.audience.gone([bob.inbox]) == set()

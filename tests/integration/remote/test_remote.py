@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import logging
 import re
 from collections.abc import AsyncIterator, Callable
-from datetime import timedelta
-from typing import Any
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any, cast
 
 import pytest
 from aiohttp import web
@@ -20,7 +22,7 @@ from fedqueue.remote.guard import FetchError
 from fedqueue.settings import Settings
 from fedqueue.signing import keys
 from fedqueue.signing.requests import parse_cavage_signature, verify_cavage
-from fedqueue.storage import CachedRemote, Store
+from fedqueue.storage import CachedRemote, Store, remote_actors
 from fedqueue.storage.tables import GoneInboxRow, HostRow
 from fedqueue.storage.types import utcnow
 from tests.loopback import LoopbackServer
@@ -362,3 +364,62 @@ async def test_concurrent_lookups_each_get_their_own_entry_key_owner_and_host_sc
         "https://a.example/u",
     ]
     assert [f.host_scheme for f in found] == ["rfc9421", "unknown", "unknown", "rfc9421", "unknown"]
+
+
+def cache_entry(uri: str) -> CachedRemote:
+    now = utcnow()
+    return CachedRemote(
+        uri=uri,
+        inbox=f"{uri}/inbox",
+        shared_inbox=None,
+        key_id=f"{uri}#main-key",
+        public_key_pem="PEM",
+        document="{}",
+        error=None,
+        fetched_at=now,
+        expires_at=now + timedelta(hours=1),
+    )
+
+
+async def test_a_fetched_actor_reaches_the_shared_cache_behind_the_fetch(
+    store: Store, client: HttpClient, remote: LoopbackServer
+) -> None:
+    """The fetch returns before the cache write commits; another process's directory then finds it."""
+    remote.serve_json("/users/bob", actor_doc(remote, "bob", keys.generate_key_pair().public_pem))
+    await RemoteDirectory(store, client).actor(remote.url("/users/bob"), None)
+    await store.remote_actors.drained()
+
+    other_process = RemoteDirectory(store, client)  # nothing in its memory
+    actor = await other_process.actor(remote.url("/users/bob"), None)
+    assert actor.inbox == remote.url("/users/bob/inbox")
+    assert len(remote.received("GET", "/users/bob")) == 1
+
+
+async def test_a_cache_write_that_fails_behind_is_logged_and_the_others_of_its_batch_are_stored(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    unstorable = replace(cache_entry("https://r.example/u/bad"), expires_at=cast(datetime, None))
+    with caplog.at_level(logging.WARNING, logger="fedqueue.storage"):
+        for entry in (cache_entry("https://r.example/u/1"), unstorable, cache_entry("https://r.example/u/2")):
+            await store.remote_actors.put_behind(entry)
+        await store.remote_actors.drained()
+    now = utcnow()
+    assert await store.remote_actors.get("https://r.example/u/1", now) is not None
+    assert await store.remote_actors.get("https://r.example/u/2", now) is not None
+    assert await store.remote_actors.get("https://r.example/u/bad", now) is None
+    (warning,) = [record.getMessage() for record in caplog.records if record.name == "fedqueue.storage"]
+    assert warning.startswith("remote actor cache: an entry was not stored")
+
+
+async def test_cache_writes_behind_are_bounded_and_past_the_bound_a_caller_waits_for_its_own(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(remote_actors, "MAX_BEHIND", 1)
+    await store.remote_actors.put_behind(cache_entry("https://r.example/u/1"))  # queued: returns at once
+    second = asyncio.ensure_future(store.remote_actors.put_behind(cache_entry("https://r.example/u/2")))
+    await asyncio.sleep(0)
+    assert not second.done()  # one already waits: this one waits for its commit
+    await second
+    now = utcnow()
+    assert await store.remote_actors.get("https://r.example/u/2", now) is not None
+    assert await store.remote_actors.get("https://r.example/u/1", now) is not None
