@@ -92,6 +92,7 @@ class FollowersSync:
         if self._matched.get(matched, now) == (header.digest, changes):
             return
         try:
+            await store.remote_actors.written(actor_uri)  # the key fetch may have cached it behind
             state = await store.following.followed_state(actor_uri, utcnow())
             if not applies_to(header, actor_uri, _followers(state)):
                 log.info(_IGNORED, actor_uri, value)

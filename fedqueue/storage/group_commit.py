@@ -7,13 +7,19 @@ no added latency; under load, writes that arrive during one commit share the nex
 fails, its writes are stored again one by one, so a bad one fails alone, with its own error;
 but if the database is unavailable, every write of the batch fails at once with that error
 (one by one, each would wait out the same timeout, and the writes queued behind with them).
+
+Writes nobody waits for (`enqueue(..., behind=True)`) may wait up to `linger_s` for company,
+unless a write someone waits for joins them, the batch is full, or `settled` or `drained` is
+asked: fewer,
+larger transactions for work that is off every request's path.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from fedqueue.storage.database import StorageUnavailable
 
@@ -25,7 +31,8 @@ class GroupCommit(Generic[Write, Result]):
     """A queue of writes drained by one task, a batch at a time.
 
     `store_one` stores a write alone (a batch of one, or each write of a failed batch); by
-    default, `store_batch` of that one write.
+    default, `store_batch` of that one write. `linger_s`: how long writes nobody waits for
+    may wait for company (not at all by default).
     """
 
     def __init__(
@@ -34,38 +41,60 @@ class GroupCommit(Generic[Write, Result]):
         store_one: Callable[[Write], Awaitable[Result]] | None = None,
         *,
         max_batch: int,
+        linger_s: float = 0.0,
     ) -> None:
         self._store_batch = store_batch
         self._store_one = store_one or self._batch_of_one
         self._max_batch = max_batch
+        self._linger_s = linger_s
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiting: list[tuple[Write, asyncio.Future[Result]]] = []
         self._drainer: asyncio.Task[None] | None = None
+        #: The futures someone waits for among `_waiting`; set when a lingering batch should go.
+        self._awaited: set[asyncio.Future[Result]] = set()
+        self._hurry = asyncio.Event()
+        #: Callers of `settled` and `drained` waiting: the next batch goes without lingering.
+        self._hurried = 0
 
     async def submit(self, write: Write) -> Result:
         """Store `write` in the next batch; its result once that batch committed."""
         return await self.enqueue(write)
 
-    def enqueue(self, write: Write) -> asyncio.Future[Result]:
+    def enqueue(self, write: Write, *, behind: bool = False) -> asyncio.Future[Result]:
         """Queue `write` for the next batch; the future of its result, set once that batch committed.
 
-        For a write its caller need not wait for (`RemoteActorStore.put_behind`): whoever
-        holds the future must retrieve its exception, and `drained` waits for it.
+        `behind`: its caller does not wait for it (`RemoteActorStore.put_behind`), so it may
+        linger; whoever holds the future must retrieve its exception, and `drained` waits for it.
         """
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # a new event loop (tests): nothing of the old one carries over
             self._loop, self._waiting, self._drainer = loop, [], None
+            self._awaited, self._hurry, self._hurried = set(), asyncio.Event(), 0
         future: asyncio.Future[Result] = loop.create_future()
         self._waiting.append((write, future))
+        if not behind:
+            self._awaited.add(future)
+        if not behind or len(self._waiting) >= self._max_batch:
+            self._hurry.set()
         if self._drainer is None or self._drainer.done():
             self._drainer = loop.create_task(self._drain())
         return future
 
     async def drained(self) -> None:
         """Return once every write queued so far, and any queued meanwhile, is stored or failed."""
-        drainer = self._drainer
-        if drainer is not None and self._loop is asyncio.get_running_loop():
-            await asyncio.wait([drainer])
+        if self._drainer is not None:
+            await self.settled(self._drainer)
+
+    async def settled(self, queued: asyncio.Future[Any]) -> None:
+        """Return once `queued` (an `enqueue`d write, or the drainer) is done; its batch lingers no more."""
+        if self._loop is not asyncio.get_running_loop():
+            return  # of an earlier event loop: it will never be done
+        self._hurried += 1
+        self._hurry.set()
+        try:
+            await asyncio.wait([queued])
+        finally:
+            self._hurried -= 1
 
     async def _batch_of_one(self, write: Write) -> Result:
         (result,) = await self._store_batch([write])
@@ -75,13 +104,23 @@ class GroupCommit(Generic[Write, Result]):
         batch: list[tuple[Write, asyncio.Future[Result]]] = []
         try:
             while self._waiting:
+                await self._lingered()
                 batch = self._waiting[: self._max_batch]
                 del self._waiting[: self._max_batch]
+                self._awaited.difference_update(future for _, future in batch)
                 await self._store(batch)
         except BaseException:  # cancelled with the loop: nobody waits forever
             for _, future in batch + self._waiting:
                 future.cancel()
             raise
+
+    async def _lingered(self) -> None:
+        """Before a batch of writes nobody waits for: up to `linger_s` for more, unless hurried."""
+        if self._linger_s <= 0 or self._hurried or self._awaited or len(self._waiting) >= self._max_batch:
+            return
+        self._hurry.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._hurry.wait(), self._linger_s)
 
     async def _store(self, batch: list[tuple[Write, asyncio.Future[Result]]]) -> None:
         if len(batch) == 1:  # alone already: stored as one, its error is its own

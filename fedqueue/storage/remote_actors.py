@@ -7,6 +7,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from sqlalchemy import CompoundSelect, Executable, bindparam, delete, literal, null, select, union_all
@@ -34,8 +35,11 @@ _ENTRY = (
 )
 #: Entries written in one transaction, or lookups answered by one read, at most.
 MAX_BATCH = 100
-#: Entries queued by `put_behind` and not yet committed, at most: beyond, it waits for its own.
+#: URIs whose entries `put_behind` queued and did not store yet, at most: beyond, it waits.
 MAX_BEHIND = 1_000
+#: Entries queued by `put_behind` wait this long for others to share their transaction: under a
+#: flood of new senders, a few cache writes a second instead of one beside every inbox write.
+BEHIND_LINGER_S = 0.1
 #: What `put` writes besides the URI.
 _VALUES = (*_ENTRY[1:5], "document", *_ENTRY[5:])
 
@@ -118,8 +122,11 @@ class RemoteActorStore:
         together = database.is_postgres
         self._put: Executable = put.add_cte(forget_gone.cte("forgotten")) if together else put
         self._forget_gone: Executable | None = None if together else forget_gone
-        self._writes: GroupCommit[CachedRemote, None] = GroupCommit(self._put_batch, max_batch=MAX_BATCH)
-        self._behind: set[asyncio.Future[None]] = set()
+        self._writes: GroupCommit[CachedRemote, None] = GroupCommit(
+            self._put_batch, max_batch=MAX_BATCH, linger_s=BEHIND_LINGER_S
+        )
+        #: The latest entry `put_behind` queued for each URI, until it is stored or failed.
+        self._behind: dict[str, asyncio.Future[None]] = {}
         self._lookup = _lookup_statement(database)
         self._reads: GroupCommit[_Wanted, Lookup] = GroupCommit(self._lookup_batch, max_batch=MAX_BATCH)
 
@@ -188,21 +195,32 @@ class RemoteActorStore:
 
         A request that fetched a sender's key has the key; waiting for the cache write would
         only hold it (on SQLite behind every other writer) and the sender's connection with it.
-        Cache writes queued this way go with the next batch; a failed one is logged, and the
-        actor is fetched again when next needed. `drained` waits for them (`Store.close`). At
-        most MAX_BEHIND wait at once: beyond that, the caller waits for its own (back-pressure).
+        Cache writes queued this way go together, after up to BEHIND_LINGER_S (at once with a
+        `put`); a failed one is logged, and the actor is fetched again when next needed.
+        `written` waits for one, `drained` for all (`Store.close`). At most MAX_BEHIND URIs wait
+        at once: beyond that, the caller waits for its own (back-pressure).
         """
         if len(self._behind) >= MAX_BEHIND:
             await self.put(entry)
             return
-        written = self._writes.enqueue(entry)
-        self._behind.add(written)
-        written.add_done_callback(self._written_behind)
+        written = self._writes.enqueue(entry, behind=True)
+        self._behind[entry.uri] = written
+        written.add_done_callback(partial(self._written_behind, entry.uri))
 
-    def _written_behind(self, written: asyncio.Future[None]) -> None:
-        self._behind.discard(written)
+    def _written_behind(self, uri: str, written: asyncio.Future[None]) -> None:
+        if self._behind.get(uri) is written:
+            del self._behind[uri]
         if not written.cancelled() and (exc := written.exception()) is not None:
             log.warning("remote actor cache: an entry was not stored (fetched again when needed): %s", exc)
+
+    async def written(self, uri: str) -> None:
+        """Return once the entry `put_behind` queued for `uri`, if any, is stored (or failed).
+
+        For a read of the entry's row that must see what was just fetched (its document).
+        """
+        queued = self._behind.get(uri)
+        if queued is not None:
+            await self._writes.settled(queued)
 
     async def drained(self) -> None:
         """Return once every entry `put_behind` queued is stored or failed."""

@@ -111,3 +111,35 @@ async def test_writes_queued_without_waiting_are_all_stored_once_drained() -> No
     await group.drained()
     assert [future.result() for future in queued] == [2, 4, 6, 8, 10]
     assert recorder.batches == [[1, 2], [3, 4]] and recorder.alone == [5]
+
+
+#: Longer than any test may take: a write that lingered this long would fail the test's timeout.
+FOREVER_S = 3600.0
+
+
+async def test_writes_nobody_waits_for_linger_until_one_someone_waits_for_joins_them() -> None:
+    recorder = Recorder()
+    group = GroupCommit(recorder.store_batch, recorder.store_one, max_batch=64, linger_s=FOREVER_S)
+    first = group.enqueue(1, behind=True)
+    await asyncio.sleep(0.01)  # the drainer runs, and lingers
+    second = group.enqueue(2, behind=True)
+    await asyncio.sleep(0.01)
+    assert recorder.batches == [] and not first.done()
+    assert await asyncio.wait_for(group.submit(3), 5) == 6
+    assert (first.result(), second.result()) == (2, 4)
+    assert recorder.batches == [[1, 2, 3]]
+
+
+async def test_writes_nobody_waits_for_go_at_once_when_the_batch_is_full_or_when_drained() -> None:
+    recorder = Recorder()
+    group = GroupCommit(recorder.store_batch, recorder.store_one, max_batch=2, linger_s=FOREVER_S)
+    full = [group.enqueue(n, behind=True) for n in (1, 2)]
+    assert await asyncio.wait_for(asyncio.gather(*full), 5) == [2, 4]
+    alone = group.enqueue(3, behind=True)
+    await asyncio.sleep(0.01)  # lingering
+    await asyncio.wait_for(group.drained(), 5)
+    assert alone.result() == 6
+    just_queued = group.enqueue(4, behind=True)
+    await group.drained()  # before the drainer even started (a hang fails the test's timeout)
+    assert just_queued.result() == 8
+    assert recorder.batches == [[1, 2]] and recorder.alone == [3, 4]

@@ -122,6 +122,7 @@ async def test_an_inbox_marked_gone_is_delivered_to_again_once_its_actor_sends_a
 ) -> None:
     await store.actors.create("alice")
     await directory.actor(bob.uri, None)  # cached: the inbound request below fetches nothing
+    await store.remote_actors.drained()
     await mark_gone(settings, store, bob, remote)
 
     await send_from_bob(client, bob)

@@ -423,3 +423,11 @@ async def test_cache_writes_behind_are_bounded_and_past_the_bound_a_caller_waits
     now = utcnow()
     assert await store.remote_actors.get("https://r.example/u/2", now) is not None
     assert await store.remote_actors.get("https://r.example/u/1", now) is not None
+
+
+async def test_a_read_that_must_see_a_just_fetched_actor_waits_for_its_entry_alone(store: Store) -> None:
+    """Entries written behind linger for company; `written` sends this one's batch at once."""
+    await store.remote_actors.written("https://r.example/u/never")  # nothing queued: at once
+    await store.remote_actors.put_behind(cache_entry("https://r.example/u/1"))
+    await store.remote_actors.written("https://r.example/u/1")
+    assert await store.remote_actors.get("https://r.example/u/1", utcnow()) is not None
