@@ -255,7 +255,12 @@ class Fanout:
         log.info("activity %s: %d deliveries", facts.activity_id, len(plan.targets))
 
     async def _mark_gone(self, plans: list[Plan]) -> None:
-        """Targets known to be gone (410) become dead deliveries (one lookup for all plans)."""
+        """Targets known to be gone (410) become dead deliveries (one lookup for all plans).
+
+        Actors fetched meanwhile are cached first: a successful fetch clears their marks, and
+        its cache write may still wait behind (`RemoteActorStore.put_behind`).
+        """
+        await self._store.remote_actors.flushed()
         gone = await self._store.audience.gone(inbox for p in plans for inbox in p.live_inboxes)
         if not gone:
             return

@@ -79,5 +79,5 @@ class Store:
 
     async def close(self) -> None:
         """Store what was queued to be written behind (`RemoteActorStore.put_behind`), then close."""
-        await self.remote_actors.drained()
+        await self.remote_actors.flushed()
         await self.database.dispose()

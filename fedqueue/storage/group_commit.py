@@ -9,9 +9,8 @@ but if the database is unavailable, every write of the batch fails at once with 
 (one by one, each would wait out the same timeout, and the writes queued behind with them).
 
 Writes nobody waits for (`enqueue(..., behind=True)`) may wait up to `linger_s` for company,
-unless a write someone waits for joins them, the batch is full, or `settled` or `drained` is
-asked: fewer,
-larger transactions for work that is off every request's path.
+unless a write someone waits for joins them, the batch is full, or `settled` or `flushed` is
+asked: fewer, larger transactions for work that is off every request's path.
 """
 
 from __future__ import annotations
@@ -53,8 +52,13 @@ class GroupCommit(Generic[Write, Result]):
         #: The futures someone waits for among `_waiting`; set when a lingering batch should go.
         self._awaited: set[asyncio.Future[Result]] = set()
         self._hurry = asyncio.Event()
-        #: Callers of `settled` and `drained` waiting: the next batch goes without lingering.
+        #: Callers of `settled` and `flushed` waiting: the next batch goes without lingering.
         self._hurried = 0
+        #: Writes queued so far, and of them (in queue order) those stored or failed.
+        self._queued = 0
+        self._done = 0
+        #: `flushed` callers: (writes that must be done, its future).
+        self._flushing: list[tuple[int, asyncio.Future[None]]] = []
 
     async def submit(self, write: Write) -> Result:
         """Store `write` in the next batch; its result once that batch committed."""
@@ -64,14 +68,16 @@ class GroupCommit(Generic[Write, Result]):
         """Queue `write` for the next batch; the future of its result, set once that batch committed.
 
         `behind`: its caller does not wait for it (`RemoteActorStore.put_behind`), so it may
-        linger; whoever holds the future must retrieve its exception, and `drained` waits for it.
+        linger; whoever holds the future must retrieve its exception, and `flushed` waits for it.
         """
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # a new event loop (tests): nothing of the old one carries over
             self._loop, self._waiting, self._drainer = loop, [], None
             self._awaited, self._hurry, self._hurried = set(), asyncio.Event(), 0
+            self._queued, self._done, self._flushing = 0, 0, []
         future: asyncio.Future[Result] = loop.create_future()
         self._waiting.append((write, future))
+        self._queued += 1
         if not behind:
             self._awaited.add(future)
         if not behind or len(self._waiting) >= self._max_batch:
@@ -80,13 +86,19 @@ class GroupCommit(Generic[Write, Result]):
             self._drainer = loop.create_task(self._drain())
         return future
 
-    async def drained(self) -> None:
-        """Return once every write queued so far, and any queued meanwhile, is stored or failed."""
-        if self._drainer is not None:
-            await self.settled(self._drainer)
+    async def flushed(self) -> None:
+        """Return once every write queued before this call is stored or failed (none lingers more).
+
+        Writes queued meanwhile are not waited for: under a steady flow this still returns.
+        """
+        if self._loop is not asyncio.get_running_loop() or self._done >= self._queued:
+            return
+        flushed: asyncio.Future[None] = self._loop.create_future()
+        self._flushing.append((self._queued, flushed))
+        await self.settled(flushed)
 
     async def settled(self, queued: asyncio.Future[Any]) -> None:
-        """Return once `queued` (an `enqueue`d write, or the drainer) is done; its batch lingers no more."""
+        """Return once `queued` (an `enqueue`d write) is done; its batch lingers no more."""
         if self._loop is not asyncio.get_running_loop():
             return  # of an earlier event loop: it will never be done
         self._hurried += 1
@@ -109,10 +121,24 @@ class GroupCommit(Generic[Write, Result]):
                 del self._waiting[: self._max_batch]
                 self._awaited.difference_update(future for _, future in batch)
                 await self._store(batch)
+                self._done += len(batch)
+                self._wake_flushing()
         except BaseException:  # cancelled with the loop: nobody waits forever
             for _, future in batch + self._waiting:
                 future.cancel()
+            self._done = self._queued
+            self._wake_flushing()
             raise
+
+    def _wake_flushing(self) -> None:
+        """The `flushed` callers whose writes are all done now."""
+        waiting = []
+        for target, flushed in self._flushing:
+            if target > self._done:
+                waiting.append((target, flushed))
+            elif not flushed.done():
+                flushed.set_result(None)
+        self._flushing = waiting
 
     async def _lingered(self) -> None:
         """Before a batch of writes nobody waits for: up to `linger_s` for more, unless hurried."""

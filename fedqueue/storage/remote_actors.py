@@ -35,7 +35,7 @@ _ENTRY = (
 )
 #: Entries written in one transaction, or lookups answered by one read, at most.
 MAX_BATCH = 100
-#: URIs whose entries `put_behind` queued and did not store yet, at most: beyond, it waits.
+#: Entries `put_behind` queued and did not store yet, at most: beyond, it waits for its own.
 MAX_BEHIND = 1_000
 #: Entries queued by `put_behind` wait this long for others to share their transaction: under a
 #: flood of new senders, a few cache writes a second instead of one beside every inbox write.
@@ -117,7 +117,11 @@ class RemoteActorStore:
         put = upsert.on_conflict_do_update(
             index_elements=["uri"], set_={name: upsert.excluded[name] for name in _VALUES}
         )
-        forget_gone = delete(_gone).where(database.one_of(_gone.c.inbox, "answered"))
+        # Only marks older than the fetches: a 410 answered after one is news the entry cannot undo.
+        since = bindparam("answered_since", type_=_gone.c.gone_at.type)
+        forget_gone = delete(_gone).where(
+            database.one_of(_gone.c.inbox, "answered"), _gone.c.gone_at <= since
+        )
         # On PostgreSQL one statement: a DELETE in a WITH clause runs though nothing reads it.
         together = database.is_postgres
         self._put: Executable = put.add_cte(forget_gone.cte("forgotten")) if together else put
@@ -125,8 +129,9 @@ class RemoteActorStore:
         self._writes: GroupCommit[CachedRemote, None] = GroupCommit(
             self._put_batch, max_batch=MAX_BATCH, linger_s=BEHIND_LINGER_S
         )
-        #: The latest entry `put_behind` queued for each URI, until it is stored or failed.
-        self._behind: dict[str, asyncio.Future[None]] = {}
+        #: Entries `put_behind` queued and not yet stored or failed; the latest one of each URI.
+        self._behind: set[asyncio.Future[None]] = set()
+        self._latest: dict[str, asyncio.Future[None]] = {}
         self._lookup = _lookup_statement(database)
         self._reads: GroupCommit[_Wanted, Lookup] = GroupCommit(self._lookup_batch, max_batch=MAX_BATCH)
 
@@ -197,19 +202,23 @@ class RemoteActorStore:
         only hold it (on SQLite behind every other writer) and the sender's connection with it.
         Cache writes queued this way go together, after up to BEHIND_LINGER_S (at once with a
         `put`); a failed one is logged, and the actor is fetched again when next needed.
-        `written` waits for one, `drained` for all (`Store.close`). At most MAX_BEHIND URIs wait
-        at once: beyond that, the caller waits for its own (back-pressure).
+        `written` waits for one, `flushed` for all (`Store.close`). At most MAX_BEHIND entries
+        wait at once: beyond that, the caller waits for its own (back-pressure).
         """
+        if len(self._behind) >= MAX_BEHIND:
+            self._behind = {queued for queued in self._behind if not queued.done()}  # an old loop's
         if len(self._behind) >= MAX_BEHIND:
             await self.put(entry)
             return
         written = self._writes.enqueue(entry, behind=True)
-        self._behind[entry.uri] = written
+        self._behind.add(written)
+        self._latest[entry.uri] = written
         written.add_done_callback(partial(self._written_behind, entry.uri))
 
     def _written_behind(self, uri: str, written: asyncio.Future[None]) -> None:
-        if self._behind.get(uri) is written:
-            del self._behind[uri]
+        self._behind.discard(written)
+        if self._latest.get(uri) is written:
+            del self._latest[uri]
         if not written.cancelled() and (exc := written.exception()) is not None:
             log.warning("remote actor cache: an entry was not stored (fetched again when needed): %s", exc)
 
@@ -218,13 +227,13 @@ class RemoteActorStore:
 
         For a read of the entry's row that must see what was just fetched (its document).
         """
-        queued = self._behind.get(uri)
+        queued = self._latest.get(uri)
         if queued is not None:
             await self._writes.settled(queued)
 
-    async def drained(self) -> None:
-        """Return once every entry `put_behind` queued is stored or failed."""
-        await self._writes.drained()
+    async def flushed(self) -> None:
+        """Return once every entry `put_behind` queued so far is stored or failed."""
+        await self._writes.flushed()
 
     async def _put_batch(self, entries: Sequence[CachedRemote]) -> list[None]:
         """The entries in one transaction: a URI that comes twice keeps its last entry, as one by one."""
@@ -233,8 +242,11 @@ class RemoteActorStore:
         answered = sorted(
             {inbox for entry in entries for inbox in (entry.inbox, entry.shared_inbox) if inbox is not None}
         )
+        # The batch's earliest fetch: a mark between it and a later fetch of the batch stays (rare;
+        # the actor's next activity or fetch clears it), never one newer than the fetch.
+        forgotten = {"answered": answered, "answered_since": min(entry.fetched_at for entry in entries)}
         async with self._db.transaction() as conn:
-            await conn.execute(self._put, self._written.parameters(rows, answered=answered))
+            await conn.execute(self._put, self._written.parameters(rows, **forgotten))
             if self._forget_gone is not None:
-                await conn.execute(self._forget_gone, {"answered": answered})
+                await conn.execute(self._forget_gone, forgotten)
         return [None] * len(entries)

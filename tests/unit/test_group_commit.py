@@ -102,13 +102,13 @@ async def test_no_batch_is_larger_than_the_bound() -> None:
     assert max(len(batch) for batch in recorder.batches) <= 3
 
 
-async def test_writes_queued_without_waiting_are_all_stored_once_drained() -> None:
+async def test_writes_queued_without_waiting_are_all_stored_once_flushed() -> None:
     recorder = Recorder()
     group = GroupCommit(recorder.store_batch, recorder.store_one, max_batch=2)
-    await group.drained()  # nothing queued: returns at once
+    await group.flushed()  # nothing queued: returns at once
     queued = [group.enqueue(n) for n in range(1, 6)]
     assert not any(future.done() for future in queued)
-    await group.drained()
+    await group.flushed()
     assert [future.result() for future in queued] == [2, 4, 6, 8, 10]
     assert recorder.batches == [[1, 2], [3, 4]] and recorder.alone == [5]
 
@@ -130,16 +130,36 @@ async def test_writes_nobody_waits_for_linger_until_one_someone_waits_for_joins_
     assert recorder.batches == [[1, 2, 3]]
 
 
-async def test_writes_nobody_waits_for_go_at_once_when_the_batch_is_full_or_when_drained() -> None:
+async def test_writes_nobody_waits_for_go_at_once_when_the_batch_is_full_or_when_flushed() -> None:
     recorder = Recorder()
     group = GroupCommit(recorder.store_batch, recorder.store_one, max_batch=2, linger_s=FOREVER_S)
     full = [group.enqueue(n, behind=True) for n in (1, 2)]
     assert await asyncio.wait_for(asyncio.gather(*full), 5) == [2, 4]
     alone = group.enqueue(3, behind=True)
     await asyncio.sleep(0.01)  # lingering
-    await asyncio.wait_for(group.drained(), 5)
+    await asyncio.wait_for(group.flushed(), 5)
     assert alone.result() == 6
     just_queued = group.enqueue(4, behind=True)
-    await group.drained()  # before the drainer even started (a hang fails the test's timeout)
+    await group.flushed()  # before the drainer even started (a hang fails the test's timeout)
     assert just_queued.result() == 8
     assert recorder.batches == [[1, 2]] and recorder.alone == [3, 4]
+
+
+async def test_flushed_waits_for_the_writes_queued_before_it_not_for_those_queued_after() -> None:
+    """Under a steady flow of writes it still returns."""
+    release = asyncio.Event()
+
+    async def store_batch(writes: Sequence[int]) -> list[int]:
+        if 2 in writes:
+            await release.wait()
+        return [write * 2 for write in writes]
+
+    group = GroupCommit(store_batch, max_batch=64)
+    first = group.enqueue(1, behind=True)
+    flushing = asyncio.ensure_future(group.flushed())
+    await asyncio.sleep(0)
+    later = group.enqueue(2, behind=True)
+    await asyncio.wait_for(flushing, 5)
+    assert first.result() == 2 and not later.done()
+    release.set()
+    assert await later == 4

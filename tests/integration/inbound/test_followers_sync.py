@@ -198,7 +198,7 @@ async def test_a_digest_that_matched_before_costs_no_read_on_the_next_delivery(
 ) -> None:
     followers = publish_with_followers(bob)
     await alice_follows_bob(client, store, bob)
-    await store.remote_actors.drained()  # bob's key, fetched for his Accept, is cached
+    await store.remote_actors.flushed()  # bob's key, fetched for his Accept, is cached
     digest = partial_followers_digest([ALICE])
 
     with statements(store) as first:

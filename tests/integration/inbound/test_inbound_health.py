@@ -122,7 +122,7 @@ async def test_an_inbox_marked_gone_is_delivered_to_again_once_its_actor_sends_a
 ) -> None:
     await store.actors.create("alice")
     await directory.actor(bob.uri, None)  # cached: the inbound request below fetches nothing
-    await store.remote_actors.drained()
+    await store.remote_actors.flushed()
     await mark_gone(settings, store, bob, remote)
 
     await send_from_bob(client, bob)
@@ -139,5 +139,17 @@ async def test_an_inbox_marked_gone_is_delivered_to_again_after_its_actor_is_fet
     await store.actors.create("alice")
     await mark_gone(settings, store, bob, remote)
     await directory.actor(bob.uri, None, refresh=True)
-    await store.remote_actors.drained()  # the fetched actor is cached behind the fetch
+    await store.remote_actors.flushed()  # the fetched actor is cached behind the fetch
     assert await store.audience.gone([bob.inbox]) == set()
+
+
+async def test_an_inbox_marked_gone_is_delivered_to_again_when_the_fan_out_fetches_its_actor(
+    settings: Settings, store: Store, bob: RemoteActor, remote: LoopbackServer
+) -> None:
+    """The fetch's cache write may wait behind; the fan-out still sees the mark it clears."""
+    await store.actors.create("alice")
+    await mark_gone(settings, store, bob, remote)
+    await insert_outbox_row(store, "alice", {"type": "Like", "object": "y", "to": [bob.uri]})
+    await run_burst(fast(settings), store)
+    assert len(remote.received("GET", "/users/bob")) == 1
+    assert len(remote.received("POST", "/users/bob/inbox")) == 2

@@ -366,6 +366,10 @@ async def test_concurrent_lookups_each_get_their_own_entry_key_owner_and_host_sc
     assert [f.host_scheme for f in found] == ["rfc9421", "unknown", "unknown", "rfc9421", "unknown"]
 
 
+#: Longer than any test may take: an entry that lingered this long would fail the test's timeout.
+FOREVER_S = 3600.0
+
+
 def cache_entry(uri: str) -> CachedRemote:
     now = utcnow()
     return CachedRemote(
@@ -382,12 +386,15 @@ def cache_entry(uri: str) -> CachedRemote:
 
 
 async def test_a_fetched_actor_reaches_the_shared_cache_behind_the_fetch(
-    store: Store, client: HttpClient, remote: LoopbackServer
+    store: Store, client: HttpClient, remote: LoopbackServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The fetch returns before the cache write commits; another process's directory then finds it."""
+    monkeypatch.setattr(remote_actors, "BEHIND_LINGER_S", FOREVER_S)
+    store = Store(store.database)
     remote.serve_json("/users/bob", actor_doc(remote, "bob", keys.generate_key_pair().public_pem))
     await RemoteDirectory(store, client).actor(remote.url("/users/bob"), None)
-    await store.remote_actors.drained()
+    assert await store.remote_actors.get(remote.url("/users/bob"), utcnow()) is None  # still behind
+    await store.remote_actors.flushed()
 
     other_process = RemoteDirectory(store, client)  # nothing in its memory
     actor = await other_process.actor(remote.url("/users/bob"), None)
@@ -402,7 +409,7 @@ async def test_a_cache_write_that_fails_behind_is_logged_and_the_others_of_its_b
     with caplog.at_level(logging.WARNING, logger="fedqueue.storage"):
         for entry in (cache_entry("https://r.example/u/1"), unstorable, cache_entry("https://r.example/u/2")):
             await store.remote_actors.put_behind(entry)
-        await store.remote_actors.drained()
+        await store.remote_actors.flushed()
     now = utcnow()
     assert await store.remote_actors.get("https://r.example/u/1", now) is not None
     assert await store.remote_actors.get("https://r.example/u/2", now) is not None
@@ -414,20 +421,47 @@ async def test_a_cache_write_that_fails_behind_is_logged_and_the_others_of_its_b
 async def test_cache_writes_behind_are_bounded_and_past_the_bound_a_caller_waits_for_its_own(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Counted by entry, not by actor: a key refetched on every bad signature is bounded too."""
     monkeypatch.setattr(remote_actors, "MAX_BEHIND", 1)
-    await store.remote_actors.put_behind(cache_entry("https://r.example/u/1"))  # queued: returns at once
-    second = asyncio.ensure_future(store.remote_actors.put_behind(cache_entry("https://r.example/u/2")))
+    first = cache_entry("https://r.example/u/1")
+    await store.remote_actors.put_behind(first)  # queued: returns at once
+    again = replace(first, inbox="https://r.example/u/1/new-inbox")
+    second = asyncio.ensure_future(store.remote_actors.put_behind(again))
     await asyncio.sleep(0)
     assert not second.done()  # one already waits: this one waits for its commit
     await second
-    now = utcnow()
-    assert await store.remote_actors.get("https://r.example/u/2", now) is not None
-    assert await store.remote_actors.get("https://r.example/u/1", now) is not None
+    cached = await store.remote_actors.get("https://r.example/u/1", utcnow())
+    assert cached is not None and cached.inbox == "https://r.example/u/1/new-inbox"
 
 
-async def test_a_read_that_must_see_a_just_fetched_actor_waits_for_its_entry_alone(store: Store) -> None:
+async def test_a_read_that_must_see_a_just_fetched_actor_waits_for_its_entry_alone(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Entries written behind linger for company; `written` sends this one's batch at once."""
+    monkeypatch.setattr(remote_actors, "BEHIND_LINGER_S", FOREVER_S)
+    store = Store(store.database)  # a hang here fails the test's timeout
     await store.remote_actors.written("https://r.example/u/never")  # nothing queued: at once
     await store.remote_actors.put_behind(cache_entry("https://r.example/u/1"))
     await store.remote_actors.written("https://r.example/u/1")
     assert await store.remote_actors.get("https://r.example/u/1", utcnow()) is not None
+
+
+async def test_a_cache_write_clears_only_the_gone_marks_older_than_its_fetch(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 410 answered after the fetch is news its cache write, landing later, cannot undo."""
+    monkeypatch.setattr(remote_actors, "BEHIND_LINGER_S", FOREVER_S)
+    store = Store(store.database)
+    entry = replace(cache_entry("https://r.example/u/1"), shared_inbox="https://r.example/inbox")
+    assert entry.inbox is not None and entry.shared_inbox is not None
+    await store.remote_actors.put_behind(entry)
+    async with store.database.transaction() as conn:
+        await conn.execute(
+            insert(_gone),
+            [
+                {"inbox": entry.inbox, "gone_at": entry.fetched_at - timedelta(minutes=1)},
+                {"inbox": entry.shared_inbox, "gone_at": entry.fetched_at + timedelta(seconds=1)},
+            ],
+        )
+    await store.remote_actors.flushed()
+    assert await store.audience.gone([entry.inbox, entry.shared_inbox]) == {entry.shared_inbox}
