@@ -55,8 +55,12 @@ from fedqueue.signing.rfc9421 import authority
 
 ACTIVITY_JSON = "application/activity+json"
 #: Threads that sign GETs (`HttpClient.signing`): a key fetch's signature then costs the event
-#: loop nothing, and one thread keeps up with the fetches one event loop can make.
-FETCH_SIGNING_THREADS = 1
+#: loop nothing. Each signature takes the GIL twice (around OpenSSL's work) and waits for it up
+#: to the switch interval each time while the event loop is busy: one thread, near its limit
+#: at 500-580 signatures a second, kept a key fetch waiting 17-21 ms for its own, and Follows
+#: from new senders near that rate (README, Benchmark, ninth pass). Two keep up; a third added
+#: nothing.
+FETCH_SIGNING_THREADS = 2
 ACCEPT_ACTIVITY = f'{ACTIVITY_JSON}, application/ld+json; profile="https://www.w3.org/ns/activitystreams"'
 
 
@@ -120,7 +124,8 @@ class HttpClient:
             allow_private=settings.allow_private_addresses,
             user_agent=self.user_agent,
         )
-        self.signing = SigningThreads(FETCH_SIGNING_THREADS)
+        # Each fetch's signature holds a request: handed back alone, not with its chunk's.
+        self.signing = SigningThreads(FETCH_SIGNING_THREADS, chunk=1)
         #: Only with a transport handed in (unit tests): every request then goes through it.
         self._swapped: httpx.AsyncClient | None = None
         if transport is not None:

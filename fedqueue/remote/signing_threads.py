@@ -26,10 +26,15 @@ _Batch = tuple[asyncio.AbstractEventLoop, list[_Call]]
 
 
 class SigningThreads:
-    """Runs short CPU-bound calls on `count` daemon threads; `close` ends them."""
+    """Runs short CPU-bound calls on `count` daemon threads; `close` ends them.
 
-    def __init__(self, count: int) -> None:
+    `chunk`: calls handed over, and results handed back, together (1: each result as soon as
+    it is made, for calls that each hold a request).
+    """
+
+    def __init__(self, count: int, chunk: int = CHUNK) -> None:
         self._count = count
+        self._chunk = chunk
         self._batches: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
         self._waiting: list[_Call] = []
         self._threads: list[threading.Thread] = []
@@ -60,8 +65,8 @@ class SigningThreads:
 
     def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
         calls, self._waiting = self._waiting, []
-        for start in range(0, len(calls), CHUNK):
-            self._batches.put((loop, calls[start : start + CHUNK]))
+        for start in range(0, len(calls), self._chunk):
+            self._batches.put((loop, calls[start : start + self._chunk]))
 
     def _work(self) -> None:
         while (batch := self._batches.get()) is not None:

@@ -66,3 +66,19 @@ def test_a_call_whose_awaiter_is_gone_is_dropped() -> None:
         asyncio.run(cancelled())
     finally:
         threads.close()
+
+
+async def test_with_chunks_of_one_a_result_does_not_wait_for_the_calls_handed_over_with_it() -> None:
+    """A key fetch's signature holds a request: it comes back as soon as it is made."""
+    gate = threading.Event()
+    threads = SigningThreads(1, chunk=1)
+    try:
+        first = asyncio.ensure_future(threads.run(lambda: 1))
+        blocked = asyncio.ensure_future(threads.run(lambda: gate.wait(10)))
+        assert await asyncio.wait_for(first, 5) == 1
+        assert not blocked.done()
+        gate.set()
+        assert await blocked is True
+    finally:
+        gate.set()
+        threads.close()
