@@ -98,7 +98,7 @@ class GroupCommit(Generic[Write, Result]):
         await self.settled(flushed)
 
     async def settled(self, queued: asyncio.Future[Any]) -> None:
-        """Return once `queued` (an `enqueue`d write) is done; its batch lingers no more."""
+        """Return once `queued` (an `enqueue`d write, or `flushed`'s wait) is done; no lingering."""
         if self._loop is not asyncio.get_running_loop():
             return  # of an earlier event loop: it will never be done
         self._hurried += 1

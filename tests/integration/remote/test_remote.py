@@ -51,6 +51,26 @@ def actor_doc(remote: LoopbackServer, name: str, public_pem: str) -> dict[str, o
     }
 
 
+#: Longer than any test may take: an entry that lingered this long would fail the test's timeout.
+FOREVER_S = 3600.0
+
+
+def cache_entry(uri: str, now: datetime | None = None) -> CachedRemote:
+    """A usable cache entry for `uri`, fetched `now` (default: this moment), good for an hour."""
+    fetched_at = now or utcnow()
+    return CachedRemote(
+        uri=uri,
+        inbox=f"{uri}/inbox",
+        shared_inbox=None,
+        key_id=f"{uri}#main-key",
+        public_key_pem="PEM",
+        document="{}",
+        error=None,
+        fetched_at=fetched_at,
+        expires_at=fetched_at + timedelta(hours=1),
+    )
+
+
 async def test_an_actor_is_fetched_with_a_signed_get_and_then_served_from_the_cache(
     store: Store, client: HttpClient, remote: LoopbackServer
 ) -> None:
@@ -297,17 +317,7 @@ async def test_concurrent_cache_writes_are_all_stored_and_the_last_of_one_actor_
 
     def entry(index: int) -> CachedRemote:
         uri = f"https://r.example/u/{index % 5}"
-        return CachedRemote(
-            uri=uri,
-            inbox=f"{uri}/inbox-{index}",
-            shared_inbox=None,
-            key_id=f"{uri}#main-key",
-            public_key_pem="PEM",
-            document="{}",
-            error=None,
-            fetched_at=now,
-            expires_at=now + timedelta(hours=1),
-        )
+        return replace(cache_entry(uri, now), inbox=f"{uri}/inbox-{index}")
 
     await asyncio.gather(*(store.remote_actors.put(entry(index)) for index in range(20)))
     for actor in range(5):
@@ -364,25 +374,6 @@ async def test_concurrent_lookups_each_get_their_own_entry_key_owner_and_host_sc
         "https://a.example/u",
     ]
     assert [f.host_scheme for f in found] == ["rfc9421", "unknown", "unknown", "rfc9421", "unknown"]
-
-
-#: Longer than any test may take: an entry that lingered this long would fail the test's timeout.
-FOREVER_S = 3600.0
-
-
-def cache_entry(uri: str) -> CachedRemote:
-    now = utcnow()
-    return CachedRemote(
-        uri=uri,
-        inbox=f"{uri}/inbox",
-        shared_inbox=None,
-        key_id=f"{uri}#main-key",
-        public_key_pem="PEM",
-        document="{}",
-        error=None,
-        fetched_at=now,
-        expires_at=now + timedelta(hours=1),
-    )
 
 
 async def test_a_fetched_actor_reaches_the_shared_cache_behind_the_fetch(
