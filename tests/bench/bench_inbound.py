@@ -57,6 +57,7 @@ from fedqueue.follower_sync import HEADER as SYNC_HEADER
 from fedqueue.follower_sync import partial_followers_digest, sync_header
 from fedqueue.signing.keys import KeyPair
 from fedqueue.storage import Store
+from tests import procfs
 from tests.bench import harness
 from tests.bench.harness import FloodResult, SignedRequest
 
@@ -203,7 +204,7 @@ async def fedqueue_run(
         ):
             await harness.wait_listening(port)
             await asyncio.sleep(2 if args.processes > 1 else 0)  # the other processes start too
-            pids = [server.pid, *harness.child_pids(server.pid)] + ([worker.pid] if args.worker_apart else [])
+            pids = [server.pid, *procfs.child_pids(server.pid)] + ([worker.pid] if args.worker_apart else [])
             meter = harness.CpuMeter(pids, harness.database_name(url))
             return await loads_run(
                 world,

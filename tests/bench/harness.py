@@ -47,9 +47,9 @@ from fedqueue.signing.requests import sha256_digest_header
 from fedqueue.storage.migrate import upgrade_to_head
 from fedqueue.storage.tables import DeliveryRow, InboundActivityRow, InboxItemRow, OutboxRow, RemoteActorRow
 from fedqueue.storage.types import utcnow
+from tests.procfs import cpu_seconds, main_thread_cpu_seconds
 
 FEDQUEUE = str(Path(sys.executable).with_name("fedqueue"))
-TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 #: Every wait for a process or a count gives up after this long.
 WAIT_LIMIT_S = 120.0
 
@@ -253,30 +253,6 @@ def machine_line(samples: int = 200) -> str:
 def engines(pg_url: str | None, only: str | None = None) -> list[str]:
     names = ["sqlite"] + (["postgres"] if pg_url else [])
     return [name for name in names if only is None or name == only]
-
-
-# --- CPU from /proc ---------------------------------------------------------------------
-
-
-def _stat_cpu_seconds(stat: Path) -> float:
-    """User + system CPU, in seconds, from a /proc `stat` file (a process's or a thread's)."""
-    fields = stat.read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS_PER_S
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a live process (all its threads), in seconds."""
-    return _stat_cpu_seconds(Path(f"/proc/{pid}/stat"))
-
-
-def main_thread_cpu_seconds(pid: int) -> float:
-    """User + system CPU of a live process's main thread (an asyncio program's event loop)."""
-    return _stat_cpu_seconds(Path(f"/proc/{pid}/task/{pid}/stat"))
-
-
-def child_pids(pid: int) -> list[int]:
-    """The processes `pid` started (those of `serve --processes`, and multiprocessing's helper)."""
-    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
 def postgres_backends(database: str) -> list[int]:
