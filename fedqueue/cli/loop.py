@@ -1,7 +1,8 @@
 """The event loop the long-running commands use: uvloop where it is installed (Linux), else asyncio's.
 
 uvloop's transports are written in C: on loopback the delivery worker spends markedly less
-CPU per POST on them (README, Benchmark). Nothing in fedqueue depends on uvloop otherwise.
+CPU per POST on them (docs/benchmarks/history.md, Single-host fan-out). Nothing in fedqueue
+depends on uvloop otherwise.
 
 The GIL switch interval is shortened too. Signing threads give the GIL up for each RSA
 signature and need it back to hand the result over; with the default 5 ms a busy event loop

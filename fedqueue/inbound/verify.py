@@ -281,7 +281,7 @@ def _attempt(
 
 
 def check_owner(verdict: Verdict, actor_uri: str) -> None:
-    """The key must belong to the activity's actor itself (Mastodon's rule, see README)."""
+    """The key must belong to the activity's actor itself (Mastodon's rule, see docs/inbox.md)."""
     if verdict.owner != actor_uri:
         raise SignatureError(
             f"key {verdict.key_id} belongs to {verdict.owner}, not to the activity's actor {actor_uri}"

@@ -1,6 +1,6 @@
 """Coalescing: which unsent deliveries are redundant, and which must wait (pure: no I/O).
 
-The rules are in `RULES`, numbered as in the README's Coalescing table. They read a
+The rules are in `RULES`, numbered as in the Coalescing table of docs/architecture.md. They read a
 *history*: every delivery row to one inbox about one subject, in any state, in submission
 order (outbox id).
 The storage layer fetches it with one indexed lookup on (inbox, object_id); deliveries of

@@ -42,7 +42,7 @@ from fedqueue.signing.requests import (
 #: How much of a refusing server's body is kept on the delivery row.
 BODY_HEAD_BYTES = 512
 #: Threads that sign deliveries: two kept a 2-core machine's event loop and signing both busy
-#: (README, Benchmark); the event loop, not signing, is the limit beyond that.
+#: (docs/benchmarks/history.md, Single-host fan-out); the event loop, not signing, is the limit beyond that.
 SIGNING_THREADS = 2
 
 

@@ -4,7 +4,7 @@ A webhook belongs to one consumer of one local actor's inbox (the `consumer` of 
 and is sent by the same worker as activities: a row in `deliveries` with `webhook_id` set,
 retried, recorded and shown like any other delivery.
 
-Signature (documented in the README, Webhooks): every POST carries
+Signature (documented in docs/inbox.md, Webhooks): every POST carries
 
     X-Fedqueue-Timestamp: <unix seconds when the POST was signed>
     X-Fedqueue-Signature: sha256=<hex HMAC-SHA256(secret, timestamp + "." + body)>

@@ -3,9 +3,9 @@
 Policy lives here; I/O is in two places. Delivery POSTs, the hot path, and document GETs
 (streamed, decoded as they come by `remote.decoding`, capped) go through `remote.pool.Pool`:
 kept connections and llhttp parsing (`remote.http1`), measured at a fraction of aiohttp's CPU
-per request (README, Benchmark); the pool applies `check_url` itself, and its per-host and
-total caps hold across both. Unit tests hand the client an httpx transport (respx) instead;
-then POSTs and GETs go through httpx over it.
+per request (docs/benchmarks/history.md, Fifth and Sixth pass); the pool applies `check_url`
+itself, and its per-host and total caps hold across both. Unit tests hand the client an httpx
+transport (respx) instead; then POSTs and GETs go through httpx over it.
 
 The address guard (`guard`) works at two depths. `check_url` refuses URLs whose host is an IP
 literal in a forbidden range before any request is made; the pool's resolver refuses names
@@ -58,8 +58,8 @@ ACTIVITY_JSON = "application/activity+json"
 #: loop nothing. Each signature takes the GIL twice (around OpenSSL's work) and waits for it up
 #: to the switch interval each time while the event loop is busy: one thread, near its limit
 #: at 500-580 signatures a second, kept a key fetch waiting 17-21 ms for its own, and Follows
-#: from new senders near that rate (README, Benchmark, ninth pass). Two keep up; a third added
-#: nothing.
+#: from new senders near that rate (docs/benchmarks/history.md, Ninth pass). Two keep up; a
+#: third added nothing.
 FETCH_SIGNING_THREADS = 2
 ACCEPT_ACTIVITY = f'{ACTIVITY_JSON}, application/ld+json; profile="https://www.w3.org/ns/activitystreams"'
 

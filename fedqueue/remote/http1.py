@@ -6,9 +6,10 @@ aiohttp's `ClientSession` that request cost about half of the event loop's time 
 (its request and response models, URL and header objects, tracing, cookie handling); here a POST
 is one buffer (`request_bytes`) written to a kept connection and an answer parsed by llhttp
 (`httptools`, which uvicorn already brings) on a `Connection`, keeping only what a delivery
-records: the status, Retry-After and the head of a refusing body. README, Benchmark, has the
-figures. A GET (a key or actor fetch) is the same exchange with its body streamed instead
-(`Connection.fetch`, `Connection.next_chunk`), decoded and capped by the client.
+records: the status, Retry-After and the head of a refusing body (the figures:
+docs/benchmarks/history.md, Fifth pass). A GET (a key or actor fetch) is the same exchange
+with its body streamed instead (`Connection.fetch`, `Connection.next_chunk`), decoded and
+capped by the client.
 
 What it does not do, because neither needs it: redirects, proxies, cookies, `Expect: 100-continue`.
 """

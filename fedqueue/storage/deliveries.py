@@ -186,7 +186,8 @@ class DeliveryStore:
             eligible.append(d.host.not_in(skip_hosts))
         # One branch per state, each an ordered range of ix_deliveries_due read only as far as
         # it takes: an OR of the states made the database gather and sort every due row first
-        # (258 ms a claim on SQLite with 100,000 due, 53 ms on PostgreSQL; README, Benchmark).
+        # (258 ms a claim on SQLite with 100,000 due, 53 ms on PostgreSQL;
+        # docs/benchmarks/history.md, Sixth pass).
         branches = [
             select(d.id, d.next_attempt_at)
             .where(d.state == state, due_when <= now, *eligible)

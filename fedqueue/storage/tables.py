@@ -201,7 +201,8 @@ class HostRow(SQLModel, table=True):
 class RemoteActorRow(SQLModel, table=True):
     """Cache of fetched remote actor documents and keys; `error` rows are a short negative cache.
 
-    `gone`: an `error` row's fetch answered 410 or 404 (the actor was deleted, see the README).
+    `gone`: an `error` row's fetch answered 410 or 404 (the actor was deleted, see docs/inbox.md,
+    Deleted actors).
     """
 
     __tablename__ = "remote_actors"

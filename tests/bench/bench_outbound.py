@@ -10,7 +10,7 @@ on `--hosts` ports: each port is a host (hosts are tracked with their port).
 - **small**: N activities (Likes of N distinct notes), each to one inbox, written as raw outbox
   INSERTs in one transaction; inbox i is on host i % hosts. A burst worker in this process.
 - **one-host**: one Create to N followers, all on one host (per-host cap 256, as the
-  README's delivery benchmark); followers seeded directly. Burst worker.
+  delivery benchmark, bench_delivery); followers seeded directly. Burst worker.
 - **many-hosts**: one Create to N followers spread over `--hosts` hosts (default caps). Burst worker.
 - **outbox-flood**: a real `fedqueue serve` (HTTP and its worker) with 10 followers on one
   host; a local app in its own process POSTs N notes to the outbox at 8 connections as fast

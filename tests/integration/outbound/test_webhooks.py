@@ -1,4 +1,4 @@
-"""Webhooks end to end: events POSTed to a real loopback app that checks the HMAC as the README shows.
+"""Webhooks end to end: events POSTed to a real loopback app that checks the HMAC as docs/inbox.md shows.
 
 The same worker sends them as activities: retried with backoff, ending `delivered` or `dead`,
 and an ACKed `inbox.new` moves the consumer's pull cursor.
@@ -31,7 +31,7 @@ ALICE = f"{LOCAL}/actors/alice"
 
 
 def verify_like_the_readme(secret: str, headers: dict[str, str], body: bytes) -> bool:
-    """The README's Django view, line for line, on the headers and the raw body."""
+    """The Django view of docs/inbox.md (Webhooks), line for line, on the headers and the raw body."""
     timestamp = headers.get("x-fedqueue-timestamp", "")
     signature = headers.get("x-fedqueue-signature", "")
     if not timestamp.isdigit() or abs(time.time() - int(timestamp)) > 300:
