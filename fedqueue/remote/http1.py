@@ -10,6 +10,10 @@ records: the status, Retry-After and the head of a refusing body. README, Benchm
 figures. A GET (a key or actor fetch) is the same exchange with its body streamed instead
 (`Connection.fetch`, `Connection.next_chunk`), decoded and capped by the client.
 
+What an answer may make a connection hold besides its body is bounded (`Limits`: its head's
+bytes and header lines); past it, or with bytes after a whole answer, the request fails at once
+(`Refused`) and the connection is closed.
+
 What it does not do, because neither needs it: redirects, proxies, cookies, `Expect: 100-continue`.
 """
 
@@ -326,9 +330,11 @@ class Connection(asyncio.Protocol):
         return await self._waiter
 
     def _feed(self, data: bytes) -> None:
-        """Parse `data`, in pieces so that no more than `Limits.head_bytes` go by without progress:
-        httptools holds a header's name and value whole until its end, and would hold an endless
-        one endlessly. A head over the limit is refused at its first byte past it."""
+        """Parse `data` in pieces of at most `Limits.head_bytes`, refusing the answer once a whole
+        piece or more went by without progress (a head's end, body, an answer's end): httptools
+        holds a header's name and value whole until its end, and would hold an endless one
+        endlessly. A head over the limit is refused at its first byte past it; framing or
+        trailers after body, within twice the limit (progress counts for its whole piece)."""
         view = memoryview(data)
         while view and not self.closed:
             room = self._limits.head_bytes - self._stalled

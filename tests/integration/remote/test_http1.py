@@ -37,17 +37,24 @@ def refusals() -> list[str]:
     return []
 
 
-@pytest.fixture
-async def pool(refusals: list[str]) -> AsyncIterator[Pool]:
-    limits = Limits(head_bytes=LIMITS.head_bytes, headers=LIMITS.headers, refused=refusals.append)
-    pool = Pool(
+def new_pool(
+    *, limits: Limits = LIMITS, allow_private: bool = True, tls: ssl.SSLContext | None = None
+) -> Pool:
+    """A pool of 8 requests at once, 2 per host."""
+    return Pool(
         total=8,
         per_host=2,
         connect_timeout_s=5,
-        allow_private=True,
+        allow_private=allow_private,
         user_agent="fedqueue-test",
         limits=limits,
+        tls=tls,
     )
+
+
+@pytest.fixture
+async def pool(refusals: list[str]) -> AsyncIterator[Pool]:
+    pool = new_pool(limits=Limits(LIMITS.head_bytes, LIMITS.headers, refused=refusals.append))
     yield pool
     await pool.close()
 
@@ -315,18 +322,8 @@ async def test_https_checks_the_certificate_against_the_host_name(tmp_path: Path
     serving_tls.load_cert_chain(cert_path, key_path)
     server = await ScriptedServer(lambda _n: ACCEPTED).start(tls=serving_tls)
     url = f"https://localhost:{server.port}/inbox"
-    trusting = Pool(
-        total=4,
-        per_host=2,
-        connect_timeout_s=5,
-        allow_private=True,
-        user_agent="t",
-        limits=LIMITS,
-        tls=ssl.create_default_context(cafile=str(cert_path)),
-    )
-    default = Pool(
-        total=4, per_host=2, connect_timeout_s=5, allow_private=True, user_agent="t", limits=LIMITS
-    )
+    trusting = new_pool(tls=ssl.create_default_context(cafile=str(cert_path)))
+    default = new_pool()
     try:
         assert (await post(trusting, url)).status == 202
         with pytest.raises(ConnectionError, match="certificate verify failed"):
@@ -372,9 +369,7 @@ async def test_an_idle_connection_the_server_gave_up_on_is_let_go(
 
 
 async def test_the_pool_refuses_a_forbidden_address_literal_itself() -> None:
-    guarded = Pool(
-        total=4, per_host=2, connect_timeout_s=5, allow_private=False, user_agent="t", limits=LIMITS
-    )
+    guarded = new_pool(allow_private=False)
     server = await serving(lambda _n: ACCEPTED)
     try:
         with pytest.raises(ForbiddenAddress):
