@@ -71,6 +71,7 @@ class Metrics:
     latency: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS_S))
     attempts: Histogram = field(default_factory=lambda: Histogram(ATTEMPT_BUCKETS))
     worker_errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    client_refusals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
     def delivery_outcome(
         self,
@@ -131,6 +132,10 @@ class Metrics:
         """Record one outbox POST refused with 503 (reason e.g. 'backlog')."""
         self.outbox_refusals[reason] += 1
 
+    def client_refused(self, reason: str) -> None:
+        """Record one answer the HTTP client refused (reason e.g. 'head_too_large', 'body_too_large')."""
+        self.client_refusals[reason] += 1
+
     def render(self) -> list[str]:
         """This process's counters and histograms in Prometheus text exposition format."""
         lines: list[str] = []
@@ -157,6 +162,12 @@ class Metrics:
             "counter",
             "Outbox POSTs refused with 503, by reason (this process).",
             (({"reason": k}, v) for k, v in sorted(self.outbox_refusals.items())),
+        )
+        lines += _family(
+            "fedqueue_http_client_refused_total",
+            "counter",
+            "Answers to outbound requests refused over a cap or out of step, by reason (this process).",
+            (({"reason": k}, v) for k, v in sorted(self.client_refusals.items())),
         )
         lines += _family(
             "fedqueue_worker_errors_total",

@@ -66,6 +66,8 @@ class Settings(BaseSettings):
     max_concurrency: int = Field(ge=1)
     max_concurrency_per_host: int = Field(ge=1)
     max_document_bytes: int = Field(ge=1024)
+    max_response_head_bytes: int = Field(ge=1024, le=16 * 1024 * 1024)
+    max_response_headers: int = Field(ge=10, le=10_000)
     signature_scheme_policy: SchemePolicy
     signature_scheme_recheck_days: float = Field(gt=0)
 

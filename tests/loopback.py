@@ -200,3 +200,53 @@ async def serving(script: Script, **options: float) -> ScriptedServer:
     server = ScriptedServer(script)
     server.delay_s = options.get("delay_s", 0.0)
     return await server.start()
+
+
+@dataclass
+class EndlessServer:
+    """Answers each request (its head; GETs) with `head`, then `piece` again and again, each
+    `interval_s` apart, until the client closes, `most_bytes` are written on the connection or
+    `most_s` pass: a remote server whose answer never ends (an endless header, trailer or body).
+
+    `written` is what it wrote in all, `requests` how many requests it answered.
+    """
+
+    head: bytes
+    piece: bytes
+    interval_s: float = 0.0
+    most_bytes: int = 50 << 20
+    most_s: float = 20.0
+    written: int = 0
+    requests: int = 0
+    port: int = 0
+    _server: asyncio.Server | None = None
+
+    def url(self, path: str = "/users/alice") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            async with asyncio.timeout(self.most_s):
+                await reader.readuntil(b"\r\n\r\n")
+                self.requests += 1
+                writer.write(self.head)
+                sent = len(self.head)
+                while sent < self.most_bytes:
+                    writer.write(self.piece)
+                    sent += len(self.piece)
+                    await writer.drain()
+                    self.written += len(self.piece)
+                    await asyncio.sleep(self.interval_s)
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def start(self) -> EndlessServer:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()

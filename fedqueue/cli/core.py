@@ -229,10 +229,10 @@ async def _serve(
 ) -> None:
     """The HTTP app (on `listening` if given, else on --host/--port) and, if `with_worker`, the worker."""
     store = Store.open(settings.database_url)
-    client = HttpClient(settings)
-    stop = asyncio.Event()
     # One recorder for the process: /metrics shows what the in-process worker did.
     metrics = Metrics()
+    client = HttpClient(settings, metrics=metrics)
+    stop = asyncio.Event()
     # One keyring for the process: the inbox and the worker each parse a key at most once.
     keyring = Keyring(store, Urls(settings.base_url))
     worker = None

@@ -29,7 +29,8 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
 from fedqueue import __version__
-from fedqueue.errors import FedqueueError
+from fedqueue.errors import FedqueueError, TooLarge
+from fedqueue.metrics import Metrics
 from fedqueue.remote.capped import read_capped
 from fedqueue.remote.decoding import ACCEPT_ENCODING, coding_of, decoded
 from fedqueue.remote.guard import (
@@ -37,7 +38,7 @@ from fedqueue.remote.guard import (
     check_url,
     forbidden_cause,
 )
-from fedqueue.remote.http1 import Answer, BadRequestLine
+from fedqueue.remote.http1 import Answer, BadRequestLine, Limits
 from fedqueue.remote.pool import Pool
 from fedqueue.remote.signing_threads import SigningThreads
 from fedqueue.settings import Settings
@@ -71,6 +72,10 @@ class SigningIdentity:
     key_id: str
     private_key: PrivateKeyTypes
 
+
+#: The label of `fedqueue_http_client_refused_total` for a document over `max_document_bytes`
+#: (the others are `http1`'s refusals).
+BODY_TOO_LARGE = "body_too_large"
 
 #: What a request can raise besides our own errors: httpx's (InvalidURL is no HTTPError; unit
 #: tests' transports), sockets', timeouts, and ValueError for what URL or header parsers refuse.
@@ -109,11 +114,19 @@ class SendFailed(FedqueueError):
 class HttpClient:
     """Shared by every fetch and delivery of a process; close it with `aclose`.
 
-    `signing`: threads for the signatures of its fetches (started on first use).
+    `signing`: threads for the signatures of its fetches (started on first use). `metrics`: the
+    process's recorder, told of each answer refused (over a cap, or out of step).
     """
 
-    def __init__(self, settings: Settings, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        transport: httpx.AsyncBaseTransport | None = None,
+        *,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.settings = settings
+        self.metrics = metrics or Metrics()
         self.user_agent = f"fedqueue/{__version__} (+{settings.base_url})"
         self.max_document_bytes = settings.max_document_bytes
         self._total_timeout_s = settings.total_timeout_seconds
@@ -123,6 +136,11 @@ class HttpClient:
             connect_timeout_s=settings.connect_timeout_seconds,
             allow_private=settings.allow_private_addresses,
             user_agent=self.user_agent,
+            limits=Limits(
+                head_bytes=settings.max_response_head_bytes,
+                headers=settings.max_response_headers,
+                refused=self.metrics.client_refused,
+            ),
         )
         # Each fetch's signature holds a request: handed back alone, not with its chunk's.
         self.signing = SigningThreads(FETCH_SIGNING_THREADS, chunk=1)
@@ -204,6 +222,9 @@ class HttpClient:
                         _media_type(answer(b"content-type")),
                         partial(read_capped, body, answer(b"content-length"), cap, "response"),
                     )
+        except TooLarge:
+            self.metrics.client_refused(BODY_TOO_LARGE)
+            raise
         except CLIENT_ERRORS as exc:
             raise FetchError(f"GET {url} failed: {describe_http_error(exc)}") from None
 

@@ -11,6 +11,10 @@ docs/benchmarks/history.md, Fifth pass). A GET (a key or actor fetch) is the sam
 with its body streamed instead (`Connection.fetch`, `Connection.next_chunk`), decoded and
 capped by the client.
 
+What an answer may make a connection hold besides its body is bounded (`Limits`: its head's
+bytes and header lines); past it, or with bytes after a whole answer, the request fails at once
+(`Refused`) and the connection is closed.
+
 What it does not do, because neither needs it: redirects, proxies, cookies, `Expect: 100-continue`.
 """
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import cast
@@ -48,6 +53,26 @@ UNWRITABLE = re.compile(r"[\r\n\0]")
 
 Origin = tuple[str, str, int]
 
+#: Why a `Connection` refused an answer (`Refused.reason`, the label of
+#: `fedqueue_http_client_refused_total`): a head over `Limits.head_bytes`, more headers than
+#: `Limits.headers`, or bytes after a whole answer that nothing asked for.
+HEAD_TOO_LARGE = "head_too_large"
+TOO_MANY_HEADERS = "too_many_headers"
+BYTES_AFTER_ANSWER = "bytes_after_answer"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What an answer may make its connection hold besides its body, and whom to tell of a refusal."""
+
+    #: Bytes of head (status line and headers, with any 1xx answers before them), and of
+    #: anything else but body in a row later (chunk framing, trailers).
+    head_bytes: int
+    #: Header lines of an answer, its trailers and 1xx answers included.
+    headers: int
+    #: Told the reason of each refusal (a metric label).
+    refused: Callable[[str], None]
+
 
 @dataclass(frozen=True)
 class Answer:
@@ -64,6 +89,14 @@ class ServerDisconnected(ConnectionError):
 
 class BadAnswer(ConnectionError):
     """What came back is not an HTTP/1.1 answer."""
+
+
+class Refused(BadAnswer):
+    """An answer past one of the `Limits`, or followed by more: its connection is closed at once."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class BadRequestLine(ValueError):
@@ -118,8 +151,9 @@ class Connection(asyncio.Protocol):
     """One kept connection, one request at a time: a POST's whole answer (`exchange`), or a
     GET's status and headers (`fetch`) and then its body chunk by chunk (`next_chunk`)."""
 
-    def __init__(self, origin: Origin) -> None:
+    def __init__(self, origin: Origin, limits: Limits) -> None:
         self.origin = origin
+        self._limits = limits
         self.transport: asyncio.Transport | None = None
         self.closed = False
         #: Whether the last answer was read to its end and left the connection fit for the next request.
@@ -136,6 +170,11 @@ class Connection(asyncio.Protocol):
         self._waiter: asyncio.Future[Answer] | None = None
         self._streaming = False
         self._head_limit = 0
+        #: Bytes fed since the last progress (a head's end, body, an answer's end), and header
+        #: lines since the request: what `Limits` bounds.
+        self._stalled = 0
+        self._progressed = False
+        self._header_count = 0
         self._status = 0
         self._head = bytearray()
         self._read = 0
@@ -157,11 +196,16 @@ class Connection(asyncio.Protocol):
             self.close()  # nothing was asked: the connection is out of step
             return
         try:
-            self._parser.feed_data(data)
+            self._feed(data)
         except httptools.HttpParserUpgrade:
             self._fail(BadAnswer("the server switched protocols (101) instead of answering"))
+        except httptools.HttpParserCallbackError as exc:
+            refused = exc.__context__  # what a callback raised
+            self._fail(refused if isinstance(refused, Refused) else BadAnswer(f"not an HTTP answer: {exc}"))
         except httptools.HttpParserError as exc:
             self._fail(BadAnswer(f"not an HTTP answer: {exc}"))
+        except Refused as exc:
+            self._fail(exc)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -181,19 +225,27 @@ class Connection(asyncio.Protocol):
     # --- httptools callbacks ---
     def on_message_begin(self) -> None:
         if not self._busy:
-            self.reusable = False  # more came after the whole answer: the connection is out of step
+            # More came after the whole answer, in the same read: the connection is out of step.
+            # Parsing stops here, so that the answer given keeps its own headers and body.
+            self.reusable = False
+            raise self._refuse(BYTES_AFTER_ANSWER, "the server sent more after its whole answer")
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_count += 1
+        if self._header_count > self._limits.headers:
+            raise self._refuse(TOO_MANY_HEADERS, f"the answer has over {self._limits.headers} headers")
         name = name.lower()
         if name in KEPT_HEADERS:
             self.headers[name] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
+        self._progressed = True
         self._status = self._parser.get_status_code()
         if self._streaming and self._status >= 200:
             self._settle()
 
     def on_body(self, body: bytes) -> None:
+        self._progressed = True
         if self._streaming:
             self._chunks.append(body)
             self._buffered += len(body)
@@ -211,6 +263,7 @@ class Connection(asyncio.Protocol):
             self.close()
 
     def on_message_complete(self) -> None:
+        self._progressed = True
         if self._status < 200:  # 1xx: an interim answer, the real one follows
             self._status = 0
             self.headers = {}
@@ -271,9 +324,34 @@ class Connection(asyncio.Protocol):
         self._head = bytearray()
         self.answered = False
         self.reusable = False
+        self._stalled = 0
+        self._header_count = 0
         self._busy = True
         self.transport.write(request)
         return await self._waiter
+
+    def _feed(self, data: bytes) -> None:
+        """Parse `data` in pieces of at most `Limits.head_bytes`, refusing the answer once a whole
+        piece or more went by without progress (a head's end, body, an answer's end): httptools
+        holds a header's name and value whole until its end, and would hold an endless one
+        endlessly. A head over the limit is refused at its first byte past it; framing or
+        trailers after body, within twice the limit (progress counts for its whole piece)."""
+        view = memoryview(data)
+        while view and not self.closed:
+            room = self._limits.head_bytes - self._stalled
+            if room <= 0:
+                raise self._refuse(
+                    HEAD_TOO_LARGE, f"the answer's head is over {self._limits.head_bytes} bytes"
+                )
+            piece, view = view[:room], view[room:]
+            self._progressed = False
+            self._parser.feed_data(piece)
+            self._stalled = 0 if self._progressed else self._stalled + len(piece)
+
+    def _refuse(self, reason: str, message: str) -> Refused:
+        """The refusal to raise, told to `Limits.refused` first."""
+        self._limits.refused(reason)
+        return Refused(reason, message)
 
     def _ends_with_connection(self) -> bool:
         """Whether the answer's body is delimited by the end of the connection (no length, not chunked)."""

@@ -11,7 +11,9 @@ What a pool does:
 - the address guard at its door (`check_url`), and names resolved at most once per
   `DNS_TTL_S` with the addresses the guard forbids dropped (`allowed_addresses`): the
   address connected to is one that was checked;
-- TLS with the system's trust store and SNI.
+- TLS with the system's trust store and SNI;
+- each answer's head bounded by `limits` (`http1.Limits`): past it, the request fails at once
+  and its connection is closed.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from fedqueue.remote.guard import allowed_addresses, check_url
-from fedqueue.remote.http1 import Answer, Connection, Origin, request_bytes, target_of
+from fedqueue.remote.http1 import Answer, Connection, Limits, Origin, request_bytes, target_of
 
 T = TypeVar("T")
 
@@ -105,9 +107,11 @@ class Pool:
         connect_timeout_s: float,
         allow_private: bool,
         user_agent: str,
+        limits: Limits,
         tls: ssl.SSLContext | None = None,
     ) -> None:
         self.user_agent = user_agent
+        self._limits = limits
         self._caps = _Caps(total, per_host)
         self._connect_timeout_s = connect_timeout_s
         self._allow_private = allow_private
@@ -245,7 +249,7 @@ class Pool:
             try:
                 async with asyncio.timeout(self._connect_timeout_s):
                     _transport, connection = await loop.create_connection(
-                        lambda: Connection(origin),
+                        lambda: Connection(origin, self._limits),
                         address,
                         port,
                         family=family,

@@ -172,7 +172,7 @@ def create_app(
             log.warning("admin console disabled: set FEDQUEUE_ADMIN_TOKEN to use /admin")
         client: HttpClient | None = None
         if directory is None:
-            client = HttpClient(settings)
+            client = HttpClient(settings, metrics=app.state.metrics)
             app.state.directory = RemoteDirectory(store, client)
         pruning = asyncio.create_task(prune_forever(store, settings))
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import ssl
+import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -20,17 +21,40 @@ from cryptography.x509.oid import NameOID
 from fedqueue.remote import pool as pools
 from fedqueue.remote.client import HttpClient, SendFailed
 from fedqueue.remote.guard import ForbiddenAddress
-from fedqueue.remote.http1 import DRAIN_BYTES, Answer
+from fedqueue.remote.http1 import DRAIN_BYTES, Answer, Limits
 from fedqueue.remote.pool import Pool
 from fedqueue.settings import load_settings
-from tests.loopback import Script, ScriptedServer, SilentServer, serving
+from tests.loopback import EndlessServer, Script, ScriptedServer, SilentServer, serving
 
 ACCEPTED = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
+#: The defaults' caps (`max_response_head_bytes`, `max_response_headers`); refusals go unrecorded.
+LIMITS = Limits(head_bytes=65_536, headers=100, refused=lambda _reason: None)
 
 
 @pytest.fixture
-async def pool() -> AsyncIterator[Pool]:
-    pool = Pool(total=8, per_host=2, connect_timeout_s=5, allow_private=True, user_agent="fedqueue-test")
+def refusals() -> list[str]:
+    """The reasons of the answers the `pool` fixture's connections refused."""
+    return []
+
+
+def new_pool(
+    *, limits: Limits = LIMITS, allow_private: bool = True, tls: ssl.SSLContext | None = None
+) -> Pool:
+    """A pool of 8 requests at once, 2 per host."""
+    return Pool(
+        total=8,
+        per_host=2,
+        connect_timeout_s=5,
+        allow_private=allow_private,
+        user_agent="fedqueue-test",
+        limits=limits,
+        tls=tls,
+    )
+
+
+@pytest.fixture
+async def pool(refusals: list[str]) -> AsyncIterator[Pool]:
+    pool = new_pool(limits=Limits(LIMITS.head_bytes, LIMITS.headers, refused=refusals.append))
     yield pool
     await pool.close()
 
@@ -298,15 +322,8 @@ async def test_https_checks_the_certificate_against_the_host_name(tmp_path: Path
     serving_tls.load_cert_chain(cert_path, key_path)
     server = await ScriptedServer(lambda _n: ACCEPTED).start(tls=serving_tls)
     url = f"https://localhost:{server.port}/inbox"
-    trusting = Pool(
-        total=4,
-        per_host=2,
-        connect_timeout_s=5,
-        allow_private=True,
-        user_agent="t",
-        tls=ssl.create_default_context(cafile=str(cert_path)),
-    )
-    default = Pool(total=4, per_host=2, connect_timeout_s=5, allow_private=True, user_agent="t")
+    trusting = new_pool(tls=ssl.create_default_context(cafile=str(cert_path)))
+    default = new_pool()
     try:
         assert (await post(trusting, url)).status == 202
         with pytest.raises(ConnectionError, match="certificate verify failed"):
@@ -352,7 +369,7 @@ async def test_an_idle_connection_the_server_gave_up_on_is_let_go(
 
 
 async def test_the_pool_refuses_a_forbidden_address_literal_itself() -> None:
-    guarded = Pool(total=4, per_host=2, connect_timeout_s=5, allow_private=False, user_agent="t")
+    guarded = new_pool(allow_private=False)
     server = await serving(lambda _n: ACCEPTED)
     try:
         with pytest.raises(ForbiddenAddress):
@@ -361,3 +378,77 @@ async def test_the_pool_refuses_a_forbidden_address_literal_itself() -> None:
         await guarded.close()
         await server.stop()
     assert server.requests == []
+
+
+def with_headers(count: int) -> bytes:
+    """A 202 with `count` header lines in all."""
+    extra = b"".join(b"X-Filler-%d: %d\r\n" % (n, n) for n in range(count - 1))
+    return b"HTTP/1.1 202 Accepted\r\n" + extra + b"Content-Length: 0\r\n\r\n"
+
+
+async def test_an_answer_with_the_most_headers_allowed_is_taken(pool: Pool, refusals: list[str]) -> None:
+    statuses, server = await posted(pool, lambda _n: with_headers(LIMITS.headers), 2)
+    assert statuses == [202, 202]
+    assert server.connections == 1
+    assert refusals == []
+
+
+async def test_an_answer_with_more_headers_than_allowed_is_a_failed_post_and_its_connection_closed(
+    pool: Pool, refusals: list[str]
+) -> None:
+    server = await serving(lambda n: with_headers(LIMITS.headers + 1) if n == 0 else ACCEPTED)
+    try:
+        with pytest.raises(ConnectionError, match=f"over {LIMITS.headers} headers"):
+            await post(pool, server.url())
+        assert (await post(pool, server.url())).status == 202
+    finally:
+        await server.stop()
+    assert server.connections == 2
+    assert refusals == ["too_many_headers"]
+
+
+async def test_an_endless_header_is_a_failed_post_at_the_head_cap_holding_no_more(
+    pool: Pool, refusals: list[str]
+) -> None:
+    endless = await EndlessServer(
+        b"HTTP/1.1 202 Accepted\r\nX-Endless: ", b"a" * 65_536, most_bytes=16 << 20
+    ).start()
+    tracemalloc.start()
+    try:
+        with pytest.raises(ConnectionError, match="head is over 65536 bytes"):
+            await post(pool, endless.url("/inbox"))
+        _now, peak_bytes = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        await endless.stop()
+    assert refusals == ["head_too_large"]
+    assert peak_bytes < 2 << 20  # held whole, the 16 MiB header would take twice that at once
+    assert pool._idle == {}
+
+
+async def test_a_head_of_exactly_the_cap_is_taken(pool: Pool, refusals: list[str]) -> None:
+    head = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\nX-Pad: \r\n\r\n"
+    padded = head.replace(b"X-Pad: ", b"X-Pad: " + b"p" * (LIMITS.head_bytes - len(head)))
+    assert len(padded) == LIMITS.head_bytes
+    statuses, _server = await posted(pool, lambda _n: padded, 1)
+    assert statuses == [202]
+    with pytest.raises(ConnectionError, match="head is over"):
+        await posted(pool, lambda _n: padded.replace(b"X-Pad: ", b"X-Pad: p"), 1)
+    assert refusals == ["head_too_large"]
+
+
+async def test_a_second_answer_in_the_same_write_retires_the_connection_and_lends_nothing_to_the_first(
+    pool: Pool, refusals: list[str]
+) -> None:
+    busy = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy"
+    unasked = b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 999\r\nContent-Length: 5\r\n\r\nother"
+    server = await serving(lambda n: busy + unasked if n == 0 else ACCEPTED)
+    try:
+        first = await post(pool, server.url())
+        second = await post(pool, server.url())
+    finally:
+        await server.stop()
+    assert first == Answer(503, b"busy", None)
+    assert second.status == 202
+    assert server.connections == 2  # the first connection, out of step, was never reused
+    assert refusals == ["bytes_after_answer"]

@@ -19,7 +19,8 @@ from fedqueue.remote.client import HttpClient
 from fedqueue.remote.guard import FetchError
 from fedqueue.remote.http1 import PAUSE_BYTES, Connection
 from fedqueue.settings import load_settings
-from tests.loopback import Script, ScriptedServer, serving
+from tests.integration.remote.test_http1 import LIMITS
+from tests.loopback import EndlessServer, Script, ScriptedServer, serving
 
 CAP_BYTES = 65_536
 DOC = b'{"id": "https://remote.example/users/alice", "type": "Person"}'
@@ -48,7 +49,9 @@ def chunked(body: bytes, *headers: bytes, piece_bytes: int = 1000) -> bytes:
     return answer(framed, b"Content-Type: application/json", b"Transfer-Encoding: chunked", *headers)
 
 
-async def fetch(client: HttpClient, server: ScriptedServer, *, read: bool = True) -> tuple[int, str, bytes]:
+async def fetch(
+    client: HttpClient, server: ScriptedServer | EndlessServer, *, read: bool = True
+) -> tuple[int, str, bytes]:
     async with client.get(server.url("/users/alice"), {"accept": "application/activity+json"}) as reply:
         return reply.status, reply.media_type, await reply.read() if read else b""
 
@@ -164,15 +167,26 @@ async def test_bytes_after_a_compressed_stream_that_do_not_decode_are_a_fetch_er
         await fetched(client, lambda _n: sized(body, b"Content-Encoding: " + coding))
 
 
-async def peak_bytes_refusing(client: HttpClient, bomb: bytes) -> int:
-    """The most memory traced while a GET of the gzip `bomb` is refused as too large at the cap.
+async def peak_bytes_refusing(
+    client: HttpClient,
+    bomb: bytes,
+    *,
+    server: EndlessServer | None = None,
+    refusal: type[Exception] = TooLarge,
+    match: str = "over the 65536-byte cap",
+) -> int:
+    """The most memory traced while a GET of the gzip `bomb`, or from the endless `server`, is
+    refused (`refusal`, saying `match`): as too large at the cap unless told otherwise.
 
-    The body is chunked, so no declared length refuses it before it is read.
+    The bomb's body is chunked, so no declared length refuses it before it is read.
     """
     tracemalloc.start()
     try:
-        with pytest.raises(TooLarge, match="over the 65536-byte cap"):
-            await fetched(client, lambda _n: chunked(bomb, b"Content-Encoding: gzip", piece_bytes=65_536))
+        with pytest.raises(refusal, match=match):
+            if server is None:
+                await fetched(client, lambda _n: chunked(bomb, b"Content-Encoding: gzip", piece_bytes=65_536))
+            else:
+                await fetch(client, server)
         _now, peak_bytes = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -296,7 +310,7 @@ class PausableTransport:
 
 
 async def test_a_large_answer_that_arrived_whole_leaves_its_kept_connection_reading() -> None:
-    connection = Connection(("http", "remote.example", 80))
+    connection = Connection(("http", "remote.example", 80), LIMITS)
     transport = PausableTransport()
     connection.connection_made(cast(asyncio.Transport, transport))
     status = asyncio.ensure_future(connection.fetch(b"GET / HTTP/1.1\r\n\r\n"))
@@ -305,3 +319,60 @@ async def test_a_large_answer_that_arrived_whole_leaves_its_kept_connection_read
     assert await status == 200
     assert connection.reusable
     assert not transport.paused  # else, kept idle, it would not see the server close it
+
+
+async def endless(head: bytes, piece: bytes, interval_s: float = 0.0) -> EndlessServer:
+    """A server answering every GET with `head` and then `piece` without end (16 MiB, 20 s at most)."""
+    return await EndlessServer(head, piece, interval_s=interval_s, most_bytes=16 << 20).start()
+
+
+async def test_an_endless_header_is_a_fetch_error_at_the_head_cap_holding_no_more(client: HttpClient) -> None:
+    server = await endless(b"HTTP/1.1 200 OK\r\nX-Endless: ", b"a" * 65_536)
+    try:
+        peak_bytes = await peak_bytes_refusing(
+            client, b"", server=server, refusal=FetchError, match="head is over 65536 bytes"
+        )
+    finally:
+        await server.stop()
+    assert peak_bytes < 2 << 20  # held whole, the 16 MiB header would take twice that at once
+    assert client.metrics.client_refusals == {"head_too_large": 1}
+
+
+async def test_an_endless_trailer_after_a_document_is_a_fetch_error_holding_no_more(
+    client: HttpClient,
+) -> None:
+    head = chunked(DOC)[: -len(b"\r\n")] + b"X-Trailer: "  # the last chunk, then a trailer never ending
+    server = await endless(head, b"t" * 65_536)
+    try:
+        peak_bytes = await peak_bytes_refusing(
+            client, b"", server=server, refusal=FetchError, match="head is over 65536 bytes"
+        )
+    finally:
+        await server.stop()
+    assert peak_bytes < 2 << 20
+
+
+async def test_a_body_dripping_without_end_is_too_large_at_the_cap_holding_no_more(
+    client: HttpClient,
+) -> None:
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    # 4 KiB every 10 ms: the cap is passed in about 0.2 s, long before any timeout.
+    server = await endless(head, b"1000\r\n" + b"b" * 4096 + b"\r\n", interval_s=0.01)
+    try:
+        peak_bytes = await peak_bytes_refusing(client, b"", server=server)
+    finally:
+        await server.stop()
+    assert peak_bytes < 2 << 20
+    assert server.written < 1 << 20  # the client let go at the cap
+    assert client.metrics.client_refusals == {"body_too_large": 1}
+
+
+async def test_a_second_answer_in_the_same_write_lends_nothing_to_the_first_and_retires_the_connection(
+    client: HttpClient,
+) -> None:
+    # Were its headers lent to the first, the first would be gzip, and not decode.
+    unasked = answer(gzip.compress(b"<html>"), b"Content-Encoding: gzip", b"Transfer-Encoding: chunked")
+    bodies, server = await fetched(client, lambda n: sized(DOC) + unasked if n == 0 else sized(DOC), 2)
+    assert bodies == [DOC, DOC]
+    assert server.connections == 2  # the first connection, out of step, was never reused
+    assert client.metrics.client_refusals == {"bytes_after_answer": 1}
