@@ -66,6 +66,12 @@ class Settings(BaseSettings):
     max_concurrency: int = Field(ge=1)
     max_concurrency_per_host: int = Field(ge=1)
     max_document_bytes: int = Field(ge=1024)
+    remote_unverified_cache_entries: int = Field(ge=1)
+    remote_unverified_cache_bytes: int = Field(ge=1024)
+    remote_actor_document_max_bytes: int = Field(ge=1024)
+    remote_failure_cache_entries: int = Field(ge=1)
+    key_refetch_cooldown_seconds: float = Field(ge=0)
+    retention_remote_actors_days: float = Field(gt=0)
     signature_scheme_policy: SchemePolicy
     signature_scheme_recheck_days: float = Field(gt=0)
 
