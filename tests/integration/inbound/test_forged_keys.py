@@ -150,3 +150,26 @@ async def test_a_failed_key_fetch_is_remembered_in_memory_until_it_expires(
     clock.now += timedelta(minutes=6)
     assert (await post(client, PATH, sender.signed(PATH, sender.note_to("alice")))).status_code == 401
     assert len(remote.received("GET", "/users/missing")) == 2
+
+
+async def test_keys_of_unverified_requests_beyond_the_memory_bound_evict_the_oldest(
+    settings: Settings, store: Store, remote: LoopbackServer
+) -> None:
+    await store.actors.create("alice")
+    small = settings.model_copy(update={"remote_unverified_cache_entries": 2})
+    http = HttpClient(small)
+    try:
+        bounded = RemoteDirectory(store, http)
+        async with asgi_client(create_app(small, store, directory=bounded)) as client:
+            for _ in range(FORGED_POSTS):
+                sender = forged_sender(remote)
+                assert (
+                    await post(client, PATH, sender.signed(PATH, sender.note_to("alice")))
+                ).status_code == 401
+            metrics = (await client.get("/metrics")).text
+    finally:
+        await http.aclose()
+    assert "fedqueue_remote_unverified_keys 2\n" in metrics
+    assert f'fedqueue_remote_cache_evictions_total{{cache="unverified"}} {FORGED_POSTS - 2}\n' in metrics
+    figures = bounded.figures()
+    assert 0 < figures.unverified_bytes < 2 * small.remote_actor_document_max_bytes  # slimmed: no summary
