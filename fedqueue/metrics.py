@@ -189,6 +189,11 @@ def gauge(name: str, help_text: str, samples: Iterable[tuple[dict[str, str], flo
     return _family(name, "gauge", help_text, samples)
 
 
+def counter(name: str, help_text: str, samples: Iterable[tuple[dict[str, str], float]]) -> list[str]:
+    """A counter family in text format."""
+    return _family(name, "counter", help_text, samples)
+
+
 def _family(
     name: str, kind: str, help_text: str, samples: Iterable[tuple[dict[str, str], float]]
 ) -> list[str]:

@@ -68,6 +68,12 @@ class Settings(BaseSettings):
     max_document_bytes: int = Field(ge=1024)
     max_response_head_bytes: int = Field(ge=1024, le=16 * 1024 * 1024)
     max_response_headers: int = Field(ge=10, le=10_000)
+    remote_unverified_cache_entries: int = Field(ge=1)
+    remote_unverified_cache_bytes: int = Field(ge=1024)
+    remote_actor_document_max_bytes: int = Field(ge=1024)
+    remote_failure_cache_entries: int = Field(ge=1)
+    key_refetch_cooldown_seconds: float = Field(ge=0)
+    retention_remote_actors_days: float = Field(ge=0)
     signature_scheme_policy: SchemePolicy
     signature_scheme_recheck_days: float = Field(gt=0)
 

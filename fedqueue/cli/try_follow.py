@@ -28,8 +28,9 @@ from fedqueue.inbound.follows import AS_CONTEXT
 from fedqueue.inbound.signature_schemes import InboundRequest
 from fedqueue.inbound.verify import KeyRecord, TimeWindow, precheck, verify_signature
 from fedqueue.remote.client import ACTIVITY_JSON
-from fedqueue.remote.documents import RemoteKey, parse_actor
+from fedqueue.remote.documents import parse_actor
 from fedqueue.remote.guard import FetchError
+from fedqueue.remote.memory import RemoteKey
 from fedqueue.settings import Settings, load_settings
 from fedqueue.signing.keys import generate_key_pair, load_private_key
 from fedqueue.signing.requests import SignatureError, sign_request

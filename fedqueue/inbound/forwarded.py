@@ -42,12 +42,19 @@ class Authenticated:
 
     `forwardable` is True when the actor's own key signed the body (HTTP or LD signature).
     `forwarded_by` is the HTTP signer's actor when it is not the activity's actor.
+    `signed_with` is the key of the HTTP signature that verified (`key_id`'s unless forwarded).
     """
 
     activity: Activity
     key_id: str
     forwardable: bool
     forwarded_by: str | None = None
+    signed_with: str | None = None
+
+    @property
+    def verified_keys(self) -> tuple[str, ...]:
+        """Every key a signature on the request verified with."""
+        return tuple(dict.fromkeys((self.key_id, self.signed_with or self.key_id)))
 
 
 async def authenticate(
@@ -70,7 +77,9 @@ async def authenticate(
     reasons: list[str] = []
     try:
         key_id = await _ld_signed(activity, resolve)
-        return Authenticated(activity, key_id, forwardable=True, forwarded_by=verdict.owner)
+        return Authenticated(
+            activity, key_id, forwardable=True, forwarded_by=verdict.owner, signed_with=verdict.key_id
+        )
     except (ld_signatures.Unusable, ld_signatures.Forged, SignatureError) as exc:
         reasons.append(f"Linked Data signature: {exc}")
     try:

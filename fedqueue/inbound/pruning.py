@@ -1,4 +1,5 @@
-"""Periodic pruning of inbox entries every consumer has seen, and of old tombstones."""
+"""Periodic pruning of inbox entries every consumer has seen, of old tombstones and of cached
+remote actors no one needed lately."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ async def prune_forever(store: Store, settings: Settings) -> None:
     """Prune once per `inbox_prune_interval_seconds` until cancelled; a failed round is logged."""
     retention = timedelta(days=settings.inbox_retention_days)
     tombstone_age = timedelta(hours=settings.inbox_tombstone_hours)
+    actor_age = timedelta(days=settings.retention_remote_actors_days)
     while True:
         try:
             pruned = await store.inbox.prune(utcnow(), retention)
@@ -25,6 +27,10 @@ async def prune_forever(store: Store, settings: Settings) -> None:
             forgotten = await store.tombstones.prune(utcnow() - tombstone_age)
             if forgotten:
                 log.info("forgot %d tombstones older than %s", forgotten, tombstone_age)
+            now = utcnow()
+            dropped = await store.remote_actors.prune(now, now - actor_age)
+            if dropped:
+                log.info("deleted %d cached remote actors not fetched for %s", dropped, actor_age)
         except StorageUnavailable as exc:
             log.warning("inbox pruning skipped: %s", exc)
         await asyncio.sleep(settings.inbox_prune_interval_seconds)

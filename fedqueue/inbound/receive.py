@@ -114,6 +114,8 @@ class Receiver:
                 raise
             await self._depart(activity)
             return "gone_actor"
+        for key_id in authenticated.verified_keys:  # genuine keys: their actors are stored now
+            await self.directory.verified(key_id)
         activity = authenticated.activity  # a forwarded one may be replaced by its re-fetched copy
         check_text("the signature's keyId", authenticated.key_id, URI_CHARS)
         await heard_from(self.store, admission, activity.actor, authenticated.key_id, utcnow())

@@ -8,5 +8,6 @@ or key (cached), or a one-line `FetchError`; for a delivery, the remote server's
 - `signing_threads`: threads that compute RSA signatures off the event loop (fetches, deliveries);
 - `capped`: reading a body of unknown size under a cap;
 - `documents`: remote actors and keys behind a cache and process memory (`RemoteDirectory`);
+- `memory`: what a process remembers of them, bounded (pure), and the slim stored document;
 - `keyring`: local actors' parsed signing keys, one per process, for both flows.
 """

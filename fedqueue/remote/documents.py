@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -20,6 +19,18 @@ from urllib.parse import urldefrag, urlsplit
 from fedqueue.errors import TooLarge
 from fedqueue.remote.client import ACCEPT_ACTIVITY, HttpClient, SigningIdentity, signed_headers
 from fedqueue.remote.guard import FetchError, Gone, check_url, host_of
+from fedqueue.remote.memory import (
+    MEMORY_TTL,
+    ActorMemory,
+    BoundedMemory,
+    CacheFigures,
+    Fetched,
+    RemoteActor,
+    RemoteKey,
+    fetched_bytes,
+    key_of,
+    slim_document,
+)
 from fedqueue.signing.requests import SignatureScheme
 from fedqueue.storable import URI_CHARS, text_problem
 from fedqueue.storage import CachedRemote, Store
@@ -27,34 +38,11 @@ from fedqueue.storage.types import utcnow
 
 ACTOR_TTL = timedelta(hours=24)
 FAILURE_TTL = timedelta(minutes=5)
-#: How long an actor and its key stay in a process's memory (never past its database entry's
-#: expiry): short, so an actor that another `serve` process re-fetched (key rotation) replaces
-#: it here soon too.
-MEMORY_TTL = timedelta(minutes=5)
-#: Actors kept in memory per process, least recently used dropped first.
-MEMORY_ACTORS = 10_000
 _JSON_TYPES = ("application/activity+json", "application/ld+json", "application/json")
 #: Answers to a GET that mean the document was deleted (`Gone`), not that the server failed.
 _GONE_STATUSES = (404, 410)
-#: The size of the URI columns of remote_actors (storage.tables.URI): longer URIs cannot be stored.
 #: A remembered failure's reason is cut to this many characters.
 _REASON_MAX_CHARS = 500
-
-
-@dataclass(frozen=True)
-class RemoteActor:
-    uri: str
-    inbox: str
-    shared_inbox: str | None
-    key_id: str | None
-    public_key_pem: str | None
-
-
-@dataclass(frozen=True)
-class RemoteKey:
-    key_id: str
-    owner: str
-    public_key_pem: str
 
 
 def _same_origin(a: str, b: str) -> bool:
@@ -141,54 +129,15 @@ def parse_actor(doc: Any, uri: str, key_id: str | None = None) -> RemoteActor:
     )
 
 
-class ActorMemory:
-    """Recently used actors and their keys in this process's memory: a cached actor or key
-    reads no database row.
+@dataclass(frozen=True)
+class _Failure:
+    """A fetch that failed, remembered in memory until FAILURE_TTL has passed."""
 
-    Bounded (least recently used dropped first) and each entry expires at its database entry's
-    expiry or after `ttl`, whichever comes first. One entry per actor: an actor fetched afresh
-    with another key drops the old one, as its database row does.
-    """
+    reason: str
+    gone: bool
 
-    def __init__(self, ttl: timedelta = MEMORY_TTL, size: int = MEMORY_ACTORS) -> None:
-        self._ttl = ttl
-        self._size = size
-        self._actors: OrderedDict[str, tuple[RemoteActor, datetime]] = OrderedDict()
-        self._by_key: dict[str, str] = {}
-
-    def actor(self, uri: str, now: datetime) -> RemoteActor | None:
-        found = self._actors.get(uri)
-        if found is None:
-            return None
-        actor, expires_at = found
-        if expires_at <= now:
-            self.forget(uri)
-            return None
-        self._actors.move_to_end(uri)
-        return actor
-
-    def key(self, key_id: str, now: datetime) -> RemoteKey | None:
-        """The key `key_id` and its owner, if a remembered actor lists it."""
-        uri = self._by_key.get(key_id)
-        actor = None if uri is None else self.actor(uri, now)
-        if actor is None or actor.key_id != key_id or not actor.public_key_pem:
-            return None
-        return RemoteKey(key_id=key_id, owner=actor.uri, public_key_pem=actor.public_key_pem)
-
-    def put(self, actor: RemoteActor, now: datetime, expires_at: datetime) -> None:
-        self.forget(actor.uri)
-        self._actors[actor.uri] = (actor, min(expires_at, now + self._ttl))
-        if actor.key_id is not None and actor.public_key_pem:
-            self._by_key[actor.key_id] = actor.uri
-        while len(self._actors) > self._size:
-            self.forget(next(iter(self._actors)))
-
-    def forget(self, uri: str) -> None:
-        """Drop the actor at `uri` and its key (its document could not be fetched, or it expired)."""
-        found = self._actors.pop(uri, None)
-        key_id = None if found is None else found[0].key_id
-        if key_id is not None and self._by_key.get(key_id) == uri:
-            del self._by_key[key_id]
+    def error(self) -> FetchError:
+        return (Gone if self.gone else FetchError)(self.reason)
 
 
 class RemoteDirectory:
@@ -197,34 +146,55 @@ class RemoteDirectory:
     A fetch is signed on the client's signing threads, with the scheme the host's deliveries
     found it to take; what a fetch needs to know beforehand is one database read
     (`RemoteActorStore.lookup`).
+
+    What an unauthenticated request makes it fetch stays in memory, bounded: a key's actor is
+    held in the unverified memory (`remote_unverified_cache_entries` and `_bytes`, least recently
+    used dropped first) and stored only once a signature made with that key verifies
+    (`verified`); a failure is remembered in memory (`remote_failure_cache_entries`) for
+    FAILURE_TTL; a key is fetched again at most once per `key_refetch_cooldown_seconds`.
+    Actors fetched by `actor` (for deliveries, or named by a verified request) are stored.
     """
 
     def __init__(self, store: Store, client: HttpClient, clock: Callable[[], datetime] = utcnow) -> None:
+        settings = client.settings
         self._store = store
         self._client = client
         self._clock = clock
         self._memory = ActorMemory()
+        self._document_bytes = settings.remote_actor_document_max_bytes
+        self._cooldown = timedelta(seconds=settings.key_refetch_cooldown_seconds)
+        self._unverified = BoundedMemory[str, Fetched](
+            settings.remote_unverified_cache_entries, settings.remote_unverified_cache_bytes, fetched_bytes
+        )
+        self._failures = BoundedMemory[str, _Failure](settings.remote_failure_cache_entries)
+        #: The keys fetched again lately (for the cooldown), each until its cooldown ends.
+        self._refetched = BoundedMemory[str, datetime](settings.remote_failure_cache_entries)
+        self._refetches_skipped = 0
 
     async def actor(self, uri: str, signer: SigningIdentity | None, *, refresh: bool = False) -> RemoteActor:
-        """The actor at `uri`; FetchError (also remembered for a few minutes) if it is unusable."""
+        """The actor at `uri`, stored; FetchError (also remembered for a few minutes) if it is unusable."""
         uri = urldefrag(_checked_url(uri, "actor URI")).url
         now = self._clock()
         if not refresh:
             remembered = self._memory.actor(uri, now)
             if remembered is not None:
                 return remembered
+            failed = self._failures.get(uri, now)
+            if failed is not None:
+                raise failed.error()
         lookup = await self._store.remote_actors.lookup(uri, None, host_of(uri), now)
         if not refresh and lookup.entry is not None:
             actor = self._from_cache(lookup.entry)
             self._memory.put(actor, now, lookup.entry.expires_at)
             return actor
         try:
-            doc, raw = await self.fetch_json(uri, signer, scheme=self._scheme(lookup.host_scheme))
+            doc, _raw = await self.fetch_json(uri, signer, scheme=self._scheme(lookup.host_scheme))
             actor = parse_actor(doc, uri)
         except FetchError as exc:
-            await self._remember_failure(uri, exc, now)
+            self._memory.forget(uri)
+            self._remember_failure(uri, exc, now)
             raise
-        await self._remember(actor, raw, now)
+        await self._remember(actor, slim_document(doc, self._document_bytes), now)
         return actor
 
     async def key(
@@ -237,15 +207,26 @@ class RemoteDirectory:
     ) -> RemoteKey:
         """The public key `key_id` and the actor that claims it; FetchError if there is none.
 
-        `deadline` (the event loop's clock) ends the fetches early; a fetch cut short by it is
-        a failure like any other, remembered for a few minutes.
+        A key fetched here is held in memory, not stored, until `verified` says a signature made
+        with it verified; what the latest fetch brought comes first. `refresh` fetches the key
+        again, unless it was fetched again less than `key_refetch_cooldown_seconds` ago (that
+        fetch's answer is used). `deadline` (the event loop's clock) ends the fetches early; a fetch cut
+        short by it is a failure like any other, remembered for a few minutes.
         """
         now = self._clock()
         url = urldefrag(_checked_url(key_id, "key id")).url
+        if refresh and self._refetched.get(key_id, now) is not None:
+            refresh = False  # what the last refetch brought is still the answer
+            self._refetches_skipped += 1
+        elif refresh:  # counted before the fetch: concurrent refetches of the key are skipped too
+            self._refetched.put(key_id, now, now + self._cooldown)
         if not refresh:
-            remembered = self._memory.key(key_id, now)
+            remembered = self._unverified_key(key_id, now) or self._memory.key(key_id, now)
             if remembered is not None:
                 return remembered
+            failed = self._failures.get(key_id, now) or self._failures.get(url, now)
+            if failed is not None:
+                raise failed.error()
         lookup = await self._store.remote_actors.lookup(url, None if refresh else key_id, host_of(url), now)
         owner = lookup.key_owner
         if owner is not None and owner.public_key_pem:
@@ -256,24 +237,60 @@ class RemoteDirectory:
             raise _remembered(lookup.entry)
         try:
             scheme = self._scheme(lookup.host_scheme)
-            doc, raw = await self.fetch_json(url, signer, deadline=deadline, scheme=scheme)
-            if "publicKeyPem" in doc and "inbox" not in doc:  # a separate key document
-                owner_uri = doc.get("owner")
-                if not isinstance(owner_uri, str):
-                    raise FetchError(f"key document {key_id} names no owner")
-                same_host = host_of(owner_uri) == host_of(url)
-                url = _checked_url(owner_uri, "key owner")
-                doc, raw = await self.fetch_json(
-                    url, signer, deadline=deadline, scheme=scheme if same_host else None
-                )
-            actor = parse_actor(doc, url, key_id)
-            if actor.key_id != key_id or not actor.public_key_pem:
+            doc, actor_url = await self._fetch_key_owner(key_id, url, signer, deadline, scheme)
+            actor = parse_actor(doc, actor_url, key_id)
+            key = key_of(actor, key_id)
+            if key is None:
                 raise FetchError(f"actor {actor.uri} does not list key {key_id}")
         except FetchError as exc:
-            await self._remember_failure(urldefrag(key_id).url, exc, now)
+            self._remember_failure(key_id, exc, now)
             raise
-        await self._remember(actor, raw, now)
-        return RemoteKey(key_id=key_id, owner=actor.uri, public_key_pem=actor.public_key_pem)
+        fetched = Fetched(actor, slim_document(doc, self._document_bytes), now)
+        self._unverified.put(key_id, fetched, now + MEMORY_TTL)
+        return key
+
+    async def _fetch_key_owner(
+        self,
+        key_id: str,
+        url: str,
+        signer: SigningIdentity | None,
+        deadline: float | None,
+        scheme: SignatureScheme,
+    ) -> tuple[dict[str, Any], str]:
+        """The document that should list `key_id` and its URL: the one at `url`, or the owner's
+        that a key document there names."""
+        doc, _raw = await self.fetch_json(url, signer, deadline=deadline, scheme=scheme)
+        if "publicKeyPem" in doc and "inbox" not in doc:  # a separate key document
+            owner_uri = doc.get("owner")
+            if not isinstance(owner_uri, str):
+                raise FetchError(f"key document {key_id} names no owner")
+            same_host = host_of(owner_uri) == host_of(url)
+            url = _checked_url(owner_uri, "key owner")
+            doc, _raw = await self.fetch_json(
+                url, signer, deadline=deadline, scheme=scheme if same_host else None
+            )
+        return doc, url
+
+    def _unverified_key(self, key_id: str, now: datetime) -> RemoteKey | None:
+        fetched = self._unverified.get(key_id, now)
+        return None if fetched is None else key_of(fetched.actor, key_id)
+
+    async def verified(self, key_id: str) -> None:
+        """A signature made with `key_id` verified: store its actor, if a request fetched it."""
+        fetched = self._unverified.pop(key_id)
+        if fetched is not None:
+            await self._remember(fetched.actor, fetched.document, fetched.fetched_at)
+
+    def figures(self) -> CacheFigures:
+        """The sizes and counters of the directory's memories."""
+        return CacheFigures(
+            unverified_entries=len(self._unverified),
+            unverified_bytes=self._unverified.bytes,
+            unverified_evictions=self._unverified.evictions,
+            failures=len(self._failures),
+            failure_evictions=self._failures.evictions,
+            refetches_skipped=self._refetches_skipped,
+        )
 
     async def fetch_json(
         self,
@@ -334,12 +351,12 @@ class RemoteDirectory:
             return "cavage"
         return "rfc9421" if host_scheme == "rfc9421" else "cavage"
 
-    async def _remember(self, actor: RemoteActor, raw: str, now: datetime) -> None:
-        """Cache a fetched actor; its inboxes that once answered 410 Gone are worth trying again.
+    async def _remember(self, actor: RemoteActor, document: str | None, fetched_at: datetime) -> None:
+        """Store a fetched actor; its inboxes that once answered 410 Gone are worth trying again.
 
         Written behind: this process has it in memory already, and nothing waits on the row.
         """
-        self._memory.put(actor, now, now + ACTOR_TTL)
+        self._memory.put(actor, self._clock(), fetched_at + ACTOR_TTL)
         await self._store.remote_actors.put_behind(
             CachedRemote(
                 uri=actor.uri,
@@ -347,32 +364,19 @@ class RemoteDirectory:
                 shared_inbox=actor.shared_inbox,
                 key_id=actor.key_id,
                 public_key_pem=actor.public_key_pem,
-                document=raw,
+                document=document,
                 error=None,
-                fetched_at=now,
-                expires_at=now + ACTOR_TTL,
+                fetched_at=fetched_at,
+                expires_at=fetched_at + ACTOR_TTL,
             )
         )
 
-    async def _remember_failure(self, uri: str, exc: FetchError, now: datetime) -> None:
-        # The reason may quote a fetched document: make it one storable line.
+    def _remember_failure(self, name: str, exc: FetchError, now: datetime) -> None:
+        """Remember in memory, for FAILURE_TTL, that fetching `name` (a URI or key id) failed."""
+        # The reason may quote a fetched document: make it one bounded line.
         reason = " ".join(str(exc).replace("\x00", "\\0").split())[:_REASON_MAX_CHARS]
         reason = reason.encode("utf-8", "backslashreplace").decode("utf-8")
-        self._memory.forget(uri)
-        await self._store.remote_actors.put(
-            CachedRemote(
-                uri=uri,
-                inbox=None,
-                shared_inbox=None,
-                key_id=None,
-                public_key_pem=None,
-                document=None,
-                error=reason,
-                fetched_at=now,
-                expires_at=now + FAILURE_TTL,
-                gone=isinstance(exc, Gone),
-            )
-        )
+        self._failures.put(name, _Failure(reason, isinstance(exc, Gone)), now + FAILURE_TTL)
 
     @staticmethod
     def _from_cache(cached: CachedRemote) -> RemoteActor:

@@ -1,4 +1,8 @@
-"""Cache of remote actor documents and keys, with expiry; failures are cached briefly too."""
+"""Cache of remote actor documents and keys, with expiry, pruned when unused (`prune`).
+
+Failures are remembered in the fetching process's memory (`remote.documents`); rows with an
+`error` are only those an older version wrote, deleted by `prune` once expired.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,18 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from sqlalchemy import CompoundSelect, Executable, bindparam, delete, literal, null, select, union_all
+from sqlalchemy import (
+    CompoundSelect,
+    Executable,
+    and_,
+    bindparam,
+    delete,
+    literal,
+    null,
+    or_,
+    select,
+    union_all,
+)
 
 from fedqueue.storage.database import Database, refuse_unstorable
 from fedqueue.storage.group_commit import GroupCommit
@@ -234,6 +249,19 @@ class RemoteActorStore:
     async def flushed(self) -> None:
         """Return once every entry `put_behind` queued so far is stored or failed."""
         await self._writes.flushed()
+
+    async def prune(self, now: datetime, before: datetime) -> int:
+        """Delete the entries fetched before `before` and the remembered failures expired by `now`.
+
+        Returns how many. An actor in use is fetched again once its entry expires, so only
+        actors no request or delivery needed lately are deleted (fetched again when next needed).
+        """
+        old = or_(
+            _remote.c.fetched_at < before, and_(_remote.c.error.is_not(None), _remote.c.expires_at <= now)
+        )
+        async with self._db.transaction() as conn:
+            deleted = await conn.execute(delete(_remote).where(old))
+        return int(deleted.rowcount or 0)
 
     async def _put_batch(self, entries: Sequence[CachedRemote]) -> list[None]:
         """The entries in one transaction: a URI that comes twice keeps its last entry, as one by one."""

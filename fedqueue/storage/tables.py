@@ -199,7 +199,11 @@ class HostRow(SQLModel, table=True):
 
 
 class RemoteActorRow(SQLModel, table=True):
-    """Cache of fetched remote actor documents and keys; `error` rows are a short negative cache.
+    """Cache of fetched remote actors: delivery recipients, and senders whose signature verified.
+
+    `document` holds only the fields fedqueue uses (`remote.memory.slim_document`), capped in
+    size. Rows not fetched again for `retention_remote_actors_days` are pruned. `error` rows
+    (a short negative cache) are written by older versions only: failures are kept in memory.
 
     `gone`: an `error` row's fetch answered 410 or 404 (the actor was deleted, see docs/inbox.md,
     Deleted actors).

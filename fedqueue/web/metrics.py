@@ -6,7 +6,9 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from fedqueue.metrics import Metrics, gauge
+from fedqueue.metrics import Metrics, counter, gauge
+from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.memory import CacheFigures
 from fedqueue.storage.admin_views import CIRCUIT_STATES, DELIVERY_STATES
 from fedqueue.web.responses import store_of
 
@@ -51,7 +53,43 @@ async def metrics_endpoint(request: Request) -> Response:
         "Age of the oldest outbox row pending or expanding (0: none).",
         [({}, round(stats.oldest_outbox_age_s, 3))],
     )
+    directory: RemoteDirectory | None = request.app.state.directory
+    if directory is not None:
+        lines += remote_cache_lines(directory.figures())
     return PlainTextResponse("\n".join(lines) + "\n", media_type=CONTENT_TYPE)
+
+
+def remote_cache_lines(figures: CacheFigures) -> list[str]:
+    """The remote actor directory's memories: what unverified requests made this process hold."""
+    lines = gauge(
+        "fedqueue_remote_unverified_keys",
+        "Keys fetched for requests whose signature has not verified, held in memory (this process).",
+        [({}, figures.unverified_entries)],
+    )
+    lines += gauge(
+        "fedqueue_remote_unverified_bytes",
+        "Characters of the documents and keys those entries hold (this process).",
+        [({}, figures.unverified_bytes)],
+    )
+    lines += gauge(
+        "fedqueue_remote_failures_remembered",
+        "Failed actor and key fetches remembered in memory (this process).",
+        [({}, figures.failures)],
+    )
+    lines += counter(
+        "fedqueue_remote_cache_evictions_total",
+        "Entries dropped from a full memory, least recently used first (this process).",
+        [
+            ({"cache": "unverified"}, figures.unverified_evictions),
+            ({"cache": "failures"}, figures.failure_evictions),
+        ],
+    )
+    lines += counter(
+        "fedqueue_key_refetches_skipped_total",
+        "Key refetches not made because the key was fetched within key_refetch_cooldown_seconds.",
+        [({}, figures.refetches_skipped)],
+    )
+    return lines
 
 
 routes = [Route("/metrics", metrics_endpoint, methods=["GET"])]

@@ -34,8 +34,11 @@ async def fetch_signer(request: Request) -> Verdict | None:
     window = TimeWindow(settings.signature_max_age_seconds, settings.signature_max_skew_seconds)
     candidates = precheck(signed, utcnow(), window, limit=settings.inbound_max_signatures)
     signer = await keyring_of(request).instance()
-    resolve = key_resolver(directory_of(request), signer, settings.inbound_verify_timeout_seconds)
-    return await verify_signature(candidates, resolve, None)
+    directory = directory_of(request)
+    resolve = key_resolver(directory, signer, settings.inbound_verify_timeout_seconds)
+    verdict = await verify_signature(candidates, resolve, None)
+    await directory.verified(verdict.key_id)  # a genuine key: its actor is stored now
+    return verdict
 
 
 async def require_signer(request: Request, what: str) -> Verdict:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import json
 import logging
@@ -16,6 +17,7 @@ import pytest
 from aiohttp import web
 from sqlalchemy import insert
 
+from fedqueue.inbound.pruning import prune_forever
 from fedqueue.remote.client import HttpClient, SendFailed, SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import FetchError
@@ -25,6 +27,7 @@ from fedqueue.signing.requests import parse_cavage_signature, verify_cavage
 from fedqueue.storage import CachedRemote, Store, remote_actors
 from fedqueue.storage.tables import GoneInboxRow, HostRow
 from fedqueue.storage.types import utcnow
+from tests.forged import remote_actor_bytes
 from tests.loopback import LoopbackServer
 
 _hosts = HostRow.__table__  # type: ignore[attr-defined]
@@ -263,9 +266,7 @@ async def test_an_actor_document_with_an_unstorable_field_is_refused_and_nothing
     assert "\n" not in str(caught.value)
     with pytest.raises(FetchError, match=re.escape(reason)):
         await directory.key(f"{uri}#main-key", None)
-    cached = await store.remote_actors.get(uri, utcnow())
-    assert cached is not None and cached.error is not None
-    assert (cached.inbox, cached.shared_inbox, cached.key_id, cached.document) == (None, None, None, None)
+    assert await store.remote_actors.get(uri, utcnow()) is None  # the failure is remembered in memory
     assert len(remote.received("GET", "/users/bob")) == 1
 
 
@@ -456,3 +457,57 @@ async def test_a_cache_write_clears_only_the_gone_marks_older_than_its_fetch(
         )
     await store.remote_actors.flushed()
     assert await store.audience.gone([entry.inbox, entry.shared_inbox]) == {entry.shared_inbox}
+
+
+async def test_cached_actors_not_fetched_for_the_retention_and_expired_failures_are_pruned(
+    store: Store, settings: Settings
+) -> None:
+    """The inbox pruning bounds remote_actors: what no request or delivery needed lately goes."""
+    now = utcnow()
+    old = cache_entry("https://r.example/u/old", now - timedelta(days=31))
+    recent = cache_entry("https://r.example/u/recent", now - timedelta(days=29))
+    failed = CachedRemote(
+        uri="https://r.example/u/failed",
+        inbox=None,
+        shared_inbox=None,
+        key_id=None,
+        public_key_pem=None,
+        document=None,
+        error="GET answered 500",
+        fetched_at=now - timedelta(minutes=6),
+        expires_at=now - timedelta(minutes=1),
+    )
+    for entry in (old, recent, failed):
+        await store.remote_actors.put(entry)
+    pruning = asyncio.create_task(prune_forever(store, settings))
+    try:
+        for _ in range(100):
+            if await store.remote_actors.get(old.uri, old.fetched_at) is None:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        pruning.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await pruning
+    assert settings.retention_remote_actors_days == 30
+    assert await store.remote_actors.get(old.uri, old.fetched_at) is None
+    assert await store.remote_actors.get(failed.uri, failed.fetched_at) is None
+    assert await store.remote_actors.get(recent.uri, recent.fetched_at) is not None
+
+
+async def test_remembered_failures_are_bounded_in_count_the_oldest_forgotten_first(
+    store: Store, remote: LoopbackServer, settings: Settings
+) -> None:
+    small = settings.model_copy(update={"remote_failure_cache_entries": 2})
+    http = HttpClient(small)
+    try:
+        directory = RemoteDirectory(store, http)
+        for name in ("a", "b", "c", "c", "a"):
+            with pytest.raises(FetchError, match="answered 404"):
+                await directory.key(remote.url(f"/users/{name}#main-key"), None)
+        figures = directory.figures()
+    finally:
+        await http.aclose()
+    assert [len(remote.received("GET", f"/users/{name}")) for name in "abc"] == [2, 1, 1]
+    assert (figures.failures, figures.failure_evictions) == (2, 2)
+    assert await remote_actor_bytes(store) == (0, 0)
