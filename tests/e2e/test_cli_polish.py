@@ -1,4 +1,4 @@
-"""The CLI as a person meets it: help for every command, status failing first and paged, block and unblock, --watch."""
+"""The CLI as a person meets it: help for every command, status (failing first, paged), block, --watch."""
 
 from __future__ import annotations
 
