@@ -42,11 +42,17 @@ class FanoutViews:
     async def page(self, outbox_id: int, query: StatusQuery) -> FanoutPage:
         """The counts per state and the page `query` names, read on one connection."""
         d = _deliveries.c
-        counts_query = (
-            select(d.state, func.count().label("n")).where(d.outbox_id == outbox_id).group_by(d.state)
+        # One count per state, each an index-only range: on PostgreSQL a GROUP BY over the
+        # activity's rows read the heap (25 ms for 50,000 rows against 6.5 ms for these).
+        counts_query = select(
+            *[
+                select(func.count()).where(d.outbox_id == outbox_id, d.state == state).scalar_subquery()
+                for state in STATUS_ORDER
+            ]
         )
         async with self._db.reading() as conn:
-            counts = {state: int(n) for state, n in (await conn.execute(counts_query)).all()}
+            numbers = (await conn.execute(counts_query)).one()
+            counts = {state: int(n) for state, n in zip(STATUS_ORDER, numbers, strict=True) if n}
             states = [s for s in query.states() if counts.get(s)]
             rows = (await conn.execute(_page_query(outbox_id, states, query))).all() if states else []
         page = rows[: query.limit]
@@ -66,6 +72,9 @@ def _page_query(outbox_id: int, states: list[str], query: StatusQuery) -> Any:
             branch = branch.where(d.id > query.after.id)
         # Wrapped, so each branch keeps its own ORDER BY and LIMIT (SQLite allows them only there).
         branches.append(select(branch.order_by(d.id).limit(query.limit + 1).subquery()))
-    ids = (union_all(*branches) if len(branches) > 1 else branches[0]).subquery("page")
+    merged = (union_all(*branches) if len(branches) > 1 else branches[0]).subquery("merged")
+    # The page's ids are cut to `limit + 1` before the join, so the rows are fetched by id, one
+    # each (PostgreSQL otherwise merge-joins the ~6 x limit ids against the whole primary key).
+    ids = select(merged).order_by(merged.c.rank, merged.c.id).limit(query.limit + 1).subquery("page")
     joined = with_host(select(_deliveries, _outbox.c.activity_id), ids.join(_deliveries, ids.c.id == d.id))
-    return joined.order_by(ids.c.rank, ids.c.id).limit(query.limit + 1)
+    return joined.order_by(ids.c.rank, ids.c.id)

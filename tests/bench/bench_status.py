@@ -81,6 +81,7 @@ async def measure(url: str, size: int, reads: int, without_index: bool) -> list[
                 "limit=500": {"limit": "500"},
             }
             for name, params in cases.items():
+                await client.get(status_url, params=params, headers=auth)  # statement caches warm
                 timings_ms, size_bytes = [], 0
                 cpu_before = harness.postgres_cpu_seconds(database) if database else 0.0
                 for _ in range(reads):

@@ -35,7 +35,7 @@ async def client(settings: Settings, store: Store) -> AsyncIterator[httpx.AsyncC
 
 async def _walk(client: httpx.AsyncClient, url: str) -> list[dict[str, Any]]:
     """Every page from `url` on, following `next` (bounded)."""
-    pages = []
+    pages: list[dict[str, Any]] = []
     next_url: str | None = url
     for _ in range(1000):
         if next_url is None:
