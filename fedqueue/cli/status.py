@@ -1,4 +1,6 @@
-"""`fedqueue status ACTIVITY_ID [--json] [--watch]`: one activity's fan-out, for a person.
+"""`fedqueue status ACTIVITY_ID [--state S] [--limit N] [--cursor C] [--json] [--watch]`: one
+activity's fan-out, for a person: counts per state and one page of deliveries, failing and in-flight
+first (`outbound.status_order`), with the command for the next page.
 
 `--watch` on a terminal redraws the whole view in place (rich's Live) until the activity is
 complete, then prints the final view in full; elsewhere (a pipe, a file) it waits and prints
@@ -21,6 +23,14 @@ from rich.text import Text
 from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.outbound.status import ActivityStatus, activity_status, parse_ref
+from fedqueue.outbound.status_order import (
+    DEFAULT_STATUS_PAGE,
+    MAX_STATUS_PAGE,
+    STATUS_ORDER,
+    StatusQuery,
+    decode_cursor,
+    parse_limit,
+)
 from fedqueue.storage import Store
 from fedqueue.urls import Urls
 
@@ -28,8 +38,6 @@ STATE_ORDER = ("queued", "sending", "failed", "delivered", "dead", "coalesced")
 BAR_CHARS = 40
 #: --watch gives up after this many refreshes (a day at one per second).
 WATCH_MAX_REFRESHES = 86_400
-#: Rows shown per section (failing, waiting, coalesced); the rest are counted.
-SECTION_ROWS = 20
 INBOX_CHARS = 60
 
 
@@ -38,16 +46,32 @@ def register(commands: Subparsers) -> None:
         commands,
         "status",
         "an activity's deliveries: counts, failing inboxes, and why the rest wait",
-        "Show one activity's fan-out: deliveries per state, a progress bar, then by delivery id "
+        "Show one activity's fan-out: deliveries per state, a progress bar, then one page of "
+        "deliveries (failed, sending, queued, dead, delivered, coalesced; by id within each): "
         "the inboxes that failed or are dead (with the reason), the ones waiting and why (host "
         "paused, circuit open until the next probe, backoff until the next attempt), and the "
-        "ones coalesced. ACTIVITY is an outbox id, an activity URI or a status URL.",
-        ["fedqueue status 42", "fedqueue status 42 --watch", "fedqueue status 42 --json"],
+        "ones coalesced; last, the command for the next page. ACTIVITY is an outbox id, an "
+        "activity URI or a status URL.",
+        [
+            "fedqueue status 42",
+            "fedqueue status 42 --state dead --limit 500",
+            "fedqueue status 42 --watch",
+            "fedqueue status 42 --json",
+        ],
     )
     status.add_argument("activity", metavar="ACTIVITY", help="outbox id, activity URI or status URL")
+    status.add_argument("--state", choices=STATUS_ORDER, help="only deliveries in this state")
+    status.add_argument(
+        "--limit",
+        default=str(DEFAULT_STATUS_PAGE),
+        help=f"deliveries per page, at most {MAX_STATUS_PAGE} (default: {DEFAULT_STATUS_PAGE})",
+    )
+    status.add_argument("--cursor", help="the page after the one that printed this cursor")
     status.add_argument("--json", action="store_true", help="the status document as JSON")
     status.add_argument(
-        "--watch", action="store_true", help="redraw until the activity is complete, then print it"
+        "--watch",
+        action="store_true",
+        help="redraw the counts and the first page until the activity is complete, then print it",
     )
     status.add_argument("--interval", type=float, default=1.0, help=argparse.SUPPRESS)
     status.set_defaults(run=run_status)
@@ -70,20 +94,28 @@ def _to(delivery: dict[str, Any]) -> str:
 
 
 def _section(title: str, rows: list[dict[str, Any]], reason: str) -> list[str]:
-    """One titled table: id, inbox, state, tries and a reason column, at most SECTION_ROWS rows."""
+    """One titled table: id, inbox, state, tries and a reason column."""
     width = min(INBOX_CHARS, max(len(_to(d)) for d in rows))
     lines = ["", f"{title}:", f"{'id':>8}  {'inbox':<{width}}  {'state':<9}  {'tries':>5}  {reason}"]
-    for d in rows[:SECTION_ROWS]:
+    for d in rows:
         lines.append(
             f"{d['id']:>8}  {_to(d)[:width]:<{width}}  {d['state']:<9}  {d['attempts']:>5}  {d['why']}"
         )
-    if len(rows) > SECTION_ROWS:
-        lines.append(f"... and {len(rows) - SECTION_ROWS} more (fedqueue deliveries --activity ID)")
     return lines
 
 
-def status_text(doc: Mapping[str, Any]) -> str:
-    """The whole view: summary, progress, then failing, waiting and coalesced deliveries by id."""
+def next_page_command(doc: Mapping[str, Any], state: str | None, limit: int) -> str | None:
+    """The command that prints the page after this one, or None on the last page."""
+    if not doc["next_cursor"]:
+        return None
+    flags = (f" --state {state}" if state else "") + (
+        f" --limit {limit}" if limit != DEFAULT_STATUS_PAGE else ""
+    )
+    return f"fedqueue status {doc['outbox_id']}{flags} --cursor {doc['next_cursor']}"
+
+
+def status_text(doc: Mapping[str, Any], next_command: str | None = None) -> str:
+    """The whole view: summary, progress, then this page's failing, waiting and coalesced deliveries."""
     lines = [
         f"activity  {doc['activity'] or '(not yet validated)'}",
         f"state     {doc['state']}{': ' + doc['error'] if doc['error'] else ''}",
@@ -110,6 +142,8 @@ def status_text(doc: Mapping[str, Any]) -> str:
     ]
     if coalesced:
         lines += _section("coalesced (not sent)", coalesced, "reason; by")
+    if next_command:
+        lines += ["", f"{len(deliveries)} deliveries on this page; next page: {next_command}"]
     return "\n".join(lines)
 
 
@@ -117,19 +151,24 @@ def run_status(args: argparse.Namespace) -> int:
     settings = existing_database_settings()
     urls = Urls(settings.base_url)
     ref = parse_ref(args.activity)
+    query = StatusQuery(
+        state=args.state,
+        after=decode_cursor(args.cursor) if args.cursor else None,
+        limit=parse_limit(args.limit),
+    )
     console = Console(highlight=False, soft_wrap=True)
 
     async def show() -> ActivityStatus:
         store = Store.open(settings.database_url)
         try:
-            doc = await activity_status(store, urls, ref)
+            doc = await activity_status(store, urls, ref, query)
             if not args.watch or doc["complete"]:
                 return doc
             if not console.is_terminal or args.json:
-                return await _until_complete(store, urls, ref, doc, args.interval, None)
+                return await _until_complete(store, urls, ref, query, doc, args.interval, None)
             view = Text(status_text(doc), no_wrap=True, overflow="crop")
             with Live(view, console=console, auto_refresh=False, transient=True) as live:
-                return await _until_complete(store, urls, ref, doc, args.interval, live)
+                return await _until_complete(store, urls, ref, query, doc, args.interval, live)
         finally:
             await store.close()
 
@@ -137,19 +176,26 @@ def run_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
-        sys.stdout.write(status_text(doc) + "\n")
+        sys.stdout.write(status_text(doc, next_page_command(doc, query.state, query.limit)) + "\n")
     return 0
 
 
 async def _until_complete(
-    store: Store, urls: Urls, ref: int | str, doc: ActivityStatus, interval_s: float, live: Live | None
+    store: Store,
+    urls: Urls,
+    ref: int | str,
+    query: StatusQuery,
+    doc: ActivityStatus,
+    interval_s: float,
+    live: Live | None,
 ) -> ActivityStatus:
-    """Read the status every `interval_s` until it is complete (bounded), redrawing `live` if given."""
+    """Read the status (counts and one page) every `interval_s` until it is complete (bounded),
+    redrawing `live` if given."""
     for _ in range(WATCH_MAX_REFRESHES):
         if doc["complete"]:
             break
         await asyncio.sleep(interval_s)
-        doc = await activity_status(store, urls, ref)
+        doc = await activity_status(store, urls, ref, query)
         if live is not None:
             live.update(Text(status_text(doc), no_wrap=True, overflow="crop"), refresh=True)
     return doc

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from pydantic import with_config
 from typing_extensions import TypedDict
 
 from fedqueue.errors import NotFound
 from fedqueue.outbound.addressing import NO_RECIPIENTS
-from fedqueue.outbound.waiting import waiting_for
+from fedqueue.outbound.status_order import StatusQuery
 from fedqueue.storable import URI_CHARS, check_row_id, check_text
 from fedqueue.storage import Store
 from fedqueue.storage.admin_json import SHAPE, Counts, DeliveryState, IsoTime, WaitingJson, iso, waiting_json
+from fedqueue.storage.admin_views import DeliveryView
 from fedqueue.storage.deliveries import UNFINISHED
-from fedqueue.storage.types import utcnow
 from fedqueue.urls import Urls
 
 
@@ -48,22 +50,31 @@ class ActivityStatus(TypedDict):
     recipients: int | None
     #: Why a complete activity went nowhere; null otherwise.
     note: str | None
+    #: Every delivery of the activity, per state, whatever page this is.
     counts: Counts
+    #: One page, failing and in-flight first: failed, sending, queued, dead, delivered, coalesced.
     deliveries: list[StatusDelivery]
+    #: The URL of the next page (same state filter and limit), or null on the last.
+    next: str | None
+    #: The `cursor` parameter of that URL, for readers that build their own (the CLI).
+    next_cursor: str | None
 
 
 def parse_ref(ref: str) -> int | str:
     """An outbox id (digits) or an activity id (a URL); a status URL counts as its outbox id."""
-    tail = ref.rstrip("/").rsplit("/admin/activities/", 1)[-1]
+    tail = ref.rstrip("/").split("?", 1)[0].rsplit("/admin/activities/", 1)[-1]
     return int(tail) if tail.isascii() and tail.isdigit() and len(tail) <= 19 else ref
 
 
-async def activity_status(store: Store, urls: Urls, ref: int | str) -> ActivityStatus:
+async def activity_status(
+    store: Store, urls: Urls, ref: int | str, query: StatusQuery | None = None
+) -> ActivityStatus:
     """The status document of an activity (by outbox id or activity id); NotFound if unknown.
 
     `complete` is true only when the fan-out has finished (all delivery rows are in) and no
     delivery is queued, sending or failed. An expanded activity with no delivery is complete
-    too, with `recipients` 0 and a `note` saying that nothing was sent.
+    too, with `recipients` 0 and a `note` saying that nothing was sent. `counts` cover every
+    delivery; `deliveries` is the one page `query` names (the first, by default).
     """
     if isinstance(ref, int):
         check_row_id("activity", ref)
@@ -72,41 +83,44 @@ async def activity_status(store: Store, urls: Urls, ref: int | str) -> ActivityS
     row = await store.outbox.state(ref)
     if row is None:
         raise NotFound(f"no activity {ref}")
-    deliveries = await store.deliveries.for_outbox(row.id)
-    health = await store.hosts.health(d.host for d in deliveries if d.state in UNFINISHED)
-    now = utcnow()
-    counts: dict[str, int] = {}
-    for delivery in deliveries:
-        counts[delivery.state] = counts.get(delivery.state, 0) + 1
+    query = query or StatusQuery()
+    page = await store.fanout.page(row.id, query)
+    counts = page.counts
+    total = sum(counts.values())
     unfinished = any(counts.get(state) for state in UNFINISHED)
     expanded = row.state == "expanded"
+    status_url = urls.status(row.id)
+    following = query.next_parameters(page.last) if page.last is not None else None
     return {
         "activity": row.activity_id,
         "outbox_id": row.id,
-        "status_url": urls.status(row.id),
+        "status_url": status_url,
         "state": row.state,
         "error": row.error,
         "complete": not row.expanding and not unfinished,
-        "recipients": len(deliveries) if expanded else None,
-        "note": NO_RECIPIENTS if expanded and not deliveries else None,
+        "recipients": total if expanded else None,
+        "note": NO_RECIPIENTS if expanded and not total else None,
         "counts": counts,
-        "deliveries": [
-            {
-                "id": d.id,
-                "inbox": d.inbox,
-                "recipient": d.recipient,
-                "host": d.host,
-                "state": d.state,
-                "attempts": d.attempts,
-                "last_status": d.last_status,
-                "last_error": d.last_error,
-                "last_error_detail": d.last_error_detail,
-                "next_attempt_at": iso(d.next_attempt_at) if d.state in UNFINISHED else None,
-                "waiting": waiting_json(waiting_for(d.state, d.next_attempt_at, health.get(d.host), now)),
-                "delivered_at": iso(d.delivered_at),
-                "coalesced_by": d.coalesced_by,
-                "coalesced_reason": d.coalesced_reason,
-            }
-            for d in deliveries
-        ],
+        "deliveries": [_status_delivery(d) for d in page.items],
+        "next": f"{status_url}?{urlencode(following)}" if following else None,
+        "next_cursor": following["cursor"] if following else None,
+    }
+
+
+def _status_delivery(d: DeliveryView) -> StatusDelivery:
+    return {
+        "id": d.id,
+        "inbox": d.inbox,
+        "recipient": d.recipient,
+        "host": d.host,
+        "state": d.state,
+        "attempts": d.attempts,
+        "last_status": d.last_status,
+        "last_error": d.last_error,
+        "last_error_detail": d.last_error_detail,
+        "next_attempt_at": iso(d.next_attempt_at) if d.state in UNFINISHED else None,
+        "waiting": waiting_json(d.waiting),
+        "delivered_at": iso(d.delivered_at),
+        "coalesced_by": d.coalesced_by,
+        "coalesced_reason": d.coalesced_reason,
     }

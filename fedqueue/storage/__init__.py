@@ -11,6 +11,7 @@ from fedqueue.storage.admin import AdminStore
 from fedqueue.storage.audience import AudienceStore
 from fedqueue.storage.database import Database, StorageUnavailable, UnstorableValue
 from fedqueue.storage.deliveries import DeliveryStore, DeliveryView, Enqueued, Target
+from fedqueue.storage.fanout import FanoutPage, FanoutViews
 from fedqueue.storage.followers import Follower, FollowerStore
 from fedqueue.storage.following import FollowingStore
 from fedqueue.storage.histories import CoalescingStore, Decision, HistoryRow
@@ -32,6 +33,7 @@ __all__ = [
     "Decision",
     "DeliveryView",
     "Enqueued",
+    "FanoutPage",
     "Follower",
     "HistoryRow",
     "InboxEntry",
@@ -66,6 +68,7 @@ class Store:
         self.following = FollowingStore(database)
         self.outbox = OutboxStore(database)
         self.deliveries = DeliveryStore(database)
+        self.fanout = FanoutViews(database)
         self.hosts = HostStore(database)
         self.audience = AudienceStore(database)
         self.coalescing = CoalescingStore(database)

@@ -151,7 +151,7 @@ class AdminViews:
         limit = _limit(limit)
         after = parse_cursor(cursor)
         query = (
-            _with_host(select(_deliveries, _outbox.c.activity_id))
+            with_host(select(_deliveries, _outbox.c.activity_id))
             .order_by(_deliveries.c.id.desc())
             .limit(limit + 1)
         )
@@ -179,7 +179,7 @@ class AdminViews:
         async with self._db.reading() as conn:
             row = (
                 await conn.execute(
-                    _with_host(select(_deliveries, _outbox.c.activity_id)).where(
+                    with_host(select(_deliveries, _outbox.c.activity_id)).where(
                         _deliveries.c.id == delivery_id
                     )
                 )
@@ -269,22 +269,26 @@ class AdminViews:
         return [AuditEntry(**row._asdict()) for row in rows]
 
 
-def _with_host(query: Any) -> Any:
-    """A delivery query joined to its activity and (if known) its host's circuit and flags."""
-    return (
-        query.add_columns(
-            _hosts.c.circuit.label("host_circuit"),
-            _hosts.c.circuit_until.label("host_circuit_until"),
-            _hosts.c.paused.label("host_paused"),
-            _hosts.c.blocked.label("host_blocked"),
+def with_host(query: Any, source: Any = None) -> Any:
+    """A delivery query joined to its activity and (if known) its host's circuit and flags.
+
+    `source` is what the deliveries are read from: the table, or a join of it (a page of ids).
+    """
+    source = _deliveries if source is None else source
+    return query.add_columns(
+        _hosts.c.circuit.label("host_circuit"),
+        _hosts.c.circuit_until.label("host_circuit_until"),
+        _hosts.c.paused.label("host_paused"),
+        _hosts.c.blocked.label("host_blocked"),
+    ).select_from(
+        source.outerjoin(_outbox, _outbox.c.id == _deliveries.c.outbox_id).outerjoin(
+            _hosts, _hosts.c.host == _deliveries.c.host
         )
-        .outerjoin(_outbox, _outbox.c.id == _deliveries.c.outbox_id)
-        .outerjoin(_hosts, _hosts.c.host == _deliveries.c.host)
     )
 
 
 def delivery_view(row: Any, now: datetime) -> DeliveryView:
-    """A delivery row (joined by `_with_host`) as admins see it, with why it waits at `now`."""
+    """A delivery row (joined by `with_host`) as admins see it, with why it waits at `now`."""
     return DeliveryView(
         id=row.id,
         outbox_id=row.outbox_id,

@@ -126,6 +126,9 @@ class DeliveryRow(SQLModel, table=True):
         # Coalescing reads one (inbox, subject) history in submission order: one index range.
         Index("ix_deliveries_inbox_object", "inbox", "object_id", "outbox_id"),
         Index("ix_deliveries_host_state", "host", "state"),
+        # A status page reads each state's deliveries of one activity in id order: one index
+        # range per state, no sort of the whole fan-out (`storage.fanout`); counts use it too.
+        Index("ix_deliveries_outbox_state", "outbox_id", "state", "id"),
     )
 
     id: int | None = Field(default=None, sa_column=Column(BigId, primary_key=True))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from fedqueue.outbound.status import ActivityStatus
+from fedqueue.outbound.status_order import DEFAULT_STATUS_PAGE, MAX_STATUS_PAGE
 from fedqueue.outbound.webhooks import EVENTS, MAX_SECRET_CHARS, MIN_SECRET_CHARS
 from fedqueue.storable import MAX_ROW_ID
 from fedqueue.storage.admin_json import (
@@ -144,9 +145,23 @@ def _status_operation() -> dict[str, Any]:
     """The status_url: the admin token reads any activity, an actor's outbox token its own."""
     operation = _op(
         "getActivityStatus",
-        "One activity's fan-out (its status_url)",
+        "One activity's fan-out (its status_url): counts per state and one page of deliveries, "
+        "failed, sending, queued, dead, delivered, coalesced (by id within each)",
         ActivityStatus,
-        [_path_id("outbox id")],
+        [
+            _path_id("outbox id"),
+            _query("state", _STATE, "only deliveries in this state"),
+            _query(
+                "cursor",
+                {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,48}$"},
+                "next_cursor of the previous page (opaque)",
+            ),
+            _query(
+                "limit",
+                {"type": "integer", "minimum": 1, "maximum": MAX_STATUS_PAGE},
+                f"page size (default {DEFAULT_STATUS_PAGE})",
+            ),
+        ],
         security=[{"adminToken": []}, {"actorToken": []}],
     )
     operation["responses"]["403"] = {

@@ -7,12 +7,14 @@ Pages read the same storage views as the JSON API. The only script is the opt-in
 from __future__ import annotations
 
 from importlib.resources import files
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from fedqueue.errors import NotFound
+from fedqueue.outbound.status_order import STATUS_ORDER, status_query
 from fedqueue.storage.admin_views import CIRCUIT_STATES, HostView
 from fedqueue.web.admin_auth import COOKIE_NAME, check_session_cookie, new_session_cookie, token_matches
 from fedqueue.web.console_render import chart, render
@@ -143,11 +145,22 @@ async def search(request: Request) -> Response:
 
 
 async def activity_page(request: Request) -> Response:
+    """One activity: its counts per state and one page of its deliveries, failing and in-flight first."""
     store = store_of(request)
     outbox_id = request.path_params["id"]
+    query = status_query(request.query_params.multi_items())
     activity = await store.admin.activity(outbox_id)
-    page = await store.admin.deliveries(activity=str(outbox_id), limit=500)
-    return render(request, "activity.html", activity=activity, deliveries=page.items)
+    page = await store.fanout.page(outbox_id, query)
+    following = query.next_parameters(page.last) if page.last is not None else None
+    return render(
+        request,
+        "activity.html",
+        activity=activity,
+        deliveries=page.items,
+        state=query.state,
+        order=STATUS_ORDER,
+        next_url=f"{request.url.path}?{urlencode(following)}" if following else None,
+    )
 
 
 async def host_page(request: Request) -> Response:

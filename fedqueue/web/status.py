@@ -1,4 +1,7 @@
-"""`GET /admin/activities/{id}`: an activity's deliveries (the status_url).
+"""`GET /admin/activities/{id}[?state=S&cursor=C&limit=N]`: an activity's fan-out (the status_url).
+
+The answer is the counts per state and one page of deliveries (`outbound.status_order`); bad
+parameters are a 400 with one line saying why.
 
 Admins read every activity. A local app may read its own actor's activities with that actor's
 outbox bearer token: `AdminAuthMiddleware` lets a bearer token that is not the admin's through
@@ -13,6 +16,7 @@ from starlette.routing import Route
 
 from fedqueue.errors import Forbidden, NotFound, Unauthorized
 from fedqueue.outbound.status import activity_status
+from fedqueue.outbound.status_order import status_query
 from fedqueue.storage import Store
 from fedqueue.web.admin_auth import admin_session, bearer_of
 from fedqueue.web.responses import JSONResponse, store_of, urls_of
@@ -37,7 +41,8 @@ async def get_activity_status(request: Request) -> Response:
     store = store_of(request)
     if admin_session(request) is None:
         await _check_actor_token(store, bearer_of(request) or "", outbox_id)
-    return JSONResponse(await activity_status(store, urls_of(request), outbox_id))
+    query = status_query(request.query_params.multi_items())
+    return JSONResponse(await activity_status(store, urls_of(request), outbox_id, query))
 
 
 routes = [Route("/admin/activities/{id:row_id}", get_activity_status, methods=["GET"])]

@@ -1,4 +1,4 @@
-"""The CLI as a person meets it: help for every command, status by delivery id, block and unblock, --watch."""
+"""The CLI as a person meets it: help for every command, status (failing first, paged), block, --watch."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def test_every_command_has_a_description_its_defaults_and_an_example(tmp_path: P
     assert "(default: 127.0.0.1)" in shown["serve"] and "(default: 8000)" in shown["serve"]
 
 
-def test_status_lists_deliveries_by_id_and_says_why_each_one_waits(tmp_path: Path) -> None:
+def test_status_lists_failing_deliveries_first_and_says_why_each_one_waits(tmp_path: Path) -> None:
     later = utcnow() + timedelta(hours=1)
     env = _database(
         tmp_path,
@@ -118,8 +118,38 @@ def test_status_lists_deliveries_by_id_and_says_why_each_one_waits(tmp_path: Pat
     assert row(2, "waiting").endswith(f"circuit open, next probe {probe}")
     assert row(3, "waiting").endswith(f"backoff until {probe}")
     document = json.loads(run_fedqueue("status", "1", "--json", cwd=tmp_path, env=env).stdout)
-    assert [d["id"] for d in document["deliveries"]] == [1, 2, 3, 4]
-    assert document["deliveries"][0]["waiting"]["reason"] == "host_paused"
+    assert [d["id"] for d in document["deliveries"]] == [2, 3, 1, 4]  # failed, queued, dead
+    assert document["deliveries"][2]["waiting"]["reason"] == "host_paused"
+    assert document["next"] is None
+
+
+def test_status_pages_with_the_command_for_the_next_page(tmp_path: Path) -> None:
+    states = ["delivered", "failed", "queued", "dead", "failed", "delivered", "coalesced"]
+    env = _database(
+        tmp_path, [SeededDelivery(f"https://h{n}.example/inbox", s) for n, s in enumerate(states)]
+    )
+    seen: list[int] = []
+    command = ["status", "1", "--limit", "3"]
+    for _ in range(len(states)):
+        shown = run_fedqueue(*command, "--json", cwd=tmp_path, env=env)
+        assert shown.returncode == 0, shown.stderr
+        page = json.loads(shown.stdout)
+        assert page["counts"] == {"delivered": 2, "failed": 2, "queued": 1, "dead": 1, "coalesced": 1}
+        seen += [d["id"] for d in page["deliveries"]]
+        text = run_fedqueue(*command, cwd=tmp_path, env=env).stdout
+        if page["next_cursor"] is None:
+            assert "next page:" not in text
+            break
+        assert text.rstrip().endswith(
+            f"next page: fedqueue status 1 --limit 3 --cursor {page['next_cursor']}"
+        )
+        command = ["status", "1", "--limit", "3", "--cursor", page["next_cursor"]]
+    assert seen == [2, 5, 3, 4, 1, 6, 7]  # failed, queued, dead, delivered, coalesced; by id
+    dead = json.loads(run_fedqueue("status", "1", "--state", "dead", "--json", cwd=tmp_path, env=env).stdout)
+    assert [d["id"] for d in dead["deliveries"]] == [4]
+    for bad in (["--limit", "501"], ["--limit", "-1"], ["--cursor", "not-a-cursor"], ["--state", "lost"]):
+        refused = run_fedqueue("status", "1", *bad, cwd=tmp_path, env=env)
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr, bad
 
 
 def test_block_says_what_it_did_and_unblock_requeue_brings_those_deliveries_back(tmp_path: Path) -> None:

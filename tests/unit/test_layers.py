@@ -34,6 +34,7 @@ RULES = frozenset(
         "fedqueue.outbound.record",
         "fedqueue.outbound.webhooks",
         "fedqueue.outbound.waiting",
+        "fedqueue.outbound.status_order",
         "fedqueue.inbound.receive_rules",
         "fedqueue.inbound.verify",
         "fedqueue.inbound.signature_schemes",
