@@ -4,7 +4,7 @@ In: an outbox row (POSTed to `/actors/{name}/outbox`, or INSERTed by an app). Ou
 delivery row per (activity, inbox), each ending `delivered`, `dead` or `coalesced`.
 
 The flow, in order: `intake` (what is acceptable) → `fanout` (one delivery per inbox, with
-`addressing`) → `coalesce_hooks` (the `coalesce_rules` after fan-out and before sending) →
+`addressing`) → `coalescer` (the `coalesce_rules` after fan-out and before sending) →
 `worker` (claims under a lease) → `dispatch` (admission by `circuit`, bodies, chains) →
 `attempts` (`scheme_choice` with `scheme_rules`) → `send` (sign on `remote.signing_threads`,
 POST) → `record` (`outcomes`, `backoff`, host health). `status` reads where one activity's

@@ -39,7 +39,7 @@ from fedqueue.metrics import Metrics
 from fedqueue.outbound.attempts import Attempts, Job
 from fedqueue.outbound.backoff import Jitter
 from fedqueue.outbound.circuit import CLOSED, HostHealth, admit
-from fedqueue.outbound.coalesce_hooks import Coalescer, Verdict
+from fedqueue.outbound.coalescer import Coalescer, Verdict
 from fedqueue.outbound.record import Claimed, refused_result
 from fedqueue.outbound.send import PreparedBody, prepare_body
 from fedqueue.remote.client import HttpClient

@@ -29,7 +29,7 @@ from fedqueue.errors import FedqueueError, InvalidInput, describe
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.addressing import InboxChoice, choose_inboxes, recipients
 from fedqueue.outbound.backoff import RetrySchedule
-from fedqueue.outbound.coalesce_hooks import Added, Coalescer
+from fedqueue.outbound.coalescer import Added, Coalescer
 from fedqueue.outbound.intake import (
     ActivityFacts,
     dumps,

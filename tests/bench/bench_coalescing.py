@@ -24,7 +24,7 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from fedqueue.outbound.coalesce_hooks import Added, Coalescer
+from fedqueue.outbound.coalescer import Added, Coalescer
 from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.storage import Enqueued, Store, Target
 from fedqueue.storage.types import utcnow
