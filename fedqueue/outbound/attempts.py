@@ -29,7 +29,7 @@ from fedqueue.outbound.backoff import Jitter, RetrySchedule
 from fedqueue.outbound.circuit import CircuitPolicy, HostHealth
 from fedqueue.outbound.outcomes import Attempt
 from fedqueue.outbound.record import Claimed, Result, health_changes, result_of
-from fedqueue.outbound.scheme_choice import SchemeBook
+from fedqueue.outbound.scheme_discovery import SchemeBook
 from fedqueue.outbound.send import PreparedBody, post_knocking, post_webhook, signing_threads
 from fedqueue.remote.client import HttpClient
 from fedqueue.remote.keyring import Keyring
