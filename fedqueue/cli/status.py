@@ -22,7 +22,7 @@ from rich.text import Text
 
 from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
-from fedqueue.outbound.status import ActivityStatus, activity_status, parse_ref
+from fedqueue.outbound.fanout_status import ActivityStatus, activity_status, parse_ref
 from fedqueue.outbound.status_order import (
     DEFAULT_STATUS_PAGE,
     MAX_STATUS_PAGE,

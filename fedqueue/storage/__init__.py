@@ -11,7 +11,6 @@ from fedqueue.storage.admin import AdminStore
 from fedqueue.storage.audience import AudienceStore
 from fedqueue.storage.database import Database, StorageUnavailable, UnstorableValue
 from fedqueue.storage.deliveries import DeliveryStore, DeliveryView, Enqueued, Target
-from fedqueue.storage.fanout import FanoutPage, FanoutViews
 from fedqueue.storage.followers import Follower, FollowerStore
 from fedqueue.storage.following import FollowingStore
 from fedqueue.storage.histories import CoalescingStore, Decision, HistoryRow
@@ -22,6 +21,7 @@ from fedqueue.storage.outbox import Accepted, OutboxEntry, OutboxState, OutboxSt
 from fedqueue.storage.published import PublishedStore
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
 from fedqueue.storage.stats import StatsStore
+from fedqueue.storage.status_pages import FanoutPage, FanoutViews
 from fedqueue.storage.tombstones import TombstoneStore
 from fedqueue.storage.webhooks import Webhook, WebhookPayload, WebhookStore
 

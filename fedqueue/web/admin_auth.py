@@ -11,7 +11,7 @@ protected without doing anything. The checks:
   SameSite=Strict; browsers accept Secure cookies on http://localhost and 127.0.0.1 too.
 - A status_url (`GET /admin/activities/{id}`, `ACTOR_READABLE`) is also open to a local
   actor's outbox bearer token: the middleware passes such a request on with no admin session,
-  and the route checks that the activity is that actor's (`web/status.py`).
+  and the route checks that the activity is that actor's (`web/activity_status.py`).
 - A cookie is ambient authority, so it is honoured for unsafe methods only on dashboard
   routes (`/admin/ui/...`, `/admin/logout`), which check the session's CSRF token themselves.
   The JSON API's actions need the bearer token.

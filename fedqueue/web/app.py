@@ -40,6 +40,7 @@ from fedqueue.settings import Settings
 from fedqueue.storage import StorageUnavailable, Store
 from fedqueue.urls import Urls
 from fedqueue.web import (
+    activity_status,
     actors,
     admin_api,
     dashboard,
@@ -48,7 +49,6 @@ from fedqueue.web import (
     inbox,
     metrics,
     outbox,
-    status,
     webhooks,
 )
 from fedqueue.web.admin_auth import AdminAuthMiddleware
@@ -191,7 +191,7 @@ def create_app(
             *inbox.routes,
             *followers.routes,
             *outbox.routes,
-            *status.routes,
+            *activity_status.routes,
             *metrics.routes,
             *admin_api.routes,
             *webhooks.routes,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from fedqueue.outbound.status import activity_status
+from fedqueue.outbound.fanout_status import activity_status
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.client import HttpClient
 from fedqueue.settings import Settings
