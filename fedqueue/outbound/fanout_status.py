@@ -84,7 +84,7 @@ async def activity_status(
     if row is None:
         raise NotFound(f"no activity {ref}")
     query = query or StatusQuery()
-    page = await store.fanout.page(row.id, query)
+    page = await store.status_pages.page(row.id, query)
     counts = page.counts
     total = sum(counts.values())
     unfinished = any(counts.get(state) for state in UNFINISHED)

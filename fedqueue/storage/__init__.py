@@ -21,7 +21,7 @@ from fedqueue.storage.outbox import Accepted, OutboxEntry, OutboxState, OutboxSt
 from fedqueue.storage.published import PublishedStore
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
 from fedqueue.storage.stats import StatsStore
-from fedqueue.storage.status_pages import FanoutPage, FanoutViews
+from fedqueue.storage.status_pages import FanoutPage, StatusPages
 from fedqueue.storage.tombstones import TombstoneStore
 from fedqueue.storage.webhooks import Webhook, WebhookPayload, WebhookStore
 
@@ -68,7 +68,7 @@ class Store:
         self.following = FollowingStore(database)
         self.outbox = OutboxStore(database)
         self.deliveries = DeliveryStore(database)
-        self.fanout = FanoutViews(database)
+        self.status_pages = StatusPages(database)
         self.hosts = HostStore(database)
         self.audience = AudienceStore(database)
         self.coalescing = CoalescingStore(database)

@@ -33,7 +33,7 @@ class FanoutPage:
     last: Position | None
 
 
-class FanoutViews:
+class StatusPages:
     """Reads of one activity's deliveries for its status_url, the console and `fedqueue status`."""
 
     def __init__(self, database: Database) -> None:

@@ -150,7 +150,7 @@ async def activity_page(request: Request) -> Response:
     outbox_id = request.path_params["id"]
     query = status_query(request.query_params.multi_items())
     activity = await store.admin.activity(outbox_id)
-    page = await store.fanout.page(outbox_id, query)
+    page = await store.status_pages.page(outbox_id, query)
     following = query.next_parameters(page.last) if page.last is not None else None
     return render(
         request,
