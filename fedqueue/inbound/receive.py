@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from fedqueue.errors import Forbidden, Unauthorized
-from fedqueue.follower_sync import HEADER as SYNC_HEADER
-from fedqueue.inbound.collection_sync import FollowersSync
+from fedqueue.followers_sync_rules import HEADER as SYNC_HEADER
+from fedqueue.inbound.followers_sync import FollowersSync
 from fedqueue.inbound.follows import FollowerInboxes, created_object, effects_for
 from fedqueue.inbound.forwarded import DocumentFetcher, authenticate
 from fedqueue.inbound.forwarding import forwarding_for

@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 from functools import partial
 
 from fedqueue.errors import describe
-from fedqueue.follower_sync import partial_followers_digest, sync_header
+from fedqueue.followers_sync_rules import partial_followers_digest, sync_header
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.attempts import Attempts, Job
 from fedqueue.outbound.backoff import Jitter

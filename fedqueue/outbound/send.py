@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 
-from fedqueue.follower_sync import HEADER as SYNC_HEADER
+from fedqueue.followers_sync_rules import HEADER as SYNC_HEADER
 from fedqueue.outbound import webhooks
 from fedqueue.outbound.addressing import addresses, strip_hidden
 from fedqueue.outbound.outcomes import Attempt, readable_error

@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import delete, null, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fedqueue.follower_sync import SyncPlan
+from fedqueue.followers_sync_rules import SyncPlan
 from fedqueue.inbound.follows import AddFollowing, EnqueueActivity, RemoveFollowing
 from fedqueue.storage.database import Database
 from fedqueue.storage.followers import enqueue

@@ -26,7 +26,7 @@ from fedqueue.errors import (
     TooLarge,
     Unauthorized,
 )
-from fedqueue.inbound.collection_sync import FollowersSync
+from fedqueue.inbound.followers_sync import FollowersSync
 from fedqueue.inbound.pruning import prune_forever
 from fedqueue.inbound.receive_rules import UnsupportedMediaType
 from fedqueue.inbound.throttle import InboxThrottle

@@ -53,8 +53,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fedqueue.cli.loop import run
-from fedqueue.follower_sync import HEADER as SYNC_HEADER
-from fedqueue.follower_sync import partial_followers_digest, sync_header
+from fedqueue.followers_sync_rules import HEADER as SYNC_HEADER
+from fedqueue.followers_sync_rules import partial_followers_digest, sync_header
 from fedqueue.signing.keys import KeyPair
 from fedqueue.storage import Store
 from tests import procfs

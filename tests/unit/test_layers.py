@@ -16,7 +16,7 @@ RULES = frozenset(
         "fedqueue.errors",
         "fedqueue.urls",
         "fedqueue.storable",
-        "fedqueue.follower_sync",
+        "fedqueue.followers_sync_rules",
         "fedqueue.signing.keys",
         "fedqueue.signing.digests",
         "fedqueue.signing.structured_fields",

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 from sqlalchemy import event, select
 
-from fedqueue.follower_sync import HEADER, partial_followers_digest, sync_header
+from fedqueue.followers_sync_rules import HEADER, partial_followers_digest, sync_header
 from fedqueue.settings import Settings
 from fedqueue.signing.requests import parse_cavage_signature
 from fedqueue.storage import Store

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from fedqueue.follower_sync import partial_followers_digest
+from fedqueue.followers_sync_rules import partial_followers_digest
 from fedqueue.inbound.follows import AddFollower, RemoveFollower
 from fedqueue.remote.client import SigningIdentity, signed_headers
 from fedqueue.remote.documents import RemoteDirectory

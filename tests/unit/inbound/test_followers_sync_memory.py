@@ -1,8 +1,8 @@
-"""What followers synchronization remembers between deliveries (inbound.collection_sync)."""
+"""What followers synchronization remembers between deliveries (inbound.followers_sync)."""
 
 from __future__ import annotations
 
-from fedqueue.inbound.collection_sync import MAX_REMEMBERED_COLLECTIONS, IntervalMemory
+from fedqueue.inbound.followers_sync import MAX_REMEMBERED_COLLECTIONS, IntervalMemory
 
 
 def test_a_remembered_value_is_forgotten_once_its_interval_is_over() -> None:

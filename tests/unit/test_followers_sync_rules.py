@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from fedqueue.follower_sync import (
+from fedqueue.followers_sync_rules import (
     SyncHeader,
     SyncPlan,
     applies_to,

@@ -2,9 +2,9 @@
 
 A sender's header carries the digest of its followers residing here. When it differs from the
 follows we record (`storage.following`), the partial collection it names is fetched (signed by
-the instance actor, same origin only) and `follower_sync.plan_sync` decides: follows the sender
+the instance actor, same origin only) and `followers_sync_rules.plan_sync` decides: follows the sender
 no longer lists are forgotten, and an Undo(Follow) goes out for them and for listed local actors
-we hold no follow for, so that both sides agree again. The rules are in `follower_sync`.
+we hold no follow for, so that both sides agree again. The rules are in `followers_sync_rules`.
 
 Never fails the delivery that carried the header: a sync problem is logged, and the activity
 is stored and answered 202 as without the header.
@@ -18,7 +18,7 @@ import logging
 from typing import Any, Generic, TypeVar
 
 from fedqueue.errors import FedqueueError
-from fedqueue.follower_sync import SyncHeader, applies_to, in_sync, parse_sync_header, plan_sync
+from fedqueue.followers_sync_rules import SyncHeader, applies_to, in_sync, parse_sync_header, plan_sync
 from fedqueue.inbound.follows import EnqueueActivity, undo_follow_activity
 from fedqueue.remote.client import SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory

@@ -10,7 +10,7 @@ over the follows it holds; when they differ it fetches `url` (the same followers
 drops the follows the sender no longer has. Order does not matter (XOR), and one follower more
 or less always changes the digest.
 
-The receiving side (`inbound.collection_sync`) parses the header (`parse_sync_header`), checks
+The receiving side (`inbound.followers_sync`) parses the header (`parse_sync_header`), checks
 that it speaks for the sender's own followers (`applies_to`), compares digests (`in_sync`) and,
 when they differ, decides what to drop from the fetched collection (`plan_sync`).
 """
