@@ -31,7 +31,7 @@ from fedqueue.signing.requests import (
     sign_rfc9421,
 )
 from fedqueue.storage import Store
-from fedqueue.storage.types import utcnow
+from fedqueue.storage.column_types import utcnow
 from fedqueue.web.app import create_app
 from tests.helpers import asgi_client
 from tests.loopback import LoopbackServer

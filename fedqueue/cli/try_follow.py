@@ -35,7 +35,7 @@ from fedqueue.settings import Settings, load_settings
 from fedqueue.signing.keys import generate_key_pair, load_private_key
 from fedqueue.signing.requests import SignatureError, sign_request
 from fedqueue.storage import check_actor_name
-from fedqueue.storage.types import utcnow
+from fedqueue.storage.column_types import utcnow
 
 #: How long a request to the server may take.
 HTTP_TIMEOUT_S = 10.0

@@ -24,8 +24,8 @@ from fedqueue.remote.client import SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import FetchError
 from fedqueue.storage import Store
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.following import FollowedState
-from fedqueue.storage.types import utcnow
 from fedqueue.urls import Urls
 
 log = logging.getLogger("fedqueue.inbox")

@@ -130,6 +130,6 @@ async def _refetched(activity: Activity, fetch: DocumentFetcher, max_depth: int)
     doc = {**activity.doc, "object": fetched}
     doc.pop("signature", None)
     text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
-    # The same rules as any body (depth, ids on the actor's origin, storable text).
+    # The same rules as any body (depth, ids on the actor's origin, column_rules text).
     copy = parse_activity(text.encode("utf-8"), max_depth=max_depth, anonymous_seed=activity.id)
     return replace(copy, id=activity.id)  # an activity without an id keeps its synthetic one

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from fedqueue.settings import Settings
 from fedqueue.storage import StorageUnavailable, Store
-from fedqueue.storage.types import utcnow
+from fedqueue.storage.column_types import utcnow
 
 log = logging.getLogger("fedqueue.inbox")
 

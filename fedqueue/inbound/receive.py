@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from fedqueue.column_rules import URI_CHARS, check_text
 from fedqueue.errors import Forbidden, Unauthorized
 from fedqueue.followers_sync_rules import HEADER as SYNC_HEADER
 from fedqueue.inbound.followers_sync import FollowersSync
@@ -34,9 +35,8 @@ from fedqueue.remote.guard import FetchError, Gone, host_of
 from fedqueue.remote.keyring import Keyring
 from fedqueue.settings import Settings
 from fedqueue.signing.requests import SignatureError
-from fedqueue.storable import URI_CHARS, check_text
 from fedqueue.storage import NewInbound, Store, check_actor_name
-from fedqueue.storage.types import utcnow
+from fedqueue.storage.column_types import utcnow
 from fedqueue.urls import Urls
 
 log = logging.getLogger("fedqueue.inbox")

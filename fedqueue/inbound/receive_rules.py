@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from fedqueue.column_rules import NAME_CHARS, URI_CHARS, check_text
 from fedqueue.errors import InvalidInput
-from fedqueue.storable import NAME_CHARS, URI_CHARS, check_text
 from fedqueue.urls import Urls
 
 AS_PROFILE = "https://www.w3.org/ns/activitystreams"

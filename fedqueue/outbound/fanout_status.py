@@ -7,10 +7,10 @@ from urllib.parse import urlencode
 from pydantic import with_config
 from typing_extensions import TypedDict
 
+from fedqueue.column_rules import URI_CHARS, check_row_id, check_text
 from fedqueue.errors import NotFound
 from fedqueue.outbound.addressing import NO_RECIPIENTS
 from fedqueue.outbound.status_order import StatusQuery
-from fedqueue.storable import URI_CHARS, check_row_id, check_text
 from fedqueue.storage import Store
 from fedqueue.storage.admin_json import SHAPE, Counts, DeliveryState, IsoTime, WaitingJson, iso, waiting_json
 from fedqueue.storage.admin_views import DeliveryView

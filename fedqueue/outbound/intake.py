@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fedqueue.column_rules import HOST_CHARS, NAME_CHARS, URI_CHARS, check_text
 from fedqueue.errors import InvalidInput
 from fedqueue.remote.guard import FetchError, check_url, host_of
-from fedqueue.storable import HOST_CHARS, NAME_CHARS, URI_CHARS, check_text
 from fedqueue.urls import Urls
 
 AS_CONTEXT = "https://www.w3.org/ns/activitystreams"

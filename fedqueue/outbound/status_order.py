@@ -20,8 +20,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from fedqueue.column_rules import MAX_ROW_ID
 from fedqueue.errors import InvalidInput
-from fedqueue.storable import MAX_ROW_ID
 
 STATUS_ORDER = ("failed", "sending", "queued", "dead", "delivered", "coalesced")
 DEFAULT_STATUS_PAGE = 100

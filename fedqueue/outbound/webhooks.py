@@ -25,8 +25,8 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from fedqueue.column_rules import URI_CHARS
 from fedqueue.errors import InvalidInput
-from fedqueue.storable import URI_CHARS
 
 INBOX = "inbox.new"
 DEAD = "delivery.dead"

@@ -46,7 +46,7 @@ from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.keyring import Keyring
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
-from fedqueue.storage.types import utcnow
+from fedqueue.storage.column_types import utcnow
 from fedqueue.urls import Urls
 
 log = logging.getLogger("fedqueue.outbound.worker")

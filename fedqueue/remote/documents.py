@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 from urllib.parse import urldefrag, urlsplit
 
+from fedqueue.column_rules import URI_CHARS, text_problem
 from fedqueue.errors import TooLarge
 from fedqueue.remote.client import ACCEPT_ACTIVITY, HttpClient, SigningIdentity, signed_headers
 from fedqueue.remote.guard import FetchError, Gone, check_url, host_of
@@ -32,9 +33,8 @@ from fedqueue.remote.memory import (
     slim_document,
 )
 from fedqueue.signing.requests import SignatureScheme
-from fedqueue.storable import URI_CHARS, text_problem
 from fedqueue.storage import CachedRemote, Store
-from fedqueue.storage.types import utcnow
+from fedqueue.storage.column_types import utcnow
 
 ACTOR_TTL = timedelta(hours=24)
 FAILURE_TTL = timedelta(minutes=5)
@@ -102,7 +102,7 @@ def _utf8_text(raw: bytes) -> str | None:
 def parse_actor(doc: Any, uri: str, key_id: str | None = None) -> RemoteActor:
     """An actor document's inboxes and key (the one named `key_id`, else the first).
 
-    Every field kept is checked first (text storable on both engines, http(s) URLs that fit
+    Every field kept is checked first (text column_rules on both engines, http(s) URLs that fit
     their columns), so what is refused on PostgreSQL is refused on SQLite too.
     """
     if not isinstance(doc, dict):

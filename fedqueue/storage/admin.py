@@ -21,13 +21,13 @@ from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from fedqueue.column_rules import HOST_CHARS, check_row_id, check_text
 from fedqueue.errors import InvalidInput, NotFound
-from fedqueue.storable import HOST_CHARS, check_row_id, check_text
 from fedqueue.storage.admin_reads import AdminViews
 from fedqueue.storage.admin_views import DeliveryView, HostView
 from fedqueue.storage.audit import record_audit
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.tables import AuditRow, DeliveryRow, HostRow, OutboxRow
-from fedqueue.storage.types import utcnow
 from fedqueue.storage.webhook_events import after_given_up
 
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]

@@ -8,9 +8,9 @@ from typing import Any
 from sqlalchemy import case, func, select, union
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from fedqueue.column_rules import HOST_CHARS, NAME_CHARS, URI_CHARS, check_row_id, check_text, parse_decimal
 from fedqueue.errors import InvalidInput, NotFound
 from fedqueue.outbound.waiting import why_waiting
-from fedqueue.storable import HOST_CHARS, NAME_CHARS, URI_CHARS, check_row_id, check_text, parse_decimal
 from fedqueue.storage.admin_views import (
     DELIVERY_STATES,
     MAX_PAGE,
@@ -20,9 +20,9 @@ from fedqueue.storage.admin_views import (
     DeliveryView,
     HostView,
 )
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import AuditRow, DeliveryRow, HostRow, OutboxRow
-from fedqueue.storage.types import utcnow
 
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _hosts = HostRow.__table__  # type: ignore[attr-defined]

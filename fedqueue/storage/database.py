@@ -39,8 +39,8 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ClauseElement
 from sqlalchemy.util import greenlet_spawn
 
+from fedqueue.column_rules import text_problem
 from fedqueue.errors import FedqueueError, InvalidInput, SettingsError
-from fedqueue.storable import text_problem
 from fedqueue.storage.rows import Rows
 from fedqueue.storage.write_counts import count_committed_writes
 

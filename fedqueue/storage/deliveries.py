@@ -18,9 +18,9 @@ from sqlalchemy import Select, and_, bindparam, case, func, or_, select, type_co
 
 from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.outbound.record import Claimed, Result
+from fedqueue.storage.column_types import UTCDateTime, utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import DeliveryRow, GoneInboxRow, HostRow
-from fedqueue.storage.types import UTCDateTime, utcnow
 from fedqueue.storage.upsert import insert_ignoring_conflicts
 from fedqueue.storage.webhook_events import after_record
 

@@ -30,10 +30,10 @@ from fedqueue.inbound.follows import AddFollower, EnqueueActivity, RemoveAllFoll
 from fedqueue.inbound.forwarding import ForwardActivity
 from fedqueue.outbound import webhooks as webhook_rules
 from fedqueue.storage import webhook_events
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.rows import Rows
 from fedqueue.storage.tables import ActorRow, DeliveryRow, FollowerRow, OutboxRow, RemoteActorRow
-from fedqueue.storage.types import utcnow
 
 _followers = FollowerRow.__table__  # type: ignore[attr-defined]
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]

@@ -16,9 +16,9 @@ from urllib.parse import urlsplit
 from sqlalchemy import insert, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import DeliveryRow, HostRow, OutboxRow
-from fedqueue.storage.types import utcnow
 
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _hosts = HostRow.__table__  # type: ignore[attr-defined]

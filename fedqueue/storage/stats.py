@@ -8,10 +8,10 @@ from typing import Any
 
 from sqlalchemy import Select, and_, case, func, select, union_all
 
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.outbox import BACKLOG_STATES
 from fedqueue.storage.tables import DeliveryRow, HostRow, OutboxRow
-from fedqueue.storage.types import utcnow
 
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _hosts = HostRow.__table__  # type: ignore[attr-defined]

@@ -16,9 +16,9 @@ from sqlalchemy import func, literal_column, select, union_all
 from fedqueue.outbound.status_order import STATUS_ORDER, Position, StatusQuery
 from fedqueue.storage.admin_reads import delivery_view, with_host
 from fedqueue.storage.admin_views import DeliveryView
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import DeliveryRow, OutboxRow
-from fedqueue.storage.types import utcnow
 
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]

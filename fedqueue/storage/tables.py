@@ -28,8 +28,8 @@ from sqlalchemy import (
 )
 from sqlmodel import Field, SQLModel
 
-from fedqueue.storable import HOST_CHARS, NAME_CHARS, STATE_CHARS, URI_CHARS
-from fedqueue.storage.types import BigId, UTCDateTime
+from fedqueue.column_rules import HOST_CHARS, NAME_CHARS, STATE_CHARS, URI_CHARS
+from fedqueue.storage.column_types import BigId, UTCDateTime
 
 URI = String(URI_CHARS)
 NAME = String(NAME_CHARS)

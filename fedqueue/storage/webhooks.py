@@ -15,20 +15,20 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from typing_extensions import TypedDict
 
+from fedqueue.column_rules import check_row_id
 from fedqueue.errors import Duplicate, InvalidInput, NotFound
 from fedqueue.outbound import webhooks as rules
 from fedqueue.remote.guard import FetchError, ForbiddenAddress, check_url
-from fedqueue.storable import check_row_id
 from fedqueue.storage.actors import check_actor_name
 from fedqueue.storage.admin_json import SHAPE, IsoTime, iso
 from fedqueue.storage.audit import record_audit
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import (
     ActorRow,
     WebhookEventRow,
     WebhookRow,
 )
-from fedqueue.storage.types import utcnow
 
 _webhooks = WebhookRow.__table__  # type: ignore[attr-defined]
 _events = WebhookEventRow.__table__  # type: ignore[attr-defined]

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from fedqueue.column_rules import MAX_ROW_ID
 from fedqueue.outbound.fanout_status import ActivityStatus
 from fedqueue.outbound.status_order import DEFAULT_STATUS_PAGE, MAX_STATUS_PAGE
 from fedqueue.outbound.webhooks import EVENTS, MAX_SECRET_CHARS, MIN_SECRET_CHARS
-from fedqueue.storable import MAX_ROW_ID
 from fedqueue.storage.admin_json import (
     ActivityPage,
     AuditList,

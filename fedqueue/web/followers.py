@@ -9,9 +9,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from fedqueue.column_rules import HOST_CHARS, check_text, parse_decimal
 from fedqueue.errors import Forbidden, InvalidInput
 from fedqueue.remote.guard import host_of
-from fedqueue.storable import HOST_CHARS, check_text, parse_decimal
 from fedqueue.storage import check_actor_name
 from fedqueue.web.responses import (
     AS_CONTEXT,

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from fedqueue.column_rules import parse_decimal
 from fedqueue.errors import Forbidden, InvalidInput, NotFound, Throttled, TooLarge, Unauthorized
 from fedqueue.inbound.receive import Received, Receiver
 from fedqueue.inbound.receive_rules import (
@@ -26,7 +27,6 @@ from fedqueue.outbound.webhooks import DEFAULT_CONSUMER, check_consumer
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.keyring import Keyring
 from fedqueue.signing.requests import SignatureError
-from fedqueue.storable import parse_decimal
 from fedqueue.storage import StorageUnavailable, check_actor_name
 from fedqueue.web.incoming import bearer_token, read_body
 from fedqueue.web.responses import JSONResponse, settings_of, store_of, urls_of

@@ -17,11 +17,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from fedqueue.column_rules import parse_decimal
 from fedqueue.errors import Duplicate, NotFound, Unauthorized
 from fedqueue.outbound.addressing import NO_RECIPIENTS, is_public, recipient_count, recipients, strip_hidden
 from fedqueue.outbound.backpressure import Backlog
 from fedqueue.outbound.intake import dumps, normalize, parse_activity
-from fedqueue.storable import parse_decimal
 from fedqueue.storage import Store, Submitted, check_actor_name
 from fedqueue.web.incoming import bearer_token, read_body
 from fedqueue.web.metrics import metrics_of

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from fedqueue.errors import Unauthorized
 from fedqueue.inbound.receive import key_resolver
 from fedqueue.inbound.verify import TimeWindow, Verdict, precheck, verify_signature
-from fedqueue.storage.types import utcnow
+from fedqueue.storage.column_types import utcnow
 from fedqueue.web.inbox import directory_of, inbound_request, keyring_of
 from fedqueue.web.responses import settings_of
 

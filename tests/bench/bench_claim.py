@@ -28,8 +28,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from fedqueue.cli.loop import run
 from fedqueue.storage import Store
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.tables import DeliveryRow, OutboxRow
-from fedqueue.storage.types import utcnow
 from tests.bench import harness
 
 BATCH = 200

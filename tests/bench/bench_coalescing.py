@@ -27,7 +27,7 @@ from sqlalchemy import text
 from fedqueue.outbound.coalescer import Added, Coalescer
 from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.storage import Enqueued, Store, Target
-from fedqueue.storage.types import utcnow
+from fedqueue.storage.column_types import utcnow
 from tests.bench import harness
 
 HOST = "bench.example"

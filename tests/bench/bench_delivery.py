@@ -37,7 +37,7 @@ from fedqueue.remote.client import HttpClient
 from fedqueue.remote.keyring import Keyring
 from fedqueue.settings import Settings, load_settings
 from fedqueue.storage import Store
-from fedqueue.storage.types import utcnow
+from fedqueue.storage.column_types import utcnow
 from fedqueue.urls import Urls
 from tests.bench import harness
 

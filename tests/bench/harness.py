@@ -44,9 +44,9 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from fedqueue.remote.client import SigningIdentity, signed_headers
 from fedqueue.signing import keys
 from fedqueue.signing.requests import sha256_digest_header
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.migrate import upgrade_to_head
 from fedqueue.storage.tables import DeliveryRow, InboundActivityRow, InboxItemRow, OutboxRow, RemoteActorRow
-from fedqueue.storage.types import utcnow
 from tests.procfs import cpu_seconds, main_thread_cpu_seconds
 
 FEDQUEUE = str(Path(sys.executable).with_name("fedqueue"))

@@ -17,9 +17,9 @@ import pyte
 
 from fedqueue.cli import build_parser
 from fedqueue.storage import Store
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.migrate import upgrade_to_head
 from fedqueue.storage.seeding import SeededDelivery, seed_activity, seed_host
-from fedqueue.storage.types import utcnow
 from tests.e2e.test_cli import run_fedqueue
 
 ACTIVITY = "http://127.0.0.1:8000/actors/alice/activities/1"

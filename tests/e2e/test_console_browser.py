@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from fedqueue.storage import Store
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.seeding import SeededDelivery, seed_activity, seed_host
-from fedqueue.storage.types import utcnow
 from tests.browser import blocking_violations, chromium, log_in, require_browser, sideways_overflow
 from tests.live import LiveInstance, live_instance
 

@@ -18,7 +18,7 @@ from fedqueue.outbound.worker import Worker
 from fedqueue.remote.client import HttpClient
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
-from fedqueue.storage.types import utcnow
+from fedqueue.storage.column_types import utcnow
 from fedqueue.urls import Urls
 from tests.loopback import LoopbackServer, Recorded
 from tests.outbound import fast, insert_outbox_row, run_burst

@@ -15,7 +15,7 @@ RULES = frozenset(
     {
         "fedqueue.errors",
         "fedqueue.urls",
-        "fedqueue.storable",
+        "fedqueue.column_rules",
         "fedqueue.followers_sync_rules",
         "fedqueue.signing.keys",
         "fedqueue.signing.digests",

@@ -13,7 +13,7 @@ import httpx
 from fedqueue.remote.client import SigningIdentity, signed_headers
 from fedqueue.signing import keys
 from fedqueue.signing.requests import sha256_digest_header
-from fedqueue.storage.types import utcnow
+from fedqueue.storage.column_types import utcnow
 from tests.live import LiveInstance, free_port, live_instance
 from tests.loopback import EndlessServer
 from tests.procfs import peak_rss_bytes

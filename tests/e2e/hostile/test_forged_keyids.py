@@ -13,7 +13,7 @@ from fedqueue.remote.client import SigningIdentity, signed_headers
 from fedqueue.signing import keys
 from fedqueue.signing.requests import sha256_digest_header
 from fedqueue.storage import Store
-from fedqueue.storage.types import utcnow
+from fedqueue.storage.column_types import utcnow
 from tests.fediverse import RemoteActor
 from tests.forged import forged_sender, remote_actor_bytes
 from tests.live import LiveInstance, live_instance

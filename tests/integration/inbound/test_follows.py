@@ -12,8 +12,8 @@ from sqlalchemy import select, update
 
 from fedqueue.inbound.follows import AddFollower, Effect, EnqueueActivity, accept_activity
 from fedqueue.storage import NewInbound, Store
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.tables import ActorRow, OutboxRow, WebhookEventRow
-from fedqueue.storage.types import utcnow
 from fedqueue.urls import Urls
 from tests.fediverse import LOCAL, RemoteActor, post
 from tests.loopback import LoopbackServer

@@ -15,8 +15,8 @@ from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.settings import Settings
 from fedqueue.signing import keys
 from fedqueue.storage import Store
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.tables import RemoteActorRow
-from fedqueue.storage.types import utcnow
 from fedqueue.web.app import create_app
 from tests.fediverse import RemoteActor, post
 from tests.forged import actor_document, forged_sender, remote_actor_bytes

@@ -16,8 +16,8 @@ from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import host_of
 from fedqueue.settings import Settings
 from fedqueue.storage import Enqueued, Store, Target
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.tables import DeliveryRow, FollowerRow, InboundActivityRow
-from fedqueue.storage.types import utcnow
 from fedqueue.web.app import create_app
 from tests.fediverse import AS_PUBLIC, LOCAL, RemoteActor, post
 from tests.helpers import asgi_client

@@ -15,7 +15,7 @@ from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import host_of
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
-from fedqueue.storage.types import utcnow
+from fedqueue.storage.column_types import utcnow
 from tests.fediverse import RemoteActor, post
 from tests.helpers import worker_round
 from tests.loopback import LoopbackServer

@@ -16,7 +16,7 @@ from fedqueue.settings import load_settings
 from fedqueue.signing import keys
 from fedqueue.signing.requests import sha256_digest_header
 from fedqueue.storage import Store
-from fedqueue.storage.types import utcnow
+from fedqueue.storage.column_types import utcnow
 from fedqueue.web.app import create_app
 from tests.fuzzing import check_answer, fuzz_settings, hostile_bodies, hostile_text, odd_ip_urls
 from tests.helpers import asgi_client

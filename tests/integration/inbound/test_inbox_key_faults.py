@@ -17,8 +17,8 @@ from fedqueue.signing import keys
 from fedqueue.signing.digests import content_digest_header
 from fedqueue.signing.requests import RFC9421_POST_COMPONENTS, sign_rfc9421
 from fedqueue.storage import Store
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.tables import InboundActivityRow, RemoteActorRow
-from fedqueue.storage.types import utcnow
 from fedqueue.web.app import create_app
 from tests.fediverse import LOCAL, POST_HEADERS, RemoteActor, post
 from tests.helpers import asgi_client

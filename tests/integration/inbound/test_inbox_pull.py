@@ -11,8 +11,8 @@ from sqlalchemy import func, select, update
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.settings import Settings
 from fedqueue.storage import NewInbound, Store
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.tables import InboundActivityRow, InboxItemRow
-from fedqueue.storage.types import utcnow
 from fedqueue.web.app import create_app
 from tests.fediverse import RemoteActor, post
 from tests.helpers import asgi_client

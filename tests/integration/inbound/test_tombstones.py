@@ -8,8 +8,8 @@ import httpx
 from sqlalchemy import select, update
 
 from fedqueue.storage import Store
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.tables import InboundActivityRow, TombstoneRow
-from fedqueue.storage.types import utcnow
 from tests.fediverse import RemoteActor, post
 from tests.loopback import LoopbackServer
 

@@ -15,7 +15,7 @@ from fedqueue.cli.status import status_text
 from fedqueue.outbound.fanout_status import activity_status
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
-from fedqueue.storage.types import utcnow
+from fedqueue.storage.column_types import utcnow
 from fedqueue.urls import Urls
 from fedqueue.web.app import create_app
 from tests.conftest import ADMIN_TOKEN

@@ -17,7 +17,7 @@ from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.settings import Settings
 from fedqueue.signing import keys
 from fedqueue.storage import NewInbound, Store
-from fedqueue.storage.types import utcnow
+from fedqueue.storage.column_types import utcnow
 from fedqueue.web.app import create_app
 from tests.fediverse import AS_PUBLIC, LOCAL, RemoteActor
 from tests.helpers import asgi_client

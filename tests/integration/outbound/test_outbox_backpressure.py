@@ -14,7 +14,7 @@ from starlette.applications import Starlette
 from fedqueue.outbound.backpressure import Backlog
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
-from fedqueue.storage.types import UTCDateTime
+from fedqueue.storage.column_types import UTCDateTime
 from fedqueue.web.app import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.helpers import asgi_client

@@ -21,7 +21,7 @@ from fedqueue.settings import Settings
 from fedqueue.signing import keys
 from fedqueue.signing.requests import SignatureScheme, parse_request_signatures, verify_parsed
 from fedqueue.storage import Store
-from fedqueue.storage.types import utcnow
+from fedqueue.storage.column_types import utcnow
 from fedqueue.urls import Urls
 from tests.loopback import LoopbackServer, Recorded
 from tests.outbound import fast, insert_outbox_row, run_burst

@@ -20,7 +20,7 @@ from aiohttp import web
 from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.settings import Settings
 from fedqueue.storage import Enqueued, Store, Target
-from fedqueue.storage.types import utcnow
+from fedqueue.storage.column_types import utcnow
 from tests.conftest import ADMIN_TOKEN
 from tests.fediverse import LOCAL, RemoteActor, post
 from tests.loopback import LoopbackServer, Recorded

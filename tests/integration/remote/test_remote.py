@@ -25,8 +25,8 @@ from fedqueue.settings import Settings
 from fedqueue.signing import keys
 from fedqueue.signing.requests import parse_cavage_signature, verify_cavage
 from fedqueue.storage import CachedRemote, Store, remote_actors
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.tables import GoneInboxRow, HostRow
-from fedqueue.storage.types import utcnow
 from tests.forged import remote_actor_bytes
 from tests.loopback import LoopbackServer
 

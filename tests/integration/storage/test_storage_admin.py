@@ -11,8 +11,8 @@ from fedqueue.errors import InvalidInput, NotFound
 from fedqueue.storage import Store
 from fedqueue.storage.admin import CANCELLED
 from fedqueue.storage.admin_json import delivery_json
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.seeding import SeededDelivery, seed_activity, seed_host
-from fedqueue.storage.types import utcnow
 
 GOOD = "https://good.example/inbox"
 BAD = "https://bad.example/inbox"

@@ -10,8 +10,8 @@ from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.outbound.record import Result
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.deliveries import Enqueued, Target
-from fedqueue.storage.types import utcnow
 
 LEASE_S = 300.0
 

@@ -9,8 +9,8 @@ from datetime import datetime, timedelta
 from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.outbound.record import Result
 from fedqueue.storage import Store
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.deliveries import DeliveryView, Enqueued, Target
-from fedqueue.storage.types import utcnow
 
 LEASE_S = 60.0
 

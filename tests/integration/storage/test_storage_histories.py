@@ -8,8 +8,8 @@ import pytest
 
 from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.storage import Store, histories
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.deliveries import Enqueued, Target
-from fedqueue.storage.types import utcnow
 
 INBOX_A = "https://a.example/inbox"
 #: Quotes, a backslash and non-ASCII text travel inside the one bound value intact.

@@ -9,8 +9,8 @@ import pytest
 
 from fedqueue.outbound.circuit import CLOSED, CircuitPolicy, HostHealth, after_failure, after_success
 from fedqueue.storage import Store
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.hosts import HostStore
-from fedqueue.storage.types import utcnow
 
 POLICY = CircuitPolicy(
     failure_threshold=10, open_seconds=300, recovery_start=2, full_allowance=8, unavailable_after_days=7

@@ -11,9 +11,9 @@ from sqlalchemy import insert
 
 from fedqueue.outbound.circuit import OPEN
 from fedqueue.storage import Admission, Store, UnstorableValue
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.remote_actors import CachedRemote
 from fedqueue.storage.tables import GoneInboxRow
-from fedqueue.storage.types import utcnow
 
 SENDER = "https://r.example/u"
 GONE = GoneInboxRow.__table__  # type: ignore[attr-defined]

@@ -13,7 +13,7 @@ from fedqueue.settings import Settings
 from fedqueue.signing import keys
 from fedqueue.signing.requests import SignatureScheme, parse_request_signatures, verify_parsed
 from fedqueue.storage import Store
-from fedqueue.storage.types import utcnow
+from fedqueue.storage.column_types import utcnow
 from fedqueue.web.app import create_app
 from tests.fediverse import LOCAL, RemoteActor
 from tests.helpers import asgi_client

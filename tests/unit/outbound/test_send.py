@@ -9,7 +9,7 @@ from fedqueue.outbound.send import BODY_HEAD_BYTES, post, prepare_body
 from fedqueue.remote.client import HttpClient, SigningIdentity
 from fedqueue.settings import load_settings
 from fedqueue.signing import keys
-from fedqueue.storage.types import utcnow
+from fedqueue.storage.column_types import utcnow
 
 INBOX = "https://remote.example/inbox"
 
