@@ -16,10 +16,9 @@ again: a re-fetched copy is not what the actor signed, so it is stored but not p
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,6 +31,8 @@ from fedqueue.signing.requests import SignatureError
 
 #: url -> the JSON object served there; raises FedqueueError (e.g. FetchError) when it cannot be had.
 DocumentFetcher = Callable[[str], Awaitable[dict[str, Any]]]
+#: (activity, public key PEM) -> None, or Unusable / Forged: `ld_verifier.LdVerifier.verify`.
+LdCheck = Callable[[Mapping[str, Any], str], Awaitable[None]]
 #: Activities whose object is re-fetched when their LD signature cannot vouch for them.
 REFETCHED_TYPES = ("Create", "Update")
 
@@ -55,6 +56,7 @@ async def authenticate(
     resolve: KeyResolver,
     activity: Activity,
     fetch: DocumentFetcher,
+    check_ld: LdCheck,
     *,
     max_depth: int,
 ) -> Authenticated:
@@ -69,7 +71,7 @@ async def authenticate(
         return Authenticated(activity, verdict.key_id, forwardable=True)
     reasons: list[str] = []
     try:
-        key_id = await _ld_signed(activity, resolve)
+        key_id = await _ld_signed(activity, resolve, check_ld)
         return Authenticated(activity, key_id, forwardable=True, forwarded_by=verdict.owner)
     except (ld_signatures.Unusable, ld_signatures.Forged, SignatureError) as exc:
         reasons.append(f"Linked Data signature: {exc}")
@@ -85,14 +87,13 @@ async def authenticate(
     )
 
 
-async def _ld_signed(activity: Activity, resolve: KeyResolver) -> str:
+async def _ld_signed(activity: Activity, resolve: KeyResolver, check_ld: LdCheck) -> str:
     """The LD signature's key id, when it verifies and the activity's actor owns the key."""
     signature = ld_signatures.signature_of(activity.doc)
     key = await resolve(signature.creator, False)
     if key.owner != activity.actor:
         raise SignatureError(f"key {signature.creator} belongs to {key.owner}, not to {activity.actor}")
-    # Canonicalization is CPU work (bounded by ld_signatures.MAX_OBJECTS): off the event loop.
-    await asyncio.to_thread(ld_signatures.verify, activity.doc, key.public_key_pem)
+    await check_ld(activity.doc, key.public_key_pem)  # bounded CPU work, off the event loop
     return signature.creator
 
 
