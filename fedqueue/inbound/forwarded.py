@@ -5,7 +5,8 @@ from someone. When the key is the activity's actor's own, that is all. Otherwise
 was forwarded, and it is accepted only if one of these holds, in order:
 
 1. Its embedded `RsaSignature2017` Linked Data signature verifies under a key of the activity's
-   actor (`ld_signatures`): the body is stored as it came.
+   actor (`ld_signatures`): the body is stored as it came. It is checked only within the
+   bounds of `ld_verifier` (values, triples, steps, a deadline); past them, as if it had none.
 2. Its object (a Create's or Update's, with an id on the actor's origin) re-fetched from that
    origin has the same id and is attributed to the actor: the activity is stored with the
    fetched copy as its object, never with the forwarded one.
