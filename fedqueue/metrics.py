@@ -40,6 +40,8 @@ LATENCY_BUCKETS_S = (
 ATTEMPT_BUCKETS = (1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0, 50.0)
 #: Where the worker catches an unexpected error (`Metrics.worker_error`); each is exported, 0 or not.
 WORKER_ERROR_STAGES = ("expand", "send", "record", "step", "run")
+#: Why a Linked Data signature was not checked (`ld_signatures.TooCostly.reason`); each exported.
+LD_REFUSAL_REASONS = ("values", "context", "triples", "steps", "deadline")
 
 
 @dataclass
@@ -72,6 +74,7 @@ class Metrics:
     attempts: Histogram = field(default_factory=lambda: Histogram(ATTEMPT_BUCKETS))
     worker_errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     client_refusals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    ld_refusals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
     def delivery_outcome(
         self,
@@ -136,6 +139,10 @@ class Metrics:
         """Record one answer the HTTP client refused (reason e.g. 'head_too_large', 'body_too_large')."""
         self.client_refusals[reason] += 1
 
+    def ld_refused(self, reason: str) -> None:
+        """Record one Linked Data signature not checked for its cost (`LD_REFUSAL_REASONS`)."""
+        self.ld_refusals[reason] += 1
+
     def render(self) -> list[str]:
         """This process's counters and histograms in Prometheus text exposition format."""
         lines: list[str] = []
@@ -174,6 +181,12 @@ class Metrics:
             "counter",
             "Unexpected errors the worker survived, by stage (this process).",
             (({"stage": k}, self.worker_errors.get(k, 0)) for k in WORKER_ERROR_STAGES),
+        )
+        lines += _family(
+            "fedqueue_ld_refused_total",
+            "counter",
+            "LD signatures of forwarded activities not checked for their cost, by bound (this process).",
+            (({"reason": k}, self.ld_refusals.get(k, 0)) for k in LD_REFUSAL_REASONS),
         )
         lines += _histogram(
             "fedqueue_delivery_latency_seconds", "Seconds from the outbox write to the 2xx.", self.latency

@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
 from starlette.applications import Starlette
 
+from fedqueue.inbound import ld_signatures
 from fedqueue.remote.client import HttpClient, SigningIdentity, http_date, signed_headers
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.settings import Settings
@@ -38,6 +39,8 @@ from tests.loopback import LoopbackServer
 
 LOCAL = "http://127.0.0.1:8000"
 AS_PUBLIC = "https://www.w3.org/ns/activitystreams#Public"
+ALICE = f"{LOCAL}/actors/alice"
+ALICE_POST = f"{LOCAL}/actors/alice/activities/post-1"
 #: What a POST to the local inbox carries besides its signature.
 POST_HEADERS = {"Host": "127.0.0.1:8000", "Content-Type": "application/activity+json"}
 
@@ -114,13 +117,15 @@ class RemoteActor:
         now: datetime | None = None,
         key_id: str | None = None,
         content_type: str | None = None,
+        origin: str = LOCAL,
     ) -> tuple[dict[str, str], bytes]:
-        """fedqueue's own signer (net.signed_headers): Host, Date, Digest, Content-Type, Signature."""
+        """fedqueue's own signer (net.signed_headers): Host, Date, Digest, Content-Type, Signature,
+        for a POST to `path` on `origin` (a live instance's, or the in-process app's)."""
         body = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
         identity = SigningIdentity(key_id or self.key_id, keys.load_private_key(self.pair.private_pem))
         headers = signed_headers(
             "POST",
-            f"{LOCAL}{path}",
+            f"{origin}{path}",
             identity,
             now or utcnow(),
             digest=sha256_digest_header(body),
@@ -201,6 +206,24 @@ class RemoteActor:
             f'signature="{base64.b64encode(raw).decode()}"'
         )
         return headers, body
+
+
+def reply_by(bob: RemoteActor, content: str = "a reply") -> dict[str, Any]:
+    """bob's reply to alice's post, to the public and to alice's followers, LD-signed by bob."""
+    note = {
+        "id": f"{bob.uri}/notes/1",
+        "type": "Note",
+        "attributedTo": bob.uri,
+        "content": content,
+        "inReplyTo": ALICE_POST,
+        "to": [AS_PUBLIC],
+        "cc": [f"{ALICE}/followers", ALICE],
+    }
+    activity = bob.activity("Create", to=[AS_PUBLIC], cc=[f"{ALICE}/followers", ALICE], object=note)
+    activity["@context"] = ["https://www.w3.org/ns/activitystreams", "https://w3id.org/security/v1"]
+    private_key = keys.load_private_key(bob.pair.private_pem)
+    assert isinstance(private_key, rsa.RSAPrivateKey)
+    return ld_signatures.sign(activity, bob.key_id, private_key, utcnow())
 
 
 def hours_ago(hours: float) -> datetime:

@@ -2,7 +2,8 @@
 
 NUL and other control characters, lone surrogates, strings longer than any column, integers
 beyond 64 bits, bodies that are not UTF-8 (UTF-16 JSON, Latin-1, stray bytes) and URLs on odd
-spellings of 127.0.0.1.
+spellings of 127.0.0.1; and for Linked Data signatures, the shapes that cost canonicalization
+most (huge arrays, interlinked blank nodes, scoped contexts).
 """
 
 from __future__ import annotations
@@ -58,6 +59,35 @@ hostile_params = st.one_of(
     hostile_text,
 )
 json_scalars = st.one_of(st.none(), st.booleans(), huge_integers, st.floats(allow_nan=False), hostile_text)
+
+
+def blank_node_clique(size: int) -> list[dict[str, Any]]:
+    """`size` blank nodes each naming all the others: URDNA2015 tries every order of them (n!)."""
+    return [
+        {"id": f"_:n{i}", "type": "Note", "to": [f"_:n{j}" for j in range(size) if j != i]}
+        for i in range(size)
+    ]
+
+
+def scoped_context(terms: int) -> list[Any]:
+    """An `@context` whose type `T` brings `terms` terms of its own to each node of that type."""
+    defined = {f"t{i}": f"https://x.example/t{i}" for i in range(terms)}
+    scoped = {"T": {"@id": "https://x.example/T", "@context": defined}}
+    return ["https://www.w3.org/ns/activitystreams", scoped]
+
+
+_array_sizes = st.sampled_from([0, 10, 999, 1001, 5000, 26_000])
+#: (field, value) pairs a hostile sender adds to an LD-signed activity to make checking it costly.
+costly_ld_fields = st.one_of(
+    st.tuples(
+        st.sampled_from(["to", "cc", "tag"]),
+        _array_sizes.map(lambda n: [f"https://b.example/users/u{i}" for i in range(n)]),
+    ),
+    st.tuples(st.just("cc"), _array_sizes.map(lambda n: [[i, str(i)] for i in range(n)])),
+    st.tuples(st.just("tag"), _array_sizes.map(lambda n: [{"type": "Mention"}] * n)),
+    st.tuples(st.just("tag"), st.integers(2, 12).map(blank_node_clique)),
+    st.tuples(st.just("@context"), st.integers(1, 900).map(scoped_context)),
+)
 
 
 def hostile_bodies(documents: st.SearchStrategy[Any]) -> st.SearchStrategy[bytes]:

@@ -5,7 +5,8 @@ from someone. When the key is the activity's actor's own, that is all. Otherwise
 was forwarded, and it is accepted only if one of these holds, in order:
 
 1. Its embedded `RsaSignature2017` Linked Data signature verifies under a key of the activity's
-   actor (`ld_signatures`): the body is stored as it came.
+   actor (`ld_signatures`): the body is stored as it came. It is checked only within the
+   bounds of `ld_verifier` (values, triples, steps, a deadline); past them, as if it had none.
 2. Its object (a Create's or Update's, with an id on the actor's origin) re-fetched from that
    origin has the same id and is attributed to the actor: the activity is stored with the
    fetched copy as its object, never with the forwarded one.
@@ -16,10 +17,9 @@ again: a re-fetched copy is not what the actor signed, so it is stored but not p
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,6 +32,8 @@ from fedqueue.signing.requests import SignatureError
 
 #: url -> the JSON object served there; raises FedqueueError (e.g. FetchError) when it cannot be had.
 DocumentFetcher = Callable[[str], Awaitable[dict[str, Any]]]
+#: (activity, public key PEM) -> None, or Unusable / Forged: `ld_verifier.LdVerifier.verify`.
+LdCheck = Callable[[Mapping[str, Any], str], Awaitable[None]]
 #: Activities whose object is re-fetched when their LD signature cannot vouch for them.
 REFETCHED_TYPES = ("Create", "Update")
 
@@ -62,6 +64,7 @@ async def authenticate(
     resolve: KeyResolver,
     activity: Activity,
     fetch: DocumentFetcher,
+    check_ld: LdCheck,
     *,
     max_depth: int,
 ) -> Authenticated:
@@ -76,7 +79,7 @@ async def authenticate(
         return Authenticated(activity, verdict.key_id, forwardable=True)
     reasons: list[str] = []
     try:
-        key_id = await _ld_signed(activity, resolve)
+        key_id = await _ld_signed(activity, resolve, check_ld)
         return Authenticated(
             activity, key_id, forwardable=True, forwarded_by=verdict.owner, signed_with=verdict.key_id
         )
@@ -94,14 +97,13 @@ async def authenticate(
     )
 
 
-async def _ld_signed(activity: Activity, resolve: KeyResolver) -> str:
+async def _ld_signed(activity: Activity, resolve: KeyResolver, check_ld: LdCheck) -> str:
     """The LD signature's key id, when it verifies and the activity's actor owns the key."""
     signature = ld_signatures.signature_of(activity.doc)
     key = await resolve(signature.creator, False)
     if key.owner != activity.actor:
         raise SignatureError(f"key {signature.creator} belongs to {key.owner}, not to {activity.actor}")
-    # Canonicalization is CPU work (bounded by ld_signatures.MAX_OBJECTS): off the event loop.
-    await asyncio.to_thread(ld_signatures.verify, activity.doc, key.public_key_pem)
+    await check_ld(activity.doc, key.public_key_pem)  # bounded CPU work, off the event loop
     return signature.creator
 
 

@@ -8,9 +8,18 @@ that, base64 in `signatureValue`. `creator` is the signing key's id.
 Canonicalization reads JSON-LD contexts only from the copies shipped in `contexts/`: nothing
 is fetched at run time. A document that names any other remote context cannot be
 canonicalized here, so its LD signature is `Unusable` (not forged: the caller may still
-authenticate the activity another way). Work is bounded: a document with more JSON objects
-than `MAX_OBJECTS` is not canonicalized at all (URDNA2015 can be made to cost exponential time
-by many interlinked blank nodes).
+authenticate the activity another way).
+
+Work is bounded by a `Budget`, past which the signature is `TooCostly` (a kind of Unusable):
+- values: every JSON value (object, array, element, string, number) is counted before PyLD
+  sees the document. Expansion compares each value of a property with those before it, so it
+  costs the square of the longest array (about 0.2 s for 1,000 values);
+- context: a scoped context (a term definition carrying its own `@context`) in an inline
+  context is refused: applied to each node of its type, it costs values times terms;
+- triples: the dataset's triples, counted before URDNA2015 runs over them;
+- steps: URDNA2015's N-degree hashing tries every permutation of blank nodes that look alike,
+  so a few interlinked ones (a clique of eight) cost minutes; each step of it (a check of
+  the canonical issuer) is counted, and so is the deadline (`time.monotonic()`), at each step.
 """
 
 from __future__ import annotations
@@ -19,6 +28,9 @@ import base64
 import binascii
 import hashlib
 import json
+import math
+import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,8 +47,6 @@ from fedqueue.signing import keys
 
 SIGNATURE_TYPE = "RsaSignature2017"
 IDENTITY_CONTEXT = "https://w3id.org/identity/v1"
-#: Documents with more JSON objects than this are not canonicalized (see the module docstring).
-MAX_OBJECTS = 200
 #: The shipped contexts, by URL without scheme and trailing `#` or `/`.
 _SHIPPED = {
     "www.w3.org/ns/activitystreams": "activitystreams.jsonld",
@@ -57,8 +67,36 @@ class Unusable(FedqueueError):
     """The document has no LD signature this module can check (absent, other type, unknown context)."""
 
 
+class TooCostly(Unusable):
+    """Checking the signature would cost more than its `Budget`; `reason` names the bound."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class Forged(FedqueueError):
     """The LD signature was checked and does not match the document."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What checking one signature may spend (see the module docstring); `deadline` is monotonic."""
+
+    max_values: int
+    max_triples: int
+    max_steps: int
+    deadline: float
+
+    @classmethod
+    def unbounded(cls) -> Budget:
+        """No bound: for documents fedqueue signs itself."""
+        return cls(sys.maxsize, sys.maxsize, sys.maxsize, math.inf)
+
+    def check_deadline(self) -> None:
+        """TooCostly once the deadline has passed."""
+        if time.monotonic() > self.deadline:
+            raise TooCostly("deadline", "checking the Linked Data signature ran out of time")
 
 
 @dataclass(frozen=True)
@@ -85,30 +123,62 @@ def _load_context(url: str, _options: Mapping[str, Any] | None = None) -> dict[s
     return {"contextUrl": None, "documentUrl": url, "document": _loaded[name]}
 
 
-def _objects(value: Any) -> int:
-    count, stack = 0, [value]
+def count_values(doc: Any, max_values: int) -> int:
+    """How many JSON values `doc` holds, itself included; TooCostly past `max_values` (counting
+    stops there) or for a scoped context inside an inline `@context`."""
+    count, stack = 0, [(doc, False)]
     while stack:
-        item = stack.pop()
+        item, in_context = stack.pop()
+        count += 1
+        if count > max_values:
+            raise TooCostly("values", f"document has more than {max_values} JSON values")
         if isinstance(item, dict):
-            count += 1
-            stack.extend(item.values())
+            if in_context and "@context" in item:
+                raise TooCostly("context", "document defines a scoped JSON-LD context")
+            stack.extend((value, in_context or key == "@context") for key, value in item.items())
         elif isinstance(item, list):
-            stack.extend(item)
+            stack.extend((value, in_context) for value in item)
     return count
 
 
-def canonical_hash(doc: Mapping[str, Any]) -> str:
-    """sha256 hex of the URDNA2015 N-Quads of `doc`; Unusable if it cannot be canonicalized here."""
-    if _objects(doc) > MAX_OBJECTS:
-        raise Unusable(f"document has more than {MAX_OBJECTS} objects")
+class _CountingIssuer(jsonld.IdentifierIssuer):  # type: ignore[misc]
+    """URDNA2015's canonical issuer, which counts the checks made of it against the budget.
+
+    The N-degree hashing asks it once per blank node of each permutation it tries and once
+    per related blank node it hashes: the count bounds that work (and the deadline is read).
+    """
+
+    def __init__(self, budget: Budget) -> None:
+        super().__init__("_:c14n")
+        self.budget, self.steps = budget, 0
+
+    def has_id(self, old: str) -> bool:
+        self.steps += 1
+        if self.steps > self.budget.max_steps:
+            raise TooCostly("steps", f"canonicalizing needs more than {self.budget.max_steps} steps")
+        self.budget.check_deadline()
+        return bool(super().has_id(old))
+
+
+def canonical_hash(doc: Mapping[str, Any], budget: Budget) -> str:
+    """sha256 hex of the URDNA2015 N-Quads of `doc`; Unusable if it cannot be canonicalized here,
+    TooCostly (before or during the work) if it would cost more than `budget`."""
+    count_values(doc, budget.max_values)
     try:
-        nquads = jsonld.normalize(
-            dict(doc),
-            {"algorithm": "URDNA2015", "format": "application/n-quads", "documentLoader": _load_context},
-        )
-    except Unusable:
-        raise
+        dataset = jsonld.to_rdf(dict(doc), {"documentLoader": _load_context})
     except Exception as exc:  # PyLD wraps the loader's error and raises its own for bad JSON-LD
+        raise Unusable(f"document is not canonicalizable JSON-LD: {_root_cause(exc)}") from None
+    triples = sum(len(graph) for graph in dataset.values())
+    if triples > budget.max_triples:
+        raise TooCostly("triples", f"document has more than {budget.max_triples} RDF triples")
+    budget.check_deadline()
+    canonicalizer = jsonld.URDNA2015()
+    canonicalizer.canonical_issuer = _CountingIssuer(budget)
+    try:
+        nquads = canonicalizer.main(dataset, {"format": "application/n-quads"})
+    except TooCostly:
+        raise
+    except Exception as exc:  # not expected of a dataset PyLD made itself
         raise Unusable(f"document is not canonicalizable JSON-LD: {_root_cause(exc)}") from None
     return hashlib.sha256(str(nquads).encode("utf-8")).hexdigest()
 
@@ -122,11 +192,11 @@ def _root_cause(exc: BaseException) -> str:
         exc = inner
 
 
-def _to_be_signed(doc: Mapping[str, Any], options: Mapping[str, Any]) -> bytes:
+def _to_be_signed(doc: Mapping[str, Any], options: Mapping[str, Any], budget: Budget) -> bytes:
     bare_options = {k: v for k, v in options.items() if k not in ("type", "id", "signatureValue")}
     bare_options["@context"] = IDENTITY_CONTEXT
     document = {k: v for k, v in doc.items() if k != "signature"}
-    return (canonical_hash(bare_options) + canonical_hash(document)).encode("ascii")
+    return (canonical_hash(bare_options, budget) + canonical_hash(document, budget)).encode("ascii")
 
 
 def signature_of(doc: Mapping[str, Any]) -> LdSignature:
@@ -147,15 +217,19 @@ def sign(
 ) -> dict[str, Any]:
     """`doc` with an `RsaSignature2017` signature by `key_id` (replacing any it had)."""
     options = {"type": SIGNATURE_TYPE, "creator": key_id, "created": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
-    value = private_key.sign(_to_be_signed(doc, options), padding.PKCS1v15(), hashes.SHA256())
+    to_be_signed = _to_be_signed(doc, options, Budget.unbounded())
+    value = private_key.sign(to_be_signed, padding.PKCS1v15(), hashes.SHA256())
     return {**doc, "signature": {**options, "signatureValue": base64.b64encode(value).decode("ascii")}}
 
 
-def verify(doc: Mapping[str, Any], public_key_pem: str) -> None:
-    """Forged unless `doc`'s LD signature verifies under `public_key_pem`; Unusable if it cannot be checked.
+def verify(doc: Mapping[str, Any], public_key_pem: str, budget: Budget) -> None:
+    """Forged unless `doc`'s LD signature verifies under `public_key_pem`; Unusable if it cannot be
+    checked, TooCostly if checking it would cost more than `budget`.
 
     The caller has resolved `signature_of(doc).creator` to `public_key_pem` and checks whose key it is.
     """
+    count_values(doc, budget.max_values)  # the signature's options and the document, together
+    budget.check_deadline()  # it may have waited for a thread
     signature = signature_of(doc)
     try:
         public_key = keys.load_public_key(public_key_pem)
@@ -164,8 +238,9 @@ def verify(doc: Mapping[str, Any], public_key_pem: str) -> None:
         raise Unusable("Linked Data signature or its key is not usable") from None
     if not isinstance(public_key, rsa.RSAPublicKey):
         raise Unusable(f"key {signature.creator[:200]} is not an RSA key")
+    to_be_signed = _to_be_signed(doc, signature.options, budget)
     try:
-        public_key.verify(raw, _to_be_signed(doc, signature.options), padding.PKCS1v15(), hashes.SHA256())
+        public_key.verify(raw, to_be_signed, padding.PKCS1v15(), hashes.SHA256())
     except InvalidSignature:
         creator = signature.creator[:200]
         raise Forged(f"Linked Data signature by {creator} does not match the activity") from None

@@ -25,6 +25,7 @@ from fedqueue.inbound.forwarded import DocumentFetcher, authenticate
 from fedqueue.inbound.forwarding import forwarding_for
 from fedqueue.inbound.gone import accept_unverified
 from fedqueue.inbound.health import heard_from
+from fedqueue.inbound.ld_verifier import LdVerifier
 from fedqueue.inbound.receive_rules import Activity, named_local_actors, parse_activity
 from fedqueue.inbound.signature_schemes import InboundRequest
 from fedqueue.inbound.throttle import InboxThrottle
@@ -62,6 +63,7 @@ class Receiver:
     urls: Urls
     keyring: Keyring
     directory: RemoteDirectory
+    ld_verifier: LdVerifier
     throttle: InboxThrottle | None = None
     followers_sync: FollowersSync | None = None
 
@@ -107,6 +109,7 @@ class Receiver:
                 key_resolver(self.directory, signer, timeout_s, gone_keys),
                 activity,
                 document_fetcher(self.directory, signer, timeout_s),
+                self.ld_verifier.verify,
                 max_depth=settings.inbox_max_json_depth,
             )
         except SignatureError:

@@ -1,7 +1,7 @@
 """The OpenAPI 3.1 document of the admin JSON API, served at /admin/openapi.json.
 
 The paths are written here, next to the routes in `admin_api`; the response schemas are
-derived from the TypedDicts the handlers return (`storage.admin_json`, `outbound.status`), so
+derived from the TypedDicts the handlers return (`storage.admin_json`, `outbound.fanout_status`), so
 the document names exactly the fields the code returns. `tests/integration/web/test_admin_api.py`
 checks that every JSON route under /admin is described here, and schemathesis
 (`tests/e2e/test_admin_fuzz.py`) checks every answer of a live instance against it.

@@ -27,6 +27,7 @@ from fedqueue.errors import (
     Unauthorized,
 )
 from fedqueue.inbound.followers_sync import FollowersSync
+from fedqueue.inbound.ld_verifier import LdVerifier
 from fedqueue.inbound.pruning import prune_forever
 from fedqueue.inbound.receive_rules import UnsupportedMediaType
 from fedqueue.inbound.throttle import InboxThrottle
@@ -183,6 +184,7 @@ def create_app(
                 await pruning
             if client is not None:
                 await client.aclose()
+            app.state.ld_verifier.close()
 
     app = App(
         routes=[
@@ -216,6 +218,7 @@ def create_app(
     app.state.settings = settings
     app.state.store = store
     app.state.metrics = recorder or Metrics()
+    app.state.ld_verifier = LdVerifier(settings, app.state.metrics.ld_refused)
     app.state.backlog = Backlog(
         store.outbox.backlog, settings.outbox_max_pending, poll_interval_s=settings.poll_interval_seconds
     )

@@ -101,6 +101,7 @@ async def _receive(request: Request) -> Received:
         urls_of(request),
         keyring_of(request),
         directory_of(request),
+        request.app.state.ld_verifier,
         request.app.state.inbox_throttle,
         request.app.state.followers_sync,
     )

@@ -7,44 +7,25 @@ to a local post, addressed to the local author's followers, is forwarded to thos
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+import logging
 from typing import Any
 
 import httpx
-from cryptography.hazmat.primitives.asymmetric import rsa
+import pytest
 from sqlalchemy import select
+from starlette.applications import Starlette
 
 from fedqueue.inbound import ld_signatures
 from fedqueue.settings import Settings
-from fedqueue.signing import keys
 from fedqueue.storage import Store
 from fedqueue.storage.tables import InboundActivityRow, OutboxRow
-from tests.fediverse import AS_PUBLIC, LOCAL, RemoteActor, post
+from tests.fediverse import ALICE, LOCAL, RemoteActor, post, reply_by
+from tests.fuzzing import blank_node_clique
 from tests.loopback import LoopbackServer
 from tests.outbound import accept_all, add_follower, fast, run_burst, verify_delivery
 
 _inbound = InboundActivityRow.__table__  # type: ignore[attr-defined]
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
-ALICE = f"{LOCAL}/actors/alice"
-ALICE_POST = f"{LOCAL}/actors/alice/activities/post-1"
-
-
-def reply_by(bob: RemoteActor, content: str = "a reply") -> dict[str, Any]:
-    """bob's reply to alice's post, to the public and to alice's followers, LD-signed by bob."""
-    note = {
-        "id": f"{bob.uri}/notes/1",
-        "type": "Note",
-        "attributedTo": bob.uri,
-        "content": content,
-        "inReplyTo": ALICE_POST,
-        "to": [AS_PUBLIC],
-        "cc": [f"{ALICE}/followers", ALICE],
-    }
-    activity = bob.activity("Create", to=[AS_PUBLIC], cc=[f"{ALICE}/followers", ALICE], object=note)
-    activity["@context"] = ["https://www.w3.org/ns/activitystreams", "https://w3id.org/security/v1"]
-    private_key = keys.load_private_key(bob.pair.private_pem)
-    assert isinstance(private_key, rsa.RSAPrivateKey)
-    return ld_signatures.sign(activity, bob.key_id, private_key, datetime.now(UTC))
 
 
 async def stored(store: Store) -> list[dict[str, Any]]:
@@ -111,6 +92,50 @@ async def test_a_forwarded_reply_without_ld_signature_is_stored_as_its_origin_se
     assert await outbox_rows(store) == []  # a re-fetched copy is not forwarded again
 
 
+async def test_a_forwarded_create_of_26000_recipients_is_stored_by_re_fetch_without_canonicalizing_it(
+    app: Starlette,
+    client: httpx.AsyncClient,
+    store: Store,
+    bob: RemoteActor,
+    remote: LoopbackServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    await store.actors.create("alice")
+    carol = RemoteActor(remote, name="carol").publish()
+    activity = reply_by(bob)
+    remote.serve_json("/users/bob/notes/1", activity["object"])
+    # As many as the 1 MiB body cap allows; the LD signature (by bob's key) no longer matches.
+    activity["to"] = [f"https://b.example/users/u{i:05d}" for i in range(26_000)]
+    with caplog.at_level(logging.INFO, logger="fedqueue.inbox"):
+        response = await relayed(client, carol, activity)
+    assert response.status_code == 202, response.text
+    [row] = await stored(store)
+    assert (row["actor_uri"], row["key_id"]) == (bob.uri, carol.key_id)  # by re-fetch, not by LD signature
+    assert len(json.loads(row["body"])["to"]) == 26_000
+    assert app.state.metrics.ld_refusals == {"values": 1}
+    assert 'fedqueue_ld_refused_total{reason="values"} 1' in app.state.metrics.render()
+    [line] = [r.getMessage() for r in caplog.records if "Linked Data signature" in r.getMessage()]
+    assert (
+        line
+        == f"Linked Data signature on {activity['id']} not checked: document has more than 1000 JSON values"
+    )
+
+
+async def test_a_forwarded_create_of_interlinked_blank_nodes_is_answered_without_canonicalizing_it(
+    app: Starlette, client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer
+) -> None:
+    await store.actors.create("alice")
+    carol = RemoteActor(remote, name="carol").publish()
+    activity = {**reply_by(bob), "tag": blank_node_clique(9)}  # hours of URDNA2015, unbounded
+    response = await relayed(client, carol, activity)
+    assert response.status_code == 401, response.text
+    error = response.json()["error"]
+    assert "Linked Data signature: canonicalizing needs more than 1000 steps" in error
+    assert "re-fetch: GET" in error and "404" in error
+    assert app.state.metrics.ld_refusals == {"steps": 1}
+    assert await stored(store) == []
+
+
 async def test_a_re_fetched_object_attributed_to_someone_else_is_refused(
     client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer
 ) -> None:
@@ -146,7 +171,8 @@ async def test_a_reply_to_a_local_post_is_forwarded_unchanged_to_the_local_autho
     [delivery] = remote.received("POST", "/users/dave/inbox")
     body = verify_delivery(remote, delivery, ALICE, alice.actor.public_key_pem)
     assert body == activity
-    ld_signatures.verify(body, bob.pair.public_pem)  # bob's LD signature survives the trip
+    # bob's LD signature survives the trip
+    ld_signatures.verify(body, bob.pair.public_pem, ld_signatures.Budget.unbounded())
     outbox = (await client.get("/actors/alice/outbox?page=true")).json()
     assert outbox["orderedItems"] == []  # not alice's own activity
 

@@ -1,4 +1,5 @@
-"""Random and hostile bodies and headers thrown at the inbox never get a 5xx, on both engines."""
+"""Random and hostile bodies and headers thrown at the inbox never get a 5xx, on both engines;
+among them forwarded activities whose Linked Data signature was made costly to check."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import json
 from typing import Any
 
 import httpx
+from cryptography.hazmat.primitives.asymmetric import rsa
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fedqueue.inbound import ld_signatures
 from fedqueue.remote.client import HttpClient, SigningIdentity, signed_headers
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.settings import load_settings
@@ -18,7 +21,14 @@ from fedqueue.signing.requests import sha256_digest_header
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.web.app import create_app
-from tests.fuzzing import check_answer, fuzz_settings, hostile_bodies, hostile_text, odd_ip_urls
+from tests.fuzzing import (
+    check_answer,
+    costly_ld_fields,
+    fuzz_settings,
+    hostile_bodies,
+    hostile_text,
+    odd_ip_urls,
+)
 from tests.helpers import asgi_client
 
 BOB = "https://remote.example/users/bob"
@@ -26,7 +36,9 @@ BOB_KEYS = keys.generate_key_pair()
 #: A remote actor whose document's inbox holds a NUL: its Follow must not reach the database.
 CAROL = "https://remote.example/users/carol"
 CAROL_KEYS = keys.generate_key_pair()
-SIGNERS = {BOB: BOB_KEYS, CAROL: CAROL_KEYS}
+#: A relay: forwards bob's LD-signed activities under its own HTTP signature.
+DAVE = "https://remote.example/users/dave"
+SIGNERS = {BOB: BOB_KEYS, CAROL: CAROL_KEYS, DAVE: keys.generate_key_pair()}
 LOCAL = "http://127.0.0.1:8000"
 PATHS = ["/inbox", "/actors/alice/inbox", "/actors/nobody/inbox", "/actors/Bad-Name/inbox"]
 printable = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=80)
@@ -102,6 +114,29 @@ signed_activities = st.builds(
     st.sampled_from(["Follow", "Like", "Undo"]),
     st.sampled_from(["1", "2"]) | hostile_text,
 )
+
+
+def _ld_signed_create() -> dict[str, Any]:
+    """bob's Create of a note, LD-signed by bob (signed once: the examples change copies of it)."""
+    note = {"id": f"{BOB}/notes/1", "type": "Note", "attributedTo": BOB, "content": "hi"}
+    doc = {"id": f"{BOB}/a/forwarded", "type": "Create", "actor": BOB, "object": note}
+    doc["@context"] = ["https://www.w3.org/ns/activitystreams", "https://w3id.org/security/v1"]
+    private_key = keys.load_private_key(BOB_KEYS.private_pem)
+    assert isinstance(private_key, rsa.RSAPrivateKey)
+    return ld_signatures.sign(doc, f"{BOB}#main-key", private_key, utcnow())
+
+
+LD_SIGNED_CREATE = _ld_signed_create()
+
+
+def _forwarded(path: str, field: tuple[str, Any]) -> Request:
+    """bob's LD-signed Create with a field made costly to check (`costly_ld_fields`), sent by dave."""
+    name, value = field
+    doc = {**LD_SIGNED_CREATE, name: value}
+    return path, json.dumps(doc).encode(), {}, DAVE
+
+
+forwarded_activities = st.builds(_forwarded, st.sampled_from(PATHS[:2]), costly_ld_fields)
 requests = st.one_of(
     st.tuples(
         st.sampled_from(PATHS),
@@ -110,17 +145,21 @@ requests = st.one_of(
         st.sampled_from([None, BOB, CAROL]),
     ),
     signed_activities,
+    forwarded_activities,
 )
 
 
 def remote_documents(request: httpx.Request) -> httpx.Response:
-    """The only remotes: bob's and carol's (NUL in the inbox) actor documents; everything else is 404."""
+    """The only remotes: bob's, carol's (NUL in the inbox) and dave's actor documents, and bob's
+    note (forwarded activities' re-fetch); everything else is 404."""
     uri = str(request.url)
+    if uri == LD_SIGNED_CREATE["object"]["id"]:
+        return httpx.Response(200, json=LD_SIGNED_CREATE["object"])
     if uri in SIGNERS:
         doc = {
             "id": uri,
             "type": "Person",
-            "inbox": f"{uri}/inbox" if uri == BOB else f"{uri}/inbox\x00",
+            "inbox": f"{uri}/inbox\x00" if uri == CAROL else f"{uri}/inbox",
             "publicKey": {"id": f"{uri}#main-key", "owner": uri, "publicKeyPem": SIGNERS[uri].public_pem},
         }
         return httpx.Response(200, json=doc, headers={"content-type": "application/activity+json"})
