@@ -40,6 +40,8 @@ LATENCY_BUCKETS_S = (
 ATTEMPT_BUCKETS = (1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0, 50.0)
 #: Where the worker catches an unexpected error (`Metrics.worker_error`); each is exported, 0 or not.
 WORKER_ERROR_STAGES = ("expand", "send", "record", "step", "run")
+#: `fedqueue_admin_login_failures_total`'s results: a wrong token, or an attempt refused unread.
+ADMIN_LOGIN_RESULTS = ("wrong_token", "refused")
 
 
 @dataclass
@@ -71,6 +73,8 @@ class Metrics:
     latency: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS_S))
     attempts: Histogram = field(default_factory=lambda: Histogram(ATTEMPT_BUCKETS))
     worker_errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    admin_login_failures: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    admin_login_forgotten: int = 0
 
     def delivery_outcome(
         self,
@@ -131,6 +135,14 @@ class Metrics:
         """Record one outbox POST refused with 503 (reason e.g. 'backlog')."""
         self.outbox_refusals[reason] += 1
 
+    def admin_login_failed(self, result: str, forgotten: int = 0) -> None:
+        """Count one admin token refused: `wrong_token` (checked) or `refused` (429, unread).
+
+        `forgotten`: addresses the failure table dropped to make room for this one.
+        """
+        self.admin_login_failures[result] += 1
+        self.admin_login_forgotten += forgotten
+
     def render(self) -> list[str]:
         """This process's counters and histograms in Prometheus text exposition format."""
         lines: list[str] = []
@@ -163,6 +175,18 @@ class Metrics:
             "counter",
             "Unexpected errors the worker survived, by stage (this process).",
             (({"stage": k}, self.worker_errors.get(k, 0)) for k in WORKER_ERROR_STAGES),
+        )
+        lines += _family(
+            "fedqueue_admin_login_failures_total",
+            "counter",
+            "Admin tokens refused (login form or bearer): wrong_token, or refused unread (this process).",
+            (({"result": k}, self.admin_login_failures.get(k, 0)) for k in ADMIN_LOGIN_RESULTS),
+        )
+        lines += _family(
+            "fedqueue_admin_login_addresses_forgotten_total",
+            "counter",
+            "Client addresses the login failure table forgot early, being full (this process).",
+            [({}, self.admin_login_forgotten)],
         )
         lines += _histogram(
             "fedqueue_delivery_latency_seconds", "Seconds from the outbox write to the 2xx.", self.latency

@@ -51,7 +51,7 @@ from fedqueue.web import (
     status,
     webhooks,
 )
-from fedqueue.web.admin_auth import AdminAuthMiddleware
+from fedqueue.web.admin_auth import AdminAuthMiddleware, LoginGuard
 from fedqueue.web.responses import JSONResponse, error_response
 
 log = logging.getLogger("fedqueue.web")
@@ -184,6 +184,8 @@ def create_app(
             if client is not None:
                 await client.aclose()
 
+    recorder = recorder or Metrics()
+    login_guard = LoginGuard(settings, recorder)
     app = App(
         routes=[
             Route("/healthz", healthz, methods=["GET"]),
@@ -204,6 +206,7 @@ def create_app(
                 settings=settings,
                 login_page=dashboard.login_page,
                 is_html_route=dashboard.is_html_route,
+                login_guard=login_guard,
             )
         ],
         exception_handlers={
@@ -215,7 +218,8 @@ def create_app(
     )
     app.state.settings = settings
     app.state.store = store
-    app.state.metrics = recorder or Metrics()
+    app.state.metrics = recorder
+    app.state.login_guard = login_guard
     app.state.backlog = Backlog(
         store.outbox.backlog, settings.outbox_max_pending, poll_interval_s=settings.poll_interval_seconds
     )
