@@ -15,26 +15,19 @@ from fedqueue.storage import Store
 from fedqueue.web.admin_auth import LoginGuard
 from fedqueue.web.app import create_app
 from tests.conftest import ADMIN_TOKEN
+from tests.helpers import FakeClock
 
 FREE = 5
 GUESS = "guess-0123456789abcdefghijk"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now_s = 1000.0
-
-    def __call__(self) -> float:
-        return self.now_s
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def app(settings: Settings, store: Store, clock: Clock) -> Starlette:
+def app(settings: Settings, store: Store, clock: FakeClock) -> Starlette:
     app = create_app(settings.model_copy(update={"admin_login_free_failures": FREE}), store)
     guard: LoginGuard = app.state.login_guard
     guard.clock = clock
@@ -47,7 +40,7 @@ def from_address(app: Starlette, address: str) -> httpx.AsyncClient:
 
 
 async def test_wrong_logins_past_the_free_ones_get_429_with_a_growing_retry_after_and_a_log_line_each(
-    app: Starlette, clock: Clock, caplog: pytest.LogCaptureFixture
+    app: Starlette, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, "fedqueue.admin")
     async with from_address(app, "192.0.2.7") as client:
@@ -64,7 +57,7 @@ async def test_wrong_logins_past_the_free_ones_get_429_with_a_growing_retry_afte
             # While refused, even the right token is not looked at.
             blocked = await client.post("/admin/login", data={"token": ADMIN_TOKEN})
             assert (blocked.status_code, "set-cookie" in blocked.headers) == (429, False)
-            clock.now_s += waits[-1]
+            clock.now += waits[-1]
         assert waits == [1, 2, 4, 8]
         logged = await client.post("/admin/login", data={"token": ADMIN_TOKEN})
         assert logged.status_code == 303  # once the refusal is over, the right token works
