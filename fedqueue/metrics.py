@@ -42,6 +42,8 @@ ATTEMPT_BUCKETS = (1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0, 50.0)
 WORKER_ERROR_STAGES = ("expand", "send", "record", "step", "run")
 #: Why a Linked Data signature was not checked (`ld_signatures.TooCostly.reason`); each exported.
 LD_REFUSAL_REASONS = ("values", "context", "triples", "steps", "deadline")
+#: `fedqueue_admin_login_failures_total`'s results: a wrong token, or an attempt refused unread.
+ADMIN_LOGIN_RESULTS = ("wrong_token", "refused")
 
 
 @dataclass
@@ -75,6 +77,8 @@ class Metrics:
     worker_errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     client_refusals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     ld_refusals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    admin_login_failures: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    admin_login_forgotten: int = 0
 
     def delivery_outcome(
         self,
@@ -143,6 +147,14 @@ class Metrics:
         """Record one Linked Data signature not checked for its cost (`LD_REFUSAL_REASONS`)."""
         self.ld_refusals[reason] += 1
 
+    def admin_login_failed(self, result: str, forgotten: int = 0) -> None:
+        """Count one admin token refused: `wrong_token` (checked) or `refused` (429, unread).
+
+        `forgotten`: addresses the failure table dropped to make room for this one.
+        """
+        self.admin_login_failures[result] += 1
+        self.admin_login_forgotten += forgotten
+
     def render(self) -> list[str]:
         """This process's counters and histograms in Prometheus text exposition format."""
         lines: list[str] = []
@@ -187,6 +199,18 @@ class Metrics:
             "counter",
             "LD signatures of forwarded activities not checked for their cost, by bound (this process).",
             (({"reason": k}, self.ld_refusals.get(k, 0)) for k in LD_REFUSAL_REASONS),
+        )
+        lines += _family(
+            "fedqueue_admin_login_failures_total",
+            "counter",
+            "Admin tokens refused (login form or bearer): wrong_token, or refused unread (this process).",
+            (({"result": k}, self.admin_login_failures.get(k, 0)) for k in ADMIN_LOGIN_RESULTS),
+        )
+        lines += _family(
+            "fedqueue_admin_login_addresses_forgotten_total",
+            "counter",
+            "Client addresses the login failure table forgot early, being full (this process).",
+            [({}, self.admin_login_forgotten)],
         )
         lines += _histogram(
             "fedqueue_delivery_latency_seconds", "Seconds from the outbox write to the 2xx.", self.latency

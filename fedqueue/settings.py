@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -28,6 +28,11 @@ from fedqueue.outbound.scheme_rules import SchemePolicy
 
 ENV_PREFIX = "FEDQUEUE_"
 CONFIG_ENV = f"{ENV_PREFIX}CONFIG"
+#: Shortest admin token accepted: 24 characters of a random token are ~140 bits and beyond guessing
+#: even at the login throttle's first rate; a word or two is not.
+MIN_ADMIN_TOKEN_CHARS = 24
+#: Settings whose values no error message repeats.
+SECRET_SETTINGS = frozenset({"admin_token"})
 
 
 class Settings(BaseSettings):
@@ -78,6 +83,10 @@ class Settings(BaseSettings):
     signature_scheme_recheck_days: float = Field(gt=0)
 
     dashboard_session_hours: float = Field(gt=0, le=24 * 30)
+    admin_login_free_failures: int = Field(ge=1, le=1000)
+    admin_login_backoff_cap_seconds: float = Field(ge=1, le=86400)
+    admin_login_forget_seconds: float = Field(gt=0)
+    admin_login_tracked_addresses: int = Field(ge=1, le=1_000_000)
     inbox_max_body_bytes: int = Field(ge=1024, le=64 * 1024 * 1024)
     inbox_max_json_depth: int = Field(ge=4, le=512)
     signature_max_age_seconds: float = Field(gt=0)
@@ -109,6 +118,26 @@ class Settings(BaseSettings):
         if parts.path not in ("", "/") or parts.query or parts.fragment:
             raise ValueError("must be an origin only, without a path, query or fragment")
         return f"{parts.scheme}://{parts.netloc}"
+
+    @field_validator("admin_token")
+    @classmethod
+    def _long_enough(cls, value: str) -> str:
+        if value and len(value) < MIN_ADMIN_TOKEN_CHARS:
+            raise ValueError(
+                f"must be at least {MIN_ADMIN_TOKEN_CHARS} characters, or empty to turn /admin off"
+                f" (a short token can be guessed; this one has {len(value)}); make one with"
+                " `python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+            )
+        return value
+
+    @field_validator("admin_login_forget_seconds")
+    @classmethod
+    def _failures_outlive_their_backoff(cls, value: float, info: ValidationInfo) -> float:
+        # Forgetting an address's failures before its refusal ends would end the refusal early.
+        cap = info.data.get("admin_login_backoff_cap_seconds")
+        if cap is not None and value < cap:
+            raise ValueError("must be at least admin_login_backoff_cap_seconds")
+        return value
 
     @field_validator("database_url")
     @classmethod
@@ -189,4 +218,6 @@ def load_settings(**overrides: Any) -> Settings:
         if error["type"] == "extra_forbidden":
             raise SettingsError(f"{label}: unknown setting in {config_path()}") from None
         message = error["msg"].removeprefix("Value error, ")
-        raise SettingsError(f"{label}: {message} (got {error.get('input')!r})") from None
+        # A secret is never echoed, nor are all settings at once (a check across several).
+        shown = "" if name in SECRET_SETTINGS or not error["loc"] else f" (got {error.get('input')!r})"
+        raise SettingsError(f"{label}: {message}{shown}") from None

@@ -27,7 +27,7 @@ pytest_plugins = ["tests.fediverse"]
 
 PG_URL_ENV = "FEDQUEUE_TEST_DATABASE_URL"
 REQUIRE_PG_ENV = "FEDQUEUE_REQUIRE_POSTGRES"
-ADMIN_TOKEN = "test-admin-token"
+ADMIN_TOKEN = "test-admin-token-of-32-characters"
 
 
 def _pg_url() -> str | None:

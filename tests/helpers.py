@@ -8,6 +8,16 @@ from starlette.applications import Starlette
 from fedqueue.outbound.worker import Worker
 
 
+class FakeClock:
+    """A monotonic clock a test moves by hand (`now`, seconds)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def asgi_client(app: Starlette, base_url: str = "http://127.0.0.1:8000") -> httpx.AsyncClient:
     """An httpx client talking to the app in-process (no lifespan, no sockets)."""
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base_url)

@@ -42,6 +42,7 @@ def register(commands: Subparsers) -> None:
         [
             "fedqueue webhook add alice https://app.example/hooks/fedqueue",
             "fedqueue webhook add alice https://app.example/hooks --consumer app --event inbox.new",
+            "fedqueue webhook add alice http://127.0.0.1:8080/hooks --allow-private-address",
         ],
     )
     add.add_argument("actor", help="local actor name")
@@ -54,6 +55,11 @@ def register(commands: Subparsers) -> None:
         dest="events",
         choices=EVENTS,
         help="an event to send (repeat); default all",
+    )
+    add.add_argument(
+        "--allow-private-address",
+        action="store_true",
+        help="the URL may be a loopback or private address (this webhook only; fetches stay guarded)",
     )
     add.set_defaults(run=run_add)
 
@@ -100,7 +106,8 @@ def run_add(args: argparse.Namespace) -> int:
             args.url,
             secret=args.secret,
             events=args.events or (),
-            allow_private=settings.allow_private_addresses,
+            allow_private=args.allow_private_address,
+            server_allows_private=settings.allow_private_addresses,
             who=_who(),
         )
         return {**webhook_json(hook), "secret": secret}

@@ -2,7 +2,9 @@
 
   1. attempt (`run`): a job is signed with its host's scheme (`SchemeBook`; a refused
      signature is re-sent at once under the other scheme, in the same attempt) and POSTed;
-     a webhook event is POSTed HMAC-signed with its webhook's secret (`post_webhook`);
+     a webhook event is POSTed HMAC-signed with its webhook's secret (`post_webhook`), through
+     a client allowing private addresses if its webhook is allowed one (and only its POSTs;
+     fetches and deliveries keep the server's guard);
   2. record (`record_finished`): every finished result in one transaction (only while the
      lease is still ours), then host health and learned schemes in one more; then `count`
      gives the metrics.
@@ -98,6 +100,14 @@ class Attempts:
         self._sent: list[Sent] = []
         self._progress = asyncio.Event()
         self._signing: SigningThreads | None = None
+        #: For POSTs to webhooks allowed a private address while the server's client is not
+        #: (FEDQUEUE_ALLOW_PRIVATE_ADDRESSES=false): made on first need.
+        self._private_settings = (
+            None
+            if settings.allow_private_addresses
+            else settings.model_copy(update={"allow_private_addresses": True})
+        )
+        self._private: HttpClient | None = None
 
     async def run(self, job: Job) -> None:
         """Make the job's attempt; its result waits for `record_finished`. Never raises but when cancelled."""
@@ -139,6 +149,21 @@ class Attempts:
         if self._signing is not None:
             self._signing.close()
             self._signing = None
+
+    async def aclose(self) -> None:
+        """`close`, and close the private webhooks' client if one was made (a later send makes another)."""
+        self.close()
+        private, self._private = self._private, None
+        if private is not None:
+            await private.aclose()
+
+    def _webhook_client(self, payload: WebhookPayload) -> HttpClient:
+        """The server's client, or for a webhook allowed a private address one that allows it."""
+        if not payload.allow_private or self._private_settings is None:
+            return self._client
+        if self._private is None:
+            self._private = HttpClient(self._private_settings)
+        return self._private
 
     def count(self, sent: Sequence[Sent]) -> None:
         """One metrics observation (and log line) per recorded outcome."""
@@ -193,7 +218,12 @@ class Attempts:
         if isinstance(job.body, WebhookPayload):
             payload = job.body
             return await post_webhook(
-                self._client, row.inbox, payload.body, payload.kind, payload.secret, self._clock()
+                self._webhook_client(payload),
+                row.inbox,
+                payload.body,
+                payload.kind,
+                payload.secret,
+                self._clock(),
             )
         identity = await self._keyring.identity(row.actor)
         knock = partial(

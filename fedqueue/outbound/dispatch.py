@@ -223,6 +223,10 @@ class Dispatcher:
         """Let the signing threads go (a later send starts new ones)."""
         self._attempts.close()
 
+    async def aclose(self) -> None:
+        """`close`, and close the private webhooks' client, if any."""
+        await self._attempts.aclose()
+
     async def _admit(
         self, claimed: Sequence[Claimed]
     ) -> tuple[list[Claimed], list[Claimed], dict[str, HostHealth]]:

@@ -45,6 +45,11 @@ MAX_SECRET_CHARS = 256
 CONSUMER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 #: The consumer of a pull without `consumer=`, and of a webhook added without one.
 DEFAULT_CONSUMER = "default"
+#: What a webhook to a private address needs, said where one is refused.
+PRIVATE_HINT = (
+    "for an app on this machine or network, add the webhook with --allow-private-address "
+    '(admin API: "allow_private": true)'
+)
 
 
 def new_secret() -> str:

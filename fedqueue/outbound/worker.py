@@ -219,7 +219,7 @@ class Worker:
         Whatever is still in flight then keeps its lease until it expires (at least once).
         """
         await self.dispatcher.cancel()
-        self.dispatcher.close()
+        await self.dispatcher.aclose()
 
     @staticmethod
     async def _until(stop: asyncio.Event, task: asyncio.Task[Any]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from fedqueue.storage.actors import ActorStore, CreatedActor, LocalActor, check_actor_name
 from fedqueue.storage.admin import AdminStore
 from fedqueue.storage.audience import AudienceStore
+from fedqueue.storage.console_sessions import ConsoleSessionStore
 from fedqueue.storage.database import Database, StorageUnavailable, UnstorableValue
 from fedqueue.storage.deliveries import DeliveryStore, DeliveryView, Enqueued, Target
 from fedqueue.storage.followers import Follower, FollowerStore
@@ -74,6 +75,7 @@ class Store:
         self.coalescing = CoalescingStore(database)
         self.published = PublishedStore(database)
         self.webhooks = WebhookStore(database)
+        self.console_sessions = ConsoleSessionStore(database)
         self.tombstones = TombstoneStore(database)
 
     @classmethod

@@ -3,7 +3,7 @@
 Outbound: outbox -> deliveries (one per activity and inbox) -> hosts, remote_actors.
 Inbound: inbound_activities -> inbox_items (one per local recipient) -> inbox_cursors; followers.
 Webhooks: webhooks -> webhook_events, each sent as a deliveries row (webhook_id set).
-Admin: audit_log. The instance actor: instance_key.
+Admin: audit_log, console_session. The instance actor: instance_key.
 
 The outbox table is a public contract (the transactional outbox): apps may INSERT into it
 inside their own transactions, so every column an app need not fill has a server default.
@@ -67,6 +67,16 @@ class InstanceKeyRow(SQLModel, table=True):
     private_key_pem: str = Field(sa_column=Column(Text, nullable=False))
     public_key_pem: str = Field(sa_column=Column(Text, nullable=False))
     created_at: datetime | None = Field(default=None, sa_column=_created())
+
+
+class ConsoleSessionRow(SQLModel, table=True):
+    """The console's session version (one row, id 1): cookies carry it, a logout moves it on."""
+
+    __tablename__ = "console_session"
+    __table_args__ = (CheckConstraint("id = 1", name="console_session_one_row"),)
+
+    id: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=False))
+    version: int = Field(sa_column=Column(Integer, nullable=False))
 
 
 class OutboxRow(SQLModel, table=True):
@@ -336,6 +346,10 @@ class WebhookRow(SQLModel, table=True):
     secret: str = Field(sa_column=Column(String(256), nullable=False))
     #: Subscribed event names, comma-separated.
     events: str = Field(sa_column=Column(Text, nullable=False))
+    #: Its URL may be a loopback or private address although the server's fetches may not.
+    allow_private: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=text("false"))
+    )
     created_at: datetime | None = Field(default=None, sa_column=_created())
 
 

@@ -43,16 +43,20 @@ class Webhook:
     url: str
     events: tuple[str, ...]
     created_at: datetime
+    #: Its URL may be a loopback or private address (only its URL; fetches stay guarded).
+    allow_private: bool = False
 
 
 @dataclass(frozen=True)
 class WebhookPayload:
-    """What the worker needs to POST one event: the body, its kind, and the secret to sign it."""
+    """What the worker needs to POST one event: the body, its kind, the secret to sign it, and
+    whether its URL may be a private address."""
 
     body: bytes
     kind: str
     secret: str
     written_at: datetime
+    allow_private: bool = False
 
 
 @with_config(SHAPE)
@@ -62,6 +66,7 @@ class WebhookJson(TypedDict):
     consumer: str
     url: str
     events: list[str]
+    allow_private: bool
     created_at: IsoTime | None
     #: Only in the answer to the POST that adds it.
     secret: NotRequired[str]
@@ -80,6 +85,7 @@ def webhook_json(item: Webhook) -> WebhookJson:
         "consumer": item.consumer,
         "url": item.url,
         "events": list(item.events),
+        "allow_private": item.allow_private,
         "created_at": iso(item.created_at),
     }
 
@@ -92,6 +98,7 @@ def _webhook(row: Any) -> Webhook:
         url=row.url,
         events=tuple(row.events.split(",")),
         created_at=row.created_at,
+        allow_private=row.allow_private,
     )
 
 
@@ -107,11 +114,14 @@ class WebhookStore:
         *,
         secret: str | None = None,
         events: Sequence[str] = (),
-        allow_private: bool,
+        allow_private: bool = False,
+        server_allows_private: bool = False,
         who: str,
     ) -> tuple[Webhook, str]:
         """A webhook for one consumer of `actor`'s inbox, and its secret (generated unless given).
 
+        `allow_private`: its URL (only its) may be a loopback or private address, stored with it;
+        `server_allows_private`: FEDQUEUE_ALLOW_PRIVATE_ADDRESSES, which allows it for everything.
         Every input is checked first (InvalidInput naming it); Duplicate if that consumer has a
         webhook already, NotFound if `actor` is no local actor. The action is audited.
         """
@@ -119,12 +129,11 @@ class WebhookStore:
         rules.check_consumer(consumer)
         rules.check_webhook_url(url)
         try:
-            check_url(url, allow_private=allow_private)
-        except (FetchError, ForbiddenAddress) as exc:
-            raise InvalidInput(
-                f"webhook url refused: {exc} (an app on this machine or network needs "
-                "FEDQUEUE_ALLOW_PRIVATE_ADDRESSES=true)"
-            ) from None
+            check_url(url, allow_private=allow_private or server_allows_private)
+        except ForbiddenAddress as exc:
+            raise InvalidInput(f"webhook url refused: {exc}; {rules.PRIVATE_HINT}") from None
+        except FetchError as exc:
+            raise InvalidInput(f"webhook url refused: {exc}") from None
         secret = rules.check_secret(secret) if secret is not None else rules.new_secret()
         subscribed = rules.check_events(events)
         try:
@@ -141,11 +150,18 @@ class WebhookStore:
                             url=url,
                             secret=secret,
                             events=",".join(subscribed),
+                            allow_private=allow_private,
                         )
                         .returning(*_webhooks.c)
                     )
                 ).one()
-                detail = {"actor": actor, "consumer": consumer, "url": url, "events": list(subscribed)}
+                detail = {
+                    "actor": actor,
+                    "consumer": consumer,
+                    "url": url,
+                    "events": list(subscribed),
+                    "allow_private": allow_private,
+                }
                 await record_audit(conn, who, "webhook_add", f"webhook:{row.id}", detail, utcnow())
         except IntegrityError:
             raise Duplicate(
@@ -183,12 +199,18 @@ class WebhookStore:
             rows = (
                 await conn.execute(
                     select(
-                        _events.c.id, _events.c.body, _events.c.kind, _events.c.created_at, _webhooks.c.secret
+                        _events.c.id,
+                        _events.c.body,
+                        _events.c.kind,
+                        _events.c.created_at,
+                        _webhooks.c.secret,
+                        _webhooks.c.allow_private,
                     )
                     .join(_webhooks, _webhooks.c.id == _events.c.webhook_id)
                     .where(_events.c.id.in_(list(event_ids)))
                 )
             ).all()
         return {
-            row.id: WebhookPayload(row.body.encode(), row.kind, row.secret, row.created_at) for row in rows
+            row.id: WebhookPayload(row.body.encode(), row.kind, row.secret, row.created_at, row.allow_private)
+            for row in rows
         }

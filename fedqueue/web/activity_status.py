@@ -18,14 +18,20 @@ from fedqueue.errors import Forbidden, NotFound, Unauthorized
 from fedqueue.outbound.fanout_status import activity_status
 from fedqueue.outbound.status_order import status_query
 from fedqueue.storage import Store
-from fedqueue.web.admin_auth import admin_session, bearer_of
+from fedqueue.web.admin_auth import admin_session, bearer_of, login_guard_of
 from fedqueue.web.responses import JSONResponse, store_of, urls_of
 
 
-async def _check_actor_token(store: Store, token: str, outbox_id: int) -> None:
-    """Return if `token` is the outbox token of the activity's actor; else 401, 404 or 403."""
+async def _check_actor_token(request: Request, store: Store, token: str, outbox_id: int) -> None:
+    """Return if `token` is the outbox token of the activity's actor; else 401 (429), 404 or 403.
+
+    A token that is neither counts as a wrong admin token for the login throttle.
+    """
     owner = await store.actors.owner_of_token(token)
     if owner is None:
+        throttled = login_guard_of(request).failed(request, "bearer")
+        if throttled is not None:
+            raise throttled
         raise Unauthorized("wrong bearer token: neither the admin token nor a local actor's token")
     row = await store.outbox.state(outbox_id)
     if row is None:
@@ -40,7 +46,7 @@ async def get_activity_status(request: Request) -> Response:
     outbox_id: int = request.path_params["id"]
     store = store_of(request)
     if admin_session(request) is None:
-        await _check_actor_token(store, bearer_of(request) or "", outbox_id)
+        await _check_actor_token(request, store, bearer_of(request) or "", outbox_id)
     query = status_query(request.query_params.multi_items())
     return JSONResponse(await activity_status(store, urls_of(request), outbox_id, query))
 

@@ -6,9 +6,15 @@ protected without doing anything. The checks:
 - `Authorization: Bearer <FEDQUEUE_ADMIN_TOKEN>`, compared as SHA-256 digests with
   `hmac.compare_digest`, so neither the content nor the length of the token leaks by timing.
   An empty admin token refuses everything.
-- The dashboard's session cookie `{expires}.{nonce}.{mac}`, MAC'd with a key derived from the
-  admin token: changing the token logs every session out. The cookie is Secure, HttpOnly and
-  SameSite=Strict; browsers accept Secure cookies on http://localhost and 127.0.0.1 too.
+- The dashboard's session cookie `{expires}.{version}.{nonce}.{mac}`, MAC'd with a key derived
+  from the admin token: changing the token logs every session out. `version` must be the
+  console's session version in the database (`ConsoleSessionStore`), which a logout moves on:
+  a logout ends every console session, in every process. The database is read only for a
+  cookie whose MAC and expiry have passed. The cookie is Secure, HttpOnly and SameSite=Strict;
+  browsers accept Secure cookies on http://localhost and 127.0.0.1 too.
+- Wrong admin tokens (bearer, or the login form) are counted per client address
+  (`LoginGuard`, rules in `login_throttle`): past a few, that address is answered 429 for
+  1, 2, 4, ... seconds without its token being checked. Each wrong token is logged.
 - A status_url (`GET /admin/activities/{id}`, `ACTOR_READABLE`) is also open to a local
   actor's outbox bearer token: the middleware passes such a request on with no admin session,
   and the route checks that the activity is that actor's (`web/activity_status.py`).
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import re
 import secrets
 import time
@@ -31,9 +38,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from fedqueue.errors import Unauthorized
+from fedqueue.errors import Throttled, Unauthorized
+from fedqueue.metrics import Metrics
 from fedqueue.settings import Settings
-from fedqueue.web.responses import error_response
+from fedqueue.web.login_throttle import LoginThrottle, client_key
+from fedqueue.web.responses import error_response, store_of
+
+log = logging.getLogger("fedqueue.admin")
 
 COOKIE_NAME = "fedqueue_admin"
 ADMIN_PREFIX = "/admin"
@@ -78,26 +89,46 @@ def _mac(key: bytes, message: str) -> str:
     return hmac.new(key, message.encode(), hashlib.sha256).hexdigest()
 
 
-def new_session_cookie(admin_token: str, lifetime_s: float, now: float | None = None) -> str:
-    """A fresh session cookie value, valid for `lifetime_s`."""
+@dataclass(frozen=True)
+class SessionCookie:
+    """A genuine, unexpired cookie: the session version it was issued under, its CSRF token."""
+
+    version: int
+    csrf_token: str
+
+
+def new_session_cookie(admin_token: str, lifetime_s: float, version: int, now: float | None = None) -> str:
+    """A fresh session cookie value for session `version`, valid for `lifetime_s`."""
     expires = int((now if now is not None else time.time()) + lifetime_s)
     nonce = secrets.token_urlsafe(16)
-    payload = f"{expires}.{nonce}"
+    payload = f"{expires}.{version}.{nonce}"
     return f"{payload}.{_mac(_session_key(admin_token), payload)}"
 
 
-def check_session_cookie(value: str, admin_token: str, now: float | None = None) -> str | None:
-    """The session's CSRF token if the cookie is genuine and unexpired, else None."""
+def read_session_cookie(value: str, admin_token: str, now: float | None = None) -> SessionCookie | None:
+    """The cookie's version and CSRF token if it is genuine and unexpired (no I/O), else None."""
     if not admin_token:
         return None
-    expires, _, rest = value.partition(".")
-    nonce, _, mac = rest.partition(".")
+    payload, _, mac = value.rpartition(".")
     key = _session_key(admin_token)
-    if not hmac.compare_digest(_mac(key, f"{expires}.{nonce}"), mac):
+    if not hmac.compare_digest(_mac(key, payload), mac):
         return None
-    if not expires.isdigit() or int(expires) < (now if now is not None else time.time()):
+    fields = payload.split(".")
+    if len(fields) != 3 or not all(field.isdigit() for field in fields[:2]) or not fields[2]:
         return None
-    return _mac(key, f"csrf.{nonce}")
+    expires, version, nonce = fields
+    if int(expires) < (now if now is not None else time.time()):
+        return None
+    return SessionCookie(int(version), _mac(key, f"csrf.{nonce}"))
+
+
+async def current_session(request: Request, settings: Settings) -> SessionCookie | None:
+    """The request's cookie session if genuine, unexpired and of the current version (one read)."""
+    cookie = request.cookies.get(COOKIE_NAME)
+    session = read_session_cookie(cookie, settings.admin_token) if cookie else None
+    if session is None or session.version != await store_of(request).console_sessions.version():
+        return None
+    return session
 
 
 def bearer_of(request: Request) -> str | None:
@@ -105,20 +136,91 @@ def bearer_of(request: Request) -> str | None:
     return credentials.strip() if scheme.lower() == "bearer" else None
 
 
-def authenticate(request: Request, settings: Settings) -> AdminSession:
+def client_of(request: Request) -> str:
+    """The client's address as the server saw it (ASGI `client`)."""
+    return request.client.host if request.client else "unknown"
+
+
+async def authenticate(request: Request, settings: Settings) -> AdminSession:
     """The admin session of this request, or Unauthorized."""
-    client = request.client.host if request.client else "unknown"
+    client = client_of(request)
     token = bearer_of(request)
     if token is not None:
         if token_matches(token, settings.admin_token):
             return AdminSession(who=f"api@{client}", via="bearer")
         raise Unauthorized("wrong admin token")
-    cookie = request.cookies.get(COOKIE_NAME)
-    if cookie:
-        csrf = check_session_cookie(cookie, settings.admin_token)
-        if csrf is not None:
-            return AdminSession(who=f"dashboard@{client}", via="cookie", csrf_token=csrf)
+    session = await current_session(request, settings)
+    if session is not None:
+        return AdminSession(who=f"dashboard@{client}", via="cookie", csrf_token=session.csrf_token)
     raise Unauthorized("admin token required (Authorization: Bearer ...)")
+
+
+class LoginGuard:
+    """The login throttle of one process, with its log lines and metric, keyed by client address."""
+
+    def __init__(
+        self, settings: Settings, metrics: Metrics, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.throttle = LoginThrottle(
+            settings.admin_login_free_failures,
+            settings.admin_login_backoff_cap_seconds,
+            settings.admin_login_forget_seconds,
+            settings.admin_login_tracked_addresses,
+        )
+        self._metrics = metrics
+        self.clock = clock
+
+    def refusal(self, request: Request) -> Throttled | None:
+        """Throttled if this address must wait before trying a token again (nothing is logged)."""
+        key = client_key(client_of(request))
+        wait_s = self.throttle.refused(key, self.clock())
+        if not wait_s:
+            return None
+        self._metrics.admin_login_failed("refused")
+        return Throttled(
+            f"too many wrong admin tokens from {key}: try again in {wait_s} s", retry_after_s=wait_s
+        )
+
+    def failed(self, request: Request, via: str) -> Throttled | None:
+        """Count and log a wrong token (`via`: login, bearer); Throttled if the address must now wait."""
+        client = client_of(request)
+        key = client_key(client)
+        failure = self.throttle.failed(key, self.clock())
+        self._metrics.admin_login_failed("wrong_token", failure.evicted)
+        log.warning(
+            "wrong admin token from %s (%s, %s %s): failure %d%s",
+            client,
+            via,
+            request.method,
+            request.url.path[:100],
+            failure.failures,
+            f", refused for {failure.retry_after_s} s" if failure.retry_after_s else "",
+            extra={
+                "event": "admin_login_failure",
+                "client": client,
+                "via": via,
+                "failures": failure.failures,
+                "retry_after_s": failure.retry_after_s,
+            },
+        )
+        if not failure.retry_after_s:
+            return None
+        return Throttled(
+            f"wrong admin token, and too many from {key}: try again in {failure.retry_after_s} s",
+            retry_after_s=failure.retry_after_s,
+        )
+
+
+def sentence(error: Exception) -> str:
+    """An error's one-line message as a sentence, for a page."""
+    text = str(error)
+    return f"{text[:1].upper()}{text[1:]}."
+
+
+def login_guard_of(request: Request) -> LoginGuard:
+    """The app's login guard (`create_app` makes it)."""
+    guard: LoginGuard = request.app.state.login_guard
+    return guard
 
 
 def admin_session(request: Request) -> AdminSession | None:
@@ -162,12 +264,18 @@ class AdminAuthMiddleware:
     """Refuses every unauthenticated request under /admin with 401 before any route runs."""
 
     def __init__(
-        self, app: ASGIApp, settings: Settings, login_page: LoginPage, is_html_route: HtmlRoute
+        self,
+        app: ASGIApp,
+        settings: Settings,
+        login_page: LoginPage,
+        is_html_route: HtmlRoute,
+        login_guard: LoginGuard,
     ) -> None:
         self.app = app
         self.settings = settings
         self.login_page = login_page
         self.is_html_route = is_html_route
+        self.guard = login_guard
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope.get("path", "")
@@ -175,11 +283,17 @@ class AdminAuthMiddleware:
             await self.app(scope, receive, send)
             return
         request = Request(scope)
+        bearer = bearer_of(request)
+        if bearer is not None or (path == LOGIN_PATH and request.method == "POST"):
+            throttled = self.guard.refusal(request)
+            if throttled is not None:
+                await self._too_many(request, throttled)(scope, receive, send)
+                return
         if path == LOGIN_PATH:
             await self.app(scope, receive, send)
             return
         try:
-            session = authenticate(request, self.settings)
+            session = await authenticate(request, self.settings)
             if (
                 session.via == "cookie"
                 and request.method not in SAFE_METHODS
@@ -187,10 +301,13 @@ class AdminAuthMiddleware:
             ):
                 raise Unauthorized("admin token required for API actions (Authorization: Bearer ...)")
         except Unauthorized as exc:
-            if actor_may_read(request):
+            if actor_may_read(request):  # an actor's token, or a wrong one counted by the route
                 await self.app(scope, receive, send)
                 return
-            response = self._refusal(request, str(exc))
+            throttled = self.guard.failed(request, "bearer") if bearer is not None else None
+            response = (
+                self._refusal(request, str(exc)) if throttled is None else self._too_many(request, throttled)
+            )
             await response(scope, receive, send)
             return
         scope.setdefault("state", {})["admin"] = session
@@ -201,3 +318,11 @@ class AdminAuthMiddleware:
             expired = None if request.method == "GET" else "Your session ended; log in and try again."
             return self.login_page(request, expired, 401)
         return error_response(401, reason, {"WWW-Authenticate": "Bearer"})
+
+    def _too_many(self, request: Request, throttled: Throttled) -> Response:
+        retry_after = {"Retry-After": str(throttled.retry_after_s)}
+        if self.is_html_route(request.url.path) or wants_html(request):
+            page = self.login_page(request, sentence(throttled), 429)
+            page.headers.update(retry_after)
+            return page
+        return error_response(429, str(throttled), retry_after)

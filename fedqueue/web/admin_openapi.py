@@ -137,6 +137,11 @@ _NEW_WEBHOOK: dict[str, Any] = {
             "items": {"type": "string", "enum": list(EVENTS)},
             "description": "events to send; all when absent",
         },
+        "allow_private": {
+            "type": "boolean",
+            "description": "the URL may be a loopback or private address (an app on this machine or "
+            "network), for this webhook only; default false",
+        },
     },
 }
 

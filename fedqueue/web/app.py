@@ -52,7 +52,7 @@ from fedqueue.web import (
     outbox,
     webhooks,
 )
-from fedqueue.web.admin_auth import AdminAuthMiddleware
+from fedqueue.web.admin_auth import AdminAuthMiddleware, LoginGuard
 from fedqueue.web.responses import JSONResponse, error_response
 
 log = logging.getLogger("fedqueue.web")
@@ -186,6 +186,8 @@ def create_app(
                 await client.aclose()
             app.state.ld_verifier.close()
 
+    recorder = recorder or Metrics()
+    login_guard = LoginGuard(settings, recorder)
     app = App(
         routes=[
             Route("/healthz", healthz, methods=["GET"]),
@@ -206,6 +208,7 @@ def create_app(
                 settings=settings,
                 login_page=dashboard.login_page,
                 is_html_route=dashboard.is_html_route,
+                login_guard=login_guard,
             )
         ],
         exception_handlers={
@@ -217,8 +220,9 @@ def create_app(
     )
     app.state.settings = settings
     app.state.store = store
-    app.state.metrics = recorder or Metrics()
-    app.state.ld_verifier = LdVerifier(settings, app.state.metrics.ld_refused)
+    app.state.metrics = recorder
+    app.state.ld_verifier = LdVerifier(settings, recorder.ld_refused)
+    app.state.login_guard = login_guard
     app.state.backlog = Backlog(
         store.outbox.backlog, settings.outbox_max_pending, poll_interval_s=settings.poll_interval_seconds
     )

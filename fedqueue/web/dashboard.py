@@ -16,7 +16,14 @@ from starlette.routing import Route
 from fedqueue.errors import NotFound
 from fedqueue.outbound.status_order import STATUS_ORDER, status_query
 from fedqueue.storage.admin_views import CIRCUIT_STATES, HostView
-from fedqueue.web.admin_auth import COOKIE_NAME, check_session_cookie, new_session_cookie, token_matches
+from fedqueue.web.admin_auth import (
+    COOKIE_NAME,
+    current_session,
+    login_guard_of,
+    new_session_cookie,
+    sentence,
+    token_matches,
+)
 from fedqueue.web.console_render import chart, render
 from fedqueue.web.responses import settings_of, store_of
 
@@ -171,8 +178,7 @@ async def host_page(request: Request) -> Response:
 
 
 async def login_form(request: Request) -> Response:
-    cookie = request.cookies.get(COOKIE_NAME)
-    if cookie and check_session_cookie(cookie, settings_of(request).admin_token):
+    if await current_session(request, settings_of(request)) is not None:
         return RedirectResponse("/admin/", status_code=303)
     return login_page(request, None, 401)
 
@@ -184,14 +190,20 @@ async def login(request: Request) -> Response:
     form = await request.form()
     token = form.get("token")
     if not isinstance(token, str) or not token_matches(token, settings.admin_token):
-        return login_page(request, "Wrong admin token.", 401)
+        throttled = login_guard_of(request).failed(request, "login")
+        if throttled is None:
+            return login_page(request, "Wrong admin token.", 401)
+        page = login_page(request, sentence(throttled), 429)
+        page.headers["Retry-After"] = str(throttled.retry_after_s)
+        return page
     problem = cookie_problem(request)
     if problem is not None:
         return login_page(request, problem, 400)
+    version = await store_of(request).console_sessions.version()
     response = RedirectResponse("/admin/", status_code=303)
     response.set_cookie(
         COOKIE_NAME,
-        new_session_cookie(settings.admin_token, settings.dashboard_session_hours * 3600),
+        new_session_cookie(settings.admin_token, settings.dashboard_session_hours * 3600, version),
         max_age=int(settings.dashboard_session_hours * 3600),
         path="/admin",
         secure=True,

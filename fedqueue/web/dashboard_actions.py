@@ -34,7 +34,9 @@ def back_to(target: str | None) -> str:
 
 
 async def logout(request: Request) -> Response:
+    """End the session: the version moves on, so this cookie (and every other console's) is refused."""
     await _checked_form(request)
+    await store_of(request).console_sessions.end_all(who=session_of(request).who)
     response = RedirectResponse("/admin/login", status_code=303)
     response.delete_cookie(COOKIE_NAME, path="/admin", secure=True, httponly=True, samesite="strict")
     return response

@@ -22,7 +22,7 @@ from fedqueue.web.responses import JSONResponse, settings_of, store_of
 
 #: A webhook's JSON is small: an actor, a consumer, a URL, a secret and a few event names.
 MAX_BODY_BYTES = 16 * 1024
-FIELDS = {"actor", "consumer", "url", "secret", "events"}
+FIELDS = {"actor", "consumer", "url", "secret", "events", "allow_private"}
 
 
 def _string(body: dict[str, Any], name: str, *, required: bool) -> str | None:
@@ -45,6 +45,13 @@ def _events(body: dict[str, Any]) -> list[str]:
     return value
 
 
+def _flag(body: dict[str, Any], name: str) -> bool:
+    value = body.get(name, False)
+    if not isinstance(value, bool):
+        raise InvalidInput(f"field {name!r} must be true or false")
+    return value
+
+
 async def list_webhooks(request: Request) -> Response:
     actor = request.query_params.get("actor") or None
     hooks = await store_of(request).webhooks.list(actor)
@@ -52,7 +59,7 @@ async def list_webhooks(request: Request) -> Response:
 
 
 async def add_webhook(request: Request) -> Response:
-    """POST /admin/webhooks {actor, url, consumer?, secret?, events?}: 201 with the secret."""
+    """POST /admin/webhooks {actor, url, consumer?, secret?, events?, allow_private?}: 201 with the secret."""
     raw = await read_body(request, MAX_BODY_BYTES)
     try:
         body = json.loads(raw)
@@ -69,7 +76,8 @@ async def add_webhook(request: Request) -> Response:
         _string(body, "url", required=True) or "",
         secret=_string(body, "secret", required=False),
         events=_events(body),
-        allow_private=settings_of(request).allow_private_addresses,
+        allow_private=_flag(body, "allow_private"),
+        server_allows_private=settings_of(request).allow_private_addresses,
         who=session_of(request).who,
     )
     return JSONResponse({**webhook_json(hook), "secret": secret}, status_code=201)

@@ -38,7 +38,7 @@ from tests.fuzzing import HOSTILE_SAMPLES, check_answer, fuzz_settings, hostile_
 from tests.helpers import asgi_client
 from tests.live import live_instance
 
-TOKEN = "fuzz-admin-token"
+TOKEN = "fuzz-admin-token-for-the-fuzz-test"
 
 
 async def _seed(database_url: str) -> None:

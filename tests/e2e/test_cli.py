@@ -55,6 +55,18 @@ def test_a_bad_setting_stops_the_command_with_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_serve_and_worker_refuse_a_short_admin_token_in_one_line_without_printing_it(tmp_path: Path) -> None:
+    short = "hunter2-is-too-short"
+    for command in (["serve", "--port", "1"], ["worker"], ["migrate"]):
+        result = run_fedqueue(*command, cwd=tmp_path, env={"FEDQUEUE_ADMIN_TOKEN": short})
+        assert result.returncode != 0, command
+        assert result.stderr.count("\n") == 1, result.stderr
+        assert result.stderr.startswith("fedqueue: FEDQUEUE_ADMIN_TOKEN: must be at least 24 characters")
+        assert short not in result.stderr
+    unset = run_fedqueue("migrate", cwd=tmp_path, env={"FEDQUEUE_ADMIN_TOKEN": ""})
+    assert unset.returncode == 0, unset.stderr  # no token: /admin is off, nothing refuses to start
+
+
 def test_an_unreachable_database_is_one_line(tmp_path: Path) -> None:
     missing = tmp_path / "no" / "such" / "dir" / "x.db"
     result = run_fedqueue(

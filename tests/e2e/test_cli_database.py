@@ -119,7 +119,7 @@ def test_config_names_each_source_and_masks_the_secrets(tmp_path: Path) -> None:
         "--json",
         cwd=tmp_path,
         env={
-            "FEDQUEUE_ADMIN_TOKEN": "s3cret-admin-token",
+            "FEDQUEUE_ADMIN_TOKEN": "s3cret-admin-token-for-the-cli-test",
             "FEDQUEUE_DATABASE_URL": "postgresql+asyncpg://fq:hunter2@127.0.0.1/fedqueue",
             "FEDQUEUE_LOG_LEVEL": "DEBUG",
         },

@@ -47,6 +47,29 @@ def test_webhook_add_prints_the_secret_once_list_hides_it_and_remove_deletes(tmp
     assert json.loads(run_fedqueue("webhook", "list", "--json", cwd=tmp_path, env=env).stdout)["items"] == []
 
 
+def test_a_webhook_to_this_machine_needs_allow_private_address_when_the_server_refuses_private_ones(
+    tmp_path: Path,
+) -> None:
+    env = {**_env(tmp_path), "FEDQUEUE_ALLOW_PRIVATE_ADDRESSES": "false"}
+    assert run_fedqueue("actor", "create", "alice", cwd=tmp_path, env=env).returncode == 0
+    refused = run_fedqueue("webhook", "add", "alice", "http://127.0.0.1:9000/hook", cwd=tmp_path, env=env)
+    assert refused.returncode == 2
+    assert refused.stderr.count("\n") == 1
+    assert "127.0.0.1 is a private or loopback address" in refused.stderr
+    assert "--allow-private-address" in refused.stderr
+    added = run_fedqueue(
+        "webhook",
+        "add",
+        "alice",
+        "http://127.0.0.1:9000/hook",
+        "--allow-private-address",
+        cwd=tmp_path,
+        env=env,
+    )
+    assert added.returncode == 0, added.stderr
+    assert json.loads(added.stdout)["allow_private"] is True
+
+
 def test_webhook_commands_name_the_problem_without_a_traceback(tmp_path: Path) -> None:
     env = _env(tmp_path)
     assert run_fedqueue("actor", "create", "alice", cwd=tmp_path, env=env).returncode == 0

@@ -24,7 +24,7 @@ from fedqueue.storage.seeding import SeededDelivery, seed_activity, seed_host
 from tests.browser import blocking_violations, chromium, log_in, require_browser, sideways_overflow
 from tests.live import LiveInstance, live_instance
 
-TOKEN = "console-admin-token"
+TOKEN = "console-admin-token-for-the-test"
 OPEN = "open.example"
 PAUSED = "paused.example"
 OK = "ok.example"

@@ -21,7 +21,7 @@ from fedqueue.storage.seeding import SeededDelivery, seed_activity, seed_host
 from tests.browser import chromium, require_browser
 from tests.live import live_instance
 
-TOKEN = "browser-admin-token"
+TOKEN = "browser-admin-token-for-the-test"
 
 
 class Receiver(ThreadingHTTPServer):

@@ -77,7 +77,7 @@ def fedify(tmp_path: Path) -> Iterator[FedifyServer]:
 
 @pytest.fixture
 def instance(tmp_path: Path) -> Iterator[LiveInstance]:
-    with live_instance(tmp_path, admin_token="interop-admin") as live:
+    with live_instance(tmp_path, admin_token="interop-admin-token-for-the-test") as live:
         yield live
 
 

@@ -20,6 +20,8 @@ from tests.live import live_instance
 from tests.loopback import LoopbackServer
 from tests.outbound import insert_outbox_row
 
+TOKEN = "processes-admin-token-for-the-test"
+
 pytestmark = pytest.mark.timeout(120)
 
 
@@ -55,7 +57,7 @@ async def test_two_processes_answer_on_one_port_and_the_worker_in_one_of_them_de
     remote.on("POST", "/inbox", lambda _r: web.Response(status=202))
     inboxes = [remote.url(f"/inbox?n={n}") for n in range(5)]
     with live_instance(
-        tmp_path, "token", database_url=settings.database_url, serve_args=["--processes", "2"]
+        tmp_path, TOKEN, database_url=settings.database_url, serve_args=["--processes", "2"]
     ) as live:
         assert await asyncio.to_thread(worker_states, live.origin) == {"running", "elsewhere"}
         outbox_id = await insert_outbox_row(store, "alice", {"type": "Like", "object": "x"}, inboxes)
@@ -71,7 +73,7 @@ async def test_two_processes_answer_on_one_port_and_the_worker_in_one_of_them_de
 def test_a_process_that_dies_stops_the_whole_serve_with_status_1(database_url: str, tmp_path: Path) -> None:
     if not database_url.startswith("postgresql"):
         pytest.skip("--processes above 1 needs PostgreSQL")
-    with live_instance(tmp_path, "token", database_url=database_url, serve_args=["--processes", "2"]) as live:
+    with live_instance(tmp_path, TOKEN, database_url=database_url, serve_args=["--processes", "2"]) as live:
         served = serving_children(live.process.pid)
         assert len(served) == 2
         os.kill(served[0], signal.SIGKILL)
@@ -82,7 +84,7 @@ def test_a_process_that_dies_stops_the_whole_serve_with_status_1(database_url: s
 def test_sigterm_stops_every_process_and_serve_exits_0(database_url: str, tmp_path: Path) -> None:
     if not database_url.startswith("postgresql"):
         pytest.skip("--processes above 1 needs PostgreSQL")
-    with live_instance(tmp_path, "token", database_url=database_url, serve_args=["--processes", "2"]) as live:
+    with live_instance(tmp_path, TOKEN, database_url=database_url, serve_args=["--processes", "2"]) as live:
         served = serving_children(live.process.pid)
         assert len(served) == 2
         live.process.send_signal(signal.SIGTERM)

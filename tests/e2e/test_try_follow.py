@@ -9,7 +9,7 @@ from pathlib import Path
 from tests.e2e.test_cli import run_fedqueue
 from tests.live import live_instance
 
-TOKEN = "quick-start-admin-token"
+TOKEN = "quick-start-admin-token-for-the-test"
 
 
 def _followers(database_url: str, tmp_path: Path) -> list[dict[str, str]]:

@@ -40,6 +40,7 @@ RULES = frozenset(
         "fedqueue.inbound.signature_schemes",
         "fedqueue.inbound.follows",
         "fedqueue.inbound.forwarding",
+        "fedqueue.web.login_throttle",
     }
 )
 FLOWS = ("fedqueue.signing", "fedqueue.remote", "fedqueue.outbound", "fedqueue.inbound")

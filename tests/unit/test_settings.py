@@ -70,3 +70,37 @@ def test_a_config_file_that_is_not_toml_is_one_line(monkeypatch: pytest.MonkeyPa
     with pytest.raises(SettingsError, match=r"broken\.toml is not valid TOML: ") as raised:
         load_settings()
     assert "\n" not in str(raised.value)
+
+
+def test_an_admin_token_under_24_characters_is_refused_in_one_line_that_does_not_repeat_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FEDQUEUE_ADMIN_TOKEN", "x" * 23)
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert message.startswith("FEDQUEUE_ADMIN_TOKEN: must be at least 24 characters")
+    assert "\n" not in message and "x" * 23 not in message
+    monkeypatch.setenv("FEDQUEUE_ADMIN_TOKEN", "x" * 24)
+    assert load_settings().admin_token == "x" * 24
+    monkeypatch.setenv("FEDQUEUE_ADMIN_TOKEN", "")
+    assert load_settings().admin_token == ""  # unset: /admin refuses everything, serve starts
+
+
+def test_a_check_across_settings_does_not_print_them_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEDQUEUE_ADMIN_TOKEN", "a-secret-admin-token-of-some-length")
+    monkeypatch.setenv("FEDQUEUE_INBOX_RETENTION_DAYS", "0.1")
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert "inbox_retention_days must be longer" in str(caught.value)
+    assert "a-secret-admin-token" not in str(caught.value)
+
+
+def test_login_failures_must_be_remembered_at_least_as_long_as_the_longest_refusal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FEDQUEUE_ADMIN_LOGIN_FORGET_SECONDS", "60")
+    with pytest.raises(
+        SettingsError, match="FEDQUEUE_ADMIN_LOGIN_FORGET_SECONDS: must be at least admin_login"
+    ):
+        load_settings()

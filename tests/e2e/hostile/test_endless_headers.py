@@ -50,7 +50,7 @@ async def test_forged_keyids_answering_an_endless_header_cost_a_401_and_no_memor
         most_s=20.0,
     ).start()
     try:
-        with live_instance(tmp_path, "token") as live:
+        with live_instance(tmp_path, "hostile-admin-token-for-the-test") as live:
             async with httpx.AsyncClient(base_url=live.origin, timeout=60) as sender:
 
                 async def post(actor: str) -> httpx.Response:

@@ -22,7 +22,7 @@ from tests.live import LiveInstance, create_actor, live_instance
 from tests.loopback import LoopbackServer
 from tests.procfs import cpu_seconds
 
-TOKEN = "ld-flood-admin-token"
+TOKEN = "ld-flood-admin-token-for-the-test"
 #: The issue's bound is about 0.5 s; the server's other work (its worker polling) shares the figure.
 MAX_CPU_S = 1.0
 SHAPES: dict[str, tuple[str, Any]] = {

@@ -17,7 +17,7 @@ from tests.live import create_actor, live_instance
 from tests.loopback import LoopbackServer
 from tests.outbound import accept_all, fast, insert_outbox_row, run_burst
 
-TOKEN = "metrics-admin-token"
+TOKEN = "metrics-admin-token-for-the-test"
 
 
 async def test_a_burst_counts_every_outcome_with_its_latency_scheme_and_one_log_line(

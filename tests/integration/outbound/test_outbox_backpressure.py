@@ -17,19 +17,11 @@ from fedqueue.storage import Store
 from fedqueue.storage.column_types import UTCDateTime
 from fedqueue.web.app import create_app
 from tests.conftest import ADMIN_TOKEN
-from tests.helpers import asgi_client
+from tests.helpers import FakeClock, asgi_client
 from tests.outbound import fast, insert_outbox_row, run_burst
 
 ALICE = "http://127.0.0.1:8000/actors/alice"
 BOUND = 2
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

@@ -111,6 +111,6 @@ async def test_healthz_answers_503_while_the_worker_is_down_and_200_once_it_is_r
 
 
 def test_serve_reports_its_running_worker_in_healthz(tmp_path: Path) -> None:
-    with live_instance(tmp_path, "token") as live:
+    with live_instance(tmp_path, "supervise-admin-token-for-the-test") as live:
         response = httpx.get(f"{live.origin}/healthz", timeout=10)
     assert (response.status_code, response.json()) == (200, {"status": "ok", "worker": "running"})

@@ -273,3 +273,36 @@ async def test_an_activity_with_nothing_to_send_is_announced_complete_when_expan
     [event] = events(local_app)
     assert event["event"] == "activity.complete"
     assert (event["data"]["id"], event["data"]["counts"]) == (outbox_id, {})
+
+
+async def test_a_webhook_allowed_a_private_address_delivers_to_this_machine_while_deliveries_stay_guarded(
+    settings: Settings, store: Store, remote: LoopbackServer, local_app: LoopbackServer
+) -> None:
+    strict = fast(settings, allow_private_addresses=False)
+    await store.actors.create("alice")
+    hook, _ = await store.webhooks.add(
+        "alice",
+        "app",
+        local_app.url("/hook"),
+        secret=SECRET,
+        events=["delivery.dead"],
+        allow_private=True,
+        who="t",
+    )
+    assert hook.allow_private
+    answering(local_app, iter([200]))
+    accept_all(remote, ["/inbox"])
+    note = {"type": "Note", "content": "hi", "to": [f"{ALICE}/followers"]}
+    await insert_outbox_row(
+        store, "alice", {"type": "Create", "actor": ALICE, "object": note}, [remote.url("/inbox")]
+    )
+
+    await run_burst(strict, store)
+
+    # The activity's delivery to 127.0.0.1 is refused by the server's guard, unsent ...
+    assert remote.received("POST", "/inbox") == []
+    # ... and its webhook, allowed 127.0.0.1, is told so.
+    got = events(local_app)
+    assert [e["event"] for e in got] == ["delivery.dead"]
+    assert got[0]["data"]["inbox"] == remote.url("/inbox")
+    assert "private or loopback" in got[0]["data"]["last_error"]

@@ -21,9 +21,15 @@ from tests.helpers import asgi_client
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
+def sweeping(settings: Settings) -> Settings:
+    """Settings for sweeps of every route with a wrong token: no 429 from the login throttle
+    (tests/integration/web/test_admin_login.py tests it)."""
+    return settings.model_copy(update={"admin_login_free_failures": 1000})
+
+
 @pytest.fixture
 def app(settings: Settings, store: Store) -> Starlette:
-    return create_app(settings, store)
+    return create_app(sweeping(settings), store)
 
 
 @pytest.fixture
@@ -77,7 +83,7 @@ async def test_every_admin_route_refuses_a_missing_or_wrong_token_with_401(
 async def test_without_a_configured_token_every_admin_request_is_refused(
     settings: Settings, store: Store
 ) -> None:
-    app = create_app(settings.model_copy(update={"admin_token": ""}), store)
+    app = create_app(sweeping(settings).model_copy(update={"admin_token": ""}), store)
     async with asgi_client(app) as client:
         for method, path in admin_requests(app):
             for headers in ({}, {"Authorization": "Bearer "}, {"Authorization": "Bearer x"}):
@@ -87,7 +93,7 @@ async def test_without_a_configured_token_every_admin_request_is_refused(
 
 async def test_a_dashboard_cookie_cannot_drive_api_actions(client: httpx.AsyncClient, store: Store) -> None:
     ids = await _seed(store)
-    cookie = {"cookie": f"{COOKIE_NAME}={new_session_cookie(ADMIN_TOKEN, 60)}"}
+    cookie = {"cookie": f"{COOKIE_NAME}={new_session_cookie(ADMIN_TOKEN, 60, 0)}"}
     assert (await client.get("/admin/hosts", headers=cookie)).status_code == 200
     refused = await client.post(f"/admin/deliveries/{ids[1]}/retry", headers=cookie)
     assert refused.status_code == 401

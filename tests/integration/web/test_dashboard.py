@@ -204,3 +204,25 @@ async def test_plain_http_to_a_public_name_says_the_secure_cookie_cannot_be_set(
     assert "will not store the Secure session cookie" in page.text
     assert tried.status_code == 400 and "set-cookie" not in tried.headers
     assert "Open the console over HTTPS" in tried.text
+
+
+async def test_after_logout_the_same_cookie_is_refused_in_every_process(
+    settings: Settings, store: Store, client: httpx.AsyncClient
+) -> None:
+    headers, csrf = await _login(client)
+    other_process = create_app(settings, store)  # another `serve` process over the same database
+    async with asgi_client(other_process) as elsewhere:
+        assert (await elsewhere.get("/admin/", headers=headers)).status_code == 200
+        done = await client.post("/admin/logout", data={"csrf": csrf}, headers=headers)
+        assert (done.status_code, done.headers["location"]) == (303, "/admin/login")
+        for where in (client, elsewhere):
+            page = await where.get("/admin/", headers=headers)
+            assert page.status_code == 401
+            assert 'name="token"' in page.text
+            assert (await where.get("/admin/hosts", headers=headers)).status_code == 401
+            form = await where.get("/admin/login", headers=headers)
+            assert form.status_code == 401  # the login form again, no redirect into the console
+    again, _ = await _login(client)  # a new login works, with a cookie of the new version
+    assert (await client.get("/admin/", headers=again)).status_code == 200
+    audit = await store.admin.audit_log(limit=5)
+    assert [entry.action for entry in audit][:1] == ["console_logout"]

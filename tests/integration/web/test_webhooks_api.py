@@ -49,7 +49,14 @@ async def test_an_added_webhook_shows_its_secret_once_then_lists_and_removes(
 
     listed = (await client.get("/admin/webhooks", headers=AUTH)).json()["items"]
     assert [{k: v for k, v in h.items() if k != "created_at"} for h in listed] == [
-        {"id": body["id"], "actor": "alice", "consumer": "default", "url": HOOK, "events": ["inbox.new"]}
+        {
+            "id": body["id"],
+            "actor": "alice",
+            "consumer": "default",
+            "url": HOOK,
+            "events": ["inbox.new"],
+            "allow_private": False,
+        }
     ]
     assert (await client.get("/admin/webhooks?actor=bob", headers=AUTH)).json()["items"] == []
 
@@ -103,15 +110,28 @@ async def test_a_second_webhook_for_one_consumer_is_a_conflict_and_a_non_json_bo
     assert len(await store.webhooks.list()) == 1
 
 
-async def test_a_private_webhook_url_is_refused_unless_private_addresses_are_allowed(
+async def test_a_private_webhook_url_is_refused_with_a_hint_unless_that_webhook_is_allowed_one(
     settings: Settings, store: Store
 ) -> None:
     await store.actors.create("alice")
     strict = create_app(settings.model_copy(update={"allow_private_addresses": False}), store)
     async with asgi_client(strict) as client:
         response = await client.post("/admin/webhooks", json={"actor": "alice", "url": HOOK}, headers=AUTH)
-    assert response.status_code == 400
-    assert "FEDQUEUE_ALLOW_PRIVATE_ADDRESSES" in response.json()["error"]
+        assert response.status_code == 400
+        error = response.json()["error"]
+        assert "\n" not in error
+        assert "127.0.0.1 is a private or loopback address" in error
+        assert "--allow-private-address" in error and '"allow_private": true' in error
+        assert await store.webhooks.list() == []
+        flag = {"actor": "alice", "url": HOOK, "allow_private": "yes"}
+        assert (await client.post("/admin/webhooks", json=flag, headers=AUTH)).status_code == 400
+        allowed = await client.post(
+            "/admin/webhooks", json={"actor": "alice", "url": HOOK, "allow_private": True}, headers=AUTH
+        )
+        assert allowed.status_code == 201, allowed.text
+        assert allowed.json()["allow_private"] is True
+        listed = (await client.get("/admin/webhooks", headers=AUTH)).json()["items"]
+        assert [(h["url"], h["allow_private"]) for h in listed] == [(HOOK, True)]
 
 
 async def test_webhook_routes_need_the_admin_token(client: httpx.AsyncClient) -> None:

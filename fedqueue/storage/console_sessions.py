@@ -1,0 +1,44 @@
+"""The console's session version: every dashboard cookie carries the one it was issued under.
+
+A logout moves the version on, which ends every console session at once, in every `serve`
+process and across restarts (the bearer token is not a session and is unaffected). One row,
+read only for cookies whose MAC and expiry have already passed.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select, update
+
+from fedqueue.storage.audit import record_audit
+from fedqueue.storage.database import Database
+from fedqueue.storage.tables import ConsoleSessionRow
+from fedqueue.storage.column_types import utcnow
+from fedqueue.storage.upsert import insert_ignoring_conflicts
+
+_session = ConsoleSessionRow.__table__  # type: ignore[attr-defined]
+
+
+class ConsoleSessionStore:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def version(self) -> int:
+        """The current session version (0 before the first logout)."""
+        async with self._db.reading() as conn:
+            found = (await conn.execute(select(_session.c.version).where(_session.c.id == 1))).first()
+        return int(found.version) if found is not None else 0
+
+    async def end_all(self, *, who: str) -> int:
+        """Log every console session out (audited); the new version."""
+        async with self._db.transaction() as conn:
+            await conn.execute(insert_ignoring_conflicts(self._db, _session, ["id"]).values(id=1, version=0))
+            version = (
+                await conn.execute(
+                    update(_session)
+                    .where(_session.c.id == 1)
+                    .values(version=_session.c.version + 1)
+                    .returning(_session.c.version)
+                )
+            ).scalar_one()
+            await record_audit(conn, who, "console_logout", "console", {"version": version}, utcnow())
+        return int(version)
