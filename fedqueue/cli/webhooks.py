@@ -14,10 +14,10 @@ from typing import Any
 from fedqueue.cli.admin import _who, table
 from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
-from fedqueue.outbound.webhooks import DEFAULT_CONSUMER, EVENTS
+from fedqueue.outbound.webhook_rules import DEFAULT_CONSUMER, EVENTS
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
-from fedqueue.storage.webhooks import WebhookJson, webhook_json
+from fedqueue.storage.webhook_registry import WebhookJson, webhook_json
 
 COLUMNS = (("id", "ID"), ("actor", "ACTOR"), ("consumer", "CONSUMER"), ("url", "URL"), ("events", "EVENTS"))
 

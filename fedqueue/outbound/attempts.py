@@ -38,7 +38,7 @@ from fedqueue.remote.keyring import Keyring
 from fedqueue.remote.signing_threads import SigningThreads
 from fedqueue.settings import Settings
 from fedqueue.storage import StorageUnavailable, Store
-from fedqueue.storage.webhooks import WebhookPayload
+from fedqueue.storage.webhook_registry import WebhookPayload
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from datetime import datetime
 from functools import partial
 
 from fedqueue.followers_sync_rules import HEADER as SYNC_HEADER
-from fedqueue.outbound import webhooks
+from fedqueue.outbound import webhook_rules
 from fedqueue.outbound.addressing import addresses, strip_hidden
 from fedqueue.outbound.outcomes import Attempt, readable_error
 from fedqueue.outbound.scheme_rules import knocks_again
@@ -144,7 +144,7 @@ async def post_webhook(
     """POST one webhook event, HMAC-signed with its secret at `now`; every failure becomes an Attempt."""
     try:
         answer = await client.post(
-            url, body, webhooks.signed_headers(secret, kind, body, now), head_bytes=BODY_HEAD_BYTES
+            url, body, webhook_rules.signed_headers(secret, kind, body, now), head_bytes=BODY_HEAD_BYTES
         )
     except SendFailed as exc:
         return Attempt(status=None, error=str(exc), permanent=exc.permanent)

@@ -24,7 +24,7 @@ from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
 from fedqueue.storage.stats import StatsStore
 from fedqueue.storage.status_pages import FanoutPage, StatusPages
 from fedqueue.storage.tombstones import TombstoneStore
-from fedqueue.storage.webhooks import Webhook, WebhookPayload, WebhookStore
+from fedqueue.storage.webhook_registry import Webhook, WebhookPayload, WebhookStore
 
 __all__ = [
     "Accepted",

@@ -27,7 +27,7 @@ from fedqueue.inbound.follows import (
     RemoveFollowing,
 )
 from fedqueue.inbound.forwarding import ForwardActivity
-from fedqueue.outbound import webhooks as webhook_rules
+from fedqueue.outbound import webhook_rules
 from fedqueue.storage import followers, following, tombstones, webhook_events
 from fedqueue.storage.database import Database, StorageUnavailable
 from fedqueue.storage.group_commit import GroupCommit

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Row, bindparam, case, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fedqueue.outbound import webhooks as rules
+from fedqueue.outbound import webhook_rules as rules
 from fedqueue.outbound.record import Result
 from fedqueue.remote.guard import host_of
 from fedqueue.storage.database import Database

@@ -14,7 +14,7 @@ from typing import Any
 from fedqueue.column_rules import MAX_ROW_ID
 from fedqueue.outbound.fanout_status import ActivityStatus
 from fedqueue.outbound.status_order import DEFAULT_STATUS_PAGE, MAX_STATUS_PAGE
-from fedqueue.outbound.webhooks import EVENTS, MAX_SECRET_CHARS, MIN_SECRET_CHARS
+from fedqueue.outbound.webhook_rules import EVENTS, MAX_SECRET_CHARS, MIN_SECRET_CHARS
 from fedqueue.storage.admin_json import (
     ActivityPage,
     AuditList,
@@ -28,7 +28,7 @@ from fedqueue.storage.admin_json import (
     json_schemas,
 )
 from fedqueue.storage.admin_views import DELIVERY_STATES, MAX_PAGE
-from fedqueue.storage.webhooks import WebhookJson, WebhookList
+from fedqueue.storage.webhook_registry import WebhookJson, WebhookList
 
 SCHEMA_REF = "#/components/schemas/{model}"
 #: Every response body; its schema is components/schemas/<class name>.

@@ -44,13 +44,13 @@ from fedqueue.web import (
     activity_status,
     actors,
     admin_api,
+    admin_webhooks,
     dashboard,
     dashboard_actions,
     followers,
     inbox,
     metrics,
     outbox,
-    webhooks,
 )
 from fedqueue.web.admin_auth import AdminAuthMiddleware, LoginGuard
 from fedqueue.web.responses import JSONResponse, error_response
@@ -198,7 +198,7 @@ def create_app(
             *activity_status.routes,
             *metrics.routes,
             *admin_api.routes,
-            *webhooks.routes,
+            *admin_webhooks.routes,
             *dashboard.routes,
             *dashboard_actions.routes,
         ],

@@ -23,7 +23,7 @@ from fedqueue.inbound.receive_rules import (
 )
 from fedqueue.inbound.signature_schemes import InboundRequest
 from fedqueue.metrics import Metrics
-from fedqueue.outbound.webhooks import DEFAULT_CONSUMER, check_consumer
+from fedqueue.outbound.webhook_rules import DEFAULT_CONSUMER, check_consumer
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.keyring import Keyring
 from fedqueue.signing.requests import SignatureError

@@ -32,7 +32,7 @@ RULES = frozenset(
         "fedqueue.outbound.backoff",
         "fedqueue.outbound.circuit",
         "fedqueue.outbound.record",
-        "fedqueue.outbound.webhooks",
+        "fedqueue.outbound.webhook_rules",
         "fedqueue.outbound.waiting",
         "fedqueue.outbound.status_order",
         "fedqueue.inbound.receive_rules",

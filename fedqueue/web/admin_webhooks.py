@@ -14,8 +14,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue.errors import InvalidInput
-from fedqueue.outbound.webhooks import DEFAULT_CONSUMER
-from fedqueue.storage.webhooks import webhook_json
+from fedqueue.outbound.webhook_rules import DEFAULT_CONSUMER
+from fedqueue.storage.webhook_registry import webhook_json
 from fedqueue.web.admin_auth import session_of
 from fedqueue.web.incoming import read_body
 from fedqueue.web.responses import JSONResponse, settings_of, store_of

@@ -17,7 +17,7 @@ from typing_extensions import TypedDict
 
 from fedqueue.column_rules import check_row_id
 from fedqueue.errors import Duplicate, InvalidInput, NotFound
-from fedqueue.outbound import webhooks as rules
+from fedqueue.outbound import webhook_rules as rules
 from fedqueue.remote.guard import FetchError, ForbiddenAddress, check_url
 from fedqueue.storage.actors import check_actor_name
 from fedqueue.storage.admin_json import SHAPE, IsoTime, iso
