@@ -11,10 +11,11 @@ from __future__ import annotations
 from starlette.requests import Request
 
 from fedqueue.errors import Unauthorized
-from fedqueue.inbound.receive import key_resolver
+from fedqueue.inbound.receive import key_resolver, opaque
 from fedqueue.inbound.verify import TimeWindow, Verdict, precheck, verify_signature
+from fedqueue.signing.requests import SignatureError
 from fedqueue.storage.types import utcnow
-from fedqueue.web.inbox import directory_of, inbound_request, keyring_of
+from fedqueue.web.inbox import client_of, directory_of, inbound_request, keyring_of
 from fedqueue.web.responses import settings_of
 
 
@@ -24,7 +25,10 @@ def is_signed(request: Request) -> bool:
 
 
 async def fetch_signer(request: Request) -> Verdict | None:
-    """The verified signature of a GET; None if it carries none; SignatureError (401) if it fails."""
+    """The verified signature of a GET; None if it carries none; SignatureError (401) if it fails.
+
+    A failure's reason goes to the log; the sender gets one fixed line (`inbound.receive.opaque`).
+    """
     if not is_signed(request):
         return None
     settings = settings_of(request)
@@ -34,8 +38,13 @@ async def fetch_signer(request: Request) -> Verdict | None:
     window = TimeWindow(settings.signature_max_age_seconds, settings.signature_max_skew_seconds)
     candidates = precheck(signed, utcnow(), window, limit=settings.inbound_max_signatures)
     signer = await keyring_of(request).instance()
-    resolve = key_resolver(directory_of(request), signer, settings.inbound_verify_timeout_seconds)
-    return await verify_signature(candidates, resolve, None)
+    unfetched: set[str] = set()
+    timeout_s = settings.inbound_verify_timeout_seconds
+    resolve = key_resolver(directory_of(request), signer, timeout_s, unfetched=unfetched)
+    try:
+        return await verify_signature(candidates, resolve, None)
+    except SignatureError as exc:
+        raise opaque(exc, [parsed.key_id for parsed in candidates], unfetched, client_of(request)) from None
 
 
 async def require_signer(request: Request, what: str) -> Verdict:
