@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 
 import httpx
@@ -149,3 +150,22 @@ async def test_a_badly_signed_actor_get_still_gets_the_key_and_no_verification_r
     full = await client.get("/actors/alice", headers=for_outbox)
     assert full.status_code == 200 and "followers" in full.json()
     assert remote.requests == []  # authorized fetch off: a signature costs no key fetch
+
+
+async def test_badly_signed_gets_from_one_address_get_429_after_its_burst_without_more_key_fetches(
+    settings: Settings, store: Store, directory: RemoteDirectory, bob: RemoteActor, remote: LoopbackServer
+) -> None:
+    await store.actors.create("alice")
+    limited = settings.model_copy(
+        update={"authorized_fetch": True, "inbox_unverified_per_second": 0.001, "inbox_unverified_burst": 3}
+    )
+    statuses = []
+    async with asgi_client(create_app(limited, store, directory=directory)) as client:
+        for n in range(8):  # each names another key, so no cache spares a fetch
+            forger = dataclasses.replace(bob, name=f"forged{n}")
+            response = await client.get(
+                "/actors/alice/outbox", headers=signed_get(forger, "/actors/alice/outbox")
+            )
+            statuses.append(response.status_code)
+    assert statuses == [401] * 3 + [429] * 5
+    assert len([r for r in remote.requests if r.path.startswith("/users/forged")]) == 3
