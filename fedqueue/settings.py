@@ -24,6 +24,7 @@ from pydantic_settings import (
 )
 
 from fedqueue.errors import SettingsError
+from fedqueue.inbound.client_address import Network, parse_networks
 from fedqueue.outbound.scheme_rules import SchemePolicy
 
 ENV_PREFIX = "FEDQUEUE_"
@@ -105,6 +106,9 @@ class Settings(BaseSettings):
     inbox_throttle_per_second: float = Field(ge=0)
     inbox_throttle_burst: int = Field(ge=1)
     inbox_trusted_hosts: str
+    inbox_unverified_per_second: float = Field(ge=0)
+    inbox_unverified_burst: int = Field(ge=1)
+    trusted_proxies: str
     inbox_pull_max_items: int = Field(ge=1, le=10_000)
     followers_page_size: int = Field(ge=1, le=1000)
     authorized_fetch: bool
@@ -146,6 +150,12 @@ class Settings(BaseSettings):
             raise ValueError("must start with sqlite+aiosqlite:// or postgresql+asyncpg://")
         return value
 
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: str) -> str:
+        parse_networks(value)
+        return value
+
     @model_validator(mode="after")
     def _retention_outlives_the_signature_window(self) -> Settings:
         # Pruned activity ids are forgotten; a replay must be refused by its date by then.
@@ -158,6 +168,11 @@ class Settings(BaseSettings):
     def trusted_inbox_hosts(self) -> frozenset[str]:
         """`inbox_trusted_hosts` (comma-separated) as host names, lower-case."""
         return frozenset(h.strip().lower() for h in self.inbox_trusted_hosts.split(",") if h.strip())
+
+    @property
+    def trusted_proxy_networks(self) -> tuple[Network, ...]:
+        """`trusted_proxies` (comma-separated CIDRs) as networks."""
+        return parse_networks(self.trusted_proxies)
 
     @property
     def host(self) -> str:

@@ -8,6 +8,7 @@ parallel sessions never share a database.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import uuid
@@ -99,6 +100,13 @@ def settings(database_url: str) -> Settings:
         admin_token=ADMIN_TOKEN,
         allow_private_addresses=True,
     )
+
+
+@pytest.fixture
+def inbox_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    """The `fedqueue.inbox` log from INFO up: where a refused signature's reason goes."""
+    caplog.set_level(logging.INFO, logger="fedqueue.inbox")
+    return caplog
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
 from starlette.applications import Starlette
 
 from fedqueue.inbound import ld_signatures
+from fedqueue.inbound.receive import FORWARD_UNAUTHENTICATED, KEY_UNFETCHED, NOT_VERIFIED
 from fedqueue.remote.client import HttpClient, SigningIdentity, http_date, signed_headers
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.settings import Settings
@@ -253,6 +254,24 @@ async def client(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
 @pytest.fixture
 def bob(remote: LoopbackServer) -> RemoteActor:
     return RemoteActor(remote).publish()
+
+
+#: What a sender is told when its signature did not verify (`inbound.receive.opaque`).
+OPAQUE_401 = (KEY_UNFETCHED, NOT_VERIFIED, FORWARD_UNAUTHENTICATED)
+
+
+def refused_with(
+    response: httpx.Response, status: int, reason: str, log: pytest.LogCaptureFixture | None = None
+) -> None:
+    """Refused with `status` and a one-line reason naming `reason`; or, for a signature that did
+    not verify, one fixed line, with `reason` only in the inbox log (`log`, see `inbox_log`)."""
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert "\n" not in error
+    if error in OPAQUE_401:
+        assert log is not None and reason in log.text, f"{reason!r} not logged for {error!r}"
+    else:
+        assert reason in error
 
 
 async def post(client: httpx.AsyncClient, path: str, signed: tuple[dict[str, str], bytes]) -> httpx.Response:

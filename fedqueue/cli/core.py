@@ -252,8 +252,16 @@ async def _serve(
         )
     try:
         app = create_app(settings, store, recorder=metrics, worker=health, keyring=keyring)
+        # proxy_headers off: uvicorn would believe X-Forwarded-For from 127.0.0.1; the inbox reads
+        # it itself, from the configured trusted_proxies only (`inbound.client_address`).
         config = uvicorn.Config(
-            app, host=args.host, port=args.port, log_config=None, access_log=False, lifespan="on"
+            app,
+            host=args.host,
+            port=args.port,
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            proxy_headers=False,
         )
         await _Server(config, stop).serve(sockets=None if listening is None else [listening])
     finally:

@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.errors import FedqueueError, describe
 from fedqueue.inbound.follows import AS_CONTEXT
+from fedqueue.inbound.receive import KEY_UNFETCHED
 from fedqueue.inbound.signature_schemes import InboundRequest
 from fedqueue.inbound.verify import KeyRecord, TimeWindow, precheck, verify_signature
 from fedqueue.remote.client import ACTIVITY_JSON
@@ -39,7 +40,7 @@ from fedqueue.storage.column_types import utcnow
 
 #: How long a request to the server may take.
 HTTP_TIMEOUT_S = 10.0
-#: The server refuses a loopback key fetch with a reason containing this (remote.guard).
+#: A server of an older version refused a loopback key fetch with a reason containing this (remote.guard).
 PRIVATE_ADDRESS_REFUSAL = "private or loopback address"
 
 
@@ -76,6 +77,8 @@ class Throwaway:
     private_key: PrivateKeyTypes
     public_key_pem: str
     received: asyncio.Queue[InboundRequest] = field(default_factory=asyncio.Queue)
+    #: GETs of the actor document (its key) so far.
+    fetched: int = 0
 
     @property
     def actor_id(self) -> str:
@@ -97,6 +100,7 @@ class Throwaway:
 
     def app(self) -> web.Application:
         async def actor(request: web.Request) -> web.Response:
+            self.fetched += 1
             return web.Response(body=json.dumps(self.document()), content_type=ACTIVITY_JSON)
 
         async def inbox(request: web.Request) -> web.Response:
@@ -194,10 +198,13 @@ async def _send_follow(
         raise TryFollowFailed(f"cannot POST the follow to {inbox}: {describe(exc)}") from None
     if response.status_code != 202:
         reason = _reason(response)
-        if PRIVATE_ADDRESS_REFUSAL in reason:
+        # The server tells only that the key could not be fetched; that it never asked for it says
+        # why (a server before that told the address guard's finding).
+        unasked = reason == KEY_UNFETCHED and throwaway.fetched == 0
+        if unasked or PRIVATE_ADDRESS_REFUSAL in reason:
             reason = (
                 "the server may not fetch this account's key from 127.0.0.1 "
-                "(FEDQUEUE_ALLOW_PRIVATE_ADDRESSES is false); "
+                "(it never asked for it: FEDQUEUE_ALLOW_PRIVATE_ADDRESSES is false?); "
                 "serve with FEDQUEUE_ALLOW_PRIVATE_ADDRESSES=true, for local try-outs only"
             )
         raise TryFollowFailed(f"follow refused: {response.status_code}: {reason}")

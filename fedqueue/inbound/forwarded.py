@@ -38,6 +38,10 @@ LdCheck = Callable[[Mapping[str, Any], str], Awaitable[None]]
 REFETCHED_TYPES = ("Create", "Update")
 
 
+class NotAuthenticated(SignatureError):
+    """A forwarded activity whose sender verified but whose actor's word could not be had."""
+
+
 @dataclass(frozen=True)
 class Authenticated:
     """What to store: the activity (a re-fetched copy's, see above) and the key that vouches for it.
@@ -90,7 +94,7 @@ async def authenticate(
         return Authenticated(copy, verdict.key_id, forwardable=False, forwarded_by=verdict.owner)
     except FedqueueError as exc:
         reasons.append(f"re-fetch: {exc}")
-    raise SignatureError(
+    raise NotAuthenticated(
         f"activity of {activity.actor} was forwarded by {verdict.owner} (key {verdict.key_id} belongs to"
         f" {verdict.owner}, not to the activity's actor) and could not be authenticated: "
         + "; ".join(reasons)

@@ -1,8 +1,9 @@
 """Receive: one signed POST to an inbox, from its checked request to the stored activity.
 
 The order is the cheap refusals first: the addressed actor (404), the Host header and the
-signature's time window and coverage (401), then JSON (400), the block list (403), the key
-fetch and signature (401), and finally one transaction that stores the activity and its
+signature's time window and coverage (401), then JSON (400), the throttle (429, see
+`inbound.throttle`), the block list (403), the key fetch and signature (401, one fixed line:
+the detail goes to the log), and finally one transaction that stores the activity and its
 effects. The web edge reads the body and answers; this module holds the flow.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -19,9 +20,10 @@ from typing import Any, Literal
 from fedqueue.column_rules import URI_CHARS, check_text
 from fedqueue.errors import Forbidden, Unauthorized
 from fedqueue.followers_sync_rules import HEADER as SYNC_HEADER
+from fedqueue.inbound.client_address import UNKNOWN
 from fedqueue.inbound.followers_sync import FollowersSync
 from fedqueue.inbound.follows import FollowerInboxes, created_object, effects_for
-from fedqueue.inbound.forwarded import DocumentFetcher, authenticate
+from fedqueue.inbound.forwarded import DocumentFetcher, NotAuthenticated, authenticate
 from fedqueue.inbound.forwarding import forwarding_for
 from fedqueue.inbound.gone import accept_unverified
 from fedqueue.inbound.health import heard_from
@@ -48,6 +50,11 @@ _host_of = functools.lru_cache(maxsize=1024)(host_of)
 #: What became of an inbound activity answered 202: the answer's `status`, a metrics label.
 Received = Literal["accepted", "duplicate", "gone_actor", "deleted_object"]
 
+#: What a sender is told when its signature's key could not be had, or did not verify it.
+KEY_UNFETCHED = "the signature's key could not be fetched"
+NOT_VERIFIED = "the signature could not be verified"
+FORWARD_UNAUTHENTICATED = "the forwarded activity could not be authenticated"
+
 #: More named local recipients than this in one activity are ignored beyond the first ones.
 MAX_NAMED_RECIPIENTS = 100
 #: At most this many local-looking names of an activity are looked up (the first, sorted).
@@ -72,8 +79,8 @@ class Receiver:
         if name is not None:
             await self.keyring.identity(check_actor_name(name))
 
-    async def receive(self, signed: InboundRequest, name: str | None) -> Received:
-        """Verify and store one inbound activity; what became of it (all answered 202).
+    async def receive(self, signed: InboundRequest, name: str | None, address: str = UNKNOWN) -> Received:
+        """Verify and store one inbound activity from `address`; what became of it (all answered 202).
 
         Only "accepted" stored something new; "gone_actor" is a gone actor's self-Delete
         (`inbound.gone`), "deleted_object" a Create or Update of an object its actor deleted
@@ -90,8 +97,9 @@ class Receiver:
             signed.body, max_depth=settings.inbox_max_json_depth, anonymous_seed=signed.headers["signature"]
         )
         hosts = {_host_of(activity.actor)} | {_host_of(parsed.key_id) for parsed in candidates}
-        if self.throttle is not None:  # before any key fetch or write: a flood costs little
-            self.throttle.admit(hosts, asyncio.get_running_loop().time())
+        clock = asyncio.get_running_loop()
+        if self.throttle is not None:  # before any lookup: a flood costs a JSON parse per request
+            self.throttle.screen(address, hosts, clock.time())
         mentioned = sorted(named_local_actors(activity, self.urls) | ({name} if name else set()))
         admission = await self.store.inbox.admission(
             hosts, mentioned[:MAX_MENTIONED_NAMES], activity.actor, utcnow()
@@ -103,22 +111,28 @@ class Receiver:
         # The instance actor signs any key fetch (servers in secure mode answer it).
         signer, timeout_s = await self.keyring.instance(), settings.inbound_verify_timeout_seconds
         gone_keys: set[str] = set()
+        unfetched: set[str] = set()
+        if self.throttle is not None:  # the address pays for the fetches unless the signature verifies
+            self.throttle.reserve(address, clock.time())
         try:
             authenticated = await authenticate(
                 candidates,
-                key_resolver(self.directory, signer, timeout_s, gone_keys),
+                key_resolver(self.directory, signer, timeout_s, gone_keys, unfetched),
                 activity,
                 document_fetcher(self.directory, signer, timeout_s),
                 self.ld_verifier.verify,
                 max_depth=settings.inbox_max_json_depth,
             )
-        except SignatureError:
+        except SignatureError as exc:
             if not accept_unverified(activity, (parsed.key_id for parsed in candidates), gone_keys):
-                raise
+                raise opaque(exc, [parsed.key_id for parsed in candidates], unfetched, address) from None
             await self._depart(activity)
             return "gone_actor"
         for key_id in authenticated.verified_keys:  # genuine keys: their actors are stored now
             await self.directory.verified(key_id)
+        if self.throttle is not None:  # charged to the verified sender, never to a host a forgery names
+            sender = authenticated.forwarded_by or authenticated.activity.actor
+            self.throttle.verified(address, {_host_of(sender)}, clock.time())
         activity = authenticated.activity  # a forwarded one may be replaced by its re-fetched copy
         check_text("the signature's keyId", authenticated.key_id, URI_CHARS)
         await heard_from(self.store, admission, activity.actor, authenticated.key_id, utcnow())
@@ -183,13 +197,17 @@ def _tombstone(activity: Activity, settings: Settings) -> tuple[str, datetime] |
 
 
 def key_resolver(
-    directory: RemoteDirectory, signer: SigningIdentity | None, timeout_s: float, gone: set[str] | None = None
+    directory: RemoteDirectory,
+    signer: SigningIdentity | None,
+    timeout_s: float,
+    gone: set[str] | None = None,
+    unfetched: set[str] | None = None,
 ) -> KeyResolver:
     """Keys through the directory's signed, guarded, cached fetch; fetch failures become 401s.
 
     Every fetch through one resolver ends by one deadline, `timeout_s` from now: one budget
     for all of a request's keys, however many fetches (and re-fetches) they take. The ids of
-    keys whose fetch answered 410 or 404 are added to `gone`.
+    keys whose fetch answered 410 or 404 are added to `gone`, of all that failed to `unfetched`.
     """
     deadline = asyncio.get_running_loop().time() + timeout_s
 
@@ -199,9 +217,28 @@ def key_resolver(
         except FetchError as exc:
             if isinstance(exc, Gone) and gone is not None:
                 gone.add(key_id)
+            if unfetched is not None:
+                unfetched.add(key_id)
             raise SignatureError(f"cannot use key {key_id}: {exc}") from None
 
     return resolve
+
+
+def opaque(
+    exc: SignatureError, key_ids: Sequence[str], unfetched: Collection[str], sender: str
+) -> SignatureError:
+    """The 401 a sender gets for a signature that did not verify: one fixed line per kind.
+
+    The reason itself (what a key fetch met, the address guard's finding, whose key it was)
+    goes to the log only: sent back, it would let anyone probe what this server can reach.
+    """
+    named = ", ".join(repr(key_id[:200]) for key_id in dict.fromkeys(key_ids))
+    log.info("signature from %s with keyId %s refused: %s", sender[:100], named, exc)
+    if isinstance(exc, NotAuthenticated):
+        return SignatureError(FORWARD_UNAUTHENTICATED)
+    if key_ids and all(key_id in unfetched for key_id in key_ids):
+        return SignatureError(KEY_UNFETCHED)
+    return SignatureError(NOT_VERIFIED)
 
 
 def document_fetcher(

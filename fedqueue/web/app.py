@@ -228,8 +228,13 @@ def create_app(
     )
     app.state.directory = directory
     app.state.inbox_throttle = InboxThrottle(
-        settings.inbox_throttle_per_second, settings.inbox_throttle_burst, settings.trusted_inbox_hosts
+        settings.inbox_throttle_per_second,
+        settings.inbox_throttle_burst,
+        settings.trusted_inbox_hosts,
+        unverified_per_s=settings.inbox_unverified_per_second,
+        unverified_burst=settings.inbox_unverified_burst,
     )
+    app.state.trusted_proxies = settings.trusted_proxy_networks
     app.state.followers_sync = FollowersSync(settings.inbox_followers_sync_interval_seconds)
     app.state.keyring = keyring or Keyring(store, Urls(settings.base_url))
     app.state.worker = worker or WorkerHealth(state="disabled")

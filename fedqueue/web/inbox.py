@@ -16,12 +16,14 @@ from starlette.routing import Route
 
 from fedqueue.column_rules import parse_decimal
 from fedqueue.errors import Forbidden, InvalidInput, NotFound, Throttled, TooLarge, Unauthorized
+from fedqueue.inbound.client_address import client_address
 from fedqueue.inbound.receive import Received, Receiver
 from fedqueue.inbound.receive_rules import (
     UnsupportedMediaType,
     check_media_type,
 )
 from fedqueue.inbound.signature_schemes import InboundRequest
+from fedqueue.inbound.throttle import UnverifiedThrottled
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.webhook_rules import DEFAULT_CONSUMER, check_consumer
 from fedqueue.remote.documents import RemoteDirectory
@@ -52,6 +54,13 @@ def inbound_request(request: Request, base_url: str, body: bytes) -> InboundRequ
     return InboundRequest(method=request.method, url=url, headers=headers, body=body)
 
 
+def client_of(request: Request) -> str:
+    """The sender's address: the peer's, or what a trusted proxy forwarded (`inbound.client_address`)."""
+    peer = request.scope.get("client")
+    forwarded = ",".join(request.headers.getlist("x-forwarded-for"))
+    return client_address(peer[0] if peer else None, forwarded, request.app.state.trusted_proxies)
+
+
 def keyring_of(request: Request) -> Keyring:
     keyring: Keyring = request.app.state.keyring
     return keyring
@@ -66,6 +75,7 @@ _REFUSAL_REASONS: dict[type[Exception], str] = {
     SignatureError: "401_signature",
     Unauthorized: "401_unauthorized",
     Forbidden: "403_blocked",
+    UnverifiedThrottled: "429_unverified_throttled",
     Throttled: "429_throttled",
     InvalidInput: "400_malformed",
     StorageUnavailable: "503_unavailable",
@@ -109,7 +119,7 @@ async def _receive(request: Request) -> Received:
     await receiver.addressed(name)
     body = await read_body(request, settings.inbox_max_body_bytes)
     check_media_type(request.headers.get("content-type"))
-    return await receiver.receive(inbound_request(request, settings.base_url, body), name)
+    return await receiver.receive(inbound_request(request, settings.base_url, body), name, client_of(request))
 
 
 def _int_param(request: Request, name: str, default: int | None) -> int | None:

@@ -8,13 +8,17 @@ actor, so a remote server in authorized-fetch mode answers that fetch too.
 
 from __future__ import annotations
 
+import asyncio
+
 from starlette.requests import Request
 
 from fedqueue.errors import Unauthorized
-from fedqueue.inbound.receive import key_resolver
+from fedqueue.inbound.receive import key_resolver, opaque
+from fedqueue.inbound.throttle import InboxThrottle
 from fedqueue.inbound.verify import TimeWindow, Verdict, precheck, verify_signature
+from fedqueue.signing.requests import SignatureError
 from fedqueue.storage.column_types import utcnow
-from fedqueue.web.inbox import directory_of, inbound_request, keyring_of
+from fedqueue.web.inbox import client_of, directory_of, inbound_request, keyring_of
 from fedqueue.web.responses import settings_of
 
 
@@ -24,7 +28,10 @@ def is_signed(request: Request) -> bool:
 
 
 async def fetch_signer(request: Request) -> Verdict | None:
-    """The verified signature of a GET; None if it carries none; SignatureError (401) if it fails."""
+    """The verified signature of a GET; None if it carries none; SignatureError (401) if it fails.
+
+    A failure's reason goes to the log; the sender gets one fixed line (`inbound.receive.opaque`).
+    """
     if not is_signed(request):
         return None
     settings = settings_of(request)
@@ -33,10 +40,21 @@ async def fetch_signer(request: Request) -> Verdict | None:
         raise Unauthorized(f"request is for host {signed.headers.get('host', '')[:100]!r}, not this server")
     window = TimeWindow(settings.signature_max_age_seconds, settings.signature_max_skew_seconds)
     candidates = precheck(signed, utcnow(), window, limit=settings.inbound_max_signatures)
+    # As on the inbox, the address pays for the key fetches of what does not verify (`inbound.throttle`).
+    throttle: InboxThrottle = request.app.state.inbox_throttle
+    address, clock = client_of(request), asyncio.get_running_loop()
+    throttle.screen(address, (), clock.time())
     signer = await keyring_of(request).instance()
     directory = directory_of(request)
-    resolve = key_resolver(directory, signer, settings.inbound_verify_timeout_seconds)
-    verdict = await verify_signature(candidates, resolve, None)
+    unfetched: set[str] = set()
+    timeout_s = settings.inbound_verify_timeout_seconds
+    resolve = key_resolver(directory, signer, timeout_s, unfetched=unfetched)
+    throttle.reserve(address, clock.time())
+    try:
+        verdict = await verify_signature(candidates, resolve, None)
+    except SignatureError as exc:
+        raise opaque(exc, [parsed.key_id for parsed in candidates], unfetched, address) from None
+    throttle.verified(address, (), clock.time())  # a signed GET is not charged to its signer's host
     await directory.verified(verdict.key_id)  # a genuine key: its actor is stored now
     return verdict
 

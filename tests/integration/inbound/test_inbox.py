@@ -18,7 +18,7 @@ from fedqueue.storage import Store
 from fedqueue.storage.actors import ActorStore
 from fedqueue.storage.tables import HostRow, InboundActivityRow, InboxItemRow
 from fedqueue.web.app import create_app
-from tests.fediverse import LOCAL, RemoteActor, hours_ago, post
+from tests.fediverse import LOCAL, RemoteActor, hours_ago, post, refused_with
 from tests.helpers import asgi_client
 from tests.loopback import LoopbackServer
 
@@ -37,13 +37,6 @@ async def items(store: Store) -> list[tuple[str, int]]:
     async with store.database.reading() as conn:
         rows = await conn.execute(select(_items.c.actor, _items.c.inbound_id).order_by(_items.c.id))
         return [(row.actor, row.inbound_id) for row in rows]
-
-
-def refused(response: httpx.Response, status: int, reason: str) -> None:
-    assert response.status_code == status, response.text
-    error = response.json()["error"]
-    assert reason in error
-    assert "\n" not in error
 
 
 async def test_a_post_signed_by_fedqueues_own_signer_is_stored_with_its_verified_actor(
@@ -133,50 +126,75 @@ def _wrong_digest(signed: tuple[dict[str, str], bytes]) -> tuple[dict[str, str],
     ],
 )
 async def test_a_tampered_request_is_refused_with_a_one_line_reason(
-    client: httpx.AsyncClient, store: Store, bob: RemoteActor, tamper: Any, reason: str
+    client: httpx.AsyncClient,
+    store: Store,
+    bob: RemoteActor,
+    tamper: Any,
+    reason: str,
+    inbox_log: pytest.LogCaptureFixture,
 ) -> None:
     await store.actors.create("alice")
     signed = tamper(bob.signed("/actors/alice/inbox", bob.note_to("alice")))
-    refused(await post(client, "/actors/alice/inbox", signed), 401, reason)
+    refused_with(await post(client, "/actors/alice/inbox", signed), 401, reason, inbox_log)
     assert await stored(store) == []
 
 
 async def test_a_signature_whose_digest_header_was_rewritten_to_match_a_new_body_does_not_verify(
-    client: httpx.AsyncClient, store: Store, bob: RemoteActor
+    client: httpx.AsyncClient,
+    store: Store,
+    bob: RemoteActor,
+    inbox_log: pytest.LogCaptureFixture,
 ) -> None:
     await store.actors.create("alice")
     headers, body = bob.signed("/actors/alice/inbox", bob.note_to("alice"))
     new_body = body.replace(b'"hi"', b'"hacked"')
     headers = {**headers, "digest": sha256_digest_header(new_body)}
-    refused(await post(client, "/actors/alice/inbox", (headers, new_body)), 401, "does not verify")
+    refused_with(
+        await post(client, "/actors/alice/inbox", (headers, new_body)), 401, "does not verify", inbox_log
+    )
 
 
 @pytest.mark.parametrize(("hours", "reason"), [(13.1, "too old"), (-1.1, "in the future")])
-async def test_a_date_outside_the_window_is_refused(
-    client: httpx.AsyncClient, store: Store, bob: RemoteActor, hours: float, reason: str
+async def test_a_date_outside_the_window_is_refused_with(
+    client: httpx.AsyncClient,
+    store: Store,
+    bob: RemoteActor,
+    hours: float,
+    reason: str,
+    inbox_log: pytest.LogCaptureFixture,
 ) -> None:
     await store.actors.create("alice")
     signed = bob.signed("/actors/alice/inbox", bob.note_to("alice"), now=hours_ago(hours))
-    refused(await post(client, "/actors/alice/inbox", signed), 401, reason)
+    refused_with(await post(client, "/actors/alice/inbox", signed), 401, reason, inbox_log)
 
 
-async def test_a_key_id_whose_fetch_gives_404_is_refused(
-    client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer
+async def test_a_key_id_whose_fetch_gives_404_is_refused_with(
+    client: httpx.AsyncClient,
+    store: Store,
+    bob: RemoteActor,
+    remote: LoopbackServer,
+    inbox_log: pytest.LogCaptureFixture,
 ) -> None:
     await store.actors.create("alice")
     signed = bob.signed(
         "/actors/alice/inbox", bob.note_to("alice"), key_id=remote.url("/users/ghost#main-key")
     )
-    refused(await post(client, "/actors/alice/inbox", signed), 401, "answered 404")
+    refused_with(await post(client, "/actors/alice/inbox", signed), 401, "answered 404", inbox_log)
 
 
-async def test_a_key_whose_owner_is_not_the_activitys_actor_is_refused(
-    client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer
+async def test_a_key_whose_owner_is_not_the_activitys_actor_is_refused_with(
+    client: httpx.AsyncClient,
+    store: Store,
+    bob: RemoteActor,
+    remote: LoopbackServer,
+    inbox_log: pytest.LogCaptureFixture,
 ) -> None:
     await store.actors.create("alice")
     mallory = RemoteActor(remote, name="mallory").publish()
     signed = mallory.signed("/actors/alice/inbox", bob.note_to("alice"))  # bob's activity, mallory's key
-    refused(await post(client, "/actors/alice/inbox", signed), 401, "not to the activity's actor")
+    refused_with(
+        await post(client, "/actors/alice/inbox", signed), 401, "not to the activity's actor", inbox_log
+    )
     assert await stored(store) == []
 
 
@@ -223,8 +241,12 @@ async def test_one_activity_delivered_to_two_personal_inboxes_reaches_both_actor
 AS_PUBLIC_URI = "https://www.w3.org/ns/activitystreams#Public"
 
 
-async def test_a_captured_request_replayed_within_the_window_is_harmless_and_after_it_refused(
-    settings: Settings, store: Store, directory: RemoteDirectory, bob: RemoteActor
+async def test_a_captured_request_replayed_within_the_window_is_harmless_and_after_it_refused_with(
+    settings: Settings,
+    store: Store,
+    directory: RemoteDirectory,
+    bob: RemoteActor,
+    inbox_log: pytest.LogCaptureFixture,
 ) -> None:
     await store.actors.create("alice")
     short = settings.model_copy(update={"signature_max_age_seconds": 3.0, "signature_max_skew_seconds": 0.0})
@@ -234,7 +256,7 @@ async def test_a_captured_request_replayed_within_the_window_is_harmless_and_aft
         replay = await post(client, "/actors/alice/inbox", captured)
         assert replay.json() == {"status": "duplicate"}
         await asyncio.sleep(4.1)
-        refused(await post(client, "/actors/alice/inbox", captured), 401, "too old")
+        refused_with(await post(client, "/actors/alice/inbox", captured), 401, "too old", inbox_log)
     assert len(await stored(store)) == 1
 
 
@@ -251,15 +273,18 @@ async def test_an_activity_without_an_id_is_stored_once_per_signed_request(
     assert row["activity_id"].startswith("urn:fedqueue:anonymous:")
 
 
-async def test_a_request_signed_for_another_host_is_refused(
-    client: httpx.AsyncClient, store: Store, bob: RemoteActor
+async def test_a_request_signed_for_another_host_is_refused_with(
+    client: httpx.AsyncClient,
+    store: Store,
+    bob: RemoteActor,
+    inbox_log: pytest.LogCaptureFixture,
 ) -> None:
     await store.actors.create("alice")
     headers, body = bob.signed("/actors/alice/inbox", bob.note_to("alice"))
     response = await client.post(
         "/actors/alice/inbox", content=body, headers={**headers, "host": "other.example"}
     )
-    refused(response, 401, "not this server")
+    refused_with(response, 401, "not this server", inbox_log)
 
 
 @pytest.mark.parametrize(
@@ -303,7 +328,7 @@ async def test_limits_and_malformed_bodies_get_their_status(
     await store.actors.create("alice")
     headers, body = bob.signed(path, body.replace(b"ACTOR", bob.uri.encode()))
     response = await client.post(path, content=body, headers={**headers, "content-type": content_type})
-    refused(response, status, reason)
+    refused_with(response, status, reason)
 
 
 async def test_ld_json_with_the_activitystreams_profile_is_accepted(
@@ -325,7 +350,7 @@ async def test_a_blocked_host_is_refused_with_403_before_any_key_fetch(
     response = await post(
         client, "/actors/alice/inbox", bob.signed("/actors/alice/inbox", bob.note_to("alice"))
     )
-    refused(response, 403, "is blocked")
+    refused_with(response, 403, "is blocked")
     assert remote.requests == []
     async with store.database.transaction() as conn:
         await conn.execute(update(_hosts).values(blocked=False))
@@ -344,7 +369,7 @@ async def test_a_host_blocked_after_its_requests_were_admitted_is_refused_at_its
     assert (await post(client, path, bob.signed(path, bob.note_to("alice")))).status_code == 202
     async with store.database.transaction() as conn:
         await conn.execute(_hosts.insert().values(host=f"127.0.0.1:{remote.port}", blocked=True))
-    refused(await post(client, path, bob.signed(path, bob.note_to("alice"))), 403, "is blocked")
+    refused_with(await post(client, path, bob.signed(path, bob.note_to("alice"))), 403, "is blocked")
 
 
 async def test_metrics_count_every_inbox_post_by_result_and_a_short_reason(

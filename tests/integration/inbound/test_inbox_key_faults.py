@@ -11,6 +11,8 @@ import pytest
 from aiohttp import web
 from sqlalchemy import select
 
+from fedqueue.inbound.receive import KEY_UNFETCHED
+from fedqueue.remote.client import HttpClient
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.settings import Settings
 from fedqueue.signing import keys
@@ -20,20 +22,13 @@ from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.tables import InboundActivityRow, RemoteActorRow
 from fedqueue.web.app import create_app
-from tests.fediverse import LOCAL, POST_HEADERS, RemoteActor, post
+from tests.fediverse import LOCAL, POST_HEADERS, RemoteActor, post, refused_with
 from tests.helpers import asgi_client
 from tests.loopback import LoopbackServer, SilentServer
 
 _inbound = InboundActivityRow.__table__  # type: ignore[attr-defined]
 _remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
 PATH = "/actors/alice/inbox"
-
-
-def refused_401(response: httpx.Response, reason: str) -> None:
-    assert response.status_code == 401, response.text
-    error = response.json()["error"]
-    assert reason in error
-    assert "\n" not in error
 
 
 async def nothing_stored(store: Store) -> bool:
@@ -55,7 +50,11 @@ def bob_document(bob: RemoteActor, **changes: Any) -> dict[str, Any]:
 
 
 async def test_a_key_document_in_utf16_is_a_401_remembered_so_a_retry_fetches_nothing(
-    client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer
+    client: httpx.AsyncClient,
+    store: Store,
+    bob: RemoteActor,
+    remote: LoopbackServer,
+    inbox_log: pytest.LogCaptureFixture,
 ) -> None:
     await store.actors.create("alice")
     body = json.dumps(bob_document(bob)).encode("utf-16")
@@ -64,30 +63,65 @@ async def test_a_key_document_in_utf16_is_a_401_remembered_so_a_retry_fetches_no
     )
     activity = bob.note_to("alice")
     for _ in range(2):
-        refused_401(await post(client, PATH, bob.signed(PATH, activity)), "is not UTF-8")
+        refused_with(await post(client, PATH, bob.signed(PATH, activity)), 401, "is not UTF-8", inbox_log)
     assert len(remote.received("GET", "/users/bob")) == 1
     assert await nothing_stored(store)
 
 
 @pytest.mark.parametrize("host", ["0177.0.0.1", "127.000.000.001", "127.1", "0x7f.0.0.1"])
 async def test_a_key_id_on_a_non_canonical_ipv4_spelling_is_a_401(
-    client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer, host: str
+    client: httpx.AsyncClient,
+    store: Store,
+    bob: RemoteActor,
+    remote: LoopbackServer,
+    host: str,
+    inbox_log: pytest.LogCaptureFixture,
 ) -> None:
     await store.actors.create("alice")
     key_id = f"http://{host}:{remote.port}/users/bob#main-key"
     signed = bob.signed(PATH, bob.note_to("alice"), key_id=key_id)
-    refused_401(await post(client, PATH, signed), "non-canonical IPv4 spelling")
+    refused_with(await post(client, PATH, signed), 401, "non-canonical IPv4 spelling", inbox_log)
     assert remote.requests == []
     assert await nothing_stored(store)
 
 
+async def test_a_key_id_on_a_name_resolving_to_loopback_is_a_401_that_does_not_say_what_the_guard_found(
+    settings: Settings,
+    store: Store,
+    bob: RemoteActor,
+    remote: LoopbackServer,
+    inbox_log: pytest.LogCaptureFixture,
+) -> None:
+    await store.actors.create("alice")
+    guarded = settings.model_copy(update={"allow_private_addresses": False})
+    key_id = f"http://localhost:{remote.port}/users/bob#main-key"
+    http = HttpClient(guarded)
+    try:
+        async with asgi_client(create_app(guarded, store, directory=RemoteDirectory(store, http))) as client:
+            response = await post(client, PATH, bob.signed(PATH, bob.note_to("alice"), key_id=key_id))
+    finally:
+        await http.aclose()
+    assert response.status_code == 401, response.text
+    assert response.json()["error"] == KEY_UNFETCHED
+    assert "resolves only to private or loopback addresses" not in response.text
+    assert "resolves only to private or loopback addresses" in inbox_log.text
+    assert key_id in inbox_log.text  # the log names the request's keyId
+    assert remote.requests == []
+
+
 async def test_a_follow_from_an_actor_whose_inbox_has_nul_is_a_401_and_nothing_is_stored(
-    client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer
+    client: httpx.AsyncClient,
+    store: Store,
+    bob: RemoteActor,
+    remote: LoopbackServer,
+    inbox_log: pytest.LogCaptureFixture,
 ) -> None:
     await store.actors.create("alice")
     remote.serve_json("/users/bob", bob_document(bob, inbox=f"{bob.uri}/in\u0000box"))
     follow = bob.activity("Follow", object=f"{LOCAL}/actors/alice")
-    refused_401(await post(client, PATH, bob.signed(PATH, follow)), "unusable inbox: contains a NUL")
+    refused_with(
+        await post(client, PATH, bob.signed(PATH, follow)), 401, "unusable inbox: contains a NUL", inbox_log
+    )
     assert await nothing_stored(store)
 
 
@@ -119,19 +153,24 @@ def labelled(bob: RemoteActor, key_ids: list[str]) -> tuple[dict[str, str], byte
 
 
 async def test_keys_on_a_server_that_never_answers_cost_one_short_deadline_and_only_three_fetches(
-    settings: Settings, store: Store, directory: RemoteDirectory, bob: RemoteActor, silent: SilentServer
+    settings: Settings,
+    store: Store,
+    directory: RemoteDirectory,
+    bob: RemoteActor,
+    silent: SilentServer,
+    inbox_log: pytest.LogCaptureFixture,
 ) -> None:
     await store.actors.create("alice")
     short = settings.model_copy(update={"inbound_verify_timeout_seconds": 1.0})
     key_ids = [silent.url(f"/keys/{number}") for number in range(1, 6)]
     async with asgi_client(create_app(short, store, directory=directory)) as client:
         response = await post(client, PATH, labelled(bob, key_ids))
-        refused_401(response, "timed out")
+        refused_with(response, 401, "timed out", inbox_log)
         # Five labels, three considered, their keys fetched at once (never one after another).
         assert sorted(silent.request_lines) == [f"GET /keys/{number} HTTP/1.1" for number in (1, 2, 3)]
         assert silent.most_open == 3
         # The timeouts are remembered: the sender's retry is refused without a fetch.
-        refused_401(await post(client, PATH, labelled(bob, key_ids)), "timed out")
+        refused_with(await post(client, PATH, labelled(bob, key_ids)), 401, "timed out", inbox_log)
         assert len(silent.request_lines) == 3
     assert await nothing_stored(store)
 

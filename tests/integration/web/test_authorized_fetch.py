@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 
 import httpx
@@ -15,7 +16,7 @@ from fedqueue.signing.requests import SignatureScheme, parse_request_signatures,
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.web.app import create_app
-from tests.fediverse import LOCAL, RemoteActor
+from tests.fediverse import LOCAL, RemoteActor, refused_with
 from tests.helpers import asgi_client
 from tests.loopback import LoopbackServer
 
@@ -40,12 +41,6 @@ def signed_get(actor: RemoteActor, path: str, scheme: SignatureScheme = "cavage"
         **signed_headers("GET", f"{LOCAL}{path}", identity, utcnow(), scheme=scheme),
         "host": "127.0.0.1:8000",
     }
-
-
-def refused_401(response: httpx.Response, reason: str) -> None:
-    assert response.status_code == 401, response.text
-    error = response.json()["error"]
-    assert reason in error and "\n" not in error
 
 
 async def test_the_instance_actor_is_an_application_found_by_webfinger_with_one_key_made_on_first_need(
@@ -78,9 +73,12 @@ async def test_without_authorized_fetch_unsigned_gets_are_answered_in_full(
 
 async def test_under_authorized_fetch_unsigned_gets_of_outbox_and_followers_are_401(
     secure: httpx.AsyncClient,
+    inbox_log: pytest.LogCaptureFixture,
 ) -> None:
     for path in DOCUMENTS:
-        refused_401(await secure.get(path), "served only to signed requests (authorized fetch)")
+        refused_with(
+            await secure.get(path), 401, "served only to signed requests (authorized fetch)", inbox_log
+        )
 
 
 async def test_under_authorized_fetch_an_unsigned_actor_get_has_only_what_verifying_and_delivering_need(
@@ -114,21 +112,27 @@ async def test_under_authorized_fetch_gets_signed_by_a_remote_actor_are_answered
 
 
 async def test_under_authorized_fetch_a_badly_signed_get_is_401_with_the_reason(
-    secure: httpx.AsyncClient, bob: RemoteActor
+    secure: httpx.AsyncClient,
+    bob: RemoteActor,
+    inbox_log: pytest.LogCaptureFixture,
 ) -> None:
     # Signed for another document: replaying it here fails the signature.
     for_outbox = signed_get(bob, "/actors/alice/outbox")
-    refused_401(await secure.get("/actors/alice/followers", headers=for_outbox), "does not verify")
+    refused_with(
+        await secure.get("/actors/alice/followers", headers=for_outbox), 401, "does not verify", inbox_log
+    )
     # Signed by a key bob's document does not list.
     impostor = RemoteActor(bob.server, pair=keys.generate_key_pair())
     headers = signed_get(impostor, "/actors/alice/outbox")
-    refused_401(await secure.get("/actors/alice/outbox", headers=headers), "verify")
+    refused_with(await secure.get("/actors/alice/outbox", headers=headers), 401, "verify", inbox_log)
     # Covering no request target: refused, so a signature cannot be replayed at another URL.
     headers = signed_get(bob, "/actors/alice/outbox")
     headers["signature"] = headers["signature"].replace(
         'headers="(request-target) host date"', 'headers="host date"'
     )
-    refused_401(await secure.get("/actors/alice/outbox", headers=headers), "(request-target)")
+    refused_with(
+        await secure.get("/actors/alice/outbox", headers=headers), 401, "(request-target)", inbox_log
+    )
 
 
 async def test_a_badly_signed_actor_get_still_gets_the_key_and_no_verification_runs_when_off(
@@ -146,3 +150,22 @@ async def test_a_badly_signed_actor_get_still_gets_the_key_and_no_verification_r
     full = await client.get("/actors/alice", headers=for_outbox)
     assert full.status_code == 200 and "followers" in full.json()
     assert remote.requests == []  # authorized fetch off: a signature costs no key fetch
+
+
+async def test_badly_signed_gets_from_one_address_get_429_after_its_burst_without_more_key_fetches(
+    settings: Settings, store: Store, directory: RemoteDirectory, bob: RemoteActor, remote: LoopbackServer
+) -> None:
+    await store.actors.create("alice")
+    limited = settings.model_copy(
+        update={"authorized_fetch": True, "inbox_unverified_per_second": 0.001, "inbox_unverified_burst": 3}
+    )
+    statuses = []
+    async with asgi_client(create_app(limited, store, directory=directory)) as client:
+        for n in range(8):  # each names another key, so no cache spares a fetch
+            forger = dataclasses.replace(bob, name=f"forged{n}")
+            response = await client.get(
+                "/actors/alice/outbox", headers=signed_get(forger, "/actors/alice/outbox")
+            )
+            statuses.append(response.status_code)
+    assert statuses == [401] * 3 + [429] * 5
+    assert len([r for r in remote.requests if r.path.startswith("/users/forged")]) == 3

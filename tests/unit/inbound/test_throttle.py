@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fedqueue.errors import Throttled
-from fedqueue.inbound.throttle import InboxThrottle, TokenBuckets
+from fedqueue.inbound.throttle import InboxThrottle, TokenBuckets, UnverifiedThrottled, address_bucket
 
 
 def test_a_bucket_admits_its_burst_then_says_how_long_to_wait() -> None:
@@ -46,3 +46,62 @@ def test_a_rate_of_zero_turns_throttling_off() -> None:
     throttle = InboxThrottle(rate_per_s=0, burst=1)
     for _ in range(10):
         throttle.admit(["busy.example"], 0.0)
+
+
+def test_a_request_naming_a_host_is_screened_out_only_once_that_hosts_verified_requests_emptied_it() -> None:
+    throttle = InboxThrottle(rate_per_s=0.5, burst=2)
+    for _ in range(5):  # forgeries naming busy.example: screened, never charged to it
+        throttle.screen("203.0.113.7", ["busy.example"], 0.0)
+    throttle.verified("192.0.2.1", ["busy.example"], 0.0)
+    throttle.verified("192.0.2.1", ["busy.example"], 0.0)
+    with pytest.raises(Throttled) as refused:
+        throttle.screen("198.51.100.9", ["busy.example"], 0.0)
+    assert "busy.example" in str(refused.value) and not isinstance(refused.value, UnverifiedThrottled)
+
+
+def test_an_address_pays_only_for_what_did_not_verify() -> None:
+    throttle = InboxThrottle(rate_per_s=0, burst=1, unverified_per_s=0.5, unverified_burst=3)
+    for _ in range(10):  # verified: each token taken is given back
+        throttle.reserve("192.0.2.1", 0.0)
+        throttle.verified("192.0.2.1", ["good.example"], 0.0)
+    for _ in range(3):  # failed: each keeps its token
+        throttle.screen("192.0.2.1", [], 0.0)
+        throttle.reserve("192.0.2.1", 0.0)
+    with pytest.raises(UnverifiedThrottled) as refused:
+        throttle.screen("192.0.2.1", [], 0.0)
+    assert refused.value.retry_after_s == 2
+    with pytest.raises(UnverifiedThrottled):
+        throttle.reserve("192.0.2.1", 0.0)
+    throttle.screen("192.0.2.2", [], 0.0)  # another address is not held back
+
+
+def test_concurrent_forgeries_cannot_overdraw_the_address_bucket() -> None:
+    throttle = InboxThrottle(rate_per_s=0, burst=1, unverified_per_s=0.001, unverified_burst=2)
+    for _ in range(5):  # all screened before any has failed
+        throttle.screen("203.0.113.7", [], 0.0)
+    throttle.reserve("203.0.113.7", 0.0)
+    throttle.reserve("203.0.113.7", 0.0)
+    with pytest.raises(UnverifiedThrottled):
+        throttle.reserve("203.0.113.7", 0.0)
+
+
+def test_a_token_given_back_never_fills_a_bucket_past_its_burst() -> None:
+    buckets = TokenBuckets(rate_per_s=1.0, burst=2)
+    buckets.take(["a"], 0.0)
+    for _ in range(5):
+        buckets.give_back("a", 0.0)
+    assert [buckets.take(["a"], 0.0) for _ in range(3)] == [0.0, 0.0, pytest.approx(1.0)]
+
+
+@pytest.mark.parametrize(
+    ("address", "bucket"),
+    [
+        ("192.0.2.1", "192.0.2.1"),
+        ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"),
+        ("2001:db8:1:2:ffff::1", "2001:db8:1:2::/64"),
+        ("::ffff:192.0.2.1", "192.0.2.1"),
+        ("unknown", "unknown"),
+    ],
+)
+def test_ipv6_addresses_share_a_bucket_per_64(address: str, bucket: str) -> None:
+    assert address_bucket(address) == bucket
