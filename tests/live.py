@@ -15,6 +15,9 @@ from pathlib import Path
 
 import httpx
 
+#: An admin token long enough for `serve` (24 characters at least), for tests that need any one.
+ADMIN_TOKEN = "live-admin-token-for-the-tests"
+
 
 @dataclass(frozen=True)
 class LiveInstance:

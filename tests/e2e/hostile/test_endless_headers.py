@@ -14,7 +14,7 @@ from fedqueue.remote.client import SigningIdentity, signed_headers
 from fedqueue.signing import keys
 from fedqueue.signing.requests import sha256_digest_header
 from fedqueue.storage.column_types import utcnow
-from tests.live import LiveInstance, free_port, live_instance
+from tests.live import ADMIN_TOKEN, LiveInstance, free_port, live_instance
 from tests.loopback import EndlessServer
 from tests.procfs import peak_rss_bytes
 
@@ -50,7 +50,7 @@ async def test_forged_keyids_answering_an_endless_header_cost_a_401_and_no_memor
         most_s=20.0,
     ).start()
     try:
-        with live_instance(tmp_path, "hostile-admin-token-for-the-test") as live:
+        with live_instance(tmp_path, ADMIN_TOKEN) as live:
             async with httpx.AsyncClient(base_url=live.origin, timeout=60) as sender:
 
                 async def post(actor: str) -> httpx.Response:

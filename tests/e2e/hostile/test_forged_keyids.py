@@ -16,7 +16,7 @@ from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from tests.fediverse import RemoteActor
 from tests.forged import forged_sender, remote_actor_bytes
-from tests.live import LiveInstance, live_instance
+from tests.live import ADMIN_TOKEN, LiveInstance, live_instance
 from tests.loopback import LoopbackServer
 from tests.procfs import cpu_seconds
 
@@ -44,7 +44,7 @@ async def test_forged_keyids_naming_900_kb_actors_are_refused_and_store_nothing(
     before = await remote_actor_bytes(store)
     senders = [forged_sender(remote) for _ in range(FORGED_POSTS)]
     again = forged_sender(remote)
-    with live_instance(tmp_path, "hostile-admin-token-for-the-test", database_url=database_url) as live:
+    with live_instance(tmp_path, ADMIN_TOKEN, database_url=database_url) as live:
         async with httpx.AsyncClient(base_url=live.origin, timeout=60) as client:
             cpu_before = cpu_seconds(live.process.pid)
             for sender in senders:

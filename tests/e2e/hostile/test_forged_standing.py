@@ -12,7 +12,7 @@ import pytest
 
 from fedqueue.signing import keys
 from tests.fediverse import LOCAL, RemoteActor
-from tests.live import LiveInstance, create_actor, live_instance
+from tests.live import ADMIN_TOKEN, LiveInstance, create_actor, live_instance
 from tests.loopback import LoopbackServer
 from tests.procfs import cpu_seconds
 
@@ -29,7 +29,7 @@ THROTTLE = {
 
 @pytest.fixture
 def live(tmp_path: Path) -> Iterator[LiveInstance]:
-    with live_instance(tmp_path, "token", env=THROTTLE) as instance:
+    with live_instance(tmp_path, ADMIN_TOKEN, env=THROTTLE) as instance:
         create_actor(instance, "alice", tmp_path)
         yield instance
 
