@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fedqueue.inbound.forwarding import ForwardActivity
+from fedqueue.inbound.forward_rules import ForwardActivity
 from fedqueue.inbound.receive_rules import Activity, same_origin
 from fedqueue.urls import Urls
 

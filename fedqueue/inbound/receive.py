@@ -20,11 +20,11 @@ from typing import Any, Literal
 from fedqueue.column_rules import URI_CHARS, check_text
 from fedqueue.errors import Forbidden, Unauthorized
 from fedqueue.followers_sync_rules import HEADER as SYNC_HEADER
+from fedqueue.inbound.authenticate import DocumentFetcher, NotAuthenticated, authenticate
 from fedqueue.inbound.client_address import UNKNOWN
 from fedqueue.inbound.followers_sync import FollowersSync
 from fedqueue.inbound.follows import FollowerInboxes, created_object, effects_for
-from fedqueue.inbound.forwarded import DocumentFetcher, NotAuthenticated, authenticate
-from fedqueue.inbound.forwarding import forwarding_for
+from fedqueue.inbound.forward_rules import forwarding_for
 from fedqueue.inbound.gone import accept_unverified
 from fedqueue.inbound.health import heard_from
 from fedqueue.inbound.ld_verifier import LdVerifier

@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from fedqueue.errors import NotFound
 from fedqueue.followers_sync_rules import resides_on
 from fedqueue.inbound.follows import AddFollower, EnqueueActivity, RemoveAllFollows, RemoveFollower
-from fedqueue.inbound.forwarding import ForwardActivity
+from fedqueue.inbound.forward_rules import ForwardActivity
 from fedqueue.outbound import webhook_rules
 from fedqueue.storage import webhook_events
 from fedqueue.storage.column_types import utcnow

@@ -26,7 +26,7 @@ from fedqueue.inbound.follows import (
     RemoveFollower,
     RemoveFollowing,
 )
-from fedqueue.inbound.forwarding import ForwardActivity
+from fedqueue.inbound.forward_rules import ForwardActivity
 from fedqueue.outbound import webhook_rules
 from fedqueue.storage import followers, following, tombstones, webhook_events
 from fedqueue.storage.database import Database, StorageUnavailable

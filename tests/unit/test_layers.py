@@ -39,7 +39,7 @@ RULES = frozenset(
         "fedqueue.inbound.verify",
         "fedqueue.inbound.signature_schemes",
         "fedqueue.inbound.follows",
-        "fedqueue.inbound.forwarding",
+        "fedqueue.inbound.forward_rules",
         "fedqueue.web.login_throttle",
     }
 )
