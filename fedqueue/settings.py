@@ -69,6 +69,7 @@ class Settings(BaseSettings):
 
     connect_timeout_seconds: float = Field(gt=0)
     total_timeout_seconds: float = Field(gt=0)
+    http_transport: Literal["pool", "httpx"]
     max_concurrency: int = Field(ge=1)
     max_concurrency_per_host: int = Field(ge=1)
     max_document_bytes: int = Field(ge=1024)

@@ -11,16 +11,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import secrets
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urldefrag
 
 import httpx
-from aiohttp import web
+import uvicorn
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.errors import FedqueueError, describe
@@ -98,21 +104,28 @@ class Throwaway:
             "publicKey": {"id": self.key_id, "owner": self.actor_id, "publicKeyPem": self.public_key_pem},
         }
 
-    def app(self) -> web.Application:
-        async def actor(request: web.Request) -> web.Response:
+    def app(self) -> Starlette:
+        async def actor(_request: Request) -> Response:
             self.fetched += 1
-            return web.Response(body=json.dumps(self.document()), content_type=ACTIVITY_JSON)
+            return Response(json.dumps(self.document()), media_type=ACTIVITY_JSON)
 
-        async def inbox(request: web.Request) -> web.Response:
+        async def inbox(request: Request) -> Response:
             headers = {name.lower(): value for name, value in request.headers.items()}
-            body = await request.read()
+            body = await request.body()
             self.received.put_nowait(InboundRequest("POST", f"{self.origin}/inbox", headers, body))
-            return web.Response(status=202)
+            return Response(status_code=202)
 
-        app = web.Application()
-        app.router.add_get("/actor", actor)
-        app.router.add_post("/inbox", inbox)
-        return app
+        return Starlette(
+            routes=[Route("/actor", actor, methods=["GET"]), Route("/inbox", inbox, methods=["POST"])]
+        )
+
+
+class _Listener(uvicorn.Server):
+    """uvicorn serving the throwaway account, leaving Ctrl-C to the command."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 def run_try_follow(args: argparse.Namespace) -> int:
@@ -133,16 +146,22 @@ async def try_follow(settings: Settings, name: str, server: str, timeout_s: floa
         listener.bind(("127.0.0.1", 0))
         origin = f"http://127.0.0.1:{listener.getsockname()[1]}"
         throwaway = Throwaway(origin, load_private_key(keys.private_pem), keys.public_pem)
-        runner = web.AppRunner(throwaway.app(), access_log=None)
-        await runner.setup()
+        config = uvicorn.Config(throwaway.app(), log_config=None, access_log=False, lifespan="off")
+        listening = _Listener(config)
+        serving = asyncio.create_task(listening.serve(sockets=[listener]))
         try:
-            await web.SockSite(runner, listener).start()
+            while not listening.started:
+                if serving.done():
+                    await serving  # raises what stopped it
+                    raise TryFollowFailed(f"the throwaway account could not listen on {origin}")
+                await asyncio.sleep(0.01)
             print(f"throwaway account {throwaway.actor_id} listening", flush=True)
             follow = await _send_follow(http, throwaway, target)
             accept = await _wait_for_accept(throwaway, follow, target, timeout_s)
             await _verify(http, settings, accept, target)
         finally:
-            await runner.cleanup()
+            listening.should_exit = True
+            await serving
             listener.close()
     print("accept received, signature verified", flush=True)
     print(f"{throwaway.actor_id} now follows {name}: see `fedqueue followers {name}`", flush=True)

@@ -1,15 +1,16 @@
 """The one outbound HTTP client: connection reuse, concurrency caps, size caps, address guard.
 
-Policy lives here; I/O is in two places. Delivery POSTs, the hot path, and document GETs
-(streamed, decoded as they come by `remote.decoding`, capped) go through `remote.pool.Pool`:
-kept connections and llhttp parsing (`remote.http1`), measured at a fraction of aiohttp's CPU
-per request (docs/benchmarks/history.md, Fifth and Sixth pass); the pool applies `check_url`
-itself, and its per-host and total caps hold across both. Unit tests hand the client an httpx
-transport (respx) instead; then POSTs and GETs go through httpx over it.
+Policy lives here (signing, timeouts, decoding and capping bodies, what a failure means); the
+I/O of each request is a transport's (`remote.transport.Transport`), chosen by `http_transport`:
+`remote.pool.Pool`, the default, with kept connections and llhttp parsing (`remote.http1`),
+measured at a fraction of aiohttp's CPU per request (docs/benchmarks/history.md, Fifth and
+Sixth pass), or `remote.httpx_transport.HttpxTransport`, which unit tests drive through respx.
+Delivery POSTs and document GETs (streamed, decoded as they come by `remote.decoding`, capped)
+go through it alike, and its per-host and total caps hold across both.
 
-The address guard (`guard`) works at two depths. `check_url` refuses URLs whose host is an IP
-literal in a forbidden range before any request is made; the pool's resolver refuses names
-that resolve to such addresses at connect time
+The address guard (`guard`) works at two depths in either transport. `check_url` refuses URLs
+whose host is an IP literal in a forbidden range before any request is made; the transport's
+resolver (`remote.resolver`) refuses names that resolve to such addresses at connect time
 (`allowed_addresses`), so a DNS answer that changes between a check and the connection
 (rebinding) cannot slip through.
 """
@@ -25,7 +26,6 @@ from email.utils import format_datetime
 from functools import partial
 from typing import Any
 
-import httpx
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
 from fedqueue import __version__
@@ -33,14 +33,12 @@ from fedqueue.errors import FedqueueError, TooLarge
 from fedqueue.metrics import Metrics
 from fedqueue.remote.capped import read_capped
 from fedqueue.remote.decoding import ACCEPT_ENCODING, coding_of, decoded
-from fedqueue.remote.guard import (
-    FetchError,
-    check_url,
-    forbidden_cause,
-)
+from fedqueue.remote.guard import FetchError, forbidden_cause
 from fedqueue.remote.http1 import Answer, BadRequestLine, Limits
+from fedqueue.remote.httpx_transport import HttpxTransport
 from fedqueue.remote.pool import Pool
 from fedqueue.remote.signing_threads import SigningThreads
+from fedqueue.remote.transport import Transport
 from fedqueue.settings import Settings
 from fedqueue.signing.requests import (
     GET_SIGNED_HEADERS,
@@ -77,16 +75,9 @@ class SigningIdentity:
 #: (the others are `http1`'s refusals).
 BODY_TOO_LARGE = "body_too_large"
 
-#: What a request can raise besides our own errors: httpx's (InvalidURL is no HTTPError; unit
-#: tests' transports), sockets', timeouts, and ValueError for what URL or header parsers refuse.
-CLIENT_ERRORS = (
-    httpx.HTTPError,
-    httpx.InvalidURL,
-    httpx.StreamError,
-    OSError,
-    TimeoutError,
-    ValueError,
-)
+#: What a request can raise besides our own errors (`remote.transport`): sockets', timeouts, and
+#: ValueError for what URL or header parsers refuse.
+CLIENT_ERRORS = (OSError, TimeoutError, ValueError)
 
 
 @dataclass(frozen=True)
@@ -119,41 +110,16 @@ class HttpClient:
     """
 
     def __init__(
-        self,
-        settings: Settings,
-        transport: httpx.AsyncBaseTransport | None = None,
-        *,
-        metrics: Metrics | None = None,
+        self, settings: Settings, transport: Transport | None = None, *, metrics: Metrics | None = None
     ) -> None:
         self.settings = settings
         self.metrics = metrics or Metrics()
         self.user_agent = f"fedqueue/{__version__} (+{settings.base_url})"
         self.max_document_bytes = settings.max_document_bytes
         self._total_timeout_s = settings.total_timeout_seconds
-        self._pool = Pool(
-            total=settings.max_concurrency,
-            per_host=settings.max_concurrency_per_host,
-            connect_timeout_s=settings.connect_timeout_seconds,
-            allow_private=settings.allow_private_addresses,
-            user_agent=self.user_agent,
-            limits=Limits(
-                head_bytes=settings.max_response_head_bytes,
-                headers=settings.max_response_headers,
-                refused=self.metrics.client_refused,
-            ),
-        )
+        self._transport = transport or new_transport(settings, self.user_agent, self.metrics)
         # Each fetch's signature holds a request: handed back alone, not with its chunk's.
         self.signing = SigningThreads(FETCH_SIGNING_THREADS, chunk=1)
-        #: Only with a transport handed in (unit tests): every request then goes through it.
-        self._swapped: httpx.AsyncClient | None = None
-        if transport is not None:
-            timeout = httpx.Timeout(settings.total_timeout_seconds, connect=settings.connect_timeout_seconds)
-            self._swapped = httpx.AsyncClient(
-                transport=transport,
-                timeout=timeout,
-                headers={"User-Agent": self.user_agent},
-                follow_redirects=False,
-            )
 
     async def post(self, url: str, content: bytes, headers: dict[str, str], *, head_bytes: int) -> Answer:
         """POST `content` (guarded, with the total timeout): the answer, or SendFailed saying why.
@@ -161,33 +127,13 @@ class HttpClient:
         Of a non-2xx answer's body only the first `head_bytes` are read.
         """
         try:
-            if self._swapped is not None:
-                check_url(url, allow_private=self.settings.allow_private_addresses)
-                return await self._post_through_httpx(self._swapped, url, content, headers, head_bytes)
             async with asyncio.timeout(self._total_timeout_s):
-                return await self._pool.post(url, content, headers, head_bytes)  # guarded at its door
+                return await self._transport.post(url, content, headers, head_bytes)  # guarded at its door
         except FetchError as exc:  # not an http(s) URL
             raise SendFailed(str(exc), permanent=True) from None
         except CLIENT_ERRORS as exc:
-            permanent = forbidden_cause(exc) is not None or isinstance(
-                exc, httpx.UnsupportedProtocol | httpx.InvalidURL | BadRequestLine
-            )
+            permanent = forbidden_cause(exc) is not None or isinstance(exc, BadRequestLine)
             raise SendFailed(describe_http_error(exc), permanent=permanent) from None
-
-    async def _post_through_httpx(
-        self, client: httpx.AsyncClient, url: str, content: bytes, headers: dict[str, str], head_bytes: int
-    ) -> Answer:
-        async with (
-            asyncio.timeout(self._total_timeout_s),
-            client.stream("POST", url, content=content, headers=headers) as response,
-        ):
-            head = b""
-            if not 200 <= response.status_code < 300:
-                async for chunk in response.aiter_bytes():
-                    head += chunk
-                    if len(head) >= head_bytes:
-                        break
-            return Answer(response.status_code, head[:head_bytes], response.headers.get("retry-after"))
 
     @asynccontextmanager
     async def get(
@@ -196,25 +142,14 @@ class HttpClient:
         """A guarded GET whose whole exchange (connect to last byte) has the total timeout.
 
         `timeout_s`, when shorter, replaces it. Every failure of the client, including reading
-        the body inside the block, comes out as one FetchError. Like `post`, it skips httpx
-        (unless the transport is swapped): its models cost about as much CPU as the exchange.
+        the body inside the block, comes out as one FetchError.
         """
         limit_s = self._total_timeout_s if timeout_s is None else min(timeout_s, self._total_timeout_s)
         cap = self.max_document_bytes
         try:
             async with asyncio.timeout(limit_s):
-                if self._swapped is not None:
-                    check_url(url, allow_private=self.settings.allow_private_addresses)
-                    async with self._swapped.stream("GET", url, headers=headers) as response:
-                        length = response.headers.get("content-length")
-                        yield Reply(
-                            response.status_code,
-                            _media_type(response.headers.get("content-type")),
-                            partial(read_capped, response.aiter_bytes(), length, cap, "response"),
-                        )
-                    return
                 asked = {**headers, "Accept-Encoding": ACCEPT_ENCODING}
-                async with self._pool.get(url, asked) as fetched:  # guarded at its door
+                async with self._transport.get(url, asked) as fetched:  # guarded at its door
                     answer = fetched.headers.get
                     body = decoded(fetched.next_chunk, coding_of(answer(b"content-encoding")))
                     yield Reply(
@@ -230,9 +165,24 @@ class HttpClient:
 
     async def aclose(self) -> None:
         self.signing.close()
-        if self._swapped is not None:
-            await self._swapped.aclose()
-        await self._pool.close()
+        await self._transport.close()
+
+
+def new_transport(settings: Settings, user_agent: str, metrics: Metrics) -> Transport:
+    """The transport `http_transport` names, with the settings' caps and bounds."""
+    make = HttpxTransport if settings.http_transport == "httpx" else Pool
+    return make(
+        total=settings.max_concurrency,
+        per_host=settings.max_concurrency_per_host,
+        connect_timeout_s=settings.connect_timeout_seconds,
+        allow_private=settings.allow_private_addresses,
+        user_agent=user_agent,
+        limits=Limits(
+            head_bytes=settings.max_response_head_bytes,
+            headers=settings.max_response_headers,
+            refused=metrics.client_refused,
+        ),
+    )
 
 
 def describe_http_error(exc: BaseException) -> str:
@@ -240,7 +190,7 @@ def describe_http_error(exc: BaseException) -> str:
     forbidden = forbidden_cause(exc)
     if forbidden is not None:
         return str(forbidden)
-    if isinstance(exc, TimeoutError | httpx.TimeoutException):
+    if isinstance(exc, TimeoutError):
         return "timed out"
     text: Any = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return f"{type(exc).__name__}: {text}"[:300]

@@ -8,9 +8,9 @@ What a pool does:
   request at a time each (`http1.Connection`); a kept connection the server closed meanwhile
   is replaced, and the request sent once more on a new one, only when the server sent nothing
   back on it or a 408 (it timed the connection out as the request crossed it);
-- the address guard at its door (`check_url`), and names resolved at most once per
-  `DNS_TTL_S` with the addresses the guard forbids dropped (`allowed_addresses`): the
-  address connected to is one that was checked;
+- the address guard at its door (`check_url`), and names resolved by `resolver.GuardedResolver`
+  (at most once per `DNS_TTL_S`, the addresses the guard forbids dropped): the address
+  connected to is one that was checked;
 - TLS with the system's trust store and SNI;
 - each answer's head bounded by `limits` (`http1.Limits`): past it, the request fails at once
   and its connection is closed.
@@ -19,45 +19,30 @@ What a pool does:
 from __future__ import annotations
 
 import asyncio
-import socket
 import ssl
-import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import TypeVar
 
-from fedqueue.remote.guard import allowed_addresses, check_url
+from fedqueue.remote.guard import check_url
 from fedqueue.remote.http1 import Answer, Connection, Limits, Origin, request_bytes, target_of
+from fedqueue.remote.resolver import GuardedResolver
+from fedqueue.remote.transport import Fetched
 
 T = TypeVar("T")
 
 #: An idle kept connection is closed after this long.
 KEEPALIVE_S = 15.0
-#: A resolved name is used for this long before it is resolved again.
-DNS_TTL_S = 60.0
-#: Names kept resolved at most; past it, the expired ones are dropped.
-DNS_CACHE_SIZE = 4096
 #: The status of an idle connection timed out by its server (RFC 9110, 15.5.9).
 REQUEST_TIMEOUT = 408
-
-
-@dataclass(frozen=True)
-class Fetched:
-    """A GET's answer as it starts: status, the headers kept (`http1.KEPT_HEADERS`) and the body,
-    one chunk per call as it came (b"" at its end)."""
-
-    status: int
-    headers: dict[bytes, str]
-    next_chunk: Callable[[], Awaitable[bytes]]
 
 
 #: What a per-origin cap counts: one kind of request (its method) to one origin.
 _Lane = tuple[str, Origin]
 
 
-class _Caps:
+class Caps:
     """At most `per_lane` holders per lane and `total` overall; waiters are served in order."""
 
     def __init__(self, total: int, per_lane: int) -> None:
@@ -112,14 +97,13 @@ class Pool:
     ) -> None:
         self.user_agent = user_agent
         self._limits = limits
-        self._caps = _Caps(total, per_host)
+        self._caps = Caps(total, per_host)
         self._connect_timeout_s = connect_timeout_s
         self._allow_private = allow_private
+        self._resolver = GuardedResolver(allow_private=allow_private)
         self._tls = tls
         self._idle: dict[Origin, list[Connection]] = {}
         self._closed = False
-        #: (host, port) -> (resolved at, addresses as (family, address)).
-        self._addresses: dict[tuple[str, int], tuple[float, list[tuple[int, str]]]] = {}
 
     async def post(self, url: str, body: bytes, headers: dict[str, str], head_limit: int) -> Answer:
         """POST `body` to `url` and read the answer; `check_url`'s refusals are raised first."""
@@ -245,7 +229,7 @@ class Pool:
             tls = self._tls
         loop = asyncio.get_running_loop()
         failure: OSError | None = None
-        for family, address in await self._resolve(host, port):
+        for family, address in await self._resolver.resolve(host, port):
             try:
                 async with asyncio.timeout(self._connect_timeout_s):
                     _transport, connection = await loop.create_connection(
@@ -266,28 +250,3 @@ class Pool:
         if isinstance(failure, TimeoutError):
             raise failure
         raise ConnectionError(f"Cannot connect to host {host}:{port} [{failure}]")
-
-    async def _resolve(self, host: str, port: int) -> list[tuple[int, str]]:
-        """The addresses to try for `host`, forbidden ones dropped (unless private ones are allowed)."""
-        bare = host.strip("[]")
-        literal = socket.AF_INET6 if ":" in bare else socket.AF_INET
-        try:
-            socket.inet_pton(literal, bare)
-        except OSError:
-            pass
-        else:
-            return [(literal, bare)]  # judged by `check_url` at the door
-        now = time.monotonic()
-        cached = self._addresses.get((host, port))
-        if cached is not None and now - cached[0] < DNS_TTL_S:
-            return cached[1]
-        found = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        addresses = list(dict.fromkeys((int(family), str(address[0])) for family, _, _, _, address in found))
-        if not self._allow_private:
-            allowed = set(allowed_addresses(host, [address for _, address in addresses]))
-            addresses = [(family, address) for family, address in addresses if address in allowed]
-        if len(self._addresses) >= DNS_CACHE_SIZE:
-            fresh = {key: seen for key, seen in self._addresses.items() if now - seen[0] < DNS_TTL_S}
-            self._addresses = fresh if len(fresh) < DNS_CACHE_SIZE // 2 else {}
-        self._addresses[(host, port)] = (now, addresses)
-        return addresses

@@ -25,10 +25,10 @@ from sqlalchemy import text
 from fedqueue.cli.loop import run
 from fedqueue.settings import load_settings
 from fedqueue.storage import Store
-from fedqueue.storage.seeding import seed_fanout
 from fedqueue.web.app import create_app
 from tests.bench import harness
 from tests.helpers import asgi_client
+from tests.seeding import seed_fanout
 
 ADMIN = "bench-admin-token"
 

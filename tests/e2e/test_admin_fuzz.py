@@ -31,12 +31,12 @@ from starlette.routing import Route
 
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
-from fedqueue.storage.seeding import SeededDelivery, seed_activity, seed_host
 from fedqueue.web.app import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.fuzzing import HOSTILE_SAMPLES, check_answer, fuzz_settings, hostile_params
 from tests.helpers import asgi_client
 from tests.live import live_instance
+from tests.seeding import SeededDelivery, seed_activity, seed_host
 
 TOKEN = "fuzz-admin-token-for-the-fuzz-test"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from fedqueue.storage import Store
 from fedqueue.storage.migrate import upgrade_to_head
-from fedqueue.storage.seeding import SeededDelivery, seed_activity, seed_host
 from tests.e2e.test_cli import run_fedqueue
+from tests.seeding import SeededDelivery, seed_activity, seed_host
 
 
 def _seeded(tmp_path: Path) -> tuple[dict[str, str], list[int]]:

@@ -19,8 +19,8 @@ from fedqueue.cli import build_parser
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.migrate import upgrade_to_head
-from fedqueue.storage.seeding import SeededDelivery, seed_activity, seed_host
 from tests.e2e.test_cli import run_fedqueue
+from tests.seeding import SeededDelivery, seed_activity, seed_host
 
 ACTIVITY = "http://127.0.0.1:8000/actors/alice/activities/1"
 

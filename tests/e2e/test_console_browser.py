@@ -20,9 +20,9 @@ import pytest
 
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
-from fedqueue.storage.seeding import SeededDelivery, seed_activity, seed_host
 from tests.browser import blocking_violations, chromium, log_in, require_browser, sideways_overflow
 from tests.live import LiveInstance, live_instance
+from tests.seeding import SeededDelivery, seed_activity, seed_host
 
 TOKEN = "console-admin-token-for-the-test"
 OPEN = "open.example"

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from fedqueue.storage import Store
-from fedqueue.storage.seeding import SeededDelivery, seed_activity, seed_host
 from tests.browser import chromium, require_browser
 from tests.live import live_instance
+from tests.seeding import SeededDelivery, seed_activity, seed_host
 
 TOKEN = "browser-admin-token-for-the-test"
 

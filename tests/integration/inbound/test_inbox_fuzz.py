@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import httpx
+import respx
 from cryptography.hazmat.primitives.asymmetric import rsa
 from hypothesis import given
 from hypothesis import strategies as st
@@ -167,10 +168,15 @@ def remote_documents(request: httpx.Request) -> httpx.Response:
 
 
 def test_random_requests_to_the_inbox_never_get_a_5xx(database_url: str) -> None:
-    config = load_settings(database_url=database_url, base_url="http://127.0.0.1:8000")
+    config = load_settings(
+        database_url=database_url, base_url="http://127.0.0.1:8000", http_transport="httpx"
+    )
     loop = asyncio.new_event_loop()
     store = Store.open(database_url)
-    client = HttpClient(config, transport=httpx.MockTransport(remote_documents))
+    remotes = respx.mock(assert_all_called=False)  # the only remotes: `remote_documents`
+    remotes.route().mock(side_effect=remote_documents)
+    remotes.start()
+    client = HttpClient(config)
     app = create_app(config, store, directory=RemoteDirectory(store, client))
     http = asgi_client(app)
     loop.run_until_complete(store.actors.create("alice"))
@@ -206,3 +212,4 @@ def test_random_requests_to_the_inbox_never_get_a_5xx(database_url: str) -> None
         loop.run_until_complete(client.aclose())
         loop.run_until_complete(store.close())
         loop.close()
+        remotes.stop()

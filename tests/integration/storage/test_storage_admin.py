@@ -12,7 +12,7 @@ from fedqueue.storage import Store
 from fedqueue.storage.admin import CANCELLED
 from fedqueue.storage.admin_json import delivery_json
 from fedqueue.storage.column_types import utcnow
-from fedqueue.storage.seeding import SeededDelivery, seed_activity, seed_host
+from tests.seeding import SeededDelivery, seed_activity, seed_host
 
 GOOD = "https://good.example/inbox"
 BAD = "https://bad.example/inbox"

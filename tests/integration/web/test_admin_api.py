@@ -12,11 +12,11 @@ from starlette.routing import Route
 
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
-from fedqueue.storage.seeding import SeededDelivery, seed_activity, seed_host
 from fedqueue.web.admin_auth import COOKIE_NAME, new_session_cookie
 from fedqueue.web.app import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.helpers import asgi_client
+from tests.seeding import SeededDelivery, seed_activity, seed_host
 
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 

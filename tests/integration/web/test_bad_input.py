@@ -15,13 +15,13 @@ from fedqueue.errors import InvalidInput, NotFound
 from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.settings import Settings
 from fedqueue.storage import Store, UnstorableValue
-from fedqueue.storage.seeding import SeededDelivery, seed_activity
 from fedqueue.storage.tables import FollowerRow, InboundActivityRow, OutboxRow
 from fedqueue.web.app import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.fediverse import RemoteActor, post
 from tests.helpers import asgi_client
 from tests.outbound import fast, insert_outbox_row, run_burst
+from tests.seeding import SeededDelivery, seed_activity
 
 ALICE = "http://127.0.0.1:8000/actors/alice"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}

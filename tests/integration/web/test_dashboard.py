@@ -10,12 +10,12 @@ import pytest
 
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
-from fedqueue.storage.seeding import SeededDelivery, seed_activity, seed_host
 from fedqueue.web.admin_auth import COOKIE_NAME
 from fedqueue.web.app import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.helpers import asgi_client
 from tests.outbound import insert_outbox_row
+from tests.seeding import SeededDelivery, seed_activity, seed_host
 
 
 @pytest.fixture

@@ -16,10 +16,10 @@ import pytest
 from fedqueue.outbound.status_order import STATUS_ORDER, Position, encode_cursor
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
-from fedqueue.storage.seeding import seed_fanout
 from fedqueue.web.app import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.helpers import asgi_client
+from tests.seeding import seed_fanout
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 MIX = {"delivered": 61, "queued": 37, "failed": 23, "dead": 11, "sending": 7, "coalesced": 5}

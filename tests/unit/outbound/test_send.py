@@ -1,9 +1,10 @@
-"""`send.post` over a swapped-in httpx transport: answers and failures become Attempts."""
+"""`send.post` over the httpx transport, its remote mocked by respx: answers and failures become Attempts."""
 
 from __future__ import annotations
 
 import httpx
 import pytest
+import respx
 
 from fedqueue.outbound.send import BODY_HEAD_BYTES, post, prepare_body
 from fedqueue.remote.client import HttpClient, SigningIdentity
@@ -14,7 +15,7 @@ from fedqueue.storage.column_types import utcnow
 INBOX = "https://remote.example/inbox"
 
 
-SETTINGS = load_settings(database_url="sqlite+aiosqlite:///unused.db")
+SETTINGS = load_settings(database_url="sqlite+aiosqlite:///unused.db", http_transport="httpx")
 
 
 def identity() -> SigningIdentity:
@@ -22,38 +23,33 @@ def identity() -> SigningIdentity:
     return SigningIdentity("https://q.example/actors/alice#main-key", keys.load_private_key(pair.private_pem))
 
 
-async def test_a_refusal_keeps_the_status_the_body_head_and_retry_after() -> None:
-    seen: list[httpx.Request] = []
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        return httpx.Response(503, headers={"Retry-After": "120"}, content=b"x" * 5000)
-
-    client = HttpClient(SETTINGS, transport=httpx.MockTransport(answer))
+@respx.mock(assert_all_called=True)
+async def test_a_refusal_keeps_the_status_the_body_head_and_retry_after(respx_mock: respx.MockRouter) -> None:
+    inbox = respx_mock.post(INBOX).respond(503, headers={"Retry-After": "120"}, content=b"x" * 5000)
+    client = HttpClient(SETTINGS)
     try:
         attempt = await post(client, INBOX, prepare_body('{"type": "Like"}'), identity(), utcnow(), "rfc9421")
     finally:
         await client.aclose()
     assert (attempt.status, attempt.retry_after, attempt.scheme) == (503, "120", "rfc9421")
     assert attempt.body_head == "x" * BODY_HEAD_BYTES
-    [request] = seen
+    request = inbox.calls.last.request
     assert "signature-input" in request.headers and "content-digest" in request.headers
 
 
 @pytest.mark.parametrize(
     ("error", "permanent"),
-    [(httpx.ConnectError("refused"), False), (httpx.UnsupportedProtocol("ftp"), True)],
+    [(httpx.ConnectError("refused"), False), (httpx.LocalProtocolError("illegal header"), True)],
 )
+@respx.mock
 async def test_a_post_without_an_answer_is_an_attempt_with_the_reason(
-    error: Exception, permanent: bool
+    respx_mock: respx.MockRouter, error: Exception, permanent: bool
 ) -> None:
-    def fail(_request: httpx.Request) -> httpx.Response:
-        raise error
-
-    client = HttpClient(SETTINGS, transport=httpx.MockTransport(fail))
+    respx_mock.post(INBOX).mock(side_effect=error)
+    client = HttpClient(SETTINGS)
     try:
         attempt = await post(client, INBOX, prepare_body("{}"), identity(), utcnow())
     finally:
         await client.aclose()
     assert attempt.status is None and attempt.permanent is permanent
-    assert attempt.error is not None and type(error).__name__ in attempt.error
+    assert attempt.error is not None and str(error) in attempt.error

@@ -1,4 +1,4 @@
-"""Rows written directly, for tests and demos: an outbox activity and its deliveries in given states.
+"""Rows written directly, for tests and benchmarks: an outbox activity and its deliveries in given states.
 
 The worker's own intake and fan-out are the real way rows appear; this skips them so admin
 views can be exercised before or without a worker.
