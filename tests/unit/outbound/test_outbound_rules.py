@@ -40,7 +40,12 @@ ME = "https://q.example/actors/alice"
 FOLLOWERS = f"{ME}/followers"
 SCHEDULE = RetrySchedule(base_seconds=30, cap_seconds=43200, max_attempts=20)
 POLICY = CircuitPolicy(
-    failure_threshold=3, open_seconds=60, recovery_start=2, full_allowance=16, unavailable_after_days=7
+    failure_threshold=3,
+    open_seconds=60,
+    recovery_start=2,
+    full_allowance=16,
+    unavailable_after_days=7,
+    unavailable_probe_hours=24,
 )
 
 
