@@ -40,6 +40,8 @@ LATENCY_BUCKETS_S = (
 ATTEMPT_BUCKETS = (1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0, 50.0)
 #: Where the worker catches an unexpected error (`Metrics.worker_error`); each is exported, 0 or not.
 WORKER_ERROR_STAGES = ("expand", "send", "record", "step", "run")
+#: The reason label of deliveries ended dead, unsent, because their host is given up.
+HOST_UNAVAILABLE = "host_unavailable"
 #: Why a Linked Data signature was not checked (`ld_signatures.TooCostly.reason`); each exported.
 LD_REFUSAL_REASONS = ("values", "context", "triples", "steps", "deadline")
 #: `fedqueue_admin_login_failures_total`'s results: a wrong token, or an attempt refused unread.
@@ -68,7 +70,8 @@ class Histogram:
 class Metrics:
     """What happened in this process since it started; every method is cheap and never raises."""
 
-    outcomes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    #: (outcome, reason): reason "" but for outcomes given a reason (`HOST_UNAVAILABLE`).
+    outcomes: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
     schemes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     inbox: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
     outbox_refusals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
@@ -91,14 +94,16 @@ class Metrics:
         inbox: str | None = None,
         status: int | None = None,
         error: str | None = None,
+        reason: str | None = None,
     ) -> None:
         """Record one attempt's outcome (delivered, failed, dead, coalesced, ...) and log it.
 
         `latency_s` (outbox write to 2xx) only for `delivered`; `attempts` is the delivery's
         attempt count so far, observed once the delivery is final (delivered or dead);
-        `scheme` is the signature scheme the POST was signed with (None when nothing was sent).
+        `scheme` is the signature scheme the POST was signed with (None when nothing was sent);
+        `reason` labels an outcome counted apart (`HOST_UNAVAILABLE`).
         """
-        self.outcomes[outcome] += 1
+        self.outcomes[(outcome, reason or "")] += 1
         if scheme:
             self.schemes[scheme] += 1
         if latency_s is not None and outcome == "delivered":
@@ -118,6 +123,7 @@ class Metrics:
                 "scheme": scheme,
                 "latency_s": latency_s,
                 "error": error,
+                "reason": reason,
             },
         )
 
@@ -162,7 +168,10 @@ class Metrics:
             "fedqueue_deliveries_total",
             "counter",
             "Delivery attempts by outcome (this process).",
-            ((({"outcome": k}), v) for k, v in sorted(self.outcomes.items())),
+            (
+                ({"outcome": outcome, "reason": reason} if reason else {"outcome": outcome}, v)
+                for (outcome, reason), v in sorted(self.outcomes.items())
+            ),
         )
         lines += _family(
             "fedqueue_signature_scheme_total",

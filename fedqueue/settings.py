@@ -66,6 +66,7 @@ class Settings(BaseSettings):
     circuit_open_seconds: float = Field(gt=0)
     circuit_recovery_start: int = Field(ge=1)
     host_unavailable_after_days: float = Field(gt=0)
+    host_unavailable_probe_hours: float = Field(gt=0)
 
     connect_timeout_seconds: float = Field(gt=0)
     total_timeout_seconds: float = Field(gt=0)

@@ -50,6 +50,13 @@ HOST_ACTIONS = {
         "other reason (given up, cancelled) are counted as still dead.",
         "fedqueue unblock spam.example --requeue",
     ),
+    "reset": (
+        "reset a host's health: no longer given up, its next delivery a probe",
+        "Forget the failures of HOST: a host given up as unreachable (deliveries to it dead at "
+        "once) takes deliveries again, the first one as a probe. Deliveries that ended dead "
+        "meanwhile stay dead: `fedqueue retry --dead --host HOST` requeues them.",
+        "fedqueue reset mastodon.example",
+    ),
 }
 
 
@@ -374,7 +381,7 @@ def run_host_action(args: argparse.Namespace) -> int:
 def host_action_line(action: str, host: dict[str, Any]) -> str:
     """What a host action did, in one line (or two) for a person."""
     name = host["host"]
-    line = f"{name}: " + (", ".join(f for f in ("paused", "blocked") if host[f]) or "active")
+    line = f"{name}: " + (", ".join(f for f in ("paused", "blocked", "unavailable") if host[f]) or "active")
     if action == "block":
         dead = host["deliveries_dead"]
         line += (

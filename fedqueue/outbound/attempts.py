@@ -26,7 +26,7 @@ from datetime import datetime
 from functools import partial
 
 from fedqueue.errors import describe
-from fedqueue.metrics import Metrics
+from fedqueue.metrics import HOST_UNAVAILABLE, Metrics
 from fedqueue.outbound.backoff import Jitter, RetrySchedule
 from fedqueue.outbound.circuit import CircuitPolicy, HostHealth
 from fedqueue.outbound.outcomes import Attempt
@@ -38,6 +38,7 @@ from fedqueue.remote.keyring import Keyring
 from fedqueue.remote.signing_threads import SigningThreads
 from fedqueue.settings import Settings
 from fedqueue.storage import StorageUnavailable, Store
+from fedqueue.storage.hosts import Ended
 from fedqueue.storage.webhook_registry import WebhookPayload
 
 
@@ -61,6 +62,31 @@ class Sent:
     job: Job
     attempt: Attempt
     result: Result
+
+
+def circuit_policy(settings: Settings) -> CircuitPolicy:
+    """The circuit breaker's rules as the settings give them."""
+    return CircuitPolicy(
+        failure_threshold=settings.circuit_failure_threshold,
+        open_seconds=settings.circuit_open_seconds,
+        recovery_start=settings.circuit_recovery_start,
+        full_allowance=settings.max_concurrency_per_host,
+        unavailable_after_days=settings.host_unavailable_after_days,
+        unavailable_probe_hours=settings.host_unavailable_probe_hours,
+    )
+
+
+def count_given_up(metrics: Metrics, ended: Sequence[Ended]) -> None:
+    """One `dead` outcome (reason `host_unavailable`) per delivery a given-up host ended."""
+    for e in ended:
+        metrics.delivery_outcome(
+            "dead",
+            attempts=e.attempts,
+            delivery_id=e.id,
+            inbox=e.inbox,
+            error=e.reason,
+            reason=HOST_UNAVAILABLE,
+        )
 
 
 class Attempts:
@@ -90,13 +116,7 @@ class Attempts:
         self.schedule = RetrySchedule(
             settings.retry_base_seconds, settings.retry_cap_seconds, settings.retry_max_attempts
         )
-        self.policy = CircuitPolicy(
-            failure_threshold=settings.circuit_failure_threshold,
-            open_seconds=settings.circuit_open_seconds,
-            recovery_start=settings.circuit_recovery_start,
-            full_allowance=settings.max_concurrency_per_host,
-            unavailable_after_days=settings.host_unavailable_after_days,
-        )
+        self.policy = circuit_policy(settings)
         self._sent: list[Sent] = []
         self._progress = asyncio.Event()
         self._signing: SigningThreads | None = None
@@ -130,11 +150,13 @@ class Attempts:
         if sent:
             await self._record([s.result for s in sent])
             try:
-                await self._store.hosts.update(
+                ended = await self._store.hosts.update(
                     health_changes([(s.job.row.host, s.attempt, s.result) for s in sent], self.policy)
                 )
             except Exception as exc:  # host health is advisory: the outcomes are stored already
                 self._metrics.worker_error("record", exc, "could not update host health")
+            else:
+                count_given_up(self._metrics, ended)
         return sent
 
     async def wait_for_progress(self, timeout_s: float) -> None:

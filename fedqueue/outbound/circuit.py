@@ -7,6 +7,11 @@
 
 While the circuit is open or a probe is out, the host's deliveries are not claimed at all, so
 they wait without spending attempts. A recovering host never gets its whole backlog at once.
+
+Given up: a host that has failed every attempt for `unavailable_after_days` is `unavailable`.
+Its deliveries end `dead` ("host unreachable since ..."), new ones are dead at once, and its
+circuit stays open for `unavailable_probe_hours` between probes (a GET, not a delivery). It
+is `revived` by a successful probe, a verified request from it, or an admin's reset.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ class CircuitPolicy:
     recovery_start: int
     full_allowance: int
     unavailable_after_days: float
+    unavailable_probe_hours: float
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,7 @@ def admit(health: HostHealth | None, claimed: int, now: datetime, in_flight: int
     """How many of `claimed` due deliveries to this host may be sent now, `in_flight` being out already."""
     if health is None:
         return Admission(send=claimed)
-    if health.blocked:
+    if health.blocked or health.unavailable:
         return Admission(send=0, refuse=True)
     if health.paused:
         return Admission(send=0)
@@ -71,6 +77,28 @@ def admit(health: HostHealth | None, claimed: int, now: datetime, in_flight: int
     if health.recovery_allowance > 0:
         return Admission(send=max(0, min(claimed, health.recovery_allowance - in_flight)))
     return Admission(send=claimed)
+
+
+def unreachable_reason(health: HostHealth) -> str:
+    """Why a given-up host's deliveries are dead, naming since when it fails."""
+    since = health.first_failure_at or health.last_failure_at
+    when = f"{since:%Y-%m-%d %H:%M} UTC" if since is not None else "long ago"
+    return f"host unreachable since {when}"
+
+
+def revived(health: HostHealth, now: datetime) -> HostHealth:
+    """Given up no more (it sent a verified request, or an admin reset it): the failure clock starts
+    afresh and, if its circuit is open, its next delivery is the probe, due now."""
+    failing = health.circuit != CLOSED
+    return replace(
+        health,
+        unavailable=False,
+        consecutive_failures=0,
+        first_failure_at=None,
+        circuit=OPEN if failing else CLOSED,
+        circuit_until=now if failing else None,
+        recovery_allowance=0,
+    )
 
 
 def after_success(health: HostHealth, now: datetime, policy: CircuitPolicy) -> HostHealth:
@@ -97,14 +125,19 @@ def after_failure(health: HostHealth, now: datetime, policy: CircuitPolicy) -> H
     """The host timed out, refused the connection or answered 5xx/429/408."""
     failures = health.consecutive_failures + 1
     first = health.first_failure_at or now
-    trips = health.circuit == HALF_OPEN or (health.circuit == OPEN) or failures >= policy.failure_threshold
+    unavailable = now - first >= timedelta(days=policy.unavailable_after_days)
+    trips = unavailable or health.circuit in (OPEN, HALF_OPEN) or failures >= policy.failure_threshold
+    if unavailable:  # given up: probed once a day (`unavailable_probe_hours`), not by deliveries
+        until: datetime | None = now + timedelta(hours=policy.unavailable_probe_hours)
+    else:
+        until = now + timedelta(seconds=policy.open_seconds) if trips else health.circuit_until
     return replace(
         health,
         consecutive_failures=failures,
         first_failure_at=first,
         last_failure_at=now,
         circuit=OPEN if trips else health.circuit,
-        circuit_until=now + timedelta(seconds=policy.open_seconds) if trips else health.circuit_until,
+        circuit_until=until,
         recovery_allowance=0 if trips else health.recovery_allowance,
-        unavailable=now - first >= timedelta(days=policy.unavailable_after_days),
+        unavailable=unavailable,
     )

@@ -35,10 +35,10 @@ from functools import partial
 
 from fedqueue.errors import describe
 from fedqueue.followers_sync_rules import partial_followers_digest, sync_header
-from fedqueue.metrics import Metrics
+from fedqueue.metrics import HOST_UNAVAILABLE, Metrics
 from fedqueue.outbound.attempts import Attempts, Job
 from fedqueue.outbound.backoff import Jitter
-from fedqueue.outbound.circuit import CLOSED, HostHealth, admit
+from fedqueue.outbound.circuit import CLOSED, HostHealth, admit, unreachable_reason
 from fedqueue.outbound.coalescer import Coalescer, Verdict
 from fedqueue.outbound.record import Claimed, refused_result
 from fedqueue.outbound.send import PreparedBody, prepare_body
@@ -116,7 +116,10 @@ class Dispatcher:
         started: set[int] = set()
         try:
             to_send, refused, health = await self._admit(claimed)
-            await self._refuse([(row, REFUSED_BLOCKED) for row in refused])
+            await self._refuse([(row, why) for row, why in refused if why == REFUSED_BLOCKED])
+            await self._refuse(
+                [(row, why) for row, why in refused if why != REFUSED_BLOCKED], HOST_UNAVAILABLE
+            )
             hooks = [row for row in to_send if row.webhook_event_id is not None]
             to_send = await self._coalesce([row for row in to_send if row.outbox_id is not None])
             unbuildable = await self._load_bodies(
@@ -155,8 +158,9 @@ class Dispatcher:
             raise
         return len(claimed)
 
-    async def _refuse(self, rows: Sequence[tuple[Claimed, str]]) -> None:
-        """Give rows up without an attempt (`dead`, with the reason): record and count them."""
+    async def _refuse(self, rows: Sequence[tuple[Claimed, str]], label: str | None = None) -> None:
+        """Give rows up without an attempt (`dead`, with the reason): record and count them (`label`:
+        the metrics' reason)."""
         if not rows:
             return
         await self._store.deliveries.record(
@@ -165,7 +169,7 @@ class Dispatcher:
         self.in_flight.difference_update(row.id for row, _ in rows)
         for row, reason in rows:
             self._metrics.delivery_outcome(
-                "dead", attempts=row.attempts, delivery_id=row.id, inbox=row.inbox, error=reason
+                "dead", attempts=row.attempts, delivery_id=row.id, inbox=row.inbox, error=reason, reason=label
             )
 
     async def _give_back(self, ids: list[int]) -> None:
@@ -229,22 +233,23 @@ class Dispatcher:
 
     async def _admit(
         self, claimed: Sequence[Claimed]
-    ) -> tuple[list[Claimed], list[Claimed], dict[str, HostHealth]]:
-        """Split a batch by host health into (send now, refuse); the rest is given back unsent."""
+    ) -> tuple[list[Claimed], list[tuple[Claimed, str]], dict[str, HostHealth]]:
+        """Split a batch by host health into (send now, refuse with why); the rest is given back unsent."""
         by_host: dict[str, list[Claimed]] = defaultdict(list)
         for row in claimed:
             by_host[row.host].append(row)
         health = await self._store.hosts.health(by_host)
         now = self._clock()
         to_send: list[Claimed] = []
-        refused: list[Claimed] = []
+        refused: list[tuple[Claimed, str]] = []
         held_back: list[int] = []
         later: list[int] = []
         for host, rows in by_host.items():
             stored = health.get(host)
             admission = admit(stored, len(rows), now, in_flight=self._per_host[host])
-            if admission.refuse:
-                refused.extend(rows)
+            if admission.refuse and stored is not None:
+                why = REFUSED_BLOCKED if stored.blocked else unreachable_reason(stored)
+                refused.extend((row, why) for row in rows)
                 continue
             send = admission.send
             if admission.probe:

@@ -26,9 +26,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fedqueue.errors import FedqueueError, InvalidInput, describe
-from fedqueue.metrics import Metrics
+from fedqueue.metrics import HOST_UNAVAILABLE, Metrics
 from fedqueue.outbound.addressing import InboxChoice, choose_inboxes, recipients
 from fedqueue.outbound.backoff import RetrySchedule
+from fedqueue.outbound.circuit import unreachable_reason
 from fedqueue.outbound.coalescer import Added, Coalescer
 from fedqueue.outbound.intake import (
     ActivityFacts,
@@ -255,19 +256,34 @@ class Fanout:
         log.info("activity %s: %d deliveries", facts.activity_id, len(plan.targets))
 
     async def _mark_gone(self, plans: list[Plan]) -> None:
-        """Targets known to be gone (410) become dead deliveries (one lookup for all plans).
+        """Targets known to be gone (410), or on a given-up host, become dead deliveries (one
+        lookup each for all plans).
 
         Actors fetched meanwhile are cached first: a successful fetch clears their marks, and
         its cache write may still wait behind (`RemoteActorStore.put_behind`).
         """
         await self._store.remote_actors.flushed()
         gone = await self._store.audience.gone(inbox for p in plans for inbox in p.live_inboxes)
-        if not gone:
+        health = await self._store.hosts.health({t.host for p in plans for t in p.targets if t.inbox})
+        unreachable = {host: unreachable_reason(h) for host, h in health.items() if h.unavailable}
+        if not gone and not unreachable:
             return
         for plan in plans:
-            plan.targets = [
-                Target(t.inbox, t.host, GONE_REASON) if t.inbox in gone else t for t in plan.targets
-            ]
+            plan.targets = [self._dead_at_once(t, gone, unreachable) for t in plan.targets]
+
+    def _dead_at_once(self, target: Target, gone: set[str], unreachable: dict[str, str]) -> Target:
+        """`target`, dead if its inbox is gone or its host given up (counted, reason host_unavailable)."""
+        if target.dead_reason is not None or target.inbox is None:
+            return target
+        if target.inbox in gone:
+            return Target(target.inbox, target.host, GONE_REASON)
+        reason = unreachable.get(target.host)
+        if reason is None:
+            return target
+        self._metrics.delivery_outcome(
+            "dead", attempts=0, inbox=target.inbox, error=reason, reason=HOST_UNAVAILABLE
+        )
+        return Target(target.inbox, target.host, reason)
 
     @staticmethod
     def _log_lost(plans: list[Plan]) -> None:

@@ -12,6 +12,9 @@ interval (while sends are in flight) or on a wake-up. A delivery claim that came
 not repeated within a poll interval either, unless new rows were expanded meanwhile or a host
 it had to skip as crowded has room again.
 
+Given-up hosts: at most once a `PROBE_CHECK_S`, a round of their due daily probes runs in the
+background (`HostProber`), never holding up a step.
+
 Shutdown: once `stop` is set nothing more is claimed; the sends in flight have
 `shutdown_grace_seconds` to finish, then they are cancelled and their leases released, so
 another worker can take those deliveries at once rather than after the lease expires.
@@ -37,9 +40,11 @@ from typing import Any
 
 from fedqueue.errors import FedqueueError, describe
 from fedqueue.metrics import Metrics
+from fedqueue.outbound.attempts import circuit_policy
 from fedqueue.outbound.backoff import Jitter, RetrySchedule
 from fedqueue.outbound.dispatch import Dispatcher
 from fedqueue.outbound.fanout import Fanout
+from fedqueue.outbound.host_probe import HostProber
 from fedqueue.outbound.readdress import Readdresser
 from fedqueue.remote.client import HttpClient
 from fedqueue.remote.documents import RemoteDirectory
@@ -54,6 +59,8 @@ log = logging.getLogger("fedqueue.outbound.worker")
 STEP_BACKOFF_CAP_S = 60.0
 #: `run_burst` stops with an error after this many failed rounds in a row.
 BURST_STEP_FAILURES = 5
+#: Given-up hosts whose daily probe is due are looked for this often (one read of the hosts table).
+PROBE_CHECK_S = 60.0
 
 
 class WorkerFailing(FedqueueError):
@@ -100,11 +107,15 @@ class Worker:
         self.dispatcher = Dispatcher(
             settings, store, client, keyring, self.owner, clock, jitter, self.metrics
         )
+        self.prober = HostProber(settings, store, client, clock, circuit_policy(settings), self.metrics)
+        self._next_probe_check = clock()
+        self._probing: asyncio.Task[None] | None = None
 
     async def step(self) -> int:
         """Record finished sends, expand waiting outbox rows, claim and start more; how much was done."""
         done = await self.dispatcher.flush()
         now = self._clock()
+        self._start_probes(now)
         expanded = 0
         if not self.dispatcher.busy or now >= self._next_expansion:
             expanded = await self.fanout.expand_pending() + await self.readdresser.readdress_due()
@@ -113,6 +124,19 @@ class Worker:
             if expanded:
                 self._next_claim = now  # their deliveries are due now
         return done + expanded + await self._claim()
+
+    def _start_probes(self, now: datetime) -> None:
+        """Start a round of given-up hosts' due probes in the background, if none runs and it is time."""
+        if now < self._next_probe_check or (self._probing is not None and not self._probing.done()):
+            return
+        self._next_probe_check = now + timedelta(seconds=PROBE_CHECK_S)
+        self._probing = asyncio.create_task(self._probe_round())
+
+    async def _probe_round(self) -> None:
+        try:
+            await self.prober.probe_due()
+        except Exception as exc:
+            self.metrics.worker_error("step", exc, "probing given-up hosts failed")
 
     async def _guarded_step(self) -> int | None:
         """`step`, but an unexpected error is logged and counted and gives None (pause, then go on)."""
@@ -218,6 +242,10 @@ class Worker:
 
         Whatever is still in flight then keeps its lease until it expires (at least once).
         """
+        if self._probing is not None:
+            self._probing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._probing
         await self.dispatcher.cancel()
         await self.dispatcher.aclose()
 

@@ -17,16 +17,18 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.column_rules import HOST_CHARS, check_row_id, check_text
 from fedqueue.errors import InvalidInput, NotFound
+from fedqueue.outbound.circuit import HostHealth, revived
 from fedqueue.storage.admin_reads import AdminViews
 from fedqueue.storage.admin_views import DeliveryView, HostView
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
+from fedqueue.storage.hosts import give_up_outstanding
 from fedqueue.storage.tables import AuditRow, DeliveryRow, HostRow, OutboxRow
 from fedqueue.storage.webhook_events import after_given_up
 
@@ -153,6 +155,26 @@ class AdminStore(AdminViews):
         """Lift a block; deliveries it killed stay dead until retried (`requeue_blocked`)."""
         return await self._set_host(host, who, "unblock", {"blocked": False}, now)
 
+    async def reset(self, host: str, *, who: str, now: datetime | None = None) -> HostView:
+        """Take a host's failures as forgotten: no longer given up, its next delivery a probe, due now.
+
+        Deliveries that ended dead while it was given up stay dead (Retry dead requeues them).
+        """
+        host = _check_host(host)
+        now = now or utcnow()
+        fields = [_hosts.c[name] for name in HostHealth.__dataclass_fields__]
+        async with self._db.transaction() as conn:
+            row = (await conn.execute(select(*fields).where(_hosts.c.host == host))).first()
+            if row is not None:
+                before = HostHealth(**row._asdict())
+                after = dataclasses.asdict(revived(before, now))
+                await conn.execute(update(_hosts).where(_hosts.c.host == host).values(**after))
+                detail = {"unavailable": before.unavailable, "failures": before.consecutive_failures}
+            else:
+                detail = {"unavailable": False, "failures": 0}
+            await record_audit(conn, who, "reset", f"host:{host}", detail, now)
+        return await self.host(host)
+
     async def killed_by_block(self, host: str) -> int:
         """How many of the host's deliveries are dead because it was blocked."""
         host = _check_host(host)
@@ -195,8 +217,7 @@ class AdminStore(AdminViews):
                         await conn.execute(insert(_hosts).values(host=host, **flags))
                     detail: dict[str, Any] = dict(flags)
                     if flags.get("blocked"):
-                        killed = await _kill_outstanding(conn, host)
-                        await after_given_up(self._db, conn, killed, now)
+                        killed = await give_up_outstanding(self._db, conn, host, BLOCKED, now)
                         detail["deliveries_dead"] = len(killed)
                     await record_audit(conn, who, action, f"host:{host}", detail, now)
                 break
@@ -246,16 +267,6 @@ def _requeued(now: datetime) -> dict[str, Any]:
         "lease_owner": None,
         "lease_until": None,
     }
-
-
-async def _kill_outstanding(conn: AsyncConnection, host: str) -> list[int]:
-    """A blocked host's outstanding deliveries become `dead` ('host blocked by admin'); their ids."""
-    outstanding = and_(_deliveries.c.host == host, _deliveries.c.state.in_(CANCELLABLE))
-    dead = {"state": "dead", "last_error": BLOCKED, "lease_owner": None, "lease_until": None}
-    killed = await conn.execute(
-        update(_deliveries).where(outstanding).values(**dead).returning(_deliveries.c.id)
-    )
-    return list(killed.scalars())
 
 
 __all__ = ["BLOCKED", "CANCELLED", "REFUSED_BLOCKED", "AdminStore", "Requeued"]

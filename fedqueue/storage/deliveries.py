@@ -22,7 +22,7 @@ from fedqueue.storage.column_types import UTCDateTime, utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import DeliveryRow, GoneInboxRow, HostRow
 from fedqueue.storage.upsert import insert_ignoring_conflicts
-from fedqueue.storage.webhook_events import after_record
+from fedqueue.storage.webhook_events import after_given_up, after_record, any_webhook
 
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _hosts = HostRow.__table__  # type: ignore[attr-defined]
@@ -128,6 +128,7 @@ class DeliveryStore:
         self._enqueued = database.rows(_deliveries, _ENQUEUED)
         # Either unique key may exist already: (outbox_id, inbox), or (outbox_id, recipient).
         self._enqueue = self._enqueued.into(insert_ignoring_conflicts(self._db, _deliveries))
+        self._enqueue_returning = self._enqueue.returning(_deliveries.c.id, _deliveries.c.state)
         self._recorded = database.rows(_deliveries, _RECORDED)
         recorded = self._recorded.c
         self._record = (
@@ -141,7 +142,11 @@ class DeliveryStore:
         )
 
     async def enqueue(self, batch: Sequence[Enqueued], now: datetime) -> None:
-        """Create every `Enqueued` row in one transaction; existing rows are left alone (idempotent)."""
+        """Create every `Enqueued` row in one transaction; existing rows are left alone (idempotent).
+
+        Rows created dead (a gone inbox, an unusable recipient, a given-up host) get their
+        `delivery.dead` events, queued in the same transaction, as for any death.
+        """
         values = [
             {
                 "outbox_id": item.outbox_id,
@@ -164,10 +169,16 @@ class DeliveryStore:
         if not values:
             return
         async with self._db.transaction() as conn:
+            announce = any(v["state"] == "dead" for v in values) and await any_webhook(conn)
+            dead: list[int] = []
             for start in range(0, len(values), _ENQUEUE_CHUNK):
-                await conn.execute(
-                    self._enqueue, self._enqueued.parameters(values[start : start + _ENQUEUE_CHUNK])
-                )
+                chunk = self._enqueued.parameters(values[start : start + _ENQUEUE_CHUNK])
+                if not announce:
+                    await conn.execute(self._enqueue, chunk)
+                    continue
+                created = await conn.execute(self._enqueue_returning, chunk)
+                dead.extend(row.id for row in created if row.state == "dead")
+            await after_given_up(self._db, conn, dead, utcnow())
 
     async def claim(
         self, owner: str, now: datetime, lease_seconds: float, limit: int, skip_hosts: Sequence[str] = ()

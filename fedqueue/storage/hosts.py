@@ -2,25 +2,62 @@
 
 The rules live in `fedqueue.outbound.circuit`; this module only loads and stores `HostHealth` and
 hands out probes atomically, so that of many workers exactly one probes a host at a time.
+
+Given up: the transaction that marks a host `unavailable` also ends its unfinished deliveries
+`dead` ("host unreachable since ...") and queues their `delivery.dead` events.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
+from functools import partial
 
 from sqlalchemy import bindparam, case, literal, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fedqueue.outbound.circuit import CLOSED, HALF_OPEN, OPEN, HostHealth
+from fedqueue.outbound.circuit import CLOSED, HALF_OPEN, OPEN, HostHealth, revived, unreachable_reason
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import HostRow
+from fedqueue.storage.deliveries import UNFINISHED
+from fedqueue.storage.tables import DeliveryRow, HostRow
 from fedqueue.storage.upsert import insert_ignoring_conflicts
+from fedqueue.storage.webhook_events import after_given_up
 
 _hosts = HostRow.__table__  # type: ignore[attr-defined]
+_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _FIELDS = tuple(HostHealth.__dataclass_fields__)
 
 HealthChange = Callable[[HostHealth], HostHealth]
+
+
+@dataclass(frozen=True)
+class Ended:
+    """A delivery ended dead unsent (`give_up_outstanding`), for the metrics and the log."""
+
+    id: int
+    attempts: int
+    inbox: str | None
+    reason: str
+
+
+async def give_up_outstanding(
+    database: Database, conn: AsyncConnection, host: str, reason: str, now: datetime
+) -> list[Ended]:
+    """In `conn`'s transaction: every unfinished delivery to `host` becomes `dead` with `reason`
+    (a lease held is dropped, so its worker's result is not stored), and their `delivery.dead`
+    events are queued; those deliveries. For a blocked host and a given-up one."""
+    d = _deliveries.c
+    killed = await conn.execute(
+        update(_deliveries)
+        .where(d.host == host, d.state.in_(UNFINISHED))
+        .values(state="dead", last_error=reason, lease_owner=None, lease_until=None)
+        .returning(d.id, d.attempts, d.inbox)
+    )
+    ended = [Ended(row.id, row.attempts, row.inbox, reason) for row in killed]
+    await after_given_up(database, conn, [e.id for e in ended], now)
+    return ended
 
 
 class HostStore:
@@ -65,11 +102,15 @@ class HostStore:
 
         A verified inbound request shows a failing host may be back. The circuit stays open: only
         a successful probe delivery closes it (mastodon/mastodon#31118), and a probe already out
-        (half_open) is left alone.
+        (half_open) is left alone. A given-up host is `revived`: no longer unavailable, so
+        deliveries to it queue again, the first of them its probe.
         """
         names = sorted(set(hosts))
         if not names:
             return []
+        given_up = [name for name, health in (await self.health(names)).items() if health.unavailable]
+        if given_up:
+            await self.update({name: partial(revived, now=now) for name in given_up})
         async with self._db.transaction() as conn:
             changed = await conn.execute(
                 update(_hosts)
@@ -77,9 +118,33 @@ class HostStore:
                 .values(circuit_until=now)
                 .returning(_hosts.c.host)
             )
-            return sorted(changed.scalars())
+            return sorted(set(changed.scalars()) | set(given_up))
 
-    async def update(self, changes: Mapping[str, HealthChange]) -> None:
+    async def due_probes(self, now: datetime, limit: int) -> list[str]:
+        """Given-up hosts whose daily probe is due (none taken, or a prober's lease ran out)."""
+        async with self._db.reading() as conn:
+            rows = await conn.execute(
+                select(_hosts.c.host)
+                .where(
+                    _hosts.c.unavailable.is_(True),
+                    _hosts.c.blocked.is_(False),
+                    or_(_hosts.c.circuit_until.is_(None), _hosts.c.circuit_until <= now),
+                )
+                .order_by(_hosts.c.circuit_until, _hosts.c.host)
+                .limit(limit)
+            )
+            return list(rows.scalars())
+
+    async def known_inbox(self, host: str) -> str | None:
+        """An inbox of `host` that deliveries went to (its scheme and port are the host's), if any."""
+        d = _deliveries.c
+        async with self._db.reading() as conn:
+            found = await conn.execute(
+                select(d.inbox).where(d.host == host, d.state == "dead", d.inbox.is_not(None)).limit(1)
+            )
+            return found.scalar()
+
+    async def update(self, changes: Mapping[str, HealthChange]) -> list[Ended]:
         """Apply each host's change to its current health, safe against other workers doing the same.
 
         Most changes are a healthy host answering again, which moves only `last_success_at`:
@@ -87,10 +152,10 @@ class HostStore:
         across round trips, so workers recording answers from the same hosts do not queue
         behind each other. Any other change (and a guarded write that found the host no longer
         healthy) is read and written under row locks taken in host order (PostgreSQL), in one
-        transaction.
+        transaction. Returns the deliveries ended by the hosts these changes gave up.
         """
         if not changes:
-            return
+            return []
         current = await self.health(changes)
         successes: dict[str, datetime] = {}
         for name, stored in current.items():
@@ -109,11 +174,13 @@ class HostStore:
                     .returning(_hosts.c.host)
                 )
                 rest = sorted(set(rest) | (set(successes) - set(written.scalars())))
-        if rest:
-            await self._update_locked({name: changes[name] for name in rest}, new=set(rest) - set(current))
+        if not rest:
+            return []
+        return await self._update_locked({name: changes[name] for name in rest}, new=set(rest) - set(current))
 
-    async def _update_locked(self, changes: Mapping[str, HealthChange], new: set[str]) -> None:
-        """Read-modify-write each host's health under its row lock (host order), in one transaction."""
+    async def _update_locked(self, changes: Mapping[str, HealthChange], new: set[str]) -> list[Ended]:
+        """Read-modify-write each host's health under its row lock (host order), in one transaction;
+        a host given up has its unfinished deliveries ended in it (`give_up_outstanding`)."""
         names = sorted(changes)
         async with self._db.transaction() as conn:
             if new:
@@ -126,11 +193,14 @@ class HostStore:
                 query = query.order_by(_hosts.c.host).with_for_update()
             rows = (await conn.execute(query)).all()
             values = []
+            given_up: dict[str, str] = {}
             for row in rows:
                 stored = HostHealth(**row._asdict())
                 changed = changes[row.host](stored)
                 if changed != stored:
                     values.append({f"h_{key}": value for key, value in asdict(changed).items()})
+                if changed.unavailable and not stored.unavailable:
+                    given_up[row.host] = unreachable_reason(changed)
             if values:
                 statement = (
                     update(_hosts)
@@ -138,6 +208,10 @@ class HostStore:
                     .values({name: bindparam(f"h_{name}") for name in _FIELDS if name != "host"})
                 )
                 await conn.execute(statement, values)
+            ended: list[Ended] = []
+            for host, reason in sorted(given_up.items()):
+                ended += await give_up_outstanding(self._db, conn, host, reason, utcnow())
+            return ended
 
 
 #: A host in good health: after a success, only its `last_success_at` moves (`circuit.after_success`).

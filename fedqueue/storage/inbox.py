@@ -57,7 +57,7 @@ ADMISSION_MEMORY_S = 1.0
 #: the worker's bookkeeping of a healthy host (`last_success_at` alone) does not. A sender's
 #: refreshed inboxes (`remote_actors`) are seen within `ADMISSION_MEMORY_S`, as before.
 _ADMISSION_READS = (
-    (_hosts, ("host", "blocked", "circuit", "circuit_until")),
+    (_hosts, ("host", "blocked", "circuit", "circuit_until", "unavailable")),
     (_actors, ("name", "auto_accept_follows")),
     (_gone, ("inbox",)),
 )
@@ -77,7 +77,9 @@ def _admission_statement(database: Database) -> CompoundSelect[Any]:
     """
     now = bindparam("now", type_=_hosts.c.circuit_until.type)
     no, nobody = literal(False, Boolean()), literal(None, String())
-    failing = and_(_hosts.c.circuit == OPEN, _hosts.c.circuit_until > now)
+    # Given up (`unavailable`) counts as failing even while its daily probe is due: a verified
+    # request from it revives it (`HostStore.probe_now`).
+    failing = or_(and_(_hosts.c.circuit == OPEN, _hosts.c.circuit_until > now), _hosts.c.unavailable)
     senders_inbox = or_(_gone.c.inbox == _remote.c.inbox, _gone.c.inbox == _remote.c.shared_inbox)
     return union_all(
         select(literal("host"), _hosts.c.host, nobody, _hosts.c.blocked, failing).where(
@@ -103,7 +105,7 @@ class Admission:
 
     #: The given hosts an admin blocked.
     blocked_hosts: frozenset[str]
-    #: The given hosts whose circuit is open, waiting for its next probe (`HostStore.probe_now`).
+    #: The given hosts whose circuit is open, waiting for its next probe, or given up (`HostStore.probe_now`).
     failing_hosts: frozenset[str]
     #: The sender's inboxes (as cached) that answered 410 Gone (`AudienceStore.forget_gone`).
     gone_inboxes: frozenset[str]

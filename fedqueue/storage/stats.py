@@ -28,6 +28,8 @@ class QueueStats:
     hosts_by_circuit: dict[str, int]
     hosts_paused: int
     hosts_blocked: int
+    #: Hosts given up as unreachable (`circuit` module: unavailable).
+    hosts_unavailable: int
     outbox_backlog: int
     oldest_outbox_age_s: float
 
@@ -74,6 +76,7 @@ class StatsStore:
                     select(
                         func.sum(case((_hosts.c.paused, 1), else_=0)),
                         func.sum(case((_hosts.c.blocked, 1), else_=0)),
+                        func.sum(case((_hosts.c.unavailable, 1), else_=0)),
                     )
                 )
             ).one()
@@ -84,6 +87,7 @@ class StatsStore:
             hosts_by_circuit=circuits,
             hosts_paused=int(flags[0] or 0),
             hosts_blocked=int(flags[1] or 0),
+            hosts_unavailable=int(flags[2] or 0),
             outbox_backlog=int(outbox[0] or 0),
             oldest_outbox_age_s=_age(outbox[1], now),
         )

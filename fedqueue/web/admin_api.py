@@ -92,7 +92,7 @@ async def get_host(request: Request) -> Response:
 
 
 def host_action(action: str) -> Callable[[Request], Awaitable[Response]]:
-    """A handler for one host flag action: pause, resume, block or unblock."""
+    """A handler for one host action: pause, resume, block, unblock or reset."""
 
     async def handler(request: Request) -> Response:
         admin, name, who = store_of(request).admin, request.path_params["host"], session_of(request).who
@@ -109,7 +109,7 @@ def host_action(action: str) -> Callable[[Request], Awaitable[Response]]:
     return handler
 
 
-HOST_ACTIONS = ("pause", "resume", "block", "unblock")
+HOST_ACTIONS = ("pause", "resume", "block", "unblock", "reset")
 
 
 async def retry_host_dead(request: Request) -> Response:

@@ -112,6 +112,11 @@ _HOST_ACTIONS = (
         "Lift a block; with requeue=true the deliveries it killed are queued again "
         "(requeued, still_dead count them)",
     ),
+    (
+        "reset",
+        "Reset a host's health: no longer given up as unreachable, its next delivery a probe "
+        "(deliveries that ended dead stay dead)",
+    ),
 )
 _REQUEUE = _query("requeue", {"type": "boolean"}, "queue again the deliveries the block made dead")
 _NEW_WEBHOOK: dict[str, Any] = {

@@ -87,6 +87,14 @@ async def _resume(request: Request, who: str) -> str:
     return f"Host {host.host} is resumed: its deliveries flow again."
 
 
+async def _reset(request: Request, who: str) -> str:
+    host = await store_of(request).admin.reset(request.path_params["host"], who=who)
+    return (
+        f"Host {host.host} is reset: deliveries to it queue again, the first one as a probe. "
+        "Its dead deliveries stay dead until you Retry dead."
+    )
+
+
 async def _block(request: Request, who: str) -> str:
     admin = store_of(request).admin
     before = await admin.host(request.path_params["host"])
@@ -149,6 +157,7 @@ routes = [
     Route("/admin/ui/hosts/{host}/retry-dead", action(_retry_dead), methods=["POST"]),
     Route("/admin/ui/hosts/{host}/pause", action(_pause), methods=["POST"]),
     Route("/admin/ui/hosts/{host}/resume", action(_resume), methods=["POST"]),
+    Route("/admin/ui/hosts/{host}/reset", action(_reset), methods=["POST"]),
     Route("/admin/ui/hosts/{host}/block", confirm_block, methods=["GET"]),
     Route("/admin/ui/hosts/{host}/block", action(_block), methods=["POST"]),
     Route("/admin/ui/hosts/{host}/unblock", action(_unblock), methods=["POST"]),

@@ -44,6 +44,11 @@ async def metrics_endpoint(request: Request) -> Response:
         [({"flag": "paused"}, stats.hosts_paused), ({"flag": "blocked"}, stats.hosts_blocked)],
     )
     lines += gauge(
+        "fedqueue_hosts_unavailable",
+        "Remote hosts given up as unreachable (failing for host_unavailable_after_days).",
+        [({}, stats.hosts_unavailable)],
+    )
+    lines += gauge(
         "fedqueue_outbox_backlog",
         "Outbox rows the worker has not finished expanding (pending or expanding).",
         [({}, stats.outbox_backlog)],

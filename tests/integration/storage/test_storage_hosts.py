@@ -13,7 +13,12 @@ from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.hosts import HostStore
 
 POLICY = CircuitPolicy(
-    failure_threshold=10, open_seconds=300, recovery_start=2, full_allowance=8, unavailable_after_days=7
+    failure_threshold=10,
+    open_seconds=300,
+    recovery_start=2,
+    full_allowance=8,
+    unavailable_after_days=7,
+    unavailable_probe_hours=24,
 )
 
 

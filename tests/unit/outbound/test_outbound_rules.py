@@ -17,6 +17,8 @@ from fedqueue.outbound.circuit import (
     admit,
     after_failure,
     after_success,
+    revived,
+    unreachable_reason,
 )
 from fedqueue.outbound.outcomes import (
     Dead,
@@ -40,7 +42,12 @@ ME = "https://q.example/actors/alice"
 FOLLOWERS = f"{ME}/followers"
 SCHEDULE = RetrySchedule(base_seconds=30, cap_seconds=43200, max_attempts=20)
 POLICY = CircuitPolicy(
-    failure_threshold=3, open_seconds=60, recovery_start=2, full_allowance=16, unavailable_after_days=7
+    failure_threshold=3,
+    open_seconds=60,
+    recovery_start=2,
+    full_allowance=16,
+    unavailable_after_days=7,
+    unavailable_probe_hours=24,
 )
 
 
@@ -180,6 +187,21 @@ def test_a_host_failing_for_days_is_unavailable_and_blocked_hosts_are_refused() 
     assert after_failure(failing, NOW, POLICY).unavailable
     assert admit(HostHealth("h.example", blocked=True), 3, NOW).refuse
     assert admit(HostHealth("h.example", paused=True), 3, NOW).send == 0
+
+
+def test_a_given_up_host_is_refused_probed_daily_and_revived_with_a_fresh_failure_clock() -> None:
+    since = NOW - timedelta(days=7, minutes=1)
+    failing = HostHealth("h.example", consecutive_failures=2, first_failure_at=since)
+    dead = after_failure(failing, NOW, POLICY)
+    assert dead.unavailable and dead.circuit == OPEN
+    assert dead.circuit_until == NOW + timedelta(hours=24)  # unavailable_probe_hours, not open_seconds
+    assert admit(dead, 3, NOW + timedelta(days=2)).refuse
+    assert unreachable_reason(dead) == f"host unreachable since {since:%Y-%m-%d %H:%M} UTC"
+    back = revived(dead, NOW)
+    assert (back.unavailable, back.first_failure_at, back.consecutive_failures) == (False, None, 0)
+    assert (back.circuit, back.circuit_until) == (OPEN, NOW)  # the next delivery is its probe
+    assert admit(back, 3, NOW).probe
+    assert not after_failure(back, NOW, POLICY).unavailable  # the 7 days count afresh
 
 
 @pytest.mark.parametrize(
