@@ -75,6 +75,7 @@ class Metrics:
     worker_errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     client_refusals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     ld_refusals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    pruned: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
     def delivery_outcome(
         self,
@@ -143,6 +144,10 @@ class Metrics:
         """Record one Linked Data signature not checked for its cost (`LD_REFUSAL_REASONS`)."""
         self.ld_refusals[reason] += 1
 
+    def rows_pruned(self, table: str, n: int) -> None:
+        """Record `n` rows of `table` deleted after their retention (`fedqueue.pruning`)."""
+        self.pruned[table] += n
+
     def render(self) -> list[str]:
         """This process's counters and histograms in Prometheus text exposition format."""
         lines: list[str] = []
@@ -187,6 +192,12 @@ class Metrics:
             "counter",
             "LD signatures of forwarded activities not checked for their cost, by bound (this process).",
             (({"reason": k}, self.ld_refusals.get(k, 0)) for k in LD_REFUSAL_REASONS),
+        )
+        lines += _family(
+            "fedqueue_pruned_rows_total",
+            "counter",
+            "Rows deleted after their retention, by table (this process's pruning).",
+            (({"table": k}, v) for k, v in sorted(self.pruned.items())),
         )
         lines += _histogram(
             "fedqueue_delivery_latency_seconds", "Seconds from the outbox write to the 2xx.", self.latency

@@ -9,6 +9,7 @@ from __future__ import annotations
 from fedqueue.storage.actors import ActorStore, CreatedActor, LocalActor, check_actor_name
 from fedqueue.storage.admin import AdminStore
 from fedqueue.storage.audience import AudienceStore
+from fedqueue.storage.consumers import Consumer, ConsumerStore
 from fedqueue.storage.database import Database, StorageUnavailable, UnstorableValue
 from fedqueue.storage.deliveries import DeliveryStore, DeliveryView, Enqueued, Target
 from fedqueue.storage.followers import Follower, FollowerStore
@@ -20,6 +21,7 @@ from fedqueue.storage.inbox_writes import NewInbound
 from fedqueue.storage.outbox import Accepted, OutboxEntry, OutboxState, OutboxStore, Sendable, Submitted
 from fedqueue.storage.published import PublishedStore
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
+from fedqueue.storage.retention import RetentionStore
 from fedqueue.storage.stats import StatsStore
 from fedqueue.storage.status_pages import FanoutPage, StatusPages
 from fedqueue.storage.tombstones import TombstoneStore
@@ -29,6 +31,7 @@ __all__ = [
     "Accepted",
     "Admission",
     "CachedRemote",
+    "Consumer",
     "CreatedActor",
     "Decision",
     "DeliveryView",
@@ -75,6 +78,8 @@ class Store:
         self.published = PublishedStore(database)
         self.webhooks = WebhookStore(database)
         self.tombstones = TombstoneStore(database)
+        self.retention = RetentionStore(database)
+        self.consumers = ConsumerStore(database)
 
     @classmethod
     def open(cls, database_url: str) -> Store:

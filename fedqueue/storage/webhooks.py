@@ -43,6 +43,8 @@ class Webhook:
     url: str
     events: tuple[str, ...]
     created_at: datetime
+    #: Events dropped unsent past `retention_webhook_backlog` while its consumer was down.
+    dropped_events: int = 0
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ class WebhookJson(TypedDict):
     url: str
     events: list[str]
     created_at: IsoTime | None
+    #: Events dropped unsent, oldest first, while more than `retention_webhook_backlog` waited.
+    dropped_events: int
     #: Only in the answer to the POST that adds it.
     secret: NotRequired[str]
 
@@ -81,6 +85,7 @@ def webhook_json(item: Webhook) -> WebhookJson:
         "url": item.url,
         "events": list(item.events),
         "created_at": iso(item.created_at),
+        "dropped_events": item.dropped_events,
     }
 
 
@@ -92,6 +97,7 @@ def _webhook(row: Any) -> Webhook:
         url=row.url,
         events=tuple(row.events.split(",")),
         created_at=row.created_at,
+        dropped_events=int(row.dropped_events),
     )
 
 
