@@ -49,7 +49,14 @@ async def test_an_added_webhook_shows_its_secret_once_then_lists_and_removes(
 
     listed = (await client.get("/admin/webhooks", headers=AUTH)).json()["items"]
     assert [{k: v for k, v in h.items() if k != "created_at"} for h in listed] == [
-        {"id": body["id"], "actor": "alice", "consumer": "default", "url": HOOK, "events": ["inbox.new"]}
+        {
+            "id": body["id"],
+            "actor": "alice",
+            "consumer": "default",
+            "url": HOOK,
+            "events": ["inbox.new"],
+            "dropped_events": 0,
+        }
     ]
     assert (await client.get("/admin/webhooks?actor=bob", headers=AUTH)).json()["items"] == []
 
