@@ -82,6 +82,7 @@ class Metrics:
     ld_refusals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     admin_login_failures: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     admin_login_forgotten: int = 0
+    pruned: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
     def delivery_outcome(
         self,
@@ -161,6 +162,10 @@ class Metrics:
         self.admin_login_failures[result] += 1
         self.admin_login_forgotten += forgotten
 
+    def rows_pruned(self, table: str, n: int) -> None:
+        """Record `n` rows of `table` deleted after their retention (`fedqueue.pruning`)."""
+        self.pruned[table] += n
+
     def render(self) -> list[str]:
         """This process's counters and histograms in Prometheus text exposition format."""
         lines: list[str] = []
@@ -220,6 +225,12 @@ class Metrics:
             "counter",
             "Client addresses the login failure table forgot early, being full (this process).",
             [({}, self.admin_login_forgotten)],
+        )
+        lines += _family(
+            "fedqueue_pruned_rows_total",
+            "counter",
+            "Rows deleted after their retention, by table (this process's pruning).",
+            (({"table": k}, v) for k, v in sorted(self.pruned.items())),
         )
         lines += _histogram(
             "fedqueue_delivery_latency_seconds", "Seconds from the outbox write to the 2xx.", self.latency

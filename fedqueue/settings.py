@@ -83,6 +83,14 @@ class Settings(BaseSettings):
     key_refetch_cooldown_seconds: float = Field(ge=0)
     retention_remote_actors_days: float = Field(ge=0)
     signature_scheme_policy: SchemePolicy
+    retention_delivered_days: float = Field(ge=0)
+    retention_dead_days: float = Field(ge=0)
+    retention_webhook_events_days: float = Field(ge=0)
+    retention_webhook_backlog: int = Field(ge=1)
+    retention_outbox_days: float = Field(ge=0)
+    retention_audit_days: float = Field(ge=0)
+    retention_consumer_idle_days: float = Field(ge=0)
+    prune_batch_rows: int = Field(ge=1, le=100_000)
     signature_scheme_recheck_days: float = Field(gt=0)
 
     dashboard_session_hours: float = Field(gt=0, le=24 * 30)

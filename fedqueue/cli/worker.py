@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 
 from fedqueue.cli.core import prepared_settings
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.loop import run
 from fedqueue.outbound.worker import Worker
+from fedqueue.pruning import prune_forever
 from fedqueue.remote.client import HttpClient
 from fedqueue.storage import Store
 
@@ -19,9 +21,9 @@ def register(commands: Subparsers) -> None:
         commands,
         "worker",
         "delivery worker only (many may share one PostgreSQL)",
-        "Run the delivery worker without the HTTP app: expand new outbox rows and deliver what "
-        "is due, until SIGTERM. Many workers may run against one PostgreSQL database; the "
-        "schema is brought to head first.",
+        "Run the delivery worker without the HTTP app: expand new outbox rows, deliver what is "
+        "due and prune what outlived its retention, until SIGTERM. Many workers may run against "
+        "one PostgreSQL database; the schema is brought to head first.",
         ["fedqueue worker", "fedqueue worker --burst"],
     )
     worker.add_argument("--burst", action="store_true", help="deliver what is due, then exit")
@@ -43,7 +45,14 @@ def run_worker(args: argparse.Namespace) -> int:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, stop.set)
-            await worker.run(stop)
+            # Retention in small batches beside the deliveries (docs/operations.md, Retention).
+            pruning = asyncio.create_task(prune_forever(store, settings))
+            try:
+                await worker.run(stop)
+            finally:
+                pruning.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await pruning
         finally:
             await client.aclose()
             await store.close()

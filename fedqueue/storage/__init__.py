@@ -10,6 +10,7 @@ from fedqueue.storage.actors import ActorStore, CreatedActor, LocalActor, check_
 from fedqueue.storage.admin import AdminStore
 from fedqueue.storage.audience import AudienceStore
 from fedqueue.storage.console_sessions import ConsoleSessionStore
+from fedqueue.storage.consumers import Consumer, ConsumerStore
 from fedqueue.storage.database import Database, StorageUnavailable, UnstorableValue
 from fedqueue.storage.deliveries import DeliveryStore, DeliveryView, Enqueued, Target
 from fedqueue.storage.followers import Follower, FollowerStore
@@ -21,6 +22,7 @@ from fedqueue.storage.inbox_writes import NewInbound
 from fedqueue.storage.outbox import Accepted, OutboxEntry, OutboxState, OutboxStore, Sendable, Submitted
 from fedqueue.storage.published import PublishedStore
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
+from fedqueue.storage.retention import RetentionStore
 from fedqueue.storage.stats import StatsStore
 from fedqueue.storage.status_pages import FanoutPage, StatusPages
 from fedqueue.storage.tombstones import TombstoneStore
@@ -30,6 +32,7 @@ __all__ = [
     "Accepted",
     "Admission",
     "CachedRemote",
+    "Consumer",
     "CreatedActor",
     "Decision",
     "DeliveryView",
@@ -77,6 +80,8 @@ class Store:
         self.webhooks = WebhookStore(database)
         self.console_sessions = ConsoleSessionStore(database)
         self.tombstones = TombstoneStore(database)
+        self.retention = RetentionStore(database)
+        self.consumers = ConsumerStore(database)
 
     @classmethod
     def open(cls, database_url: str) -> Store:

@@ -22,6 +22,7 @@ from fedqueue.storage.admin_views import (
 )
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
+from fedqueue.storage.retention import PRUNED_STATES, add_pruned
 from fedqueue.storage.tables import AuditRow, DeliveryRow, HostRow, OutboxRow
 
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
@@ -101,6 +102,7 @@ class AdminViews:
             rows = (await conn.execute(query)).all()
             page = rows[:limit]
             counts = await self._counts_by_outbox(conn, [row.id for row in page])
+        pruned = [f"pruned_{state}" for state in PRUNED_STATES]
         items = [
             ActivitySummary(
                 outbox_id=row.id,
@@ -110,7 +112,7 @@ class AdminViews:
                 state=row.state,
                 error=row.error,
                 created_at=row.created_at,
-                counts=counts.get(row.id, {}),
+                counts=add_pruned(counts.get(row.id, {}), [getattr(row, name) for name in pruned]),
             )
             for row in page
         ]

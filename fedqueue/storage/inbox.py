@@ -294,8 +294,11 @@ class InboxStore:
             ]
         return Pulled(entries=entries, next_cursor=entries[-1].cursor if entries else start)
 
-    async def prune(self, now: datetime, retention: timedelta) -> int:
+    async def prune(self, now: datetime, retention: timedelta, idle: timedelta | None = None) -> int:
         """Delete items older than `retention` that every registered consumer of their actor has seen.
+
+        A consumer not seen (no pull, no webhook ACK) for `idle` holds nothing back: one pull under
+        a throwaway name, or a webhook consumer that stays down, cannot keep entries for ever.
 
         Activities left without items are deleted too (their ids are then forgotten: retention
         is longer than the signature window, so a replay is refused by its date). Returns the
@@ -306,6 +309,8 @@ class InboxStore:
         unseen = select(_cursors.c.actor).where(
             _cursors.c.actor == _items.c.actor, _cursors.c.last_item_id < _items.c.id
         )
+        if idle is not None:
+            unseen = unseen.where(_cursors.c.updated_at >= now - idle)
         async with self._db.transaction() as conn:
             deleted = await conn.execute(delete(_items).where(_items.c.inbound_id.in_(old), ~exists(unseen)))
             orphaned = and_(

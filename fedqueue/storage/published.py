@@ -30,9 +30,13 @@ class Published:
 
 
 def _maybe_public(actor: str) -> ColumnElement[bool]:
+    return and_(_outbox.c.actor == actor, maybe_public())
+
+
+def maybe_public() -> ColumnElement[bool]:
+    """Outbox rows that may be in their actor's outbox collection (see the module docstring)."""
     mentions_public = or_(*(_outbox.c.activity.contains(f'"{form}"') for form in sorted(PUBLIC_FORMS)))
     return and_(
-        _outbox.c.actor == actor,
         _outbox.c.activity_id.is_not(None),
         _outbox.c.state.not_in(_UNPUBLISHED),
         _outbox.c.forwarded.is_(False),

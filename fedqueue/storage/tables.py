@@ -90,6 +90,7 @@ class OutboxRow(SQLModel, table=True):
     `error` keeps the last expansion failure while the row waits to be tried again.
     `forwarded`: an inbound activity passed on as it came to `actor`'s followers (AP 7.1.2),
     not `actor`'s own: never coalesced, never in `actor`'s outbox collection.
+    `pruned_<state>`: its delivery rows in that state deleted after their retention (`storage.retention`).
     """
 
     __tablename__ = "outbox"
@@ -115,6 +116,10 @@ class OutboxRow(SQLModel, table=True):
     forwarded: bool = Field(
         default=False, sa_column=Column(Boolean, nullable=False, server_default=text("false"))
     )
+    # Its delivery rows deleted after their retention, per state: the status counts add them.
+    pruned_delivered: int = Field(default=0, sa_column=Column(BigId, nullable=False, server_default="0"))
+    pruned_dead: int = Field(default=0, sa_column=Column(BigId, nullable=False, server_default="0"))
+    pruned_coalesced: int = Field(default=0, sa_column=Column(BigId, nullable=False, server_default="0"))
 
 
 class DeliveryRow(SQLModel, table=True):
@@ -351,6 +356,8 @@ class WebhookRow(SQLModel, table=True):
         default=False, sa_column=Column(Boolean, nullable=False, server_default=text("false"))
     )
     created_at: datetime | None = Field(default=None, sa_column=_created())
+    #: Events dropped unsent, oldest first, while more than `retention_webhook_backlog` waited.
+    dropped_events: int = Field(default=0, sa_column=Column(BigId, nullable=False, server_default="0"))
 
 
 class WebhookEventRow(SQLModel, table=True):

@@ -23,6 +23,7 @@ from fedqueue.outbound import webhook_rules as rules
 from fedqueue.outbound.record import Result
 from fedqueue.remote.guard import host_of
 from fedqueue.storage.database import Database
+from fedqueue.storage.retention import add_pruned, pruned_columns
 from fedqueue.storage.tables import (
     DeliveryRow,
     InboxCursorRow,
@@ -218,7 +219,9 @@ async def _complete_if_done(database: Database, conn: AsyncConnection, outbox_id
     two outcomes at once (or one recording it while another ends the expansion) see each
     other's: one of them queues the event (the dedupe key keeps it to one).
     """
-    query = select(_outbox.c.actor, _outbox.c.activity_id, _outbox.c.state).where(_outbox.c.id == outbox_id)
+    query = select(_outbox.c.actor, _outbox.c.activity_id, _outbox.c.state, *pruned_columns()).where(
+        _outbox.c.id == outbox_id
+    )
     if database.is_postgres:
         query = query.with_for_update()
     activity = (await conn.execute(query)).first()
@@ -237,9 +240,10 @@ async def _complete_if_done(database: Database, conn: AsyncConnection, outbox_id
     )
     if any(counts.get(state) for state in _UNFINISHED):
         return
+    pruned = [getattr(activity, column.name) for column in pruned_columns()]
     data = {
         "id": outbox_id,
         "activity": activity.activity_id,
-        "counts": {k: int(v) for k, v in counts.items()},
+        "counts": add_pruned({k: int(v) for k, v in counts.items()}, pruned),
     }
     await emit(database, conn, activity.actor, rules.COMPLETE, data, now, dedupe_key=f"complete:{outbox_id}")

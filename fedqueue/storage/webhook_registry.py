@@ -45,6 +45,8 @@ class Webhook:
     created_at: datetime
     #: Its URL may be a loopback or private address (only its URL; fetches stay guarded).
     allow_private: bool = False
+    #: Events dropped unsent past `retention_webhook_backlog` while its consumer was down.
+    dropped_events: int = 0
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,8 @@ class WebhookJson(TypedDict):
     events: list[str]
     allow_private: bool
     created_at: IsoTime | None
+    #: Events dropped unsent, oldest first, while more than `retention_webhook_backlog` waited.
+    dropped_events: int
     #: Only in the answer to the POST that adds it.
     secret: NotRequired[str]
 
@@ -87,6 +91,7 @@ def webhook_json(item: Webhook) -> WebhookJson:
         "events": list(item.events),
         "allow_private": item.allow_private,
         "created_at": iso(item.created_at),
+        "dropped_events": item.dropped_events,
     }
 
 
@@ -99,6 +104,7 @@ def _webhook(row: Any) -> Webhook:
         events=tuple(row.events.split(",")),
         created_at=row.created_at,
         allow_private=row.allow_private,
+        dropped_events=int(row.dropped_events),
     )
 
 

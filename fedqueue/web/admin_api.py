@@ -7,6 +7,7 @@ only take the caller's name for the audit log. The OpenAPI document is `admin_op
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import cast
 
 from starlette.requests import Request
@@ -16,9 +17,11 @@ from starlette.routing import Route
 from fedqueue.errors import InvalidInput
 from fedqueue.storage.admin_json import HostAction, activity_json, audit_json, delivery_json, host_json
 from fedqueue.storage.admin_views import HostView
+from fedqueue.storage.column_types import utcnow
+from fedqueue.storage.consumers import consumer_json
 from fedqueue.web.admin_auth import session_of
 from fedqueue.web.admin_openapi import openapi_document
-from fedqueue.web.responses import JSONResponse, store_of, urls_of
+from fedqueue.web.responses import JSONResponse, settings_of, store_of, urls_of
 
 
 def int_param(request: Request, name: str, default: int) -> int:
@@ -128,6 +131,18 @@ async def audit(request: Request) -> Response:
     return JSONResponse({"items": [audit_json(e) for e in entries]})
 
 
+async def list_consumers(request: Request) -> Response:
+    idle = timedelta(days=settings_of(request).retention_consumer_idle_days)
+    consumers = await store_of(request).consumers.list(utcnow() - idle, str_param(request, "actor"))
+    return JSONResponse({"items": [consumer_json(c) for c in consumers]})
+
+
+async def delete_consumer(request: Request) -> Response:
+    actor, consumer = request.path_params["actor"], request.path_params["consumer"]
+    deleted = await store_of(request).consumers.delete(actor, consumer, who=session_of(request).who)
+    return JSONResponse(consumer_json(deleted))
+
+
 async def openapi(request: Request) -> Response:
     return JSONResponse(openapi_document(urls_of(request).base_url))
 
@@ -145,4 +160,6 @@ routes = [
     Route("/admin/hosts/{host}/dead/retry", retry_host_dead, methods=["POST"]),
     *(Route(f"/admin/hosts/{{host}}/{a}", host_action(a), methods=["POST"]) for a in HOST_ACTIONS),
     Route("/admin/audit", audit, methods=["GET"]),
+    Route("/admin/consumers", list_consumers, methods=["GET"]),
+    Route("/admin/consumers/{actor}/{consumer}", delete_consumer, methods=["DELETE"]),
 ]

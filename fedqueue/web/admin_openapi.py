@@ -28,6 +28,7 @@ from fedqueue.storage.admin_json import (
     json_schemas,
 )
 from fedqueue.storage.admin_views import DELIVERY_STATES, MAX_PAGE
+from fedqueue.storage.consumers import ConsumerJson, ConsumerList
 from fedqueue.storage.webhook_registry import WebhookJson, WebhookList
 
 SCHEMA_REF = "#/components/schemas/{model}"
@@ -45,6 +46,8 @@ SHAPES: tuple[Any, ...] = (
     AuditList,
     Retried,
     HostRetried,
+    ConsumerList,
+    ConsumerJson,
 )
 _ERROR = {"$ref": "#/components/responses/Error"}
 _UNAUTHORIZED = {"$ref": "#/components/responses/Unauthorized"}
@@ -86,6 +89,11 @@ def _op(
         },
         **extra,
     }
+
+
+def _path_name(name: str, description: str) -> dict[str, Any]:
+    schema = {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"}
+    return {"name": name, "in": "path", "required": True, "schema": schema, "description": description}
 
 
 _LIMIT = _query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE}, "page size")
@@ -247,6 +255,22 @@ def _paths() -> dict[str, Any]:
         },
         **host_actions,
         "/admin/audit": {"get": _op("listAudit", "Admin actions, newest first", AuditList, [_LIMIT])},
+        "/admin/consumers": {
+            "get": _op(
+                "listConsumers",
+                "Inbox consumers: cursor, entries behind, last pull or ACK, idle (holds nothing back)",
+                ConsumerList,
+                [_query("actor", {"type": "string"}, "local actor name")],
+            )
+        },
+        "/admin/consumers/{actor}/{consumer}": {
+            "delete": _op(
+                "deleteConsumer",
+                "Forget an inbox consumer's cursor: it no longer holds entries back from pruning",
+                ConsumerJson,
+                [_path_name("actor", "local actor name"), _path_name("consumer", "the consumer's name")],
+            )
+        },
         "/admin/webhooks": {
             "get": _op(
                 "listWebhooks",

@@ -28,12 +28,12 @@ from fedqueue.errors import (
 )
 from fedqueue.inbound.followers_sync import FollowersSync
 from fedqueue.inbound.ld_verifier import LdVerifier
-from fedqueue.inbound.pruning import prune_forever
 from fedqueue.inbound.receive_rules import UnsupportedMediaType
 from fedqueue.inbound.throttle import InboxThrottle
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.backpressure import Backlog
 from fedqueue.outbound.supervise import WorkerHealth
+from fedqueue.pruning import prune_forever
 from fedqueue.remote.client import HttpClient
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.keyring import Keyring
@@ -175,7 +175,7 @@ def create_app(
         if directory is None:
             client = HttpClient(settings, metrics=app.state.metrics)
             app.state.directory = RemoteDirectory(store, client)
-        pruning = asyncio.create_task(prune_forever(store, settings))
+        pruning = asyncio.create_task(prune_forever(store, settings, app.state.metrics))
         try:
             yield
         finally:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
@@ -10,9 +12,12 @@ from fedqueue.metrics import Metrics, counter, gauge
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.memory import CacheFigures
 from fedqueue.storage.admin_views import CIRCUIT_STATES, DELIVERY_STATES
+from fedqueue.storage.retention import EXACT_COUNT_BELOW
 from fedqueue.web.responses import store_of
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: Rows per table are read at most this often (a count of a large SQLite table takes a scan).
+TABLE_ROWS_EVERY_S = 60.0
 
 
 def metrics_of(request: Request) -> Metrics:
@@ -58,10 +63,36 @@ async def metrics_endpoint(request: Request) -> Response:
         "Age of the oldest outbox row pending or expanding (0: none).",
         [({}, round(stats.oldest_outbox_age_s, 3))],
     )
+    lines += await retention_lines(request)
     directory: RemoteDirectory | None = request.app.state.directory
     if directory is not None:
         lines += remote_cache_lines(directory.figures())
     return PlainTextResponse("\n".join(lines) + "\n", media_type=CONTENT_TYPE)
+
+
+async def retention_lines(request: Request) -> list[str]:
+    """Rows per table (read at most once per `TABLE_ROWS_EVERY_S`) and webhook events dropped."""
+    store = store_of(request)
+    now = time.monotonic()
+    remembered: tuple[float, dict[str, int]] | None = getattr(request.app.state, "table_rows", None)
+    if remembered is None or now - remembered[0] >= TABLE_ROWS_EVERY_S:
+        remembered = (now, await store.retention.row_counts())
+        request.app.state.table_rows = remembered
+    lines = gauge(
+        "fedqueue_table_rows",
+        f"Rows per table (PostgreSQL: the planner's estimate past {EXACT_COUNT_BELOW}); "
+        f"read at most once per {TABLE_ROWS_EVERY_S:.0f} s.",
+        (({"table": t}, n) for t, n in remembered[1].items()),
+    )
+    lines += counter(
+        "fedqueue_webhook_events_dropped_total",
+        "Webhook events dropped unsent, oldest first, past retention_webhook_backlog, per webhook.",
+        (
+            ({"webhook": str(h.id), "consumer": h.consumer}, h.dropped_events)
+            for h in await store.webhooks.list()
+        ),
+    )
+    return lines
 
 
 def remote_cache_lines(figures: CacheFigures) -> list[str]:

@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 from sqlalchemy import insert
 
-from fedqueue.inbound.pruning import prune_forever
+from fedqueue.pruning import prune_forever
 from fedqueue.remote.client import HttpClient, SendFailed, SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import FetchError

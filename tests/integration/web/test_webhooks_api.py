@@ -56,6 +56,7 @@ async def test_an_added_webhook_shows_its_secret_once_then_lists_and_removes(
             "url": HOOK,
             "events": ["inbox.new"],
             "allow_private": False,
+            "dropped_events": 0,
         }
     ]
     assert (await client.get("/admin/webhooks?actor=bob", headers=AUTH)).json()["items"] == []

@@ -1,0 +1,221 @@
+"""Retention: deleting finished rows in short batches, and the row counts per table.
+
+Every method deletes at most `limit` rows in one short transaction and returns how many, so a
+caller loops until a batch comes back short (`fedqueue.pruning`); the worker is never held up
+for longer than one batch. Nothing unfinished is touched: a delivery is deleted only while it
+is delivered, dead or coalesced (the DELETE checks the state again, so a row an admin retried
+meanwhile stays), an outbox row only once none of its deliveries is left.
+
+A deleted activity delivery is added to its outbox row's `pruned_<state>` in the same
+transaction: its activity's counts per state do not change (`status_pages`, `admin_reads`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, bindparam, delete, exists, func, or_, select, text, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from fedqueue.storage.database import Database
+from fedqueue.storage.published import maybe_public
+from fedqueue.storage.tables import (
+    AuditRow,
+    DeliveryRow,
+    InboundActivityRow,
+    InboxCursorRow,
+    InboxItemRow,
+    OutboxRow,
+    RemoteActorRow,
+    TombstoneRow,
+    WebhookEventRow,
+    WebhookRow,
+)
+
+_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
+_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
+_events = WebhookEventRow.__table__  # type: ignore[attr-defined]
+_webhooks = WebhookRow.__table__  # type: ignore[attr-defined]
+_audit = AuditRow.__table__  # type: ignore[attr-defined]
+
+#: The delivery states whose rows are deleted after their retention, each counted on its outbox row.
+PRUNED_STATES = ("delivered", "dead", "coalesced")
+#: The tables whose rows /metrics counts (`row_counts`), by name, in the order it shows them.
+_TABLES = {
+    row.__tablename__: row.__table__  # type: ignore[union-attr]
+    for row in (
+        DeliveryRow,
+        OutboxRow,
+        WebhookEventRow,
+        RemoteActorRow,
+        AuditRow,
+        InboundActivityRow,
+        InboxItemRow,
+        InboxCursorRow,
+        TombstoneRow,
+    )
+}
+COUNTED_TABLES = tuple(_TABLES)
+#: Below this estimate, a PostgreSQL table is counted exactly (cheap at that size).
+EXACT_COUNT_BELOW = 100_000
+_WAITING = ("queued", "failed")
+
+
+def _finished_before(state: str, before: datetime) -> ColumnElement[bool]:
+    """Rows in `state` finished before `before`: a range of ix_deliveries_due (state, next_attempt_at)."""
+    d = _deliveries.c
+    finished_at = func.coalesce(d.delivered_at, d.last_attempt_at, d.created_at)
+    return and_(d.state == state, d.next_attempt_at < before, finished_at < before)
+
+
+def pruned_columns() -> list[Any]:
+    """The outbox row's counts of its pruned deliveries, in the order of `PRUNED_STATES`."""
+    return [_outbox.c[f"pruned_{state}"] for state in PRUNED_STATES]
+
+
+def add_pruned(counts: dict[str, int], pruned: Sequence[int]) -> dict[str, int]:
+    """`counts` per state with the pruned ones (`pruned_columns` values) added; states with none left out."""
+    total = dict(counts)
+    for state, n in zip(PRUNED_STATES, pruned, strict=True):
+        if n:
+            total[state] = total.get(state, 0) + int(n)
+    return total
+
+
+class RetentionStore:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def deliveries(self, state: str, before: datetime, limit: int) -> int:
+        """Delete up to `limit` activity deliveries in `state` finished before `before`.
+
+        Each is added to its outbox row's `pruned_<state>` in the same transaction.
+        """
+        d = _deliveries.c
+        batch = (
+            select(d.id).where(_finished_before(state, before), d.outbox_id.is_not(None)).limit(limit)
+        ).scalar_subquery()
+        column = f"pruned_{state}"
+        async with self._db.transaction() as conn:
+            deleted = await conn.execute(
+                delete(_deliveries).where(d.id.in_(batch), d.state == state).returning(d.outbox_id)
+            )
+            per_activity = Counter(row.outbox_id for row in deleted.all())
+            if per_activity:
+                await conn.execute(
+                    update(_outbox)
+                    .where(_outbox.c.id == bindparam("o_id"))
+                    .values({column: _outbox.c[column] + bindparam("o_n")}),
+                    [{"o_id": i, "o_n": n} for i, n in sorted(per_activity.items())],
+                )
+        return sum(per_activity.values())
+
+    async def webhook_events(self, before: datetime, limit: int) -> int:
+        """Delete up to `limit` webhook events delivered or dead before `before`, with their delivery rows."""
+        d = _deliveries.c
+        finished = [_finished_before(state, before) for state in PRUNED_STATES]
+        batch = (select(d.id).where(d.webhook_id.is_not(None), or_(*finished)).limit(limit)).scalar_subquery()
+        async with self._db.transaction() as conn:
+            deleted = await conn.execute(
+                delete(_deliveries)
+                .where(d.id.in_(batch), d.state.in_(PRUNED_STATES))
+                .returning(d.webhook_event_id)
+            )
+            return await _delete_events(conn, [row.webhook_event_id for row in deleted.all()])
+
+    async def webhook_backlog(self, most: int, limit: int) -> dict[int, int]:
+        """Past `most` events waiting for one webhook, drop up to `limit` of the oldest; how many per webhook.
+
+        A webhook's waiting events are its queued or failed deliveries (one it is sending stays).
+        Each drop is counted on the webhook (`dropped_events`) in the same transaction.
+        """
+        d = _deliveries.c
+        waiting = (
+            select(d.webhook_id, func.count().label("n"))
+            .where(d.webhook_id.is_not(None), d.state.in_(_WAITING))
+            .group_by(d.webhook_id)
+            .having(func.count() > most)
+        )
+        dropped: dict[int, int] = {}
+        async with self._db.reading() as conn:
+            over = (await conn.execute(waiting)).all()
+        for webhook_id, n in over:
+            oldest = (
+                select(d.id)
+                .where(d.webhook_id == webhook_id, d.state.in_(_WAITING))
+                .order_by(d.id)
+                .limit(min(int(n) - most, limit))
+            ).scalar_subquery()
+            async with self._db.transaction() as conn:
+                deleted = await conn.execute(
+                    delete(_deliveries)
+                    .where(d.id.in_(oldest), d.state.in_(_WAITING))
+                    .returning(d.webhook_event_id)
+                )
+                count = await _delete_events(conn, [row.webhook_event_id for row in deleted.all()])
+                await conn.execute(
+                    update(_webhooks)
+                    .where(_webhooks.c.id == webhook_id)
+                    .values(dropped_events=_webhooks.c.dropped_events + count)
+                )
+            dropped[int(webhook_id)] = count
+        return dropped
+
+    async def outbox(self, before: datetime, limit: int) -> int:
+        """Delete up to `limit` finished outbox rows created before `before` that are not public and
+        have no delivery left (public ones are the actor's outbox collection: they stay)."""
+        o = _outbox.c
+        has_delivery = exists(select(_deliveries.c.id).where(_deliveries.c.outbox_id == o.id))
+        batch = (
+            select(o.id)
+            .where(
+                o.state.in_(("expanded", "rejected", "duplicate")),
+                o.created_at < before,
+                ~maybe_public(),
+                ~has_delivery,
+            )
+            .limit(limit)
+        ).scalar_subquery()
+        async with self._db.transaction() as conn:
+            deleted = await conn.execute(delete(_outbox).where(o.id.in_(batch), ~has_delivery))
+        return int(deleted.rowcount or 0)
+
+    async def audit(self, before: datetime, limit: int) -> int:
+        """Delete up to `limit` audit entries written before `before`."""
+        batch = (
+            select(_audit.c.id).where(_audit.c.at < before).order_by(_audit.c.id).limit(limit)
+        ).scalar_subquery()
+        async with self._db.transaction() as conn:
+            deleted = await conn.execute(delete(_audit).where(_audit.c.id.in_(batch)))
+        return int(deleted.rowcount or 0)
+
+    async def row_counts(self) -> dict[str, int]:
+        """Rows per table (`COUNTED_TABLES`): exact on SQLite; on PostgreSQL the planner's estimate
+        (`pg_class.reltuples`, no scan) for a large table, an exact count below `EXACT_COUNT_BELOW`."""
+        counts: dict[str, int] = {}
+        async with self._db.reading() as conn:
+            if self._db.is_postgres:
+                estimates = await conn.execute(
+                    text(
+                        "SELECT relname, reltuples FROM pg_class"
+                        " WHERE relkind = 'r' AND relname = ANY(:names)"
+                    ),
+                    {"names": list(COUNTED_TABLES)},
+                )
+                counts = {name: int(n) for name, n in estimates.all() if n >= EXACT_COUNT_BELOW}
+            for name in COUNTED_TABLES:
+                if name not in counts:
+                    exact = select(func.count()).select_from(_TABLES[name])
+                    counts[name] = int((await conn.execute(exact)).scalar_one())
+        return {name: counts[name] for name in COUNTED_TABLES}
+
+
+async def _delete_events(conn: AsyncConnection, event_ids: list[int | None]) -> int:
+    """Delete these webhook events (their delivery rows are gone); how many."""
+    ids = sorted({i for i in event_ids if i is not None})
+    if ids:
+        await conn.execute(delete(_events).where(_events.c.id.in_(ids)))
+    return len(ids)
