@@ -17,6 +17,7 @@ that resolve to such addresses at connect time
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -111,6 +112,15 @@ class SendFailed(FedqueueError):
         self.permanent = permanent
 
 
+def tls_context(ca_file: str) -> ssl.SSLContext | None:
+    """The system's CAs, and those of `ca_file` if set (None: the pool makes the default one)."""
+    if not ca_file:
+        return None
+    context = ssl.create_default_context()
+    context.load_verify_locations(cafile=ca_file)
+    return context
+
+
 class HttpClient:
     """Shared by every fetch and delivery of a process; close it with `aclose`.
 
@@ -141,6 +151,7 @@ class HttpClient:
                 headers=settings.max_response_headers,
                 refused=self.metrics.client_refused,
             ),
+            tls=tls_context(settings.tls_ca_file),
         )
         # Each fetch's signature holds a request: handed back alone, not with its chunk's.
         self.signing = SigningThreads(FETCH_SIGNING_THREADS, chunk=1)
