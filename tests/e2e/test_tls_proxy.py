@@ -34,7 +34,7 @@ from cryptography.x509.oid import NameOID
 from fedqueue.signing import keys
 from fedqueue.signing.requests import parse_cavage_signature, verify_cavage
 from tests.fediverse import RemoteActor
-from tests.live import ADMIN_TOKEN, LiveInstance, create_actor, free_port, live_instance
+from tests.live import ADMIN_TOKEN, LiveInstance, create_actor, free_port, live_instance, stop
 from tests.loopback import LoopbackServer, Recorded
 from tests.outbound import verify_delivery
 
@@ -161,12 +161,7 @@ def nginx(prefix: Path, site: str, port: int) -> Iterator[None]:
                 time.sleep(0.05)
         yield
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 @dataclass(frozen=True)
