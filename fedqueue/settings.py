@@ -76,6 +76,7 @@ class Settings(BaseSettings):
     max_document_bytes: int = Field(ge=1024)
     max_response_head_bytes: int = Field(ge=1024, le=16 * 1024 * 1024)
     max_response_headers: int = Field(ge=10, le=10_000)
+    tls_ca_file: str
     remote_unverified_cache_entries: int = Field(ge=1)
     remote_unverified_cache_bytes: int = Field(ge=1024)
     remote_actor_document_max_bytes: int = Field(ge=1024)
@@ -122,6 +123,8 @@ class Settings(BaseSettings):
     inbox_pull_max_items: int = Field(ge=1, le=10_000)
     followers_page_size: int = Field(ge=1, le=1000)
     authorized_fetch: bool
+    doctor_peer_url: str
+    doctor_max_clock_skew_seconds: float = Field(ge=0)
 
     @field_validator("base_url")
     @classmethod
@@ -158,6 +161,13 @@ class Settings(BaseSettings):
     def _async_driver(cls, value: str) -> str:
         if not value.startswith(("sqlite+aiosqlite://", "postgresql+asyncpg://")):
             raise ValueError("must start with sqlite+aiosqlite:// or postgresql+asyncpg://")
+        return value
+
+    @field_validator("tls_ca_file")
+    @classmethod
+    def _readable_pem(cls, value: str) -> str:
+        if value and not Path(value).is_file():
+            raise ValueError("must name a PEM file of CA certificates (no such file), or be empty")
         return value
 
     @field_validator("trusted_proxies")

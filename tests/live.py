@@ -35,6 +35,16 @@ def free_port() -> int:
         return port
 
 
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then (after 10 s) SIGKILL; returns once the process is gone."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 @contextmanager
 def live_instance(
     tmp_path: Path,
@@ -82,12 +92,7 @@ def live_instance(
             time.sleep(0.1)
         yield LiveInstance(origin=origin, database_url=database_url, admin_token=admin_token, process=process)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
         log.close()
 
 

@@ -31,10 +31,12 @@ class LoopbackServer:
     requests: list[Recorded] = field(default_factory=list)
     _runner: web.AppRunner | None = None
     port: int = 0
+    #: Served over TLS (`start(tls=...)`): its origin is then https://localhost:port.
+    https: bool = False
 
     @property
     def origin(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"https://localhost:{self.port}" if self.https else f"http://127.0.0.1:{self.port}"
 
     def url(self, path: str) -> str:
         return f"{self.origin}{path}"
@@ -68,12 +70,13 @@ class LoopbackServer:
         result = handler(recorded)
         return result if isinstance(result, web.StreamResponse) else await result
 
-    async def start(self) -> LoopbackServer:
+    async def start(self, tls: ssl.SSLContext | None = None) -> LoopbackServer:
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        self.https = tls is not None
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=tls)
         await site.start()
         self.port = int(self._runner.addresses[0][1])
         return self

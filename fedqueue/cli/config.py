@@ -15,18 +15,36 @@ from fedqueue.storage.database import describe_url
 MASK = "********"
 
 
+DESCRIPTION = (
+    "Print every setting in effect and its source: the default file, the file FEDQUEUE_CONFIG "
+    "names, or a FEDQUEUE_* environment variable. The admin token and the database password "
+    "are masked."
+)
+
+
 def register(commands: Subparsers) -> None:
     config = command(
         commands,
         "config",
         "the settings in effect and where each came from (secrets masked)",
-        "Print every setting in effect and its source: the default file, the file "
-        "FEDQUEUE_CONFIG names, or a FEDQUEUE_* environment variable. The admin token and the "
-        "database password are masked.",
-        ["fedqueue config", "FEDQUEUE_DATABASE_URL=postgresql+asyncpg://fq@db/fq fedqueue config --json"],
+        f"{DESCRIPTION} `fedqueue config` alone is short for `fedqueue config show`.",
+        [
+            "fedqueue config show",
+            "FEDQUEUE_DATABASE_URL=postgresql+asyncpg://fq@db/fq fedqueue config show --json",
+        ],
     )
     config.add_argument("--json", action="store_true", help="print JSON instead of a table")
     config.set_defaults(run=run_config)
+    actions = config.add_subparsers(dest="config_command", metavar="ACTION")
+    show = command(
+        actions,
+        "show",
+        "print the settings in effect and their sources (secrets masked)",
+        DESCRIPTION,
+        ["fedqueue config show", "fedqueue config show --json"],
+    )
+    show.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    show.set_defaults(run=run_config)
 
 
 def shown_settings() -> dict[str, Any]:

@@ -41,6 +41,12 @@ def _ip(text: str) -> Address | None:
     return ip
 
 
+def is_trusted_proxy(peer: str, proxies: Sequence[Network]) -> bool:
+    """Whether the connecting `peer` is one of the trusted proxies (whose forwarded headers count)."""
+    ip = _ip(peer)
+    return ip is not None and any(ip in network for network in proxies)
+
+
 def client_address(peer: str | None, forwarded_for: str | None, proxies: Sequence[Network]) -> str:
     """The sender's address: `peer`, unless it is a trusted proxy, then the right-most
     `X-Forwarded-For` address that is not one (a trusted proxy's own, if the header holds no other)."""

@@ -18,6 +18,7 @@ resolver (`remote.resolver`) refuses names that resolve to such addresses at con
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -102,6 +103,15 @@ class SendFailed(FedqueueError):
         self.permanent = permanent
 
 
+def tls_context(ca_file: str) -> ssl.SSLContext | None:
+    """The system's CAs, and those of `ca_file` if set (None: the pool makes the default one)."""
+    if not ca_file:
+        return None
+    context = ssl.create_default_context()
+    context.load_verify_locations(cafile=ca_file)
+    return context
+
+
 class HttpClient:
     """Shared by every fetch and delivery of a process; close it with `aclose`.
 
@@ -182,6 +192,7 @@ def new_transport(settings: Settings, user_agent: str, metrics: Metrics) -> Tran
             headers=settings.max_response_headers,
             refused=metrics.client_refused,
         ),
+        tls=tls_context(settings.tls_ca_file),
     )
 
 

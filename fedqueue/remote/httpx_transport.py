@@ -103,13 +103,14 @@ class HttpxTransport:
         allow_private: bool,
         user_agent: str,
         limits: Limits,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._allow_private = allow_private
         self._limits = limits
         self._caps = Caps(total, per_host)
         network = GuardedNetwork(GuardedResolver(allow_private=allow_private))
         self._client = httpx.AsyncClient(
-            transport=_GuardedHTTPTransport(network, total=total, tls=ssl.create_default_context()),
+            transport=_GuardedHTTPTransport(network, total=total, tls=tls or ssl.create_default_context()),
             timeout=httpx.Timeout(None, connect=connect_timeout_s),  # the client times the whole exchange
             headers={"User-Agent": user_agent},
             follow_redirects=False,

@@ -44,6 +44,14 @@ def check_actor_name(name: str) -> str:
     return name
 
 
+def _loads(public_pem: str) -> bool:
+    try:
+        keys.load_public_key(public_pem)
+    except InvalidInput:
+        return False
+    return True
+
+
 class ActorStore:
     def __init__(self, database: Database) -> None:
         self._db = database
@@ -91,6 +99,16 @@ class ActorStore:
     async def names(self) -> list[str]:
         async with self._db.reading() as conn:
             return list((await conn.execute(select(_actors.c.name).order_by(_actors.c.name))).scalars())
+
+    async def without_usable_keys(self) -> list[str]:
+        """Names of the actors whose key pair is missing or whose public key does not load."""
+        async with self._db.reading() as conn:
+            rows = (
+                await conn.execute(
+                    select(_actors.c.name, _actors.c.private_key_pem, _actors.c.public_key_pem)
+                )
+            ).all()
+        return [row.name for row in rows if not row.private_key_pem or not _loads(row.public_key_pem)]
 
     async def token_is_valid(self, name: str, token: str) -> bool:
         """Constant-time check of an outbox bearer token; False for unknown actors too."""

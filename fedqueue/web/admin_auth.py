@@ -41,6 +41,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from fedqueue.errors import Throttled, Unauthorized
 from fedqueue.metrics import Metrics
 from fedqueue.settings import Settings
+from fedqueue.web.incoming import client_of
 from fedqueue.web.login_throttle import LoginThrottle, client_key
 from fedqueue.web.responses import error_response, store_of
 
@@ -134,11 +135,6 @@ async def current_session(request: Request, settings: Settings) -> SessionCookie
 def bearer_of(request: Request) -> str | None:
     scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
     return credentials.strip() if scheme.lower() == "bearer" else None
-
-
-def client_of(request: Request) -> str:
-    """The client's address as the server saw it (ASGI `client`)."""
-    return request.client.host if request.client else "unknown"
 
 
 async def authenticate(request: Request, settings: Settings) -> AdminSession:

@@ -25,6 +25,7 @@ from fedqueue.web.admin_auth import (
     token_matches,
 )
 from fedqueue.web.console_render import chart, render
+from fedqueue.web.incoming import public_scheme
 from fedqueue.web.responses import settings_of, store_of
 
 #: Pages of the console (HTML), as opposed to the JSON API under /admin.
@@ -49,7 +50,7 @@ def error_page(request: Request, status_code: int, reason: str) -> Response:
 def cookie_problem(request: Request) -> str | None:
     """Why the browser will drop the Secure session cookie on this origin, or None."""
     host = (request.url.hostname or "").lower()
-    if request.url.scheme == "https" or host in LOCAL_HOSTS or host.endswith(".localhost"):
+    if public_scheme(request) == "https" or host in LOCAL_HOSTS or host.endswith(".localhost"):
         return None
     return (
         f"This page came over plain HTTP from {host}, so the browser will not store the Secure "

@@ -16,7 +16,6 @@ from starlette.routing import Route
 
 from fedqueue.column_rules import parse_decimal
 from fedqueue.errors import Forbidden, InvalidInput, NotFound, Throttled, TooLarge, Unauthorized
-from fedqueue.inbound.client_address import client_address
 from fedqueue.inbound.receive import Received, Receiver
 from fedqueue.inbound.receive_rules import (
     UnsupportedMediaType,
@@ -30,7 +29,7 @@ from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.keyring import Keyring
 from fedqueue.signing.requests import SignatureError
 from fedqueue.storage import StorageUnavailable, check_actor_name
-from fedqueue.web.incoming import bearer_token, read_body
+from fedqueue.web.incoming import bearer_token, client_of, read_body
 from fedqueue.web.responses import JSONResponse, settings_of, store_of, urls_of
 
 DEFAULT_PULL_LIMIT = 100
@@ -52,13 +51,6 @@ def inbound_request(request: Request, base_url: str, body: bytes) -> InboundRequ
         headers[name] = f"{headers[name]}, {value}" if name in headers else value
     url = f"{base_url}{target}?{query}" if query else f"{base_url}{target}"
     return InboundRequest(method=request.method, url=url, headers=headers, body=body)
-
-
-def client_of(request: Request) -> str:
-    """The sender's address: the peer's, or what a trusted proxy forwarded (`inbound.client_address`)."""
-    peer = request.scope.get("client")
-    forwarded = ",".join(request.headers.getlist("x-forwarded-for"))
-    return client_address(peer[0] if peer else None, forwarded, request.app.state.trusted_proxies)
 
 
 def keyring_of(request: Request) -> Keyring:

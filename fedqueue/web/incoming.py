@@ -1,11 +1,37 @@
-"""Request helpers shared by the route modules: a capped body read and the bearer token."""
+"""Request helpers shared by the route modules: a capped body read, the bearer token, and who
+sent the request (its address and scheme, as a trusted reverse proxy forwarded them)."""
 
 from __future__ import annotations
 
 from starlette.requests import Request
 
 from fedqueue.errors import Unauthorized
+from fedqueue.inbound.client_address import Network, client_address, is_trusted_proxy
 from fedqueue.remote.capped import read_capped
+
+
+def _proxies(request: Request) -> tuple[Network, ...]:
+    proxies: tuple[Network, ...] = request.app.state.trusted_proxies
+    return proxies
+
+
+def client_of(request: Request) -> str:
+    """The sender's address: the peer's, or what a trusted proxy forwarded (`inbound.client_address`).
+
+    The one address every throttle and log line of a request uses."""
+    peer = request.scope.get("client")
+    forwarded = ",".join(request.headers.getlist("x-forwarded-for"))
+    return client_address(peer[0] if peer else None, forwarded, _proxies(request))
+
+
+def public_scheme(request: Request) -> str:
+    """The scheme the client used: a trusted proxy's `X-Forwarded-Proto` (a proxy that ends TLS
+    talks plain HTTP to fedqueue), else the connection's own; never the header of anyone else."""
+    peer = request.scope.get("client")
+    forwarded = request.headers.get("x-forwarded-proto", "").split(",")[-1].strip().lower()
+    if peer and forwarded in ("http", "https") and is_trusted_proxy(peer[0], _proxies(request)):
+        return forwarded
+    return request.url.scheme
 
 
 async def read_body(request: Request, cap: int) -> bytes:

@@ -18,7 +18,8 @@ from fedqueue.inbound.throttle import InboxThrottle
 from fedqueue.inbound.verify import TimeWindow, Verdict, precheck, verify_signature
 from fedqueue.signing.requests import SignatureError
 from fedqueue.storage.column_types import utcnow
-from fedqueue.web.inbox import client_of, directory_of, inbound_request, keyring_of
+from fedqueue.web.inbox import directory_of, inbound_request, keyring_of
+from fedqueue.web.incoming import client_of
 from fedqueue.web.responses import settings_of
 
 

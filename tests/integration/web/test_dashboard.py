@@ -206,6 +206,19 @@ async def test_plain_http_to_a_public_name_says_the_secure_cookie_cannot_be_set(
     assert "Open the console over HTTPS" in tried.text
 
 
+async def test_behind_a_trusted_proxy_that_ended_tls_the_login_sets_the_cookie_and_others_cannot_claim_https(
+    settings: Settings, store: Store
+) -> None:
+    https = {"X-Forwarded-Proto": "https"}
+    for proxies, works in (("127.0.0.1/32", True), ("10.0.0.0/8", False)):  # the ASGI peer is 127.0.0.1
+        app = create_app(settings.model_copy(update={"trusted_proxies": proxies}), store)
+        async with asgi_client(app, base_url="http://admin.example.org") as client:
+            page = await client.get("/admin/login", headers=https)
+            tried = await client.post("/admin/login", data={"token": ADMIN_TOKEN}, headers=https)
+        assert ("will not store the Secure session cookie" not in page.text) is works
+        assert ("set-cookie" in tried.headers) is works, tried.text
+
+
 async def test_after_logout_the_same_cookie_is_refused_in_every_process(
     settings: Settings, store: Store, client: httpx.AsyncClient
 ) -> None:

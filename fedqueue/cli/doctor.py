@@ -1,0 +1,146 @@
+"""`fedqueue doctor`: checks a deployment from the outside in, one ✓/✗ line each with its fix.
+
+The verdicts are `cli.doctor_rules`; this module only gathers what they judge: the settings,
+the database's revision and actors, and two fetches (our own actor through `base_url`, and
+the Date of a configured peer). It never creates or migrates a database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ssl
+from datetime import UTC, datetime
+
+import httpx
+from sqlalchemy.exc import DBAPIError
+
+from fedqueue.cli.doctor_rules import (
+    Check,
+    admin_token_check,
+    base_url_check,
+    clock_check,
+    database_check,
+    failed,
+    keys_check,
+    private_addresses_check,
+    self_fetch_check,
+    settings_check,
+)
+from fedqueue.cli.help import Subparsers, command
+from fedqueue.errors import SettingsError
+from fedqueue.remote.client import ACCEPT_ACTIVITY, tls_context
+from fedqueue.settings import Settings, config_path, load_settings, setting_sources
+from fedqueue.storage import StorageUnavailable, Store
+from fedqueue.storage.database import describe_url, sqlite_file
+from fedqueue.storage.migrate import current_revision, head_revision
+from fedqueue.urls import Urls
+
+
+def register(commands: Subparsers) -> None:
+    doctor = command(
+        commands,
+        "doctor",
+        "check the deployment: settings, database, base_url, clock, keys, admin token",
+        "Check, one line each with ✓ or ✗ and the fix: where the settings came from; that the "
+        "database is reachable and at the migration head; that base_url is https (unless private "
+        "addresses are allowed); that fetching an actor through base_url answers its own document; "
+        "the clock against the Date of FEDQUEUE_DOCTOR_PEER_URL (if set); that every local actor "
+        "has a key; the admin token's strength; whether private addresses are allowed. Exits 1 on "
+        "any ✗. Run it where `fedqueue serve` runs, with the same settings.",
+        ["fedqueue doctor", "FEDQUEUE_DOCTOR_PEER_URL=https://mastodon.social fedqueue doctor"],
+    )
+    doctor.set_defaults(run=run_doctor)
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(
+            Check(False, "settings", str(exc), "correct the setting it names (`fedqueue config show`)").line()
+        )
+        return 1
+    checks = [settings_check(setting_sources(), str(config_path()))]
+    database = _database(settings.database_url)
+    checks.append(database)
+    checks.append(base_url_check(settings.base_url, settings.allow_private_addresses))
+    checks.extend(asyncio.run(_live_checks(settings, database.ok)))
+    checks.append(admin_token_check(settings.admin_token))
+    checks.append(private_addresses_check(settings.base_url, settings.allow_private_addresses))
+    for check in checks:
+        print(check.line(), flush=True)
+    return 1 if failed(checks) else 0
+
+
+def _database(url: str) -> Check:
+    where = describe_url(url)
+    path = sqlite_file(url)
+    if path is not None and not path.is_file():  # connecting would create it
+        return Check(False, "database", f"{where} does not exist", "run `fedqueue migrate`")
+    try:
+        current = current_revision(url)
+    except (DBAPIError, OSError, StorageUnavailable) as exc:
+        reason = (str(getattr(exc, "orig", None) or exc).splitlines() or [type(exc).__name__])[0]
+        return Check(False, "database", f"cannot open {where}: {reason}", "check FEDQUEUE_DATABASE_URL")
+    return database_check(where, current, head_revision())
+
+
+async def _live_checks(settings: Settings, database_ok: bool) -> list[Check]:
+    urls = Urls(settings.base_url)
+    checks: list[Check] = []
+    actor_url = urls.instance_actor()
+    if database_ok:
+        store = Store.open(settings.database_url)
+        try:
+            names = await store.actors.names()
+            checks.append(keys_check(len(names), await store.actors.without_usable_keys()))
+        finally:
+            await store.close()
+        if names:
+            actor_url = urls.actor(names[0])
+    else:
+        checks.append(Check(False, "actor keys", "not checked: the database is not ready", skipped=True))
+    verify: ssl.SSLContext | bool = tls_context(settings.tls_ca_file) or True
+    timeout = httpx.Timeout(settings.total_timeout_seconds, connect=settings.connect_timeout_seconds)
+    async with httpx.AsyncClient(verify=verify, timeout=timeout, follow_redirects=False) as client:
+        checks.insert(0, await _self_fetch(client, actor_url, settings.base_url))
+        checks.append(await _clock(client, settings))
+    return checks
+
+
+async def _self_fetch(client: httpx.AsyncClient, url: str, base_url: str) -> Check:
+    try:
+        response = await client.get(url, headers={"Accept": ACCEPT_ACTIVITY})
+        document = response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError) as exc:
+        return Check(
+            False,
+            "self fetch",
+            f"GET {url} failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+            "start `fedqueue serve` and check the reverse proxy and its certificate (docs/deploy.md)",
+        )
+    return self_fetch_check(url, response.status_code, document, base_url)
+
+
+async def _clock(client: httpx.AsyncClient, settings: Settings) -> Check:
+    peer = settings.doctor_peer_url
+    if not peer:
+        return Check(
+            True,
+            "clock",
+            "not checked: set FEDQUEUE_DOCTOR_PEER_URL to a server to compare with",
+            skipped=True,
+        )
+    try:
+        response = await client.head(peer)
+    except httpx.HTTPError as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return Check(
+            False,
+            "clock",
+            f"HEAD {peer} failed: {reason}",
+            "set FEDQUEUE_DOCTOR_PEER_URL to a reachable server",
+        )
+    now = datetime.now(UTC)
+    return clock_check(peer, response.headers.get("date"), now, settings.doctor_max_clock_skew_seconds)

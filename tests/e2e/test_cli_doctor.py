@@ -1,0 +1,108 @@
+"""`fedqueue doctor`, `fedqueue config show` and the shipped systemd units, as an operator runs them."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_cli import run_fedqueue
+from tests.live import ADMIN_TOKEN, create_actor, live_instance
+
+UNITS = Path(__file__).parents[2] / "config" / "systemd"
+
+
+def test_doctor_on_a_healthy_instance_answers_only_check_marks_and_exits_0(tmp_path: Path) -> None:
+    with live_instance(tmp_path, ADMIN_TOKEN) as live:
+        create_actor(live, "alice", tmp_path)
+        env = {
+            "FEDQUEUE_DATABASE_URL": live.database_url,
+            "FEDQUEUE_BASE_URL": live.origin,
+            "FEDQUEUE_ADMIN_TOKEN": ADMIN_TOKEN,
+            "FEDQUEUE_ALLOW_PRIVATE_ADDRESSES": "true",
+            "FEDQUEUE_DOCTOR_PEER_URL": live.origin,  # its own Date: no skew
+        }
+        result = run_fedqueue("doctor", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 8 and all(line.startswith("✓ ") for line in lines), result.stdout
+    labels = [line.split(":")[0][2:] for line in lines]
+    assert labels == [
+        "settings",
+        "database",
+        "base_url",
+        "self fetch",
+        "actor keys",
+        "clock",
+        "admin token",
+        "private addresses",
+    ]
+    assert f"GET {live.origin}/actors/alice answered its actor" in result.stdout
+    assert ADMIN_TOKEN not in result.stdout
+
+
+def test_doctor_on_a_database_never_migrated_names_the_fix_and_creates_nothing(tmp_path: Path) -> None:
+    database = tmp_path / "never.db"
+    result = run_fedqueue(
+        "doctor", cwd=tmp_path, env={"FEDQUEUE_DATABASE_URL": f"sqlite+aiosqlite:///{database}"}
+    )
+    assert result.returncode == 1
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("✗ database")]
+    assert line.endswith("fix: run `fedqueue migrate`")
+    assert not database.exists()
+    assert "Traceback" not in result.stderr
+
+
+def test_doctor_refuses_a_plain_http_base_url_for_a_public_instance_naming_the_fix(tmp_path: Path) -> None:
+    assert run_fedqueue("migrate", cwd=tmp_path).returncode == 0
+    result = run_fedqueue("doctor", cwd=tmp_path, env={"FEDQUEUE_BASE_URL": "http://fedqueue.example.org"})
+    assert result.returncode == 1
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("✗ base_url")]
+    assert "fix: set FEDQUEUE_BASE_URL to the https:// origin" in line
+
+
+def test_doctor_with_a_bad_setting_is_one_cross_naming_it(tmp_path: Path) -> None:
+    result = run_fedqueue("doctor", cwd=tmp_path, env={"FEDQUEUE_TRUSTED_PROXIES": "10.0.0.0/33"})
+    assert result.returncode == 1
+    assert result.stdout.startswith("✗ settings: FEDQUEUE_TRUSTED_PROXIES:")
+
+
+@pytest.mark.parametrize("words", [("config", "show"), ("config",), ("config", "show", "--json")])
+def test_config_show_lists_the_sources_and_hides_the_admin_token(
+    tmp_path: Path, words: tuple[str, ...]
+) -> None:
+    secret = "a-very-secret-admin-token-for-config-show"
+    result = run_fedqueue(*words, cwd=tmp_path, env={"FEDQUEUE_ADMIN_TOKEN": secret})
+    assert result.returncode == 0, result.stderr
+    assert secret not in result.stdout
+    assert "********" in result.stdout
+    assert "environment FEDQUEUE_ADMIN_TOKEN" in result.stdout
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
+def test_the_shipped_systemd_units_verify_cleanly(tmp_path: Path) -> None:
+    fedqueue = Path(sys.executable).parent / "fedqueue"  # the units name /usr/local/bin/fedqueue
+    for unit in UNITS.glob("*.service"):
+        (tmp_path / unit.name).write_text(unit.read_text().replace("/usr/local/bin/fedqueue", str(fedqueue)))
+    names = sorted(unit.name for unit in UNITS.glob("*.service"))
+    assert names == ["fedqueue-serve.service", "fedqueue-worker@.service"]
+    checked = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", "./fedqueue-serve.service", "./fedqueue-worker@1.service"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (checked.returncode, checked.stdout + checked.stderr) == (0, "")
+    for unit in UNITS.glob("*.service"):
+        text = unit.read_text()
+        for hardening in (
+            "DynamicUser=yes",
+            "ProtectSystem=strict",
+            "NoNewPrivileges=yes",
+            "StateDirectory=",
+        ):
+            assert hardening in text, (unit.name, hardening)

@@ -1,0 +1,49 @@
+"""`fedqueue doctor`'s verdicts, from what it gathered."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from fedqueue.cli.doctor_rules import (
+    admin_token_check,
+    clock_check,
+    private_addresses_check,
+    self_fetch_check,
+)
+
+BASE = "https://fedqueue.example"
+NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def test_a_long_token_of_one_repeated_character_is_weak_and_a_random_one_strong() -> None:
+    weak = admin_token_check("a" * 40)
+    assert not weak.ok and "(weak)" in weak.line() and "token_urlsafe" in weak.line()
+    strong = admin_token_check("Zq3vX9_kP0wLm2Ty7uRb-Hc5Nd8Fg1Js4AeKoWiQ6x")
+    assert strong.ok and "(strong)" in strong.line()
+    assert "Zq3v" not in strong.line()
+
+
+def test_private_addresses_allowed_on_a_public_origin_are_a_cross() -> None:
+    assert not private_addresses_check(BASE, allow_private=True).ok
+    assert private_addresses_check("https://localhost:8443", allow_private=True).ok
+    assert private_addresses_check("http://10.1.2.3:8000", allow_private=True).ok
+    assert private_addresses_check(BASE, allow_private=False).ok
+
+
+def test_a_proxy_that_turns_https_into_http_shows_in_the_self_fetch() -> None:
+    actor = f"{BASE}/actors/alice"
+    good = {"id": actor, "inbox": f"{actor}/inbox", "publicKey": {"id": f"{actor}#main-key"}}
+    assert self_fetch_check(actor, 200, good, BASE).ok
+    rewritten = {**good, "inbox": "http://fedqueue.example/actors/alice/inbox"}
+    failed = self_fetch_check(actor, 200, rewritten, BASE)
+    assert not failed.ok and "inbox" in failed.detail and "docs/deploy.md" in failed.line()
+    assert not self_fetch_check(actor, 502, None, BASE).ok
+
+
+def test_a_clock_two_minutes_off_a_peer_is_a_cross_and_a_second_is_none() -> None:
+    assert (
+        clock_check(BASE, "Sat, 01 Mar 2025 11:58:00 GMT", NOW, 30).line().startswith("✗ clock: 120 s ahead")
+    )
+    assert clock_check(BASE, "Sat, 01 Mar 2025 12:00:01 GMT", NOW, 0).ok
+    assert not clock_check(BASE, None, NOW, 30).ok
+    assert not clock_check(BASE, "yesterday", NOW, 30).ok
