@@ -70,6 +70,8 @@ class Follower:
     follow_activity_id: str | None
     state: str
     created_at: datetime
+    #: Where the follower moved (a verified Move); still delivered to until that account follows.
+    moved_to: str | None = None
 
 
 async def _announce(database: Database, conn: AsyncConnection, kind: str, actor: str, uri: str) -> None:
