@@ -23,8 +23,16 @@ class NotFound(FedqueueError):
     """The thing asked for does not exist."""
 
 
+class ActorGone(NotFound):
+    """The thing asked for existed and was deleted (answered 410 Gone)."""
+
+
 class Duplicate(FedqueueError):
     """The thing to create exists already (a unique constraint said so)."""
+
+
+class Conflict(FedqueueError):
+    """The request conflicts with the thing's state (a moved actor's outbox): answered 409."""
 
 
 class Unauthorized(InvalidInput):

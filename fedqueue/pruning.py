@@ -32,6 +32,8 @@ PRUNED_TABLES = (
     "inbox_items",
     "inbox_tombstones",
     "remote_actors",
+    "actor_keys",
+    "actors",
 )
 #: At most this many batches per table per round; the next round goes on.
 MAX_BATCHES = 10_000
@@ -84,6 +86,9 @@ async def prune_once(
     )
     removed["remote_actors"] = await store.remote_actors.prune(
         now, now - _days(settings.retention_remote_actors_days)
+    )
+    removed["actor_keys"], removed["actors"] = await store.actor_lifecycle.finish_deletions(
+        now - _days(settings.actor_tombstone_days)
     )
     if metrics is not None:
         for table, n in removed.items():

@@ -113,6 +113,7 @@ class Settings(BaseSettings):
     inbox_retention_days: float = Field(gt=0)
     inbox_prune_interval_seconds: float = Field(gt=0)
     inbox_tombstone_hours: float = Field(gt=0)
+    actor_tombstone_days: float = Field(gt=0)
     inbox_followers_sync_interval_seconds: float = Field(ge=0)
     inbox_throttle_per_second: float = Field(ge=0)
     inbox_throttle_burst: int = Field(ge=1)

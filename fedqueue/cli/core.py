@@ -1,4 +1,4 @@
-"""Operator commands: serve, migrate, actor create."""
+"""Operator commands: serve, migrate, actor create|delete|alias|move."""
 
 from __future__ import annotations
 
@@ -17,15 +17,18 @@ import uvicorn
 
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.loop import run
-from fedqueue.errors import SettingsError
+from fedqueue.errors import InvalidInput, SettingsError
 from fedqueue.logs import configure_logging
 from fedqueue.metrics import Metrics
+from fedqueue.outbound.actor_changes import check_uri, delete_actor, move_actor
 from fedqueue.outbound.supervise import WorkerHealth, supervise
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.client import HttpClient
+from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.keyring import Keyring
 from fedqueue.settings import Settings, load_settings
 from fedqueue.storage import Store, check_actor_name
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.migrate import require_head, upgrade_to_head
 from fedqueue.urls import Urls
 from fedqueue.web.app import create_app
@@ -71,8 +74,13 @@ def register(commands: Subparsers) -> None:
         commands,
         "actor",
         "local actors",
-        "Manage local actors.",
-        ["fedqueue actor create alice"],
+        "Manage local actors: create them, give them aliases, move them to another account, delete them.",
+        [
+            "fedqueue actor create alice",
+            "fedqueue actor alias alice --add https://new.example/users/alice",
+            "fedqueue actor move alice --to https://new.example/users/alice",
+            "fedqueue actor delete alice",
+        ],
     )
     actor_commands = actor.add_subparsers(dest="actor_command", required=True, metavar="ACTION")
     create = command(
@@ -85,6 +93,53 @@ def register(commands: Subparsers) -> None:
     )
     create.add_argument("name", metavar="NAME", help="letters, digits, '_', '-' and '.'")
     create.set_defaults(run=run_actor_create)
+
+    delete = command(
+        actor_commands,
+        "delete",
+        "delete a local actor; its Delete reaches everyone who heard from it",
+        "Delete the local actor NAME. A signed Delete of it is queued for its followers and for "
+        "every inbox it ever delivered to (shared inboxes preferred); what it still had queued is "
+        "cancelled with the reason. From then on its actor document and WebFinger answer 410 "
+        "(a Tombstone) and its token is refused. Its key stays until the Delete is delivered or "
+        "given up; its name stays taken for actor_tombstone_days. Prints JSON with the counts.",
+        ["fedqueue actor delete alice"],
+    )
+    delete.add_argument("name", metavar="NAME", help="the local actor to delete")
+    delete.set_defaults(run=run_actor_delete)
+
+    alias = command(
+        actor_commands,
+        "alias",
+        "add or remove an alsoKnownAs URI of a local actor",
+        "Add (--add) or remove (--remove) URIs of the actor's alsoKnownAs, as its actor document "
+        "shows them. An account moving here from elsewhere needs the old account listed first; "
+        "the old server checks it before it sends its Move.",
+        [
+            "fedqueue actor alias alice --add https://old.example/users/alice",
+            "fedqueue actor alias alice --remove https://old.example/users/alice",
+        ],
+    )
+    alias.add_argument("name", metavar="NAME", help="the local actor")
+    alias.add_argument("--add", action="append", default=[], metavar="URI", help="alias to add (repeatable)")
+    alias.add_argument(
+        "--remove", action="append", default=[], metavar="URI", help="alias to remove (repeatable)"
+    )
+    alias.set_defaults(run=run_actor_alias)
+
+    move = command(
+        actor_commands,
+        "move",
+        "move a local actor to another account (FEP-7628)",
+        "Move the local actor NAME to the account URI. The target's actor document is fetched "
+        "first and must list NAME's id in its alsoKnownAs (add it on the new server). Then "
+        "movedTo is set and a Move is sent to NAME's followers, whose servers follow the new "
+        "account instead. Afterwards NAME's outbox answers 409.",
+        ["fedqueue actor move alice --to https://new.example/users/alice"],
+    )
+    move.add_argument("name", metavar="NAME", help="the local actor that moves")
+    move.add_argument("--to", required=True, metavar="URI", help="the account it moves to")
+    move.set_defaults(run=run_actor_move)
 
 
 def prepared_settings() -> Settings:
@@ -126,6 +181,62 @@ def run_actor_create(args: argparse.Namespace) -> int:
         }
 
     print(json.dumps(asyncio.run(create())))
+    return 0
+
+
+def run_actor_delete(args: argparse.Namespace) -> int:
+    check_actor_name(args.name)
+    settings = existing_database_settings()
+
+    async def delete() -> dict[str, object]:
+        store = Store.open(settings.database_url)
+        try:
+            deletion = await delete_actor(store, Urls(settings.base_url), args.name, "cli")
+        finally:
+            await store.close()
+        return {"name": args.name, "deleted": True, **deletion.__dict__}
+
+    print(json.dumps(asyncio.run(delete())))
+    return 0
+
+
+def run_actor_alias(args: argparse.Namespace) -> int:
+    check_actor_name(args.name)
+    added = [check_uri(uri, "an alias") for uri in args.add]
+    if not added and not args.remove:
+        raise InvalidInput("name an alias: --add URI or --remove URI")
+    settings = existing_database_settings()
+
+    async def alias() -> dict[str, object]:
+        store = Store.open(settings.database_url)
+        try:
+            aliases = await store.actor_lifecycle.set_aliases(args.name, added, args.remove, "cli", utcnow())
+        finally:
+            await store.close()
+        return {"name": args.name, "also_known_as": list(aliases)}
+
+    print(json.dumps(asyncio.run(alias())))
+    return 0
+
+
+def run_actor_move(args: argparse.Namespace) -> int:
+    check_actor_name(args.name)
+    settings = existing_database_settings()
+
+    async def move() -> dict[str, object]:
+        store = Store.open(settings.database_url)
+        client = HttpClient(settings)
+        urls = Urls(settings.base_url)
+        try:
+            signer = await Keyring(store, urls).instance()
+            directory = RemoteDirectory(store, client)
+            await move_actor(store, directory, signer, urls, args.name, args.to, "cli")
+        finally:
+            await client.aclose()
+            await store.close()
+        return {"name": args.name, "moved_to": args.to}
+
+    print(json.dumps(asyncio.run(move())))
     return 0
 
 

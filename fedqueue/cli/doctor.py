@@ -13,7 +13,6 @@ import ssl
 from datetime import UTC, datetime
 
 import httpx
-from sqlalchemy.exc import DBAPIError
 
 from fedqueue.cli.doctor_rules import (
     Check,
@@ -33,7 +32,7 @@ from fedqueue.remote.client import ACCEPT_ACTIVITY, tls_context
 from fedqueue.settings import Settings, config_path, load_settings, setting_sources
 from fedqueue.storage import StorageUnavailable, Store
 from fedqueue.storage.database import describe_url, sqlite_file
-from fedqueue.storage.migrate import current_revision, head_revision
+from fedqueue.storage.migrate import head_revision, opened_revision
 from fedqueue.urls import Urls
 
 
@@ -79,10 +78,9 @@ def _database(url: str) -> Check:
     if path is not None and not path.is_file():  # connecting would create it
         return Check(False, "database", f"{where} does not exist", "run `fedqueue migrate`")
     try:
-        current = current_revision(url)
-    except (DBAPIError, OSError, StorageUnavailable) as exc:
-        reason = (str(getattr(exc, "orig", None) or exc).splitlines() or [type(exc).__name__])[0]
-        return Check(False, "database", f"cannot open {where}: {reason}", "check FEDQUEUE_DATABASE_URL")
+        current = opened_revision(url)
+    except StorageUnavailable as exc:
+        return Check(False, "database", str(exc), "check FEDQUEUE_DATABASE_URL")
     return database_check(where, current, head_revision())
 
 

@@ -83,6 +83,24 @@ class RecordTombstone:
 
 
 @dataclass(frozen=True)
+class RecordFollowerMove:
+    """The follower `follower_uri` moved to `moved_to` (a verified Move): delivered to until that
+    account follows too."""
+
+    follower_uri: str
+    moved_to: str
+
+
+@dataclass(frozen=True)
+class AnnounceMove:
+    """Tell `actor`'s app (webhook `actor.moved`) that `origin`, which it followed, moved to `target`."""
+
+    actor: str
+    origin: str
+    target: str
+
+
+@dataclass(frozen=True)
 class EnqueueActivity:
     """An outbox row: `activity` from local actor `actor` to exactly `inboxes`."""
 
@@ -98,6 +116,8 @@ Effect = (
     | AddFollowing
     | RemoveFollowing
     | RecordTombstone
+    | RecordFollowerMove
+    | AnnounceMove
     | EnqueueActivity
     | ForwardActivity
 )
@@ -137,6 +157,18 @@ def effects_for(
     if activity.type in ("Accept", "Reject"):
         return _answer(activity, urls)
     return []
+
+
+def follow_activity(urls: Urls, actor: str, followed_uri: str) -> dict[str, Any]:
+    """The Follow a local actor sends to `followed_uri`."""
+    return {
+        "@context": AS_CONTEXT,
+        "id": urls.activity(actor, secrets.token_hex(16)),
+        "type": "Follow",
+        "actor": urls.actor(actor),
+        "object": followed_uri,
+        "to": [followed_uri],
+    }
 
 
 def undo_follow_activity(urls: Urls, actor: str, followed_uri: str, follow_id: str | None) -> dict[str, Any]:

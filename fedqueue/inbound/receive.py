@@ -28,6 +28,7 @@ from fedqueue.inbound.forward_rules import forwarding_for
 from fedqueue.inbound.gone import accept_unverified
 from fedqueue.inbound.health import heard_from
 from fedqueue.inbound.ld_verifier import LdVerifier
+from fedqueue.inbound.moves import effects_of_move
 from fedqueue.inbound.receive_rules import Activity, named_local_actors, parse_activity
 from fedqueue.inbound.signature_schemes import InboundRequest
 from fedqueue.inbound.throttle import InboxThrottle
@@ -143,6 +144,10 @@ class Receiver:
             _auto_accept(activity, self.urls, admission.auto_accept),
             await _follower_inboxes(self.directory, activity),
         ) + ([forward] if forward else [])
+        if activity.type == "Move":  # checked against its target's alsoKnownAs first
+            effects += await effects_of_move(
+                activity, self.store, self.directory, self.urls, signer, timeout_s
+            )
         stored = await self.store.inbox.insert_inbound_if_new(
             NewInbound(
                 activity_id=activity.id,

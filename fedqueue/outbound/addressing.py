@@ -15,6 +15,8 @@ from typing import Any
 AUDIENCE_FIELDS = ("to", "cc", "bto", "bcc", "audience")
 HIDDEN_FIELDS = ("bto", "bcc")
 PUBLIC_FORMS = frozenset({"https://www.w3.org/ns/activitystreams#Public", "as:Public", "Public"})
+#: Activities that also go to every inbox an earlier activity about their object went to.
+REACHES_EARLIER = frozenset({"Delete", "Update"})
 #: Said on the outbox's answer and the status document when an activity goes nowhere.
 NO_RECIPIENTS = (
     "0 recipients: the activity addresses no one but the public collection, the sender itself "
@@ -94,3 +96,22 @@ def choose_inboxes(choices: Sequence[InboxChoice]) -> list[str]:
 def is_public(activity: dict[str, Any]) -> bool:
     """Whether `activity` is addressed to the public collection (in to, cc or audience)."""
     return any(uri in PUBLIC_FORMS for name in ("to", "cc", "audience") for uri in _uris(activity.get(name)))
+
+
+def widened(wanted: Recipients, inner: Any, followers_uri: str, sender_uri: str) -> Recipients:
+    """`wanted` plus the followers and the embedded object's addressees: a Delete or Update of an
+    object whose earlier recipients are no longer known."""
+    extra = recipients(inner, followers_uri, sender_uri) if isinstance(inner, dict) else None
+    actors = dict.fromkeys(wanted.actors + (extra.actors if extra else ()))
+    return Recipients(followers=True, actors=tuple(actors))
+
+
+def with_earlier(choices: Sequence[InboxChoice], earlier: Sequence[str]) -> list[str]:
+    """`choose_inboxes(choices)` plus the `earlier` inboxes, once each; a recipient whose shared
+    inbox is among the earlier ones gets it there rather than at its own inbox as well."""
+    known = set(earlier)
+    picked = [
+        InboxChoice(choice.shared_inbox, choice.shared_inbox) if choice.shared_inbox in known else choice
+        for choice in choices
+    ]
+    return list(dict.fromkeys([*choose_inboxes(picked), *earlier]))

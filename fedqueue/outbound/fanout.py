@@ -27,7 +27,13 @@ from typing import Any
 
 from fedqueue.errors import FedqueueError, InvalidInput, describe
 from fedqueue.metrics import HOST_UNAVAILABLE, Metrics
-from fedqueue.outbound.addressing import InboxChoice, choose_inboxes, recipients
+from fedqueue.outbound.addressing import (
+    REACHES_EARLIER,
+    InboxChoice,
+    recipients,
+    widened,
+    with_earlier,
+)
 from fedqueue.outbound.backoff import RetrySchedule
 from fedqueue.outbound.circuit import unreachable_reason
 from fedqueue.outbound.coalescer import Added, Coalescer
@@ -76,7 +82,9 @@ class Fanout:
         self._urls = Urls(settings.base_url)
         self._coalescer = Coalescer(store, owner, clock, settings.poll_interval_seconds)
         self._metrics = metrics or Metrics()
-        #: Local actors seen to exist (actors are never deleted while rows name them).
+        #: Local actors seen to exist and not deleted. A deletion rejects the actor's pending rows
+        #: in its transaction; a row an app INSERTs for it later is refused by a worker that had
+        #: not seen the actor yet, and signed with its key (until the key goes) by one that had.
         self._known_actors: set[str] = set()
         #: A failed expansion is tried again after base * 2**(n-1) seconds, at most max_attempts times.
         self._retries = RetrySchedule(
@@ -205,7 +213,7 @@ class Fanout:
             accepted = Accepted(entry.id, facts, dumps(activity))
         inboxes = None if entry.inboxes is None else parse_inboxes(entry.inboxes)
         facts = await self._coalescer.resolve_undo(facts, [p.facts for p in earlier])
-        targets = await self._targets(entry, activity, inboxes)
+        targets = await self._targets(entry, activity, inboxes, facts)
         return Plan(entry, facts, accepted, targets)
 
     async def _local_actor(self, name: str) -> None:
@@ -213,9 +221,11 @@ class Fanout:
         if name in self._known_actors:
             return
         try:
-            await self._store.actors.get(name)
+            actor = await self._store.actors.get(name)
         except FedqueueError:
             raise InvalidInput(f"no local actor named {name!r}") from None
+        if actor.deleted_at is not None:
+            raise InvalidInput(f"actor {name!r} was deleted")
         self._known_actors.add(name)
 
     async def _write_together(self, group: list[Plan]) -> None:
@@ -291,22 +301,33 @@ class Fanout:
             log.warning("lost the expansion lease of outbox row %s; another worker goes on", plan.entry.id)
 
     async def _targets(
-        self, entry: OutboxEntry, activity: dict[str, Any], inboxes: list[str] | None
+        self, entry: OutboxEntry, activity: dict[str, Any], inboxes: list[str] | None, facts: ActivityFacts
     ) -> list[Target]:
-        """The row's `inboxes` if it names them (parsed), else the activity's addressees' inboxes."""
+        """The row's `inboxes` if it names them (parsed), else the activity's addressees' inboxes.
+
+        A Delete or Update of an object also goes to every inbox an earlier activity about it
+        went to; when none is kept any more, to the followers and the embedded object's addressees.
+        """
         if inboxes is not None:
             return [Target(inbox, host_of(inbox)) for inbox in inboxes]
-        wanted = recipients(activity, self._urls.followers(entry.actor), self._urls.actor(entry.actor))
+        followers_uri = self._urls.followers(entry.actor)
+        wanted = recipients(activity, followers_uri, self._urls.actor(entry.actor))
         choices: list[InboxChoice] = []
+        earlier: list[str] = []
         if entry.forwarded:
             # Forwarded (AP 7.1.2): to the actor's followers only; the other addressees had it already.
             wanted = replace(wanted, followers=True, actors=())
+        elif facts.activity_type in REACHES_EARLIER and facts.object_id is not None:
+            found = await self._store.audience.earlier_inboxes(entry.actor, facts.object_id, entry.id)
+            if found is None:
+                wanted = widened(wanted, activity.get("object"), followers_uri, self._urls.actor(entry.actor))
+            earlier = found or []
         if wanted.followers:
             rows = await self._store.audience.follower_inboxes(entry.actor)
             choices.extend(InboxChoice(inbox, shared) for inbox, shared in rows)
         fetched, failed = await self._fetch_actors(wanted.actors)
         choices.extend(fetched)
-        targets = [Target(inbox, host_of(inbox)) for inbox in choose_inboxes(choices)]
+        targets = [Target(inbox, host_of(inbox)) for inbox in with_earlier(choices, earlier)]
         # No inbox is known for these: the row names the actor, and a retry fetches it again.
         return targets + [
             Target(None, host_of(uri), failure.reason, recipient=uri, detail=failure.detail)

@@ -33,8 +33,10 @@ DEAD = "delivery.dead"
 FOLLOWER_ADDED = "follower.added"
 FOLLOWER_REMOVED = "follower.removed"
 COMPLETE = "activity.complete"
+#: An account a local actor followed moved (a verified Move): the local actor follows the new one.
+ACTOR_MOVED = "actor.moved"
 #: Every event a webhook can subscribe to; a webhook added without a list gets them all.
-EVENTS = (INBOX, DEAD, FOLLOWER_ADDED, FOLLOWER_REMOVED, COMPLETE)
+EVENTS = (INBOX, DEAD, FOLLOWER_ADDED, FOLLOWER_REMOVED, COMPLETE, ACTOR_MOVED)
 
 TIMESTAMP_HEADER = "x-fedqueue-timestamp"
 SIGNATURE_HEADER = "x-fedqueue-signature"

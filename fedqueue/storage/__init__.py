@@ -6,6 +6,7 @@ caller (`enqueue`, `claim`, `record`, `insert_inbound_if_new`, ...), never for S
 
 from __future__ import annotations
 
+from fedqueue.storage.actor_lifecycle import ActorLifecycleStore, Deletion
 from fedqueue.storage.actors import ActorStore, CreatedActor, LocalActor, check_actor_name
 from fedqueue.storage.admin import AdminStore
 from fedqueue.storage.audience import AudienceStore
@@ -35,6 +36,7 @@ __all__ = [
     "Consumer",
     "CreatedActor",
     "Decision",
+    "Deletion",
     "DeliveryView",
     "Enqueued",
     "FanoutPage",
@@ -64,6 +66,7 @@ class Store:
     def __init__(self, database: Database) -> None:
         self.database = database
         self.actors = ActorStore(database)
+        self.actor_lifecycle = ActorLifecycleStore(database)
         self.remote_actors = RemoteActorStore(database)
         self.admin = AdminStore(database)
         self.stats = StatsStore(database)

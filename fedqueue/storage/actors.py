@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -10,7 +11,7 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
-from fedqueue.errors import Duplicate, InvalidInput, NotFound
+from fedqueue.errors import ActorGone, Duplicate, InvalidInput, NotFound
 from fedqueue.signing import keys
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import ActorRow, InstanceKeyRow
@@ -29,6 +30,10 @@ class LocalActor:
     public_key_pem: str
     auto_accept_follows: bool
     created_at: datetime
+    #: Set once deleted: the actor is a Tombstone (410) from then on.
+    deleted_at: datetime | None = None
+    also_known_as: tuple[str, ...] = ()
+    moved_to: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,12 @@ class ActorStore:
                     )
                 )
         except IntegrityError:
+            existing = await self.get(name)
+            if existing.deleted_at is not None:
+                raise Duplicate(
+                    f"actor {name!r} was deleted at {existing.deleted_at:%Y-%m-%d %H:%M} UTC; "
+                    "its name stays taken while its tombstone lasts (actor_tombstone_days)"
+                ) from None
             raise Duplicate(f"actor {name!r} exists already") from None
         return CreatedActor(actor=await self.get(name), token=token)
 
@@ -84,6 +95,9 @@ class ActorStore:
                         _actors.c.public_key_pem,
                         _actors.c.auto_accept_follows,
                         _actors.c.created_at,
+                        _actors.c.deleted_at,
+                        _actors.c.also_known_as,
+                        _actors.c.moved_to,
                     ).where(_actors.c.name == name)
                 )
             ).first()
@@ -94,11 +108,23 @@ class ActorStore:
             public_key_pem=row.public_key_pem,
             auto_accept_follows=row.auto_accept_follows,
             created_at=row.created_at,
+            deleted_at=row.deleted_at,
+            also_known_as=tuple(json.loads(row.also_known_as or "[]")),
+            moved_to=row.moved_to,
         )
 
+    async def live(self, name: str) -> LocalActor:
+        """The actor, unless deleted (ActorGone, 410) or unknown (NotFound)."""
+        actor = await self.get(name)
+        if actor.deleted_at is not None:
+            raise ActorGone(f"actor {name!r} was deleted")
+        return actor
+
     async def names(self) -> list[str]:
+        """The names of the local actors not deleted."""
         async with self._db.reading() as conn:
-            return list((await conn.execute(select(_actors.c.name).order_by(_actors.c.name))).scalars())
+            live = select(_actors.c.name).where(_actors.c.deleted_at.is_(None)).order_by(_actors.c.name)
+            return list((await conn.execute(live)).scalars())
 
     async def without_usable_keys(self) -> list[str]:
         """Names of the actors whose key pair is missing or whose public key does not load."""

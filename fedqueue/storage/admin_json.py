@@ -245,3 +245,17 @@ def json_schemas(shapes: dict[str, Any], ref_template: str) -> tuple[dict[str, A
         ref_template=ref_template,
     )
     return {name: schema for (name, _mode), schema in by_name.items()}, definitions.get("$defs", {})
+
+
+@with_config(SHAPE)
+class ActorJson(TypedDict):
+    """A local actor after an admin change: its aliases, its move, its deletion and what that did."""
+
+    name: str
+    also_known_as: list[str]
+    moved_to: str | None
+    deleted_at: IsoTime | None
+    #: After a deletion: the inboxes its Delete goes to, and what was cancelled (else 0).
+    delete_inboxes: int
+    deliveries_cancelled: int
+    activities_cancelled: int

@@ -1,4 +1,5 @@
-"""What fan-out reads: a local actor's accepted followers, and inboxes known to be gone (410)."""
+"""What fan-out reads: a local actor's accepted followers, the inboxes that received one of its
+objects, and inboxes known to be gone (410)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from collections.abc import Iterable
 from sqlalchemy import delete, select
 
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import FollowerRow, GoneInboxRow
+from fedqueue.storage.tables import DeliveryRow, FollowerRow, GoneInboxRow, OutboxRow
 
 _followers = FollowerRow.__table__  # type: ignore[attr-defined]
+_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
+_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
 
 
@@ -30,6 +33,24 @@ class AudienceStore:
                 )
             ).all()
         return [(row.inbox, row.shared_inbox) for row in rows]
+
+    async def earlier_inboxes(self, actor: str, object_id: str, outbox_id: int) -> list[str] | None:
+        """Every inbox an earlier activity of `actor` about `object_id` went to (delivered or not);
+        None when no such activity is kept any more (pruned past retention, or never sent)."""
+        earlier = select(_outbox.c.id).where(
+            _outbox.c.actor == actor, _outbox.c.object_id == object_id, _outbox.c.id < outbox_id
+        )
+        async with self._db.reading() as conn:
+            ids = list((await conn.execute(earlier)).scalars())
+            if not ids:
+                return None
+            rows = await conn.execute(
+                select(_deliveries.c.inbox)
+                .where(_deliveries.c.outbox_id.in_(ids), _deliveries.c.inbox.is_not(None))
+                .distinct()
+                .order_by(_deliveries.c.inbox)
+            )
+            return [inbox for inbox in rows.scalars() if inbox is not None]
 
     async def gone(self, inboxes: Iterable[str]) -> set[str]:
         """Those of `inboxes` that answered 410 Gone and were not seen again since."""

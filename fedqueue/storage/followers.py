@@ -26,7 +26,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.errors import NotFound
 from fedqueue.followers_sync_rules import resides_on
-from fedqueue.inbound.follows import AddFollower, EnqueueActivity, RemoveAllFollows, RemoveFollower
+from fedqueue.inbound.follows import (
+    AddFollower,
+    EnqueueActivity,
+    RecordFollowerMove,
+    RemoveAllFollows,
+    RemoveFollower,
+)
 from fedqueue.inbound.forward_rules import ForwardActivity
 from fedqueue.outbound import webhook_rules
 from fedqueue.storage import webhook_events
@@ -64,6 +70,8 @@ class Follower:
     follow_activity_id: str | None
     state: str
     created_at: datetime
+    #: Where the follower moved (a verified Move); still delivered to until that account follows.
+    moved_to: str | None = None
 
 
 async def _announce(database: Database, conn: AsyncConnection, kind: str, actor: str, uri: str) -> None:
@@ -160,6 +168,9 @@ async def add_followers(database: Database, conn: AsyncConnection, effects: Sequ
         if added and await webhook_events.any_webhook(conn):
             for actor, uri in (key for key in chosen if key in added):
                 await _announce(database, conn, webhook_rules.FOLLOWER_ADDED, actor, uri)
+        if added:  # a follower that moved here: its old account is no longer delivered to
+            moved = [and_(_followers.c.actor == actor, _followers.c.moved_to == uri) for actor, uri in added]
+            await _remove(database, conn, or_(*moved))
 
 
 def _follower_values(effect: AddFollower) -> dict[str, Any]:
@@ -194,6 +205,15 @@ async def remove_follower(database: Database, conn: AsyncConnection, effect: Rem
     else:
         where = and_(where, _followers.c.follow_activity_id == effect.follow_activity_id)
     await _remove(database, conn, where)
+
+
+async def record_move(conn: AsyncConnection, effect: RecordFollowerMove) -> None:
+    """The follower moved (a verified Move): recorded on each of its follows, which stay."""
+    await conn.execute(
+        update(_followers)
+        .where(_followers.c.follower_uri == effect.follower_uri)
+        .values(moved_to=effect.moved_to)
+    )
 
 
 async def remove_all_follows(database: Database, conn: AsyncConnection, effect: RemoveAllFollows) -> int:

@@ -19,8 +19,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from fedqueue.inbound.follows import (
     AddFollower,
     AddFollowing,
+    AnnounceMove,
     Effect,
     EnqueueActivity,
+    RecordFollowerMove,
     RecordTombstone,
     RemoveAllFollows,
     RemoveFollower,
@@ -245,6 +247,11 @@ class InboxWriter:
             await tombstones.record(self._db, conn, effect, now)
         elif isinstance(effect, ForwardActivity):
             await followers.forward(self._db, conn, effect)
+        elif isinstance(effect, RecordFollowerMove):
+            await followers.record_move(conn, effect)
+        elif isinstance(effect, AnnounceMove):
+            data = {"origin": effect.origin, "target": effect.target}
+            await webhook_events.emit(self._db, conn, effect.actor, webhook_rules.ACTOR_MOVED, data, now)
 
 
 def _activity_row(inbound: NewInbound) -> dict[str, Any]:

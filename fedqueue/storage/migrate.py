@@ -59,11 +59,9 @@ def require_head(database_url: str) -> None:
     if path is not None and not path.is_file():
         raise StorageUnavailable(f"database {where} does not exist: {NOT_READY_ADVICE}")
     try:
-        current = current_revision(database_url)
-    except (DBAPIError, OSError) as exc:
-        raise StorageUnavailable(
-            f"cannot open database {where}: {_reason(exc)}; check FEDQUEUE_DATABASE_URL"
-        ) from None
+        current = opened_revision(database_url)
+    except StorageUnavailable as exc:
+        raise StorageUnavailable(f"{exc}; check FEDQUEUE_DATABASE_URL") from None
     head = head_revision()
     if current is None:
         raise StorageUnavailable(f"database {where} has no fedqueue schema: {NOT_READY_ADVICE}")
@@ -90,6 +88,16 @@ def inspect_schema(database_url: str, read: Callable[[Connection], T]) -> T:
 def current_revision(database_url: str) -> str | None:
     """The revision the database is at, or None for an empty database."""
     return inspect_schema(database_url, lambda conn: MigrationContext.configure(conn).get_current_revision())
+
+
+def opened_revision(database_url: str) -> str | None:
+    """`current_revision`, with a database that cannot be opened refused in one line."""
+    try:
+        return current_revision(database_url)
+    except (DBAPIError, OSError) as exc:
+        raise StorageUnavailable(
+            f"cannot open database {describe_url(database_url)}: {_reason(exc)}"
+        ) from None
 
 
 def head_revision() -> str | None:

@@ -42,7 +42,12 @@ def _created() -> Column[datetime]:
 
 
 class ActorRow(SQLModel, table=True):
-    """A local actor: its key pair and the hash of its outbox bearer token."""
+    """A local actor: its key pair and the hash of its outbox bearer token.
+
+    `deleted_at`: deleted (a Tombstone); the row stays while the tombstone lasts, its key until
+    its Delete was delivered or given up. `also_known_as`: a JSON array of URIs. `moved_to`:
+    the account it moved to (its outbox refuses new activities).
+    """
 
     __tablename__ = "actors"
 
@@ -55,6 +60,9 @@ class ActorRow(SQLModel, table=True):
         default=True, sa_column=Column(Boolean, nullable=False, server_default=text("true"))
     )
     created_at: datetime | None = Field(default=None, sa_column=_created())
+    deleted_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+    also_known_as: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    moved_to: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
 
 
 class InstanceKeyRow(SQLModel, table=True):
@@ -94,7 +102,11 @@ class OutboxRow(SQLModel, table=True):
     """
 
     __tablename__ = "outbox"
-    __table_args__ = (Index("ix_outbox_state_id", "state", "id"),)
+    __table_args__ = (
+        Index("ix_outbox_state_id", "state", "id"),
+        # The activities of one object, for the recipients of its Delete or Update.
+        Index("ix_outbox_actor_object", "actor", "object_id"),
+    )
 
     id: int | None = Field(default=None, sa_column=Column(BigId, primary_key=True))
     actor: str = Field(sa_column=Column(NAME, nullable=False))
@@ -307,7 +319,11 @@ class InboxCursorRow(SQLModel, table=True):
 
 
 class FollowerRow(SQLModel, table=True):
-    """A remote actor following a local one. `state`: pending (manual approval) or accepted."""
+    """A remote actor following a local one. `state`: pending (manual approval) or accepted.
+
+    `moved_to`: the follower announced a Move there; it is still delivered to until that
+    account follows too.
+    """
 
     __tablename__ = "followers"
 
@@ -320,6 +336,7 @@ class FollowerRow(SQLModel, table=True):
         default="accepted", sa_column=Column(STATE, nullable=False, server_default=text("'accepted'"))
     )
     created_at: datetime | None = Field(default=None, sa_column=_created())
+    moved_to: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
 
 
 class FollowingRow(SQLModel, table=True):

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fedqueue.errors import InvalidInput, NotFound, Unauthorized
+from fedqueue.errors import ActorGone, InvalidInput, NotFound, Unauthorized
+from fedqueue.outbound.actor_changes import delete_actor
+from fedqueue.outbound.actor_rules import tombstone
 from fedqueue.storage import check_actor_name
+from fedqueue.web.outbox import authorize_actor
 from fedqueue.web.responses import (
     AS_CONTEXT,
     SECURITY_CONTEXT,
@@ -38,7 +43,9 @@ async def actor_document(request: Request) -> Response:
     name = check_actor_name(request.path_params["name"])
     actor = await store_of(request).actors.get(name)
     urls = urls_of(request)
-    doc = {
+    if actor.deleted_at is not None:
+        return activity_response(tombstone(urls, name, actor.deleted_at, actor.public_key_pem), 410)
+    doc: dict[str, Any] = {
         "@context": [AS_CONTEXT, SECURITY_CONTEXT],
         "id": urls.actor(name),
         "type": "Person",
@@ -55,6 +62,10 @@ async def actor_document(request: Request) -> Response:
             "publicKeyPem": actor.public_key_pem,
         },
     }
+    if actor.also_known_as:
+        doc["alsoKnownAs"] = list(actor.also_known_as)
+    if actor.moved_to is not None:
+        doc["movedTo"] = actor.moved_to
     if settings_of(request).authorized_fetch and not await _verified(request):
         doc = {field: doc[field] for field in KEY_BEARING_FIELDS}
     return activity_response(doc)
@@ -116,7 +127,8 @@ async def webfinger(request: Request) -> Response:
     if name == host:  # the instance actor, as Mastodon names it: acct:{host}@{host}
         actor_url = urls.instance_actor()
     else:
-        await store_of(request).actors.get(check_actor_name(name))
+        if (await store_of(request).actors.get(check_actor_name(name))).deleted_at is not None:
+            raise ActorGone(f"{resource} was deleted")
         actor_url = urls.actor(name)
     return JSONResponse(
         {
@@ -128,9 +140,19 @@ async def webfinger(request: Request) -> Response:
     )
 
 
+async def delete_own_actor(request: Request) -> Response:
+    """DELETE /actors/{name} with the actor's own bearer token: the actor deletes itself."""
+    name = check_actor_name(request.path_params["name"])
+    store = store_of(request)
+    await authorize_actor(request, store, name, moved_ok=True)
+    deletion = await delete_actor(store, urls_of(request), name, f"actor:{name}")
+    return JSONResponse({"name": name, "deleted": True, **deletion.__dict__})
+
+
 routes = [
     Route("/actor", instance_actor, methods=["GET"]),
     Route("/actor/outbox", instance_outbox, methods=["GET"]),
     Route("/actors/{name}", actor_document, methods=["GET"]),
+    Route("/actors/{name}", delete_own_actor, methods=["DELETE"]),
     Route("/.well-known/webfinger", webfinger, methods=["GET"]),
 ]

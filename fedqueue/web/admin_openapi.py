@@ -17,6 +17,7 @@ from fedqueue.outbound.status_order import DEFAULT_STATUS_PAGE, MAX_STATUS_PAGE
 from fedqueue.outbound.webhook_rules import EVENTS, MAX_SECRET_CHARS, MIN_SECRET_CHARS
 from fedqueue.storage.admin_json import (
     ActivityPage,
+    ActorJson,
     AuditList,
     DeliveryJson,
     DeliveryPage,
@@ -46,6 +47,7 @@ SHAPES: tuple[Any, ...] = (
     AuditList,
     Retried,
     HostRetried,
+    ActorJson,
     ConsumerList,
     ConsumerJson,
 )
@@ -100,6 +102,13 @@ _LIMIT = _query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},
 _CURSOR = _query("cursor", {"type": "string", "pattern": "^[0-9]{1,18}$"}, "next_cursor of the previous page")
 _STATE = {"type": "string", "enum": list(DELIVERY_STATES)}
 _DELIVERY_ID = _path_id("delivery id")
+_ACTOR = {
+    "name": "name",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": "^[a-z0-9_]{1,64}$"},
+    "description": "local actor name",
+}
 _HOST = {
     "name": "host",
     "in": "path",
@@ -298,6 +307,34 @@ def _paths() -> dict[str, Any]:
                     "413": _ERROR,
                 },
             },
+        },
+        "/admin/actors/{name}": {
+            "delete": _op(
+                "deleteActor",
+                "Delete a local actor: its Delete goes to its followers and every inbox it delivered to",
+                ActorJson,
+                [_ACTOR],
+            )
+        },
+        "/admin/actors/{name}/aliases": {
+            "post": _op(
+                "setActorAliases",
+                "Add or remove URIs of a local actor's alsoKnownAs",
+                ActorJson,
+                [
+                    _ACTOR,
+                    _query("add", {"type": "string", "format": "uri"}, "alias to add (repeatable)"),
+                    _query("remove", {"type": "string", "format": "uri"}, "alias to remove (repeatable)"),
+                ],
+            )
+        },
+        "/admin/actors/{name}/move": {
+            "post": _op(
+                "moveActor",
+                "Move a local actor to an account whose alsoKnownAs names it; its followers get the Move",
+                ActorJson,
+                [_ACTOR, _query("to", {"type": "string", "format": "uri"}, "the account to move to")],
+            )
         },
         "/admin/webhooks/{id}": {
             "delete": _op(

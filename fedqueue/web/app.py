@@ -17,6 +17,8 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from fedqueue.errors import (
+    ActorGone,
+    Conflict,
     Duplicate,
     FedqueueError,
     Forbidden,
@@ -43,6 +45,7 @@ from fedqueue.urls import Urls
 from fedqueue.web import (
     activity_status,
     actors,
+    admin_actors,
     admin_api,
     admin_webhooks,
     dashboard,
@@ -64,8 +67,10 @@ _STATUS_BY_ERROR: dict[type[FedqueueError], int] = {
     Throttled: 429,
     UnsupportedMediaType: 415,
     TooLarge: 413,
+    ActorGone: 410,
     NotFound: 404,
     Duplicate: 409,
+    Conflict: 409,
     InvalidInput: 400,
     StorageUnavailable: 503,
 }
@@ -199,6 +204,7 @@ def create_app(
             *metrics.routes,
             *admin_api.routes,
             *admin_webhooks.routes,
+            *admin_actors.routes,
             *dashboard.routes,
             *dashboard_actions.routes,
         ],

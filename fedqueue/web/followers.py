@@ -27,7 +27,7 @@ from fedqueue.web.signed_fetch import authorize_fetch, require_signer
 async def followers_collection(request: Request) -> Response:
     store, urls = store_of(request), urls_of(request)
     name = check_actor_name(request.path_params["name"])
-    await store.actors.get(name)
+    await store.actors.live(name)
     await authorize_fetch(request, "the followers collection")
     collection = urls.followers(name)
     total = await store.followers.count(name)
@@ -66,7 +66,7 @@ async def followers_on_domain(request: Request) -> Response:
     if not raw_domain:
         raise InvalidInput("missing query parameter 'domain'")
     domain = check_text("query parameter 'domain'", raw_domain, HOST_CHARS).lower()
-    await store.actors.get(name)
+    await store.actors.live(name)
     verdict = await require_signer(request, "the followers synchronization collection")
     if host_of(verdict.key_id) != domain:
         raise Forbidden(f"the followers on {domain} are shown only to a request signed from {domain}")

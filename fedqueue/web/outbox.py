@@ -18,7 +18,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue.column_rules import parse_decimal
-from fedqueue.errors import Duplicate, NotFound, Unauthorized
+from fedqueue.errors import Conflict, Duplicate, NotFound, Unauthorized
 from fedqueue.outbound.addressing import NO_RECIPIENTS, is_public, recipient_count, recipients, strip_hidden
 from fedqueue.outbound.backpressure import Backlog
 from fedqueue.outbound.intake import dumps, normalize, parse_activity
@@ -41,25 +41,29 @@ from fedqueue.web.signed_fetch import authorize_fetch
 URI_PUNCTUATION = ":/?#[]@!$&'()*+,;=%~"
 
 
-async def _authorize(request: Request, store: Store, name: str) -> None:
-    """Return if the bearer token is the actor's; else 404 for an unknown actor, 401 otherwise.
+async def authorize_actor(request: Request, store: Store, name: str, *, moved_ok: bool = False) -> None:
+    """Return if the bearer token is the actor's; else 404 for an unknown actor, 410 for a deleted
+    one, 401 otherwise; 409 for an actor that moved away unless `moved_ok`.
 
     Actor documents are public, so telling an unknown outbox from a wrong token reveals nothing.
     """
     try:
         if await store.actors.token_is_valid(name, bearer_token(request)):
+            moved_to = (await store.actors.get(name)).moved_to
+            if moved_to is not None and not moved_ok:
+                raise Conflict(f"actor {name!r} moved to {moved_to}; its outbox takes no new activities")
             return
         refusal = Unauthorized("wrong bearer token for this outbox")
     except Unauthorized as exc:
         refusal = exc
-    await store.actors.get(name)  # NotFound for an unknown actor, whatever the token
+    await store.actors.live(name)  # NotFound or ActorGone, whatever the token
     raise refusal
 
 
 async def post_outbox(request: Request) -> Response:
     name = check_actor_name(request.path_params["name"])
     store = store_of(request)
-    await _authorize(request, store, name)
+    await authorize_actor(request, store, name)
     body = await read_body(request, settings_of(request).max_document_bytes)
     urls = urls_of(request)
     activity, facts = normalize(parse_activity(body), name, urls, lambda: secrets.token_urlsafe(16))
@@ -107,7 +111,7 @@ def _public(text: str) -> dict[str, Any] | None:
 async def outbox_collection(request: Request) -> Response:
     store, urls = store_of(request), urls_of(request)
     name = check_actor_name(request.path_params["name"])
-    await store.actors.get(name)
+    await store.actors.live(name)
     await authorize_fetch(request, "the outbox")
     collection = urls.outbox(name)
     total = await store.published.count(name)

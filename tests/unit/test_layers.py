@@ -26,6 +26,7 @@ RULES = frozenset(
         "fedqueue.remote.guard",
         "fedqueue.outbound.intake",
         "fedqueue.outbound.addressing",
+        "fedqueue.outbound.actor_rules",
         "fedqueue.outbound.coalesce_rules",
         "fedqueue.outbound.scheme_rules",
         "fedqueue.outbound.outcomes",
@@ -40,6 +41,7 @@ RULES = frozenset(
         "fedqueue.inbound.signature_schemes",
         "fedqueue.inbound.follows",
         "fedqueue.inbound.forward_rules",
+        "fedqueue.inbound.move_rules",
         "fedqueue.web.login_throttle",
     }
 )

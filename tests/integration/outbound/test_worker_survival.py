@@ -14,6 +14,7 @@ from aiohttp import web
 from fedqueue.metrics import Metrics
 from fedqueue.outbound import attempts, dispatch
 from fedqueue.outbound.fanout import Fanout
+from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.outbound.record import Result
 from fedqueue.outbound.send import PreparedBody, post_knocking, prepare_body
 from fedqueue.outbound.worker import Worker
@@ -60,11 +61,15 @@ def poison_expansion(monkeypatch: pytest.MonkeyPatch, poison_id: int) -> None:
     real = Fanout._targets
 
     async def targets(
-        self: Fanout, entry: OutboxEntry, activity: dict[str, Any], inboxes: list[str] | None
+        self: Fanout,
+        entry: OutboxEntry,
+        activity: dict[str, Any],
+        inboxes: list[str] | None,
+        facts: ActivityFacts,
     ) -> list[Target]:
         if entry.id == poison_id:
             raise RuntimeError("synthetic failure\nwith a second line")
-        return await real(self, entry, activity, inboxes)
+        return await real(self, entry, activity, inboxes, facts)
 
     monkeypatch.setattr(Fanout, "_targets", targets)
 

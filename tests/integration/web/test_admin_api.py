@@ -60,7 +60,7 @@ def admin_requests(app: Starlette) -> list[tuple[str, str]]:
             continue
         path = re.sub(r"\{id(:\w+)?\}", "1", route.path)
         path = re.sub(r"\{host\}", "example.org", path)
-        path = re.sub(r"\{actor\}", "alice", path).replace("{consumer}", "app")
+        path = re.sub(r"\{actor\}", "alice", path).replace("{consumer}", "app").replace("{name}", "alice")
         assert "{" not in path, f"fill in the parameters of {route.path}"
         found.extend((method, path) for method in sorted(route.methods or ()) if method != "HEAD")
     return found

@@ -1,0 +1,64 @@
+"""Deleting and moving a local actor: the checks that need the network, then one store call each.
+
+Shared by the CLI (`fedqueue actor delete|move`), the admin API and the actor's own
+`DELETE /actors/{name}`.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from fedqueue.column_rules import URI_CHARS, check_text
+from fedqueue.errors import InvalidInput
+from fedqueue.outbound import actor_rules
+from fedqueue.remote.client import SigningIdentity
+from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.guard import FetchError, check_url
+from fedqueue.storage import Deletion, Store
+from fedqueue.storage.column_types import utcnow
+from fedqueue.urls import Urls
+
+DELETED_REASON = "cancelled: the actor {name} was deleted"
+
+
+async def delete_actor(store: Store, urls: Urls, name: str, who: str) -> Deletion:
+    """Delete the local actor `name`; its Delete is queued for everyone who heard from it."""
+    await store.actors.live(name)
+    activity = actor_rules.actor_delete(urls, name, secrets.token_urlsafe(16))
+    reason = DELETED_REASON.format(name=name)
+    return await store.actor_lifecycle.delete(name, activity, reason, who, utcnow())
+
+
+def check_uri(uri: str, what: str) -> str:
+    """`uri` if it is an http(s) URL a row can hold; InvalidInput otherwise."""
+    check_text(what, uri, URI_CHARS)
+    try:
+        check_url(uri, allow_private=True)
+    except (FetchError, ValueError):
+        raise InvalidInput(f"{what} {uri[:200]!r} is not an http(s) URL") from None
+    return uri
+
+
+async def move_actor(
+    store: Store,
+    directory: RemoteDirectory,
+    signer: SigningIdentity,
+    urls: Urls,
+    name: str,
+    target: str,
+    who: str,
+) -> None:
+    """Move `name` to `target` once `target`'s `alsoKnownAs` names it; its followers get the Move."""
+    check_uri(target, "the move's target")
+    await store.actors.live(name)
+    try:
+        document, _raw = await directory.fetch_json(target, signer)
+    except FetchError as exc:
+        raise InvalidInput(f"cannot fetch the target {target[:200]}: {exc}") from None
+    if not actor_rules.names_alias(document, urls.actor(name)):
+        raise InvalidInput(
+            f"the target {target[:200]} does not list {urls.actor(name)} in its alsoKnownAs; "
+            "add that alias on the new account first"
+        )
+    activity = actor_rules.move(urls, name, target, secrets.token_urlsafe(16))
+    await store.actor_lifecycle.move(name, target, activity, who, utcnow())

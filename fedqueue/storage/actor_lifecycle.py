@@ -1,0 +1,207 @@
+"""A local actor's life after creation: aliases, a Move out, deletion, and the tombstone's end.
+
+Each change is one transaction with its audit row and the outbox row it causes (the Move, the
+Delete), so an actor is never deleted without its Delete queued, nor moved without its Move.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, delete, exists, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from fedqueue.errors import ActorGone, InvalidInput, NotFound
+from fedqueue.outbound.actor_rules import delete_inboxes
+from fedqueue.storage import webhook_events
+from fedqueue.storage.audit import record_audit
+from fedqueue.storage.database import Database
+from fedqueue.storage.tables import (
+    ActorRow,
+    DeliveryRow,
+    FollowerRow,
+    FollowingRow,
+    OutboxRow,
+    RemoteActorRow,
+)
+
+_actors = ActorRow.__table__  # type: ignore[attr-defined]
+_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
+_followers = FollowerRow.__table__  # type: ignore[attr-defined]
+_following = FollowingRow.__table__  # type: ignore[attr-defined]
+_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
+_remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
+
+#: Most aliases one actor may list.
+MAX_ALIASES = 20
+#: Deliveries and outbox rows still waiting to be sent.
+_WAITING = ("queued", "failed", "sending")
+_UNEXPANDED = ("pending", "expanding")
+
+
+@dataclass(frozen=True)
+class Deletion:
+    """What deleting an actor did: its Delete's inboxes, and what it cancelled."""
+
+    inboxes: int
+    deliveries_cancelled: int
+    activities_cancelled: int
+
+
+async def _live_row(conn: AsyncConnection, name: str) -> Any:
+    row = (
+        await conn.execute(
+            select(_actors.c.deleted_at, _actors.c.also_known_as, _actors.c.moved_to).where(
+                _actors.c.name == name
+            )
+        )
+    ).first()
+    if row is None:
+        raise NotFound(f"no local actor named {name!r}")
+    if row.deleted_at is not None:
+        raise ActorGone(f"actor {name!r} was deleted")
+    return row
+
+
+class ActorLifecycleStore:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def set_aliases(
+        self, name: str, add: Sequence[str], remove: Sequence[str], who: str, now: datetime
+    ) -> tuple[str, ...]:
+        """Add and remove URIs of the actor's `alsoKnownAs`; the new list."""
+        async with self._db.transaction() as conn:
+            row = await _live_row(conn, name)
+            aliases = [uri for uri in json.loads(row.also_known_as or "[]") if uri not in remove]
+            aliases += [uri for uri in dict.fromkeys(add) if uri not in aliases]
+            if len(aliases) > MAX_ALIASES:
+                raise InvalidInput(f"an actor lists at most {MAX_ALIASES} aliases")
+            await conn.execute(
+                update(_actors).where(_actors.c.name == name).values(also_known_as=json.dumps(aliases))
+            )
+            await record_audit(
+                conn, who, "actor_alias", name, {"add": list(add), "remove": list(remove)}, now
+            )
+        return tuple(aliases)
+
+    async def move(self, name: str, target: str, activity: dict[str, Any], who: str, now: datetime) -> None:
+        """Record the actor's move to `target` and queue its Move (addressed to its followers)."""
+        async with self._db.transaction() as conn:
+            row = await _live_row(conn, name)
+            if row.moved_to is not None:
+                raise InvalidInput(f"actor {name!r} moved to {row.moved_to} already")
+            await conn.execute(update(_actors).where(_actors.c.name == name).values(moved_to=target))
+            await conn.execute(
+                insert(_outbox).values(actor=name, activity=json.dumps(activity, ensure_ascii=False))
+            )
+            await record_audit(conn, who, "actor_move", name, {"target": target}, now)
+
+    async def delete(
+        self, name: str, activity: dict[str, Any], reason: str, who: str, now: datetime
+    ) -> Deletion:
+        """Delete the actor: its token stops working, what it had queued is cancelled with
+        `reason`, and its Delete (`activity`) is queued for its followers' inboxes and every
+        inbox it delivered to. Its key stays until that Delete is delivered or given up."""
+        async with self._db.transaction() as conn:
+            await _live_row(conn, name)
+            await conn.execute(
+                update(_actors).where(_actors.c.name == name).values(deleted_at=now, token_hash="")
+            )
+            inboxes = await _delete_inboxes(conn, name)
+            killed = list(
+                (
+                    await conn.execute(
+                        update(_deliveries)
+                        .where(
+                            _deliveries.c.actor == name,
+                            _deliveries.c.webhook_id.is_(None),
+                            _deliveries.c.state.in_(("queued", "failed")),
+                        )
+                        .values(state="dead", last_error=reason, last_error_detail=None)
+                        .returning(_deliveries.c.id)
+                    )
+                ).scalars()
+            )
+            await webhook_events.after_given_up(self._db, conn, killed, now)
+            rejected = await conn.execute(
+                update(_outbox)
+                .where(_outbox.c.actor == name, _outbox.c.state == "pending")
+                .values(state="rejected", error=reason)
+            )
+            await conn.execute(delete(_followers).where(_followers.c.actor == name))
+            await conn.execute(delete(_following).where(_following.c.actor == name))
+            if inboxes:
+                await conn.execute(
+                    insert(_outbox).values(
+                        actor=name,
+                        activity=json.dumps(activity, ensure_ascii=False),
+                        inboxes=json.dumps(inboxes),
+                        activity_id=activity["id"],
+                        activity_type="Delete",
+                        object_id=activity["object"],
+                    )
+                )
+            deletion = Deletion(len(inboxes), len(killed), int(rejected.rowcount or 0))
+            await record_audit(conn, who, "actor_delete", name, deletion.__dict__, now)
+        return deletion
+
+    async def finish_deletions(self, tombstone_before: datetime) -> tuple[int, int]:
+        """Drop the keys of deleted actors with nothing left to send, and forget the actors
+        deleted before `tombstone_before` (their names are free again); (keys, actors)."""
+        waiting = exists().where(
+            _deliveries.c.actor == _actors.c.name,
+            _deliveries.c.webhook_id.is_(None),
+            _deliveries.c.state.in_(_WAITING),
+        )
+        unexpanded = exists().where(_outbox.c.actor == _actors.c.name, _outbox.c.state.in_(_UNEXPANDED))
+        async with self._db.transaction() as conn:
+            keys = await conn.execute(
+                update(_actors)
+                .where(
+                    _actors.c.deleted_at.is_not(None),
+                    _actors.c.private_key_pem != "",
+                    ~waiting,
+                    ~unexpanded,
+                )
+                .values(private_key_pem="", public_key_pem="")
+            )
+            forgotten = await conn.execute(
+                delete(_actors).where(
+                    and_(_actors.c.deleted_at < tombstone_before, _actors.c.private_key_pem == "")
+                )
+            )
+        return int(keys.rowcount or 0), int(forgotten.rowcount or 0)
+
+
+async def _delete_inboxes(conn: AsyncConnection, name: str) -> list[str]:
+    """The inboxes of the actor's followers and every inbox it delivered to, shared ones preferred."""
+    followers = (
+        await conn.execute(
+            select(_followers.c.inbox, _followers.c.shared_inbox)
+            .where(_followers.c.actor == name, _followers.c.state == "accepted")
+            .order_by(_followers.c.created_at, _followers.c.follower_uri)
+        )
+    ).all()
+    # With the shared inbox the actor cache knows for each (one statement, however many).
+    delivered = (
+        await conn.execute(
+            select(_deliveries.c.inbox, _remote.c.shared_inbox)
+            .select_from(_deliveries.outerjoin(_remote, _remote.c.inbox == _deliveries.c.inbox))
+            .where(
+                _deliveries.c.actor == name,
+                _deliveries.c.webhook_id.is_(None),
+                _deliveries.c.inbox.is_not(None),
+            )
+            .distinct()
+            .order_by(_deliveries.c.inbox)
+        )
+    ).all()
+    shared_of = {row.inbox: row.shared_inbox for row in delivered if row.shared_inbox}
+    return delete_inboxes(
+        [(row.inbox, row.shared_inbox) for row in followers], [row.inbox for row in delivered], shared_of
+    )

@@ -1,0 +1,69 @@
+"""The admin API's actor actions: aliases, a Move out, deletion (`/admin/actors/{name}/...`)."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from fedqueue.errors import InvalidInput
+from fedqueue.outbound.actor_changes import check_uri, delete_actor, move_actor
+from fedqueue.storage import Deletion, Store, check_actor_name
+from fedqueue.storage.admin_json import ActorJson
+from fedqueue.storage.column_types import utcnow
+from fedqueue.web.admin_auth import session_of
+from fedqueue.web.responses import JSONResponse, store_of, urls_of
+
+
+async def actor_json(store: Store, name: str, deletion: Deletion | None = None) -> ActorJson:
+    """The admin JSON of one local actor, with what its deletion did if it was just deleted."""
+    actor = await store.actors.get(name)
+    return {
+        "name": name,
+        "also_known_as": list(actor.also_known_as),
+        "moved_to": actor.moved_to,
+        "deleted_at": actor.deleted_at.isoformat() if actor.deleted_at else None,
+        "delete_inboxes": deletion.inboxes if deletion else 0,
+        "deliveries_cancelled": deletion.deliveries_cancelled if deletion else 0,
+        "activities_cancelled": deletion.activities_cancelled if deletion else 0,
+    }
+
+
+async def delete(request: Request) -> Response:
+    """DELETE /admin/actors/{name}: the actor's Delete is queued; it is a Tombstone from now on."""
+    name = check_actor_name(request.path_params["name"])
+    store = store_of(request)
+    deletion = await delete_actor(store, urls_of(request), name, session_of(request).who)
+    return JSONResponse(await actor_json(store, name, deletion))
+
+
+async def aliases(request: Request) -> Response:
+    """POST /admin/actors/{name}/aliases?add=URI&remove=URI (each repeatable): its alsoKnownAs."""
+    name = check_actor_name(request.path_params["name"])
+    add = [check_uri(uri, "an alias") for uri in request.query_params.getlist("add")]
+    remove = request.query_params.getlist("remove")
+    if not add and not remove:
+        raise InvalidInput("name an alias to add (?add=URI) or to remove (?remove=URI)")
+    store = store_of(request)
+    await store.actor_lifecycle.set_aliases(name, add, remove, session_of(request).who, utcnow())
+    return JSONResponse(await actor_json(store, name))
+
+
+async def move(request: Request) -> Response:
+    """POST /admin/actors/{name}/move?to=URI: checked against the target's alsoKnownAs, then sent."""
+    name = check_actor_name(request.path_params["name"])
+    target = request.query_params.get("to")
+    if not target:
+        raise InvalidInput("missing query parameter 'to': the account to move to")
+    store = store_of(request)
+    signer = await request.app.state.keyring.instance()
+    directory = request.app.state.directory
+    await move_actor(store, directory, signer, urls_of(request), name, target, session_of(request).who)
+    return JSONResponse(await actor_json(store, name))
+
+
+routes = [
+    Route("/admin/actors/{name}", delete, methods=["DELETE"]),
+    Route("/admin/actors/{name}/aliases", aliases, methods=["POST"]),
+    Route("/admin/actors/{name}/move", move, methods=["POST"]),
+]
