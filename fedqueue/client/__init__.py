@@ -22,6 +22,7 @@ from fedqueue.client.answers import (
     Webhook,
     WebhookEvent,
 )
+from fedqueue.client.calls import WebhookOptions
 from fedqueue.client.clients import AsyncClient, Client
 from fedqueue.client.webhooks import WebhookRejected, verify_webhook
 
@@ -37,6 +38,7 @@ __all__ = [
     "StatusPage",
     "Webhook",
     "WebhookEvent",
+    "WebhookOptions",
     "WebhookRejected",
     "verify_webhook",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypedDict, TypeVar, Unpack
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -26,6 +26,19 @@ from fedqueue.client.answers import (
 )
 
 T = TypeVar("T")
+
+
+class WebhookOptions(TypedDict, total=False):
+    """A new webhook's optional fields (docs/inbox.md, Webhooks); fedqueue's defaults when absent."""
+
+    #: The pull API consumer whose cursor its ACKs move (default `default`).
+    consumer: str
+    #: The HMAC key, 16-256 printable ASCII characters; generated when absent.
+    secret: str
+    #: The events it gets; all when absent.
+    events: list[str]
+    #: Its URL may be on a loopback or private address (an app on this machine).
+    allow_private: bool
 
 
 @dataclass(frozen=True)
@@ -100,20 +113,9 @@ class Endpoint:
         """POST /admin/actors (admin token): a new local actor and its outbox token."""
         return Call(self._request("POST", "/admin/actors", body={"name": name}), _reader(CreatedActor))
 
-    def add_webhook(
-        self,
-        actor: str,
-        url: str,
-        consumer: str | None = None,
-        secret: str | None = None,
-        events: list[str] | None = None,
-        allow_private: bool = False,
-    ) -> Call[Webhook]:
+    def add_webhook(self, actor: str, url: str, **options: Unpack[WebhookOptions]) -> Call[Webhook]:
         """POST /admin/webhooks (admin token): the answer holds the secret, shown this once."""
-        fields = {"actor": actor, "url": url, "consumer": consumer, "secret": secret, "events": events}
-        body: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
-        if allow_private:
-            body["allow_private"] = True
+        body = {"actor": actor, "url": url, **options}
         return Call(self._request("POST", "/admin/webhooks", body=body), _reader(Webhook))
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, Unpack
 
 import httpx
 
 from fedqueue.client.answers import CreatedActor, InboxPage, Posted, StatusPage, Webhook
-from fedqueue.client.calls import Call, Endpoint
+from fedqueue.client.calls import Call, Endpoint, WebhookOptions
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 10.0
@@ -67,17 +67,9 @@ class Client:
         """A new local actor (admin token); keep its token, it is shown once."""
         return self._run(self.endpoint.create_actor(name))
 
-    def add_webhook(
-        self,
-        actor: str,
-        url: str,
-        consumer: str | None = None,
-        secret: str | None = None,
-        events: list[str] | None = None,
-        allow_private: bool = False,
-    ) -> Webhook:
-        """A webhook for `consumer` of `actor`'s inbox (admin token); its secret is in this answer only."""
-        return self._run(self.endpoint.add_webhook(actor, url, consumer, secret, events, allow_private))
+    def add_webhook(self, actor: str, url: str, **options: Unpack[WebhookOptions]) -> Webhook:
+        """A webhook for a consumer of `actor`'s inbox (admin token); its secret is in this answer only."""
+        return self._run(self.endpoint.add_webhook(actor, url, **options))
 
     def close(self) -> None:
         if self._owned:
@@ -143,17 +135,9 @@ class AsyncClient:
         """A new local actor (admin token); keep its token, it is shown once."""
         return await self._run(self.endpoint.create_actor(name))
 
-    async def add_webhook(
-        self,
-        actor: str,
-        url: str,
-        consumer: str | None = None,
-        secret: str | None = None,
-        events: list[str] | None = None,
-        allow_private: bool = False,
-    ) -> Webhook:
-        """A webhook for `consumer` of `actor`'s inbox (admin token); its secret is in this answer only."""
-        return await self._run(self.endpoint.add_webhook(actor, url, consumer, secret, events, allow_private))
+    async def add_webhook(self, actor: str, url: str, **options: Unpack[WebhookOptions]) -> Webhook:
+        """A webhook for a consumer of `actor`'s inbox (admin token); its secret is in this answer only."""
+        return await self._run(self.endpoint.add_webhook(actor, url, **options))
 
     async def aclose(self) -> None:
         if self._owned:
