@@ -69,28 +69,50 @@ def live_instance(
         "FEDQUEUE_LOG_LEVEL": "WARNING",
         **(env or {}),
     }
-    log = (tmp_path / "serve.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "fedqueue", "serve", "--host", "127.0.0.1", "--port", str(port), *serve_args],
-        cwd=tmp_path,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    command = [
+        sys.executable,
+        "-m",
+        "fedqueue",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *serve_args,
+    ]
+    with running(
+        "fedqueue serve", command, env, tmp_path / "serve.log", f"{origin}/healthz", timeout_s, cwd=tmp_path
+    ) as process:
+        yield LiveInstance(origin=origin, database_url=database_url, admin_token=admin_token, process=process)
+
+
+@contextmanager
+def running(
+    name: str,
+    command: Sequence[str],
+    env: dict[str, str],
+    log_path: Path,
+    ready_url: str,
+    timeout_s: float = 30.0,
+    cwd: Path | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run `command` (output to `log_path`) until `ready_url` answers 200; SIGTERM it (then kill) after."""
+    log = log_path.open("w")
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + timeout_s
         while True:
             if process.poll() is not None:
-                raise RuntimeError(f"fedqueue serve exited: {(tmp_path / 'serve.log').read_text()}")
+                raise RuntimeError(f"{name} exited: {log_path.read_text()}")
             try:
-                if httpx.get(f"{origin}/healthz", timeout=1).status_code == 200:
+                if httpx.get(ready_url, timeout=1).status_code == 200:
                     break
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError("fedqueue serve did not answer /healthz in time")
+                raise RuntimeError(f"{name} did not answer {ready_url} in time")
             time.sleep(0.1)
-        yield LiveInstance(origin=origin, database_url=database_url, admin_token=admin_token, process=process)
+        yield process
     finally:
         stop(process)
         log.close()

@@ -13,6 +13,8 @@ from sqlalchemy.exc import IntegrityError
 
 from fedqueue.errors import ActorGone, Duplicate, InvalidInput, NotFound
 from fedqueue.signing import keys
+from fedqueue.storage.audit import record_audit
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import ActorRow, InstanceKeyRow
 from fedqueue.storage.upsert import insert_ignoring_conflicts
@@ -61,8 +63,11 @@ class ActorStore:
     def __init__(self, database: Database) -> None:
         self._db = database
 
-    async def create(self, name: str) -> CreatedActor:
-        """A new actor with a fresh RSA-2048 key pair; the token is returned once, stored hashed."""
+    async def create(self, name: str, who: str | None = None) -> CreatedActor:
+        """A new actor with a fresh RSA-2048 key pair; the token is returned once, stored hashed.
+
+        With `who` (an admin, through the admin API) the creation is audited in its transaction.
+        """
         check_actor_name(name)
         pair = keys.generate_key_pair()
         token = keys.new_token()
@@ -76,6 +81,8 @@ class ActorStore:
                         token_hash=keys.hash_token(token),
                     )
                 )
+                if who is not None:
+                    await record_audit(conn, who, "actor_create", f"actor:{name}", {}, utcnow())
         except IntegrityError:
             existing = await self.get(name)
             if existing.deleted_at is not None:

@@ -168,6 +168,50 @@ _NEW_WEBHOOK: dict[str, Any] = {
 }
 
 
+_NEW_ACTOR: dict[str, Any] = {
+    "type": "object",
+    "required": ["name"],
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string", "pattern": "^[a-z0-9_]{1,64}$", "description": "local actor name"}
+    },
+}
+_CREATED_ACTOR: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "name", "token"],
+    "additionalProperties": False,
+    "properties": {
+        "id": {"type": "string", "description": "the actor's URI"},
+        "name": {"type": "string"},
+        "token": {"type": "string", "description": "the bearer token of the actor's outbox; shown once"},
+    },
+}
+
+
+def _created(operation_id: str, summary: str, request: str, answer: str, what: str) -> dict[str, Any]:
+    """A POST that creates something from a JSON body: 201 with `answer`, or a one-line refusal."""
+    return {
+        "operationId": operation_id,
+        "summary": summary,
+        "parameters": [],
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": _schema_ref(request)}},
+        },
+        "responses": {
+            "201": {
+                "description": what,
+                "content": {"application/json": {"schema": _schema_ref(answer)}},
+            },
+            "400": _ERROR,
+            "401": _UNAUTHORIZED,
+            "404": _ERROR,
+            "409": _ERROR,
+            "413": _ERROR,
+        },
+    }
+
+
 def _status_operation() -> dict[str, Any]:
     """The status_url: the admin token reads any activity, an actor's outbox token its own."""
     operation = _op(
@@ -223,6 +267,15 @@ def _paths() -> dict[str, Any]:
             )
         },
         "/admin/activities/{id}": {"get": _status_operation()},
+        "/admin/actors": {
+            "post": _created(
+                "createActor",
+                "Create a local actor with a fresh RSA-2048 key pair, as `fedqueue actor create` does",
+                "NewActor",
+                "CreatedActor",
+                "created; the answer holds the actor's outbox token, never shown again",
+            )
+        },
         "/admin/deliveries": {
             "get": _op(
                 "listDeliveries",
@@ -287,26 +340,13 @@ def _paths() -> dict[str, Any]:
                 WebhookList,
                 [_query("actor", {"type": "string"}, "local actor name")],
             ),
-            "post": {
-                "operationId": "addWebhook",
-                "summary": "Add a webhook for one consumer of a local actor's inbox",
-                "parameters": [],
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/json": {"schema": _schema_ref("NewWebhook")}},
-                },
-                "responses": {
-                    "201": {
-                        "description": "added; the answer holds the secret",
-                        "content": {"application/json": {"schema": _schema_ref("WebhookJson")}},
-                    },
-                    "400": _ERROR,
-                    "401": _UNAUTHORIZED,
-                    "404": _ERROR,
-                    "409": _ERROR,
-                    "413": _ERROR,
-                },
-            },
+            "post": _created(
+                "addWebhook",
+                "Add a webhook for one consumer of a local actor's inbox",
+                "NewWebhook",
+                "WebhookJson",
+                "added; the answer holds the secret",
+            ),
         },
         "/admin/actors/{name}": {
             "delete": _op(
@@ -356,7 +396,13 @@ def _schemas() -> dict[str, Any]:
         "properties": {"error": {"type": "string"}},
         "additionalProperties": False,
     }
-    return {**definitions, "Error": error, "NewWebhook": _NEW_WEBHOOK}
+    return {
+        **definitions,
+        "Error": error,
+        "NewWebhook": _NEW_WEBHOOK,
+        "NewActor": _NEW_ACTOR,
+        "CreatedActor": _CREATED_ACTOR,
+    }
 
 
 def openapi_document(base_url: str) -> dict[str, Any]:

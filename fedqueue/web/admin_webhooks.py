@@ -6,7 +6,6 @@ of any kind is a 400 naming the field; the checks themselves live in `WebhookSto
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from starlette.requests import Request
@@ -17,23 +16,12 @@ from fedqueue.errors import InvalidInput
 from fedqueue.outbound.webhook_rules import DEFAULT_CONSUMER
 from fedqueue.storage.webhook_registry import webhook_json
 from fedqueue.web.admin_auth import session_of
-from fedqueue.web.incoming import read_body
+from fedqueue.web.incoming import read_json_object, string_field
 from fedqueue.web.responses import JSONResponse, settings_of, store_of
 
 #: A webhook's JSON is small: an actor, a consumer, a URL, a secret and a few event names.
 MAX_BODY_BYTES = 16 * 1024
 FIELDS = {"actor", "consumer", "url", "secret", "events", "allow_private"}
-
-
-def _string(body: dict[str, Any], name: str, *, required: bool) -> str | None:
-    value = body.get(name)
-    if value is None and not required:
-        return None
-    if not isinstance(value, str):
-        raise InvalidInput(
-            f"field {name!r} must be a string" if name in body else f"field {name!r} is required"
-        )
-    return value
 
 
 def _events(body: dict[str, Any]) -> list[str]:
@@ -60,21 +48,12 @@ async def list_webhooks(request: Request) -> Response:
 
 async def add_webhook(request: Request) -> Response:
     """POST /admin/webhooks {actor, url, consumer?, secret?, events?, allow_private?}: 201 with the secret."""
-    raw = await read_body(request, MAX_BODY_BYTES)
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidInput("the body must be a JSON object") from None
-    if not isinstance(body, dict):
-        raise InvalidInput("the body must be a JSON object")
-    unknown = sorted(set(body) - FIELDS)
-    if unknown:
-        raise InvalidInput(f"unknown field {unknown[0]!r}: use {', '.join(sorted(FIELDS))}")
+    body = await read_json_object(request, MAX_BODY_BYTES, FIELDS)
     hook, secret = await store_of(request).webhooks.add(
-        _string(body, "actor", required=True) or "",
-        _string(body, "consumer", required=False) or DEFAULT_CONSUMER,
-        _string(body, "url", required=True) or "",
-        secret=_string(body, "secret", required=False),
+        string_field(body, "actor", required=True) or "",
+        string_field(body, "consumer", required=False) or DEFAULT_CONSUMER,
+        string_field(body, "url", required=True) or "",
+        secret=string_field(body, "secret", required=False),
         events=_events(body),
         allow_private=_flag(body, "allow_private"),
         server_allows_private=settings_of(request).allow_private_addresses,

@@ -1,11 +1,15 @@
-"""Request helpers shared by the route modules: a capped body read, the bearer token, and who
-sent the request (its address and scheme, as a trusted reverse proxy forwarded them)."""
+"""Request helpers shared by the route modules: a capped body read, a JSON object body, the bearer
+token, and who sent the request (its address and scheme, as a trusted reverse proxy forwarded them)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Collection
+from typing import Any
+
 from starlette.requests import Request
 
-from fedqueue.errors import Unauthorized
+from fedqueue.errors import InvalidInput, Unauthorized
 from fedqueue.inbound.client_address import Network, client_address, is_trusted_proxy
 from fedqueue.remote.capped import read_capped
 
@@ -37,6 +41,33 @@ def public_scheme(request: Request) -> str:
 async def read_body(request: Request, cap: int) -> bytes:
     """The request body, or TooLarge (413) as soon as it passes `cap` bytes."""
     return await read_capped(request.stream(), request.headers.get("content-length"), cap, "body")
+
+
+async def read_json_object(request: Request, cap: int, fields: Collection[str]) -> dict[str, Any]:
+    """The body as a JSON object with no field outside `fields`; InvalidInput (400) otherwise."""
+    raw = await read_body(request, cap)
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidInput("the body must be a JSON object") from None
+    if not isinstance(body, dict):
+        raise InvalidInput("the body must be a JSON object")
+    unknown = sorted(set(body) - set(fields))
+    if unknown:
+        raise InvalidInput(f"unknown field {unknown[0]!r}: use {', '.join(sorted(fields))}")
+    return body
+
+
+def string_field(body: dict[str, Any], name: str, *, required: bool) -> str | None:
+    """A string field of a JSON body (None if absent and not required); InvalidInput otherwise."""
+    value = body.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(
+            f"field {name!r} must be a string" if name in body else f"field {name!r} is required"
+        )
+    return value
 
 
 def bearer_token(request: Request) -> str:

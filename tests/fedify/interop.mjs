@@ -18,6 +18,10 @@
 //       listener forwards it unchanged (ctx.forwardActivity) to `inbox`, signed by NAME2.
 //                                               -> {"ok": true, "id": ACTIVITY} | {"error"}
 //   {"do": "accepts"}  -> {"accepts": [ACTOR, ...]}: who sent this server an Accept so far.
+//   {"do": "received"} -> {"received": [{"id", "actor", "object", "recipient"}, ...]}: the Creates
+//       this server's actors received (other than those they forward), ids as URIs.
+//   {"do": "reply", "actor": NAME, "inReplyTo": URI, "to": URI, "inbox": URL, "content": TEXT}
+//       NAME sends Create(Note inReplyTo, content) to `inbox`.  -> {"ok": true, "id": ACTIVITY}
 //
 // Everything is on 127.0.0.1; allowPrivateAddress is for that and nothing else. Sends use
 // `immediate: true`, so a refusal (any non-2xx) comes back as {"error"} at once.
@@ -34,6 +38,7 @@ const keys = Object.fromEntries(
 );
 const goneActors = new Set();
 const accepts = [];
+const received = [];
 const forwards = new Map(); // forwarder -> {inbox, to, done(result)}
 
 const federation = createFederation({ kv: new MemoryKvStore(), allowPrivateAddress: true });
@@ -59,7 +64,15 @@ federation
   })
   .on(Create, async (ctx, create) => {
     const waiting = ctx.recipient == null ? undefined : forwards.get(ctx.recipient);
-    if (waiting === undefined) return;
+    if (waiting === undefined) {
+      received.push({
+        id: create.id?.href,
+        actor: create.actorId?.href,
+        object: create.objectId?.href,
+        recipient: ctx.recipient,
+      });
+      return;
+    }
     forwards.delete(ctx.recipient);
     try {
       await ctx.forwardActivity(
@@ -156,8 +169,30 @@ async function run(command) {
       await send(command.author, ctx.getInboxUri(command.forwarder).href, forwarder.href, create);
       return await forwarded;
     }
+    case "reply": {
+      const note = new Note({
+        id: new URL(`${origin}/notes/${unique()}`),
+        attribution: ctx.getActorUri(command.actor),
+        content: command.content,
+        replyTarget: new URL(command.inReplyTo),
+        tos: [new URL(command.to)],
+      });
+      return send(
+        command.actor,
+        command.inbox,
+        command.to,
+        new Create({
+          id: new URL(`${note.id.href}/activity`),
+          actor: ctx.getActorUri(command.actor),
+          object: note,
+          tos: [new URL(command.to)],
+        }),
+      );
+    }
     case "accepts":
       return { accepts };
+    case "received":
+      return { received };
     default:
       return { error: `unknown command ${JSON.stringify(command.do)}` };
   }

@@ -1,0 +1,134 @@
+"""Each client call as data (pure): the HTTP request to send and how to read its answer.
+
+`Client` and `AsyncClient` only send `Call.request` and hand the response to `Call.parse`, so
+both share every URL, parameter and answer shape written here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypedDict, TypeVar, Unpack
+from urllib.parse import quote, urlsplit
+
+import httpx
+
+from fedqueue.client.answers import (
+    CreatedActor,
+    Delivery,
+    FedqueueError,
+    InboxItem,
+    InboxPage,
+    Posted,
+    StatusPage,
+    Webhook,
+    build,
+)
+
+T = TypeVar("T")
+
+
+class WebhookOptions(TypedDict, total=False):
+    """A new webhook's optional fields (docs/inbox.md, Webhooks); fedqueue's defaults when absent."""
+
+    #: The pull API consumer whose cursor its ACKs move (default `default`).
+    consumer: str
+    #: The HMAC key, 16-256 printable ASCII characters; generated when absent.
+    secret: str
+    #: The events it gets; all when absent.
+    events: list[str]
+    #: Its URL may be on a loopback or private address (an app on this machine).
+    allow_private: bool
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """A request to fedqueue and the reader of its answer (which raises FedqueueError on a refusal)."""
+
+    request: httpx.Request
+    read: Callable[[httpx.Response], T]
+
+    def parse(self, response: httpx.Response) -> T:
+        """The answer as `T`; FedqueueError with fedqueue's one-line reason for any non-2xx."""
+        if not response.is_success:
+            raise FedqueueError(response.status_code, _reason(response))
+        try:
+            return self.read(response)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise FedqueueError(response.status_code, f"unexpected answer: {exc}") from None
+
+
+def _reason(response: httpx.Response) -> str:
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        error = None
+    return error if isinstance(error, str) else (response.text[:200] or response.reason_phrase)
+
+
+class Endpoint:
+    """fedqueue at `base_url` (the address the app reaches it at), called with one bearer token."""
+
+    def __init__(self, base_url: str, token: str) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._headers = {"authorization": f"Bearer {token}", "accept": "application/json"}
+
+    def _request(
+        self, method: str, target: str, params: Mapping[str, Any] | None = None, body: Any = None
+    ) -> httpx.Request:
+        """`target` is a path, or a URL fedqueue gave (a status_url): only its path and query are kept,
+        so an app that reaches fedqueue at another address than its public one follows it too."""
+        if target.startswith(("http://", "https://")):
+            parts = urlsplit(target)
+            target = f"{parts.path}?{parts.query}" if parts.query else parts.path
+        # httpx drops a URL's own query when given params, even none: merge them here.
+        url = httpx.URL(f"{self.base_url}{target}")
+        url = url.copy_merge_params({k: v for k, v in (params or {}).items() if v is not None})
+        return httpx.Request(method, url, json=body, headers=self._headers)
+
+    def post_activity(self, actor: str, activity: Mapping[str, Any]) -> Call[Posted]:
+        """POST an activity (or a bare object, wrapped in a Create) to the actor's outbox."""
+        request = self._request("POST", f"/actors/{quote(actor)}/outbox", body=dict(activity))
+        return Call(request, lambda r: build(Posted, r.json(), created=r.status_code == 201))
+
+    def status(
+        self, ref: int | str, state: str | None = None, cursor: str | None = None, limit: int | None = None
+    ) -> Call[StatusPage]:
+        """One page of an activity's status: `ref` is its outbox id, its status_url or a `next` URL."""
+        target = f"/admin/activities/{ref}" if isinstance(ref, int) else ref
+        params = {"state": state, "cursor": cursor, "limit": limit}
+        return Call(self._request("GET", target, params), _status_page)
+
+    def pull(
+        self, actor: str, consumer: str, cursor: int | None = None, limit: int | None = None
+    ) -> Call[InboxPage]:
+        """The actor's inbox entries after `cursor` (else after the consumer's acknowledged one).
+
+        Passing `cursor` acknowledges every entry up to it for `consumer`.
+        """
+        params = {"consumer": consumer, "cursor": cursor, "limit": limit}
+        return Call(self._request("GET", f"/actors/{quote(actor)}/inbox", params), _inbox_page)
+
+    def create_actor(self, name: str) -> Call[CreatedActor]:
+        """POST /admin/actors (admin token): a new local actor and its outbox token."""
+        return Call(self._request("POST", "/admin/actors", body={"name": name}), _reader(CreatedActor))
+
+    def add_webhook(self, actor: str, url: str, **options: Unpack[WebhookOptions]) -> Call[Webhook]:
+        """POST /admin/webhooks (admin token): the answer holds the secret, shown this once."""
+        body = {"actor": actor, "url": url, **options}
+        return Call(self._request("POST", "/admin/webhooks", body=body), _reader(Webhook))
+
+
+def _reader(cls: type[T]) -> Callable[[httpx.Response], T]:
+    return lambda response: build(cls, response.json())
+
+
+def _status_page(response: httpx.Response) -> StatusPage:
+    data = response.json()
+    deliveries = [build(Delivery, d) for d in data["deliveries"]]
+    return build(StatusPage, data, deliveries=deliveries, counts=dict(data["counts"]))
+
+
+def _inbox_page(response: httpx.Response) -> InboxPage:
+    data = response.json()
+    return build(InboxPage, data, items=[build(InboxItem, item) for item in data["items"]])
