@@ -1,4 +1,4 @@
-"""The admin API's actor actions: aliases, a Move out, deletion (`/admin/actors/{name}/...`)."""
+"""The admin API's actor actions: creation, aliases, a Move out, deletion (`/admin/actors[/{name}/...]`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,11 @@ from fedqueue.storage import Deletion, Store, check_actor_name
 from fedqueue.storage.admin_json import ActorJson
 from fedqueue.storage.column_types import utcnow
 from fedqueue.web.admin_auth import session_of
+from fedqueue.web.incoming import read_json_object, string_field
 from fedqueue.web.responses import JSONResponse, store_of, urls_of
+
+#: A new actor's JSON is its name.
+MAX_ACTOR_BODY_BYTES = 1024
 
 
 async def actor_json(store: Store, name: str, deletion: Deletion | None = None) -> ActorJson:
@@ -27,6 +31,15 @@ async def actor_json(store: Store, name: str, deletion: Deletion | None = None) 
         "deliveries_cancelled": deletion.deliveries_cancelled if deletion else 0,
         "activities_cancelled": deletion.activities_cancelled if deletion else 0,
     }
+
+
+async def create_actor(request: Request) -> Response:
+    """POST /admin/actors {name}: 201 {id, name, token}, as `fedqueue actor create` prints; audited."""
+    body = await read_json_object(request, MAX_ACTOR_BODY_BYTES, ("name",))
+    name = check_actor_name(string_field(body, "name", required=True) or "")
+    created = await store_of(request).actors.create(name, who=session_of(request).who)
+    actor_id = urls_of(request).actor(name)
+    return JSONResponse({"id": actor_id, "name": name, "token": created.token}, status_code=201)
 
 
 async def delete(request: Request) -> Response:
@@ -63,6 +76,7 @@ async def move(request: Request) -> Response:
 
 
 routes = [
+    Route("/admin/actors", create_actor, methods=["POST"]),
     Route("/admin/actors/{name}", delete, methods=["DELETE"]),
     Route("/admin/actors/{name}/aliases", aliases, methods=["POST"]),
     Route("/admin/actors/{name}/move", move, methods=["POST"]),

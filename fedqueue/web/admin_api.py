@@ -15,18 +15,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue.errors import InvalidInput
-from fedqueue.storage import check_actor_name
 from fedqueue.storage.admin_json import HostAction, activity_json, audit_json, delivery_json, host_json
 from fedqueue.storage.admin_views import HostView
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.consumers import consumer_json
 from fedqueue.web.admin_auth import session_of
 from fedqueue.web.admin_openapi import openapi_document
-from fedqueue.web.incoming import read_json_object, string_field
 from fedqueue.web.responses import JSONResponse, settings_of, store_of, urls_of
-
-#: A new actor's JSON is its name.
-MAX_ACTOR_BODY_BYTES = 1024
 
 
 def int_param(request: Request, name: str, default: int) -> int:
@@ -148,15 +143,6 @@ async def delete_consumer(request: Request) -> Response:
     return JSONResponse(consumer_json(deleted))
 
 
-async def create_actor(request: Request) -> Response:
-    """POST /admin/actors {name}: 201 {id, name, token}, as `fedqueue actor create` prints; audited."""
-    body = await read_json_object(request, MAX_ACTOR_BODY_BYTES, ("name",))
-    name = check_actor_name(string_field(body, "name", required=True) or "")
-    created = await store_of(request).actors.create(name, who=session_of(request).who)
-    actor_id = urls_of(request).actor(name)
-    return JSONResponse({"id": actor_id, "name": name, "token": created.token}, status_code=201)
-
-
 async def openapi(request: Request) -> Response:
     return JSONResponse(openapi_document(urls_of(request).base_url))
 
@@ -164,7 +150,6 @@ async def openapi(request: Request) -> Response:
 routes = [
     Route("/admin/openapi.json", openapi, methods=["GET"]),
     Route("/admin/activities", list_activities, methods=["GET"]),
-    Route("/admin/actors", create_actor, methods=["POST"]),
     Route("/admin/deliveries", list_deliveries, methods=["GET"]),
     Route("/admin/deliveries/{id:row_id}", get_delivery, methods=["GET"]),
     Route("/admin/deliveries/{id:row_id}/retry", retry_delivery, methods=["POST"]),
