@@ -150,18 +150,21 @@ def _delete(history: _History) -> Iterator[tuple[Delivery, str, str]]:
         cancelled = [e for e in earlier if e.type in ("Create", "Update")]
         for e in cancelled:
             yield e, f"cancelled out by Delete {delete.activity_id}", delete.activity_id
+        # The Delete is dropped only with the unsent Create it cancels: the object never left
+        # for this inbox. An Update alone proves nothing: its Create may have been delivered and
+        # its row pruned since (retention), so the history cannot show that it arrived.
         # Anything about X that may have arrived (from any actor) may have left X at the inbox.
+        creates = [e for e in cancelled if e.type == "Create"]
         nothing_arrived = not any(history.may_have_arrived(e) for e in history.entries)
-        if cancelled and history.unsent(delete) and nothing_arrived:
-            first = cancelled[0]
-            yield delete, f"cancels out unsent {first.type} {first.activity_id}", first.activity_id
+        if creates and history.unsent(delete) and nothing_arrived:
+            yield delete, f"cancels out unsent Create {creates[0].activity_id}", creates[0].activity_id
 
 
 def _undo(history: _History) -> Iterator[tuple[Delivery, str, str]]:
+    """The Undo itself is always sent: receivers remove "the like of this note" whichever Like
+    made it, and an earlier one may have been delivered and its row pruned since (retention),
+    so the history cannot prove that nothing alike reached the inbox."""
     position = {e.activity_id: i for i, e in enumerate(history.entries)}
-    alike: dict[tuple[str, str, str | None], list[int]] = {}  # (actor, type, target) -> positions
-    for i, e in enumerate(history.entries):
-        alike.setdefault((e.actor, e.type, e.target), []).append(i)
     for i, undo in enumerate(history.entries):
         if undo.type != "Undo" or undo.undoes is None or not history.reaches(undo):
             continue
@@ -169,18 +172,8 @@ def _undo(history: _History) -> Iterator[tuple[Delivery, str, str]]:
         if j is None or j > i:
             continue
         undone = history.entries[j]
-        if undone.actor != undo.actor or not history.unsent(undone):
-            continue
-        yield undone, f"cancelled out by Undo {undo.activity_id}", undo.activity_id
-        # The Undo also removes the effect of any other such activity that may reach the inbox
-        # before it (a Like sent twice), so it is dropped only when there is none.
-        restated = any(
-            k != j and k < i and history.live(history.entries[k])
-            for k in alike[(undone.actor, undone.type, undone.target)]
-        )
-        if history.unsent(undo) and not history.may_have_arrived(undone) and not restated:
-            reason = f"cancels out unsent {undone.type} {undone.activity_id}"
-            yield undo, reason, undone.activity_id
+        if undone.actor == undo.actor and history.unsent(undone):
+            yield undone, f"cancelled out by Undo {undo.activity_id}", undo.activity_id
 
 
 def _redundant_against_history(history: _History) -> Iterator[tuple[Delivery, str, str]]:
@@ -228,14 +221,15 @@ RULES: tuple[Rule, ...] = (
         3,
         "Delete",
         "A Delete of X cancels the unsent Creates and Updates of X before it from the same actor; "
-        "the Delete is dropped too if nothing about X was ever attempted to the inbox.",
+        "the Delete is dropped too if it cancelled an unsent Create and nothing about X was ever "
+        "attempted to the inbox.",
         _delete,
     ),
     Rule(
         4,
         "Undo",
-        "An Undo of A cancels A while A is unsent; the Undo is dropped too if A was never attempted "
-        "and no other A-like activity (same actor, type, target) may reach the inbox before it.",
+        "An Undo of A cancels A while A is unsent; the Undo is still sent, since an earlier A-like "
+        "activity (same actor, type, target) may have reached the inbox and its row been pruned.",
         _undo,
     ),
     Rule(

@@ -159,7 +159,7 @@ async def test_five_updates_queued_while_the_receiver_is_down_send_only_the_newe
         )
 
 
-async def test_a_like_then_its_undo_queued_while_the_receiver_is_down_send_nothing(
+async def test_a_like_then_its_undo_queued_while_the_receiver_is_down_send_only_the_undo(
     settings: Settings, store: Store, remote: LoopbackServer
 ) -> None:
     await store.actors.create("alice")
@@ -173,10 +173,11 @@ async def test_a_like_then_its_undo_queued_while_the_receiver_is_down_send_nothi
     await host_is_back(store, remote)
     await run_burst(fast(settings), store)
 
-    assert receiver.posts == []
+    # An earlier Like of the note may have been delivered and its row pruned since: the Undo goes.
+    assert [(status, body["type"]) for status, body in receiver.posts] == [(202, "Undo")]
     undo_id = await activity_id(store, undo)
     assert (await delivery(store, like))["coalesced_by"] == undo_id
-    assert (await delivery(store, undo))["coalesced_by"] == like_id
+    assert (await delivery(store, undo))["state"] == "delivered"
 
 
 async def test_a_retried_create_is_not_overtaken_by_the_delete_queued_after_it(
