@@ -10,9 +10,9 @@ from __future__ import annotations
 from sqlalchemy import select, update
 
 from fedqueue.storage.audit import record_audit
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import ConsoleSessionRow
-from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.upsert import insert_ignoring_conflicts
 
 _session = ConsoleSessionRow.__table__  # type: ignore[attr-defined]

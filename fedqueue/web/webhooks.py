@@ -18,6 +18,7 @@ from fedqueue.outbound.webhooks import DEFAULT_CONSUMER
 from fedqueue.storage.webhooks import webhook_json
 from fedqueue.web.admin_auth import session_of
 from fedqueue.web.incoming import read_body
+from fedqueue.web.query_params import accepts
 from fedqueue.web.responses import JSONResponse, settings_of, store_of
 
 #: A webhook's JSON is small: an actor, a consumer, a URL, a secret and a few event names.
@@ -52,12 +53,14 @@ def _flag(body: dict[str, Any], name: str) -> bool:
     return value
 
 
+@accepts("actor")
 async def list_webhooks(request: Request) -> Response:
     actor = request.query_params.get("actor") or None
     hooks = await store_of(request).webhooks.list(actor)
     return JSONResponse({"items": [webhook_json(h) for h in hooks]})
 
 
+@accepts()
 async def add_webhook(request: Request) -> Response:
     """POST /admin/webhooks {actor, url, consumer?, secret?, events?, allow_private?}: 201 with the secret."""
     raw = await read_body(request, MAX_BODY_BYTES)
@@ -83,6 +86,7 @@ async def add_webhook(request: Request) -> Response:
     return JSONResponse({**webhook_json(hook), "secret": secret}, status_code=201)
 
 
+@accepts()
 async def remove_webhook(request: Request) -> Response:
     hook = await store_of(request).webhooks.remove(request.path_params["id"], who=session_of(request).who)
     return JSONResponse(webhook_json(hook))
