@@ -93,3 +93,9 @@ def sideways_overflow(page: Page) -> int:
         "document.documentElement.scrollWidth - document.documentElement.clientWidth"
     )
     return overflow
+
+
+def page_width(page: Page) -> int:
+    """How wide the page is laid out, in CSS pixels: at most the viewport's when it fits."""
+    width: int = page.evaluate("document.documentElement.scrollWidth")
+    return width

@@ -1,4 +1,5 @@
-"""Admin commands straight on the database: deliveries, hosts, activities, followers, retry, pause, ...
+"""Admin commands straight on the database: deliveries, hosts, activities, followers, retry, cancel
+(pause, resume, block and unblock are in `host_actions`).
 
 Tables for a person by default, JSON (the admin API's shapes) with --json. Every action is
 audited as `cli:<login name>`.
@@ -11,53 +12,19 @@ import asyncio
 import getpass
 import json
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any
 
 from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
+from fedqueue.cli.tables import table
 from fedqueue.errors import InvalidInput
 from fedqueue.storage import Store, check_actor_name
 from fedqueue.storage.admin_json import activity_json, delivery_json, host_json
 from fedqueue.storage.followers import ACCEPTED, PENDING
 from fedqueue.urls import Urls
-
-#: name: (summary, description, example); every host action prints the host's flags after it.
-HOST_ACTIONS = {
-    "pause": (
-        "pause a host: its deliveries wait and spend no attempts",
-        "Pause deliveries to HOST: they stay queued or failed, spend no attempts, and go out "
-        "again after `fedqueue resume HOST`. Inbound traffic from HOST is still accepted.",
-        "fedqueue pause mastodon.example",
-    ),
-    "resume": (
-        "resume a paused host",
-        "Resume deliveries to a paused HOST; the worker ramps them back up.",
-        "fedqueue resume mastodon.example",
-    ),
-    "block": (
-        "block a host: outstanding deliveries become dead, its inbox traffic is refused",
-        "Block HOST both ways: its signed POSTs to our inboxes are refused with 403, and every "
-        "delivery to it that is queued, sending or failed becomes dead ('host blocked by admin'). "
-        "`fedqueue unblock HOST --requeue` lifts the block and queues those deliveries again.",
-        "fedqueue block spam.example",
-    ),
-    "unblock": (
-        "lift a block (--requeue: queue again what the block killed)",
-        "Lift the block of HOST. The deliveries the block made dead stay dead unless --requeue "
-        "is given: then they are queued again, due now, and the deliveries of HOST dead for any "
-        "other reason (given up, cancelled) are counted as still dead.",
-        "fedqueue unblock spam.example --requeue",
-    ),
-    "reset": (
-        "reset a host's health: no longer given up, its next delivery a probe",
-        "Forget the failures of HOST: a host given up as unreachable (deliveries to it dead at "
-        "once) takes deliveries again, the first one as a probe. Deliveries that ended dead "
-        "meanwhile stay dead: `fedqueue retry --dead --host HOST` requeues them.",
-        "fedqueue reset mastodon.example",
-    ),
-}
+from fedqueue.wording import plural
 
 
 def register(commands: Subparsers) -> None:
@@ -66,12 +33,17 @@ def register(commands: Subparsers) -> None:
         "deliveries",
         "deliveries, newest first",
         "List deliveries, newest first, one line each: id, activity, state, tries, last HTTP status, "
-        "inbox (or the recipient whose inbox is not known), next attempt and last error.",
-        ["fedqueue deliveries --state dead --host mastodon.example", "fedqueue deliveries --activity 42"],
+        "inbox (or the recipient whose inbox is not known), why it waits (backoff, paused host, "
+        "the circuit holding it until its next probe) and last error.",
+        [
+            "fedqueue deliveries --state dead --host mastodon.example",
+            "fedqueue deliveries --activity 42 --inbox https://mastodon.example/users/bob/inbox",
+        ],
     )
     deliveries.add_argument("--state", help="queued, sending, delivered, failed, dead or coalesced")
     deliveries.add_argument("--host", help="remote host, e.g. example.org")
     deliveries.add_argument("--activity", help="outbox id or activity URI")
+    deliveries.add_argument("--inbox", help="an inbox URL, exactly")
     deliveries.add_argument("--limit", type=int, default=50, help="rows per page")
     deliveries.add_argument("--cursor", help="next_cursor printed by the previous page")
     _json_flag(deliveries)
@@ -145,16 +117,6 @@ def register(commands: Subparsers) -> None:
     _json_flag(cancel)
     cancel.set_defaults(run=run_cancel)
 
-    for name, (summary, description, example) in HOST_ACTIONS.items():
-        host_command = command(commands, name, summary, description, [example])
-        host_command.add_argument("host", metavar="HOST", help="e.g. example.org or example.org:8443")
-        if name == "unblock":
-            host_command.add_argument(
-                "--requeue", action="store_true", help="queue again the deliveries the block made dead"
-            )
-        _json_flag(host_command)
-        host_command.set_defaults(run=run_host_action, action=name)
-
 
 def _json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -186,16 +148,6 @@ def _when(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
-    """Left-aligned columns with a header; `columns` is (key, heading)."""
-    cells = [[heading for _, heading in columns]]
-    cells += [["" if row.get(key) is None else str(row[key]) for key, _ in columns] for row in rows]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in cells
-    )
-
-
 def _print(args: argparse.Namespace, data: Any, render: Callable[[], str]) -> int:
     print(json.dumps(data, indent=2) if args.json else render())
     return 0
@@ -204,7 +156,12 @@ def _print(args: argparse.Namespace, data: Any, render: Callable[[], str]) -> in
 def run_deliveries(args: argparse.Namespace) -> int:
     async def work(store: Store, urls: Urls) -> dict[str, Any]:
         page = await store.admin.deliveries(
-            state=args.state, host=args.host, activity=args.activity, cursor=args.cursor, limit=args.limit
+            state=args.state,
+            host=args.host,
+            activity=args.activity,
+            inbox=args.inbox,
+            cursor=args.cursor,
+            limit=args.limit,
         )
         return {"items": [delivery_json(d) for d in page.items], "next_cursor": page.next_cursor}
 
@@ -214,7 +171,7 @@ def run_deliveries(args: argparse.Namespace) -> int:
         rows = [
             {
                 **d,
-                "next": _when(d["next_attempt_at"]) if d["state"] in ("queued", "failed") else "",
+                "waiting": d["waiting"]["text"] if d["waiting"] else "",
                 "to": d["inbox"] or f"{d['recipient']} (inbox unknown)",
             }
             for d in data["items"]
@@ -227,8 +184,8 @@ def run_deliveries(args: argparse.Namespace) -> int:
                 ("state", "STATE"),
                 ("attempts", "TRIES"),
                 ("last_status", "STATUS"),
-                ("to", "INBOX (or RECIPIENT)"),
-                ("next", "NEXT ATTEMPT"),
+                ("to", "INBOX"),
+                ("waiting", "WAITING"),
                 ("last_error", "LAST ERROR"),
             ],
         )
@@ -339,7 +296,7 @@ def run_retry(args: argparse.Namespace) -> int:
     who = _who()
 
     def progress(done: int) -> None:
-        print(f"retried {done} dead deliveries so far...", file=sys.stderr, flush=True)
+        print(f"retried {_dead(done)} so far...", file=sys.stderr, flush=True)
 
     async def work(store: Store, urls: Urls) -> Any:
         if args.dead:
@@ -348,7 +305,7 @@ def run_retry(args: argparse.Namespace) -> int:
 
     data = _with_store(work)
     if isinstance(data, dict):
-        return _print(args, data, lambda: f"retried {data['retried']} dead deliveries")
+        return _print(args, data, lambda: f"retried {_dead(data['retried'])}")
     return _print(args, data, lambda: "\n".join(f"delivery {d['id']}: queued, due now" for d in data))
 
 
@@ -362,32 +319,5 @@ def run_cancel(args: argparse.Namespace) -> int:
     return _print(args, data, lambda: "\n".join(f"delivery {d['id']}: cancelled" for d in data))
 
 
-def run_host_action(args: argparse.Namespace) -> int:
-    who = _who()
-
-    async def work(store: Store, urls: Urls) -> dict[str, Any]:
-        host = dict(host_json(await getattr(store.admin, args.action)(args.host, who=who)))
-        if args.action == "block":
-            host["deliveries_dead"] = await store.admin.killed_by_block(args.host)
-        if getattr(args, "requeue", False):
-            counts = await store.admin.requeue_blocked(args.host, who=who)
-            host.update(requeued=counts.requeued, still_dead=counts.still_dead)
-        return host
-
-    data = _with_store(work)
-    return _print(args, data, lambda: host_action_line(args.action, data))
-
-
-def host_action_line(action: str, host: dict[str, Any]) -> str:
-    """What a host action did, in one line (or two) for a person."""
-    name = host["host"]
-    line = f"{name}: " + (", ".join(f for f in ("paused", "blocked", "unavailable") if host[f]) or "active")
-    if action == "block":
-        dead = host["deliveries_dead"]
-        line += (
-            f"; its inbox traffic is refused and {dead} of its deliveries are dead by the block"
-            f"\nundo: fedqueue unblock {name} --requeue"
-        )
-    if "requeued" in host:
-        line += f"; requeued {host['requeued']} deliveries, {host['still_dead']} still dead"
-    return line
+def _dead(count: int) -> str:
+    return plural(count, "dead delivery", "dead deliveries")

@@ -6,8 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from fedqueue.cli.admin import table
 from fedqueue.cli.help import Subparsers, command
+from fedqueue.cli.tables import table
 from fedqueue.settings import config_path, load_settings, setting_sources
 from fedqueue.storage.database import describe_url
 

@@ -7,9 +7,10 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
-from fedqueue.cli.admin import _json_flag, _print, _when, _who, _with_store, table
+from fedqueue.cli.admin import _json_flag, _print, _when, _who, _with_store
 from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
+from fedqueue.cli.tables import table
 from fedqueue.pruning import PRUNED_TABLES, prune_once
 from fedqueue.settings import load_settings
 from fedqueue.storage import Store

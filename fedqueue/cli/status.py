@@ -33,6 +33,7 @@ from fedqueue.outbound.status_order import (
 )
 from fedqueue.storage import Store
 from fedqueue.urls import Urls
+from fedqueue.wording import clip, last_result, plural
 
 STATE_ORDER = ("queued", "sending", "failed", "delivered", "dead", "coalesced")
 BAR_CHARS = 40
@@ -99,7 +100,7 @@ def _section(title: str, rows: list[dict[str, Any]], reason: str) -> list[str]:
     lines = ["", f"{title}:", f"{'id':>8}  {'inbox':<{width}}  {'state':<9}  {'tries':>5}  {reason}"]
     for d in rows:
         lines.append(
-            f"{d['id']:>8}  {_to(d)[:width]:<{width}}  {d['state']:<9}  {d['attempts']:>5}  {d['why']}"
+            f"{d['id']:>8}  {clip(_to(d), width):<{width}}  {d['state']:<9}  {d['attempts']:>5}  {d['why']}"
         )
     return lines
 
@@ -126,7 +127,7 @@ def status_text(doc: Mapping[str, Any], next_command: str | None = None) -> str:
     lines.append(progress_line(doc))
     deliveries = doc["deliveries"]
     failing = [
-        {**d, "why": d["last_error"] or (f"HTTP {d['last_status']}" if d["last_status"] else "")}
+        {**d, "why": last_result(d["last_status"], d["last_error"])}
         for d in deliveries
         if d["state"] in ("failed", "dead")
     ]
@@ -143,7 +144,8 @@ def status_text(doc: Mapping[str, Any], next_command: str | None = None) -> str:
     if coalesced:
         lines += _section("coalesced (not sent)", coalesced, "reason; by")
     if next_command:
-        lines += ["", f"{len(deliveries)} deliveries on this page; next page: {next_command}"]
+        on_page = plural(len(deliveries), "delivery", "deliveries")
+        lines += ["", f"{on_page} on this page; next page: {next_command}"]
     return "\n".join(lines)
 
 
@@ -166,7 +168,7 @@ def run_status(args: argparse.Namespace) -> int:
                 return doc
             if not console.is_terminal or args.json:
                 return await _until_complete(store, urls, ref, query, doc, args.interval, None)
-            view = Text(status_text(doc), no_wrap=True, overflow="crop")
+            view = Text(status_text(doc), no_wrap=True, overflow="ellipsis")
             with Live(view, console=console, auto_refresh=False, transient=True) as live:
                 return await _until_complete(store, urls, ref, query, doc, args.interval, live)
         finally:
@@ -197,5 +199,5 @@ async def _until_complete(
         await asyncio.sleep(interval_s)
         doc = await activity_status(store, urls, ref, query)
         if live is not None:
-            live.update(Text(status_text(doc), no_wrap=True, overflow="crop"), refresh=True)
+            live.update(Text(status_text(doc), no_wrap=True, overflow="ellipsis"), refresh=True)
     return doc

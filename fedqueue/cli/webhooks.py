@@ -11,9 +11,10 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fedqueue.cli.admin import _who, table
+from fedqueue.cli.admin import _who
 from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
+from fedqueue.cli.tables import table
 from fedqueue.outbound.webhook_rules import DEFAULT_CONSUMER, EVENTS
 from fedqueue.settings import Settings
 from fedqueue.storage import Store

@@ -52,6 +52,7 @@ from fedqueue.remote.keyring import Keyring
 from fedqueue.settings import Settings
 from fedqueue.storage import Accepted, Enqueued, OutboxEntry, Store, Target
 from fedqueue.urls import Urls
+from fedqueue.wording import plural
 
 log = logging.getLogger("fedqueue.outbound.fanout")
 
@@ -122,7 +123,9 @@ class Fanout:
         if entry.expansion_attempts > tries:
             # Claimed that often with no failure left to give up on: earlier workers died mid-way.
             last = entry.error or "none caught (the worker stopped during the expansion)"
-            await self._settle(entry, f"expansion did not finish in {tries} attempts; last error: {last}")
+            await self._settle(
+                entry, f"expansion did not finish in {plural(tries, 'attempt')}; last error: {last}"
+            )
             return None
         try:
             return await self._plan(entry, earlier)
@@ -191,7 +194,7 @@ class Fanout:
                 await self._store.outbox.retry_later(entry.id, self._owner, until, reason)
                 return
             if failed:
-                reason = f"expansion failed {attempts} times; last error: {reason}"
+                reason = f"expansion failed {plural(attempts, 'time')}; last error: {reason}"
             await self._store.outbox.finish([entry.id], self._owner, "rejected", now, reason)
             log.warning("outbox row %s rejected: %s", entry.id, reason)
         except Exception as exc:

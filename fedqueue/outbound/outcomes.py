@@ -21,6 +21,7 @@ from email.utils import parsedate_to_datetime
 
 from fedqueue.outbound.backoff import Jitter, RetrySchedule
 from fedqueue.signing.requests import SignatureScheme
+from fedqueue.wording import plural
 
 RETRYABLE_STATUSES = frozenset({408, 429})
 BODY_HEAD_CHARS = 200
@@ -134,7 +135,7 @@ def _retry(
     retry_after_s: float | None,
 ) -> Outcome:
     if schedule.gives_up_after(attempts):
-        return Dead(f"gave up after {attempts} attempts: {reason}")
+        return Dead(f"gave up after {plural(attempts, 'attempt')}: {reason}")
     delay_s = schedule.delay_seconds(attempts, jitter)
     if retry_after_s is not None:
         delay_s = max(delay_s, min(retry_after_s, schedule.cap_seconds))

@@ -50,6 +50,11 @@ def _same_origin(a: str, b: str) -> bool:
     return (pa.scheme, pa.netloc.lower()) == (pb.scheme, pb.netloc.lower())
 
 
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.lower()}"
+
+
 def _public_keys(doc: dict[str, Any]) -> list[dict[str, Any]]:
     keys = doc.get("publicKey")
     if isinstance(keys, dict):
@@ -111,8 +116,10 @@ def parse_actor(doc: Any, uri: str, key_id: str | None = None) -> RemoteActor:
     if actor_id is None or not _same_origin(actor_id, uri):
         raise FetchError(f"actor document of {uri} has a missing or foreign id")
     inbox = _field("inbox", doc.get("inbox"))
-    if inbox is None or not _same_origin(inbox, actor_id):
-        raise FetchError(f"actor {actor_id} has no usable inbox")
+    if inbox is None:
+        raise FetchError(f"actor {actor_id} has no inbox")
+    if not _same_origin(inbox, actor_id):
+        raise FetchError(f"inbox {inbox} is not on the actor's origin {_origin(actor_id)}, so it is not used")
     endpoints = doc.get("endpoints")
     shared = _field("sharedInbox", endpoints.get("sharedInbox") if isinstance(endpoints, dict) else None)
     keys = _public_keys(doc)

@@ -38,7 +38,10 @@ _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 _audit = AuditRow.__table__  # type: ignore[attr-defined]
 
 CANCELLED = "cancelled by admin"
-BLOCKED = "host blocked by admin"
+#: A local decision, never sent: stored with no HTTP status, so it cannot read as the remote's answer.
+BLOCKED = "blocked by admin (not sent)"
+#: What earlier versions stored for BLOCKED; still recognised, so their blocks can be requeued.
+BLOCKED_BEFORE = "host blocked by admin"
 #: Why the worker gives a delivery up unsent while its host is blocked.
 REFUSED_BLOCKED = "host is blocked by an admin"
 #: States a single retry may start from: anything not finished well and not in flight.
@@ -122,7 +125,7 @@ class AdminStore(AdminViews):
         return total
 
     async def cancel(self, delivery_id: int, *, who: str, now: datetime | None = None) -> DeliveryView:
-        """Give up one delivery: `dead` with last_error 'cancelled by admin', lease dropped."""
+        """Give up one delivery: `dead`, 'cancelled by admin' with no HTTP status, lease dropped."""
         now = now or utcnow()
         async with self._db.transaction() as conn:
             before = await self._state_of(conn, delivery_id)
@@ -133,7 +136,9 @@ class AdminStore(AdminViews):
             await conn.execute(
                 update(_deliveries)
                 .where(_deliveries.c.id == delivery_id, _deliveries.c.state.in_(CANCELLABLE))
-                .values(state="dead", last_error=CANCELLED, lease_owner=None, lease_until=None)
+                .values(
+                    state="dead", last_error=CANCELLED, last_status=None, lease_owner=None, lease_until=None
+                )
             )
             await after_given_up(self._db, conn, [delivery_id], now)
             await record_audit(conn, who, "cancel", f"delivery:{delivery_id}", {"from": before[0]}, now)
@@ -251,7 +256,7 @@ def _killed_by_block(host: str) -> tuple[Any, ...]:
     return (
         _deliveries.c.host == host,
         _deliveries.c.state == "dead",
-        _deliveries.c.last_error.in_((BLOCKED, REFUSED_BLOCKED)),
+        _deliveries.c.last_error.in_((BLOCKED, BLOCKED_BEFORE, REFUSED_BLOCKED)),
     )
 
 

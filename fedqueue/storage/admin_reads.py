@@ -145,10 +145,12 @@ class AdminViews:
         state: str | None = None,
         host: str | None = None,
         activity: str | None = None,
+        inbox: str | None = None,
         cursor: str | None = None,
         limit: int = 100,
     ) -> DeliveryPage:
-        """Deliveries newest first; `activity` is an outbox id or an activity URI; keyset-paged by id."""
+        """Deliveries newest first; `activity` is an outbox id or an activity URI, `inbox` an exact
+        inbox URL (read through the index that starts with it); keyset-paged by id."""
         _check_state(state)
         limit = _limit(limit)
         after = parse_cursor(cursor)
@@ -169,6 +171,8 @@ class AdminViews:
                 query = query.where(_deliveries.c.outbox_id == int(activity))
             else:
                 query = query.where(_outbox.c.activity_id == activity)
+        if inbox:
+            query = query.where(_deliveries.c.inbox == check_text("inbox filter", inbox, URI_CHARS))
         async with self._db.reading() as conn:
             rows = (await conn.execute(query)).all()
         page = rows[:limit]

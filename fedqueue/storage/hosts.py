@@ -46,13 +46,14 @@ async def give_up_outstanding(
     database: Database, conn: AsyncConnection, host: str, reason: str, now: datetime
 ) -> list[Ended]:
     """In `conn`'s transaction: every unfinished delivery to `host` becomes `dead` with `reason`
-    (a lease held is dropped, so its worker's result is not stored), and their `delivery.dead`
+    and no HTTP status (it is our decision, not the remote's answer; a lease held is dropped, so
+    its worker's result is not stored), and their `delivery.dead`
     events are queued; those deliveries. For a blocked host and a given-up one."""
     d = _deliveries.c
     killed = await conn.execute(
         update(_deliveries)
         .where(d.host == host, d.state.in_(UNFINISHED))
-        .values(state="dead", last_error=reason, lease_owner=None, lease_until=None)
+        .values(state="dead", last_error=reason, last_status=None, lease_owner=None, lease_until=None)
         .returning(d.id, d.attempts, d.inbox)
     )
     ended = [Ended(row.id, row.attempts, row.inbox, reason) for row in killed]

@@ -13,6 +13,7 @@ from fedqueue.storage.admin_json import ActorJson
 from fedqueue.storage.column_types import utcnow
 from fedqueue.web.admin_auth import session_of
 from fedqueue.web.incoming import read_json_object, string_field
+from fedqueue.web.query_params import accepts
 from fedqueue.web.responses import JSONResponse, store_of, urls_of
 
 #: A new actor's JSON is its name.
@@ -33,6 +34,7 @@ async def actor_json(store: Store, name: str, deletion: Deletion | None = None) 
     }
 
 
+@accepts()
 async def create_actor(request: Request) -> Response:
     """POST /admin/actors {name}: 201 {id, name, token}, as `fedqueue actor create` prints; audited."""
     body = await read_json_object(request, MAX_ACTOR_BODY_BYTES, ("name",))
@@ -42,6 +44,7 @@ async def create_actor(request: Request) -> Response:
     return JSONResponse({"id": actor_id, "name": name, "token": created.token}, status_code=201)
 
 
+@accepts()
 async def delete(request: Request) -> Response:
     """DELETE /admin/actors/{name}: the actor's Delete is queued; it is a Tombstone from now on."""
     name = check_actor_name(request.path_params["name"])
@@ -50,6 +53,7 @@ async def delete(request: Request) -> Response:
     return JSONResponse(await actor_json(store, name, deletion))
 
 
+@accepts(repeatable=("add", "remove"))
 async def aliases(request: Request) -> Response:
     """POST /admin/actors/{name}/aliases?add=URI&remove=URI (each repeatable): its alsoKnownAs."""
     name = check_actor_name(request.path_params["name"])
@@ -62,6 +66,7 @@ async def aliases(request: Request) -> Response:
     return JSONResponse(await actor_json(store, name))
 
 
+@accepts("to")
 async def move(request: Request) -> Response:
     """POST /admin/actors/{name}/move?to=URI: checked against the target's alsoKnownAs, then sent."""
     name = check_actor_name(request.path_params["name"])

@@ -21,6 +21,7 @@ from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.consumers import consumer_json
 from fedqueue.web.admin_auth import session_of
 from fedqueue.web.admin_openapi import openapi_document
+from fedqueue.web.query_params import accepts
 from fedqueue.web.responses import JSONResponse, settings_of, store_of, urls_of
 
 
@@ -44,6 +45,7 @@ def str_param(request: Request, name: str) -> str | None:
     return request.query_params.get(name) or None
 
 
+@accepts("limit", "cursor", "actor", "type", "delivery_state")
 async def list_activities(request: Request) -> Response:
     items, cursor = await store_of(request).admin.activities(
         limit=int_param(request, "limit", 50),
@@ -56,21 +58,25 @@ async def list_activities(request: Request) -> Response:
     return JSONResponse({"items": [activity_json(i, urls) for i in items], "next_cursor": cursor})
 
 
+@accepts("state", "host", "activity", "inbox", "cursor", "limit")
 async def list_deliveries(request: Request) -> Response:
     page = await store_of(request).admin.deliveries(
         state=str_param(request, "state"),
         host=str_param(request, "host"),
         activity=str_param(request, "activity"),
+        inbox=str_param(request, "inbox"),
         cursor=str_param(request, "cursor"),
         limit=int_param(request, "limit", 100),
     )
     return JSONResponse({"items": [delivery_json(i) for i in page.items], "next_cursor": page.next_cursor})
 
 
+@accepts()
 async def get_delivery(request: Request) -> Response:
     return JSONResponse(delivery_json(await store_of(request).admin.delivery(request.path_params["id"])))
 
 
+@accepts()
 async def retry_delivery(request: Request) -> Response:
     who = session_of(request).who
     return JSONResponse(
@@ -78,6 +84,7 @@ async def retry_delivery(request: Request) -> Response:
     )
 
 
+@accepts()
 async def cancel_delivery(request: Request) -> Response:
     who = session_of(request).who
     return JSONResponse(
@@ -85,11 +92,13 @@ async def cancel_delivery(request: Request) -> Response:
     )
 
 
+@accepts("limit")
 async def list_hosts(request: Request) -> Response:
     hosts = await store_of(request).admin.hosts(limit=int_param(request, "limit", 100))
     return JSONResponse({"items": [host_json(h) for h in hosts]})
 
 
+@accepts()
 async def get_host(request: Request) -> Response:
     return JSONResponse(host_json(await store_of(request).admin.host(request.path_params["host"])))
 
@@ -109,40 +118,46 @@ def host_action(action: str) -> Callable[[Request], Awaitable[Response]]:
             data["requeued"], data["still_dead"] = counts.requeued, counts.still_dead
         return JSONResponse(data)
 
-    return handler
+    return accepts(*(["requeue"] if action == "unblock" else []))(handler)
 
 
 HOST_ACTIONS = ("pause", "resume", "block", "unblock", "reset")
 
 
+@accepts()
 async def retry_host_dead(request: Request) -> Response:
     host = request.path_params["host"]
     count = await store_of(request).admin.retry_dead(who=session_of(request).who, host=host)
     return JSONResponse({"host": host.lower(), "retried": count})
 
 
+@accepts()
 async def retry_all_dead(request: Request) -> Response:
     count = await store_of(request).admin.retry_dead(who=session_of(request).who)
     return JSONResponse({"retried": count})
 
 
+@accepts("limit")
 async def audit(request: Request) -> Response:
     entries = await store_of(request).admin.audit_log(limit=int_param(request, "limit", 100))
     return JSONResponse({"items": [audit_json(e) for e in entries]})
 
 
+@accepts("actor")
 async def list_consumers(request: Request) -> Response:
     idle = timedelta(days=settings_of(request).retention_consumer_idle_days)
     consumers = await store_of(request).consumers.list(utcnow() - idle, str_param(request, "actor"))
     return JSONResponse({"items": [consumer_json(c) for c in consumers]})
 
 
+@accepts()
 async def delete_consumer(request: Request) -> Response:
     actor, consumer = request.path_params["actor"], request.path_params["consumer"]
     deleted = await store_of(request).consumers.delete(actor, consumer, who=session_of(request).who)
     return JSONResponse(consumer_json(deleted))
 
 
+@accepts()
 async def openapi(request: Request) -> Response:
     return JSONResponse(openapi_document(urls_of(request).base_url))
 

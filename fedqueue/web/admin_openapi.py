@@ -285,6 +285,7 @@ def _paths() -> dict[str, Any]:
                     _query("state", _STATE, "delivery state"),
                     _query("host", {"type": "string"}, "remote host"),
                     _query("activity", {"type": "string"}, "outbox id or activity URI"),
+                    _query("inbox", {"type": "string"}, "inbox URL, exactly as the delivery names it"),
                     _CURSOR,
                     _LIMIT,
                 ],
@@ -414,7 +415,8 @@ def openapi_document(base_url: str) -> dict[str, Any]:
             "version": "1",
             "description": "Where every delivery stands, per activity and per host, and how to steer it. "
             "Every request needs `Authorization: Bearer <FEDQUEUE_ADMIN_TOKEN>`; every action is audited. "
-            "An activity's status_url also answers to its actor's outbox token.",
+            "An activity's status_url also answers to its actor's outbox token. "
+            "A query parameter an operation does not list is a 400, never ignored.",
         },
         "servers": [{"url": base_url}],
         "security": [{"adminToken": []}],

@@ -17,6 +17,7 @@ from fedqueue.outbound.webhook_rules import DEFAULT_CONSUMER
 from fedqueue.storage.webhook_registry import webhook_json
 from fedqueue.web.admin_auth import session_of
 from fedqueue.web.incoming import read_json_object, string_field
+from fedqueue.web.query_params import accepts
 from fedqueue.web.responses import JSONResponse, settings_of, store_of
 
 #: A webhook's JSON is small: an actor, a consumer, a URL, a secret and a few event names.
@@ -40,12 +41,14 @@ def _flag(body: dict[str, Any], name: str) -> bool:
     return value
 
 
+@accepts("actor")
 async def list_webhooks(request: Request) -> Response:
     actor = request.query_params.get("actor") or None
     hooks = await store_of(request).webhooks.list(actor)
     return JSONResponse({"items": [webhook_json(h) for h in hooks]})
 
 
+@accepts()
 async def add_webhook(request: Request) -> Response:
     """POST /admin/webhooks {actor, url, consumer?, secret?, events?, allow_private?}: 201 with the secret."""
     body = await read_json_object(request, MAX_BODY_BYTES, FIELDS)
@@ -62,6 +65,7 @@ async def add_webhook(request: Request) -> Response:
     return JSONResponse({**webhook_json(hook), "secret": secret}, status_code=201)
 
 
+@accepts()
 async def remove_webhook(request: Request) -> Response:
     hook = await store_of(request).webhooks.remove(request.path_params["id"], who=session_of(request).who)
     return JSONResponse(webhook_json(hook))

@@ -13,6 +13,7 @@ from starlette.responses import HTMLResponse, Response
 
 from fedqueue.storage.admin_views import DELIVERY_STATES
 from fedqueue.storage.stats import Bucket
+from fedqueue.wording import last_result, plural
 
 _env = Environment(
     loader=PackageLoader("fedqueue", "templates"),
@@ -48,6 +49,7 @@ def utc(value: datetime | None, seconds: bool = True) -> str:
 
 
 _env.filters["utc"] = utc
+_env.globals.update(last_result=last_result, plural=plural)
 
 
 def set_flash(response: Response, message: str, kind: str = "ok") -> None:

@@ -6,6 +6,7 @@ Pages read the same storage views as the JSON API. The only script is the opt-in
 
 from __future__ import annotations
 
+import contextlib
 from importlib.resources import files
 from urllib.parse import urlencode
 
@@ -13,8 +14,9 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from fedqueue.errors import NotFound
+from fedqueue.errors import InvalidInput, NotFound
 from fedqueue.outbound.status_order import STATUS_ORDER, status_query
+from fedqueue.storage import Store
 from fedqueue.storage.admin_views import CIRCUIT_STATES, HostView
 from fedqueue.web.admin_auth import (
     COOKIE_NAME,
@@ -26,12 +28,18 @@ from fedqueue.web.admin_auth import (
 )
 from fedqueue.web.console_render import chart, render
 from fedqueue.web.incoming import public_scheme
+from fedqueue.web.query_params import accepts
 from fedqueue.web.responses import settings_of, store_of
 
 #: Pages of the console (HTML), as opposed to the JSON API under /admin.
 HTML_PREFIXES = ("/admin/ui/", "/admin/login", "/admin/logout")
 HEALTH_FILTERS = ("failing", "healthy")
 PAGE_SIZE = 20
+#: What the deliveries page filters by (each also a query parameter of /admin/deliveries).
+DELIVERY_FILTERS = ("state", "host", "activity", "inbox")
+DELIVERY_PAGE = 50
+#: What the console's search finds, in the order it looks.
+SEARCHABLE = "an outbox id, an activity URI, an inbox URL or a host name"
 #: Origins where browsers store a Secure cookie over plain HTTP.
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 DISABLED = "The admin console is disabled: the server has no FEDQUEUE_ADMIN_TOKEN set."
@@ -72,6 +80,7 @@ def login_page(request: Request, error: str | None, status_code: int) -> Respons
     )
 
 
+@accepts("cursor")
 async def overview(request: Request) -> Response:
     store = store_of(request)
     hosts = await store.admin.hosts(limit=50)
@@ -101,6 +110,7 @@ def filter_hosts(hosts: list[HostView], circuit: str | None, health: str | None)
     ]
 
 
+@accepts("circuit", "health")
 async def hosts_page(request: Request) -> Response:
     circuit = request.query_params.get("circuit") or None
     health = request.query_params.get("health") or None
@@ -122,34 +132,45 @@ async def hosts_page(request: Request) -> Response:
     )
 
 
+@accepts(*DELIVERY_FILTERS, "cursor")
 async def deliveries_page(request: Request) -> Response:
-    state = request.query_params.get("state") or None
-    host = request.query_params.get("host") or None
-    cursor = request.query_params.get("cursor") or None
-    page = await store_of(request).admin.deliveries(state=state, host=host, cursor=cursor, limit=50)
+    """Deliveries newest first, filtered by state, host, activity (id or URI) and inbox URL."""
+    given = {k: v.strip() for k, v in request.query_params.items() if v.strip()}
+    filters = {k: v for k, v in given.items() if k in DELIVERY_FILTERS}
+    page = await store_of(request).admin.deliveries(
+        **filters, cursor=given.get("cursor"), limit=DELIVERY_PAGE
+    )
     return render(
         request,
         "deliveries.html",
         deliveries=page.items,
-        state=state,
-        host=host,
-        next_cursor=page.next_cursor,
+        filters=filters,
+        older=f"?{urlencode({**filters, 'cursor': page.next_cursor})}" if page.next_cursor else None,
     )
 
 
+@accepts("q")
 async def search(request: Request) -> Response:
-    """Jump to an activity by its outbox id or its activity URI."""
+    """Jump to an activity (outbox id or activity URI), an inbox's deliveries, or a host."""
     query = (request.query_params.get("q") or "").strip()
     if not query:
-        return error_page(request, 400, "Type an outbox id (a number) or an activity URI to search.")
-    store = store_of(request)
+        return error_page(request, 400, f"Type {SEARCHABLE} to search.")
+    return RedirectResponse(await _found_at(store_of(request), query), status_code=303)
+
+
+async def _found_at(store: Store, query: str) -> str:
+    """The console page of what `query` names, in the order of SEARCHABLE; NotFound if nothing."""
     if query.isascii() and query.isdigit() and len(query) <= 18:
-        found = [await store.admin.activity(int(query))]
-    else:
-        found, _ = await store.admin.activities(limit=1, activity_uri=query)
-    if not found:
-        raise NotFound(f"no activity has the id or URI {query[:200]!r}")
-    return RedirectResponse(f"/admin/ui/activities/{found[0].outbox_id}", status_code=303)
+        return f"/admin/ui/activities/{(await store.admin.activity(int(query))).outbox_id}"
+    found, _ = await store.admin.activities(limit=1, activity_uri=query)
+    if found:
+        return f"/admin/ui/activities/{found[0].outbox_id}"
+    if (await store.admin.deliveries(inbox=query, limit=1)).items:
+        return f"/admin/ui/deliveries?{urlencode({'inbox': query})}"
+    if "/" not in query:
+        with contextlib.suppress(NotFound, InvalidInput):
+            return f"/admin/ui/hosts/{(await store.admin.host(query)).host}"
+    raise NotFound(f"nothing found for {query[:200]!r}: search by {SEARCHABLE}")
 
 
 async def activity_page(request: Request) -> Response:
@@ -171,6 +192,7 @@ async def activity_page(request: Request) -> Response:
     )
 
 
+@accepts()
 async def host_page(request: Request) -> Response:
     store = store_of(request)
     host = await store.admin.host(request.path_params["host"])
@@ -178,12 +200,15 @@ async def host_page(request: Request) -> Response:
     return render(request, "host.html", host=host, deliveries=page.items)
 
 
+@accepts()
 async def login_form(request: Request) -> Response:
     if await current_session(request, settings_of(request)) is not None:
         return RedirectResponse("/admin/", status_code=303)
-    return login_page(request, None, 401)
+    # The form itself is no refusal: 200, as a browser expects of a page it was sent to.
+    return login_page(request, None, 200 if settings_of(request).admin_token else 401)
 
 
+@accepts()
 async def login(request: Request) -> Response:
     settings = settings_of(request)
     if not settings.admin_token:

@@ -13,7 +13,9 @@ from starlette.routing import Route
 from fedqueue.errors import FedqueueError
 from fedqueue.web.admin_auth import COOKIE_NAME, check_csrf, session_of
 from fedqueue.web.console_render import render, set_flash
+from fedqueue.web.query_params import accepts
 from fedqueue.web.responses import store_of
+from fedqueue.wording import plural
 
 #: Pending deliveries: the ones a block makes dead and a cancel may stop.
 PENDING = ("queued", "sending", "failed")
@@ -33,6 +35,7 @@ def back_to(target: str | None) -> str:
     return target
 
 
+@accepts()
 async def logout(request: Request) -> Response:
     """End the session: the version moves on, so this cookie (and every other console's) is refused."""
     await _checked_form(request)
@@ -58,7 +61,7 @@ def action(perform: Action) -> Callable[[Request], Awaitable[Response]]:
             set_flash(response, f"Not done: {exc}", "error")
         return response
 
-    return handler
+    return accepts()(handler)
 
 
 async def _retry(request: Request, who: str) -> str:
@@ -74,7 +77,7 @@ async def _cancel(request: Request, who: str) -> str:
 async def _retry_dead(request: Request, who: str) -> str:
     host = request.path_params["host"]
     count = await store_of(request).admin.retry_dead(who=who, host=host)
-    return f"{count} dead deliveries to {host} are queued again."
+    return f"Queued again: {plural(count, 'dead delivery', 'dead deliveries')} to {host}."
 
 
 async def _pause(request: Request, who: str) -> str:
@@ -101,7 +104,8 @@ async def _block(request: Request, who: str) -> str:
     host = await admin.block(before.host, who=who)
     killed = host.counts.get("dead", 0) - before.counts.get("dead", 0)
     return (
-        f"Host {host.host} is blocked: {killed} pending deliveries became dead. "
+        f"Host {host.host} is blocked: "
+        f"{plural(killed, 'pending delivery', 'pending deliveries')} became dead. "
         "Unblock, then Retry dead for the host, to requeue them."
     )
 
@@ -109,9 +113,13 @@ async def _block(request: Request, who: str) -> str:
 async def _unblock(request: Request, who: str) -> str:
     host = await store_of(request).admin.unblock(request.path_params["host"], who=who)
     dead = host.counts.get("dead", 0)
-    return f"Host {host.host} is unblocked; its {dead} dead deliveries stay dead until you Retry dead."
+    return (
+        f"Host {host.host} is unblocked; its {plural(dead, 'dead delivery', 'dead deliveries')} "
+        f"{'stays' if dead == 1 else 'stay'} dead until you Retry dead."
+    )
 
 
+@accepts("next")
 async def confirm_block(request: Request) -> Response:
     """What Block will do, with the button that does it."""
     host = await store_of(request).admin.host(request.path_params["host"])
@@ -121,7 +129,8 @@ async def confirm_block(request: Request) -> Response:
         "confirm.html",
         title=f"Block {host.host}?",
         consequences=[
-            f"Its {pending} pending (queued, sending or failed) deliveries become dead.",
+            f"Its {plural(pending, 'pending delivery', 'pending deliveries')} (queued, sending or failed) "
+            "will become dead.",
             "Its servers' deliveries to our inboxes are refused.",
             'Unblock, then "Retry dead" for the host, undoes it: the dead deliveries are queued again.',
         ],
@@ -131,6 +140,7 @@ async def confirm_block(request: Request) -> Response:
     )
 
 
+@accepts("next")
 async def confirm_cancel(request: Request) -> Response:
     """What Cancel will do, with the button that does it."""
     delivery = await store_of(request).admin.delivery(request.path_params["id"])
@@ -140,7 +150,7 @@ async def confirm_cancel(request: Request) -> Response:
         title=f"Cancel delivery {delivery.id}?",
         consequences=[
             f"Delivery {delivery.id} of activity {delivery.outbox_id} to {delivery.inbox} "
-            f"({delivery.state}, {delivery.attempts} attempts) stops and becomes dead.",
+            f"({delivery.state}, {plural(delivery.attempts, 'attempt')}) stops and becomes dead.",
             "Retry on the delivery queues it again.",
         ],
         action=f"/admin/ui/deliveries/{delivery.id}/cancel",

@@ -108,7 +108,7 @@ def test_a_password_in_the_database_url_is_hidden_in_the_refusal(tmp_path: Path)
 
 def test_the_admin_commands_need_no_admin_token(tmp_path: Path, database_url: str) -> None:
     env = {"FEDQUEUE_DATABASE_URL": database_url, "FEDQUEUE_ADMIN_TOKEN": ""}
-    result = run_fedqueue("pause", "example.org", cwd=tmp_path, env=env)
+    result = run_fedqueue("pause", "example.org", "--force", cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "example.org: paused\n"
 

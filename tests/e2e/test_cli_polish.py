@@ -10,6 +10,9 @@ import select
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -164,7 +167,7 @@ def test_block_says_what_it_did_and_unblock_requeue_brings_those_deliveries_back
     blocked = run_fedqueue("block", "spam.example", cwd=tmp_path, env=env)
     assert blocked.returncode == 0, blocked.stderr
     assert blocked.stdout == (
-        "spam.example: blocked; its inbox traffic is refused and 2 of its deliveries are dead by the block\n"
+        "spam.example: blocked; its inbox traffic is refused and the block made 2 deliveries dead\n"
         "undo: fedqueue unblock spam.example --requeue\n"
     )
     unblocked = run_fedqueue("unblock", "spam.example", "--requeue", cwd=tmp_path, env=env)
@@ -195,23 +198,45 @@ def _read_until(
     return False
 
 
-def test_status_watch_redraws_in_place_and_leaves_no_stale_text(tmp_path: Path) -> None:
-    inboxes = [f"https://host{n}.example/inbox" for n in range(3)]
-    env = _database(tmp_path, [SeededDelivery(inbox) for inbox in inboxes])
-    terminal = pyte.Screen(120, 40)
-    stream = pyte.ByteStream(terminal)
+@dataclass
+class Watched:
+    """`fedqueue status 1 --watch` on a terminal of its own, and the screen it draws."""
+
+    process: subprocess.Popen[bytes]
+    fd: int
+    stream: pyte.ByteStream
+    terminal: pyte.Screen
+
+
+@contextmanager
+def watching(tmp_path: Path, env: dict[str, str], columns: int, lines: int) -> Iterator[Watched]:
+    """Run `status 1 --watch` in a pseudo-terminal of `columns` x `lines`; killed afterwards."""
+    terminal = pyte.Screen(columns, lines)
     parent, child = pty.openpty()
+    size = {"COLUMNS": str(columns), "LINES": str(lines), "TERM": "xterm"}
     process = subprocess.Popen(
         [sys.executable, "-m", "fedqueue", "status", "1", "--watch", "--interval", "0.05"],
         cwd=tmp_path,
-        env={**os.environ, **env, "COLUMNS": "120", "LINES": "40", "TERM": "xterm"},
+        env={**os.environ, **env, **size},
         stdin=child,
         stdout=child,
         stderr=child,
     )
     os.close(child)
-    deadline = time.monotonic() + 60
     try:
+        yield Watched(process, parent, pyte.ByteStream(terminal), terminal)
+    finally:
+        process.kill()
+        process.wait()
+        os.close(parent)
+
+
+def test_status_watch_redraws_in_place_and_leaves_no_stale_text(tmp_path: Path) -> None:
+    inboxes = [f"https://host{n}.example/inbox" for n in range(3)]
+    env = _database(tmp_path, [SeededDelivery(inbox) for inbox in inboxes])
+    deadline = time.monotonic() + 60
+    with watching(tmp_path, env, 120, 40) as watched:
+        parent, stream, terminal, process = watched.fd, watched.stream, watched.terminal, watched.process
         assert _read_until(parent, stream, terminal, "0/3 queued 3", deadline)
         for delivery_id, wanted in ((1, "1/3 queued 2 dead 1"), (2, "2/3 queued 1 dead 2")):
             assert run_fedqueue("cancel", str(delivery_id), cwd=tmp_path, env=env).returncode == 0
@@ -221,10 +246,6 @@ def test_status_watch_redraws_in_place_and_leaves_no_stale_text(tmp_path: Path) 
         assert run_fedqueue("cancel", "3", cwd=tmp_path, env=env).returncode == 0
         _read_until(parent, stream, terminal, "\0never", deadline)  # until it exits
         assert process.wait(timeout=max(1, deadline - time.monotonic())) == 0
-    finally:
-        process.kill()
-        process.wait()
-        os.close(parent)
     shown = [line.rstrip() for line in terminal.display]
     final = run_fedqueue("status", "1", cwd=tmp_path, env=env).stdout.splitlines()
     assert shown[: len(final)] == final

@@ -20,7 +20,14 @@ import pytest
 
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
-from tests.browser import blocking_violations, chromium, log_in, require_browser, sideways_overflow
+from tests.browser import (
+    blocking_violations,
+    chromium,
+    log_in,
+    page_width,
+    require_browser,
+    sideways_overflow,
+)
 from tests.live import LiveInstance, live_instance
 from tests.seeding import SeededDelivery, seed_activity, seed_host
 
@@ -30,6 +37,8 @@ PAUSED = "paused.example"
 OK = "ok.example"
 ACTIVITY = "http://127.0.0.1/actors/alice/activities/"
 EXTRA_ACTIVITIES = 22  # with the three below: more than the overview's page of 20
+#: An activity URI as long as real ones get (a ULID after the path): no break opportunity in it.
+LONG_ACTIVITY = ACTIVITY + "2/01HZX3K9QW8E7R6T5Y4U3I2O1PZXCVBNMASDFGH"
 
 
 @dataclass(frozen=True)
@@ -59,7 +68,7 @@ async def _seed(database_url: str) -> Scene:
         held_activity, (held, queued) = await seed_activity(
             store.database,
             "alice",
-            ACTIVITY + "2",
+            LONG_ACTIVITY,
             [
                 SeededDelivery(f"https://{OPEN}/inbox", "failed", attempts=3, last_status=503),
                 SeededDelivery(f"https://{PAUSED}/inbox", "queued"),
@@ -110,6 +119,9 @@ def test_every_console_page_has_no_serious_axe_violation_and_fits_a_390px_phone(
         "/admin/ui/hosts?circuit=open",
         "/admin/ui/deliveries",
         "/admin/ui/deliveries?state=failed",
+        f"/admin/ui/deliveries?inbox=https://{OPEN}/inbox",
+        f"/admin/ui/deliveries?activity={LONG_ACTIVITY}",
+        f"/admin/ui/search?q=https://{OK}/users/nobody/with/a/long/path/to/an/inbox/that/does/not/exist",
         f"/admin/ui/activities/{scene.held_activity}",
         f"/admin/ui/hosts/{OPEN}",
         f"/admin/ui/hosts/{PAUSED}/block",
@@ -121,11 +133,14 @@ def test_every_console_page_has_no_serious_axe_violation_and_fits_a_390px_phone(
         page.set_default_timeout(15_000)
         page.goto(f"{live.origin}/admin/login")
         found = {"/admin/login": (blocking_violations(page), sideways_overflow(page))}
+        widths = {"/admin/login": page_width(page)}
         log_in(page, live.origin, TOKEN)
         for path in pages:
             page.goto(live.origin + path)
             found[path] = (blocking_violations(page), sideways_overflow(page))
+            widths[path] = page_width(page)
     assert found == {path: ([], 0) for path in found}
+    assert {path: width for path, width in widths.items() if width > 390} == {}
 
 
 @pytest.mark.browser
@@ -170,7 +185,11 @@ def test_an_admin_finds_hosts_deliveries_and_activities_by_filter_search_and_pag
         page.wait_for_url(f"{live.origin}/admin/ui/activities/{scene.first_activity}")
         page.fill("#search-q", "https://nowhere.example/activities/9")
         page.press("#search-q", "Enter")
-        expect(page.locator("#error-reason")).to_contain_text("no activity has the id or URI")
+        expect(page.locator("#error-reason")).to_contain_text("nothing found for")
+        page.fill("#search-q", f"https://{OPEN}/inbox")
+        page.press("#search-q", "Enter")
+        expect(page.locator("#deliveries tbody tr[data-delivery]")).to_have_count(1)
+        expect(page.locator(f'#deliveries tr[data-delivery="{scene.held}"]')).to_have_count(1)
 
         page.goto(f"{live.origin}/admin/")
         expect(page.locator("#activities tbody tr[data-activity]")).to_have_count(20)
@@ -238,12 +257,12 @@ def test_block_says_what_it_will_do_and_retry_dead_for_the_host_undoes_it(
         page.goto(f"{live.origin}/admin/ui/hosts/{PAUSED}")
         page.click("#block")
         expect(page.locator("#consequences")).to_contain_text(
-            "Its 1 pending (queued, sending or failed) deliveries become dead"
+            "Its 1 pending delivery (queued, sending or failed) will become dead"
         )
         expect(page.locator("#consequences")).to_contain_text('"Retry dead" for the host, undoes it')
         page.click("#confirm")
         page.wait_for_url(f"{live.origin}/admin/ui/hosts/{PAUSED}")
-        expect(page.locator("#flash")).to_contain_text("1 pending deliveries became dead")
+        expect(page.locator("#flash")).to_contain_text("1 pending delivery became dead")
         row = page.locator(f'#deliveries tr[data-delivery="{scene.queued}"]')
         expect(row).to_have_attribute("data-state", "dead")
         expect(row.get_by_role("button")).to_have_count(0)  # a blocked host's deliveries cannot go
@@ -251,9 +270,9 @@ def test_block_says_what_it_will_do_and_retry_dead_for_the_host_undoes_it(
         page.reload()
         expect(page.locator("#flash")).to_have_count(0)  # shown once, then gone
         page.get_by_role("button", name="Unblock").click()
-        expect(page.locator("#flash")).to_contain_text("1 dead deliveries stay dead until you Retry dead")
+        expect(page.locator("#flash")).to_contain_text("its 1 dead delivery stays dead until you Retry dead")
         page.get_by_role("button", name="Retry all dead").click()
-        expect(page.locator("#flash")).to_contain_text("1 dead deliveries to paused.example are queued again")
+        expect(page.locator("#flash")).to_contain_text("Queued again: 1 dead delivery to paused.example")
         expect(row).to_have_attribute("data-state", "queued")
 
 

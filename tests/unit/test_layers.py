@@ -16,6 +16,7 @@ RULES = frozenset(
         "fedqueue.errors",
         "fedqueue.urls",
         "fedqueue.column_rules",
+        "fedqueue.wording",
         "fedqueue.followers_sync_rules",
         "fedqueue.signing.keys",
         "fedqueue.signing.digests",

@@ -170,6 +170,23 @@ async def test_an_unusable_recipient_is_dead_with_the_reason_and_the_others_go_o
     assert [d["inbox"] for d in deliveries if d["recipient"]] == [None, None]
 
 
+async def test_an_inbox_on_another_origin_than_its_actor_is_dead_with_the_rule_named(
+    settings: Settings, store: Store, remote: LoopbackServer
+) -> None:
+    await store.actors.create("alice")
+    elsewhere = {**actor_doc(remote, "carol", shared=False), "inbox": "https://inboxes.example/carol"}
+    remote.serve_json("/users/carol", elsewhere)
+    outbox_id = await insert_outbox_row(
+        store, "alice", {"type": "Like", "object": "x", "to": [remote.url("/users/carol")]}
+    )
+    await run_burst(fast(settings), store)
+    [dead] = (await activity_status(store, URLS, outbox_id))["deliveries"]
+    assert dead["state"] == "dead"
+    assert f"inbox https://inboxes.example/carol is not on the actor's origin {remote.url('')}" in (
+        dead["last_error"] or ""
+    ), dead["last_error"]
+
+
 async def test_a_retried_unusable_recipient_is_delivered_to_the_inbox_its_actor_document_names(
     settings: Settings, store: Store, remote: LoopbackServer
 ) -> None:
@@ -389,5 +406,5 @@ async def test_a_refused_connection_reads_connection_refused_with_the_raw_text_k
     outbox_id = await insert_outbox_row(store, "alice", {"type": "Like", "object": "x"}, [inbox])
     await run_burst(fast(settings, retry_max_attempts=1), store)
     [row] = (await activity_status(store, URLS, outbox_id))["deliveries"]
-    assert (row["state"], row["last_error"]) == ("dead", "gave up after 1 attempts: connection refused")
+    assert (row["state"], row["last_error"]) == ("dead", "gave up after 1 attempt: connection refused")
     assert str(port) in (row["last_error_detail"] or "") and row["last_error_detail"] != "connection refused"

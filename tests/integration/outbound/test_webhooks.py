@@ -233,7 +233,7 @@ async def test_deliveries_given_up_without_an_attempt_are_announced_dead_too(
     dead = [e["data"] for e in events(local_app) if e["event"] == "delivery.dead"]
     assert [(d["inbox"], d["last_error"]) for d in dead] == [
         (waiting["to cancel"], "cancelled by admin"),
-        (waiting["to block"], "host blocked by admin"),
+        (waiting["to block"], "blocked by admin (not sent)"),
         (bob.inbox, f"the recipient {bob.uri} was deleted (its Delete arrived)"),
     ]
 

@@ -9,9 +9,10 @@ import pytest
 
 from fedqueue.errors import InvalidInput, NotFound
 from fedqueue.storage import Store
-from fedqueue.storage.admin import CANCELLED
+from fedqueue.storage.admin import BLOCKED, BLOCKED_BEFORE, CANCELLED
 from fedqueue.storage.admin_json import delivery_json
 from fedqueue.storage.column_types import utcnow
+from fedqueue.wording import last_result
 from tests.seeding import SeededDelivery, seed_activity, seed_host
 
 GOOD = "https://good.example/inbox"
@@ -79,6 +80,20 @@ async def test_deliveries_page_with_a_cursor_and_filters(store: Store) -> None:
     assert {d.id for d in by_uri.items} == set(ids)
     with pytest.raises(InvalidInput, match="invalid cursor"):
         await store.admin.deliveries(cursor="abc")
+
+
+async def test_one_inbox_is_found_among_many_deliveries_and_activities(store: Store) -> None:
+    first, first_ids = await _fanout(store, 1)
+    _, second_ids = await _fanout(store, 2)
+    crowd = [SeededDelivery(f"https://bad.example/users/u{n}/inbox") for n in range(200)]
+    await seed_activity(store.database, "alice", "https://local.example/activities/crowd", crowd)
+    everywhere = await store.admin.deliveries(inbox=DOWN)
+    assert [d.id for d in everywhere.items] == [second_ids[2], first_ids[2]]
+    one = await store.admin.deliveries(inbox=DOWN, activity=str(first))
+    assert [d.id for d in one.items] == [first_ids[2]]
+    assert (await store.admin.deliveries(inbox="https://down.example/other")).items == []
+    with pytest.raises(InvalidInput, match="inbox filter"):
+        await store.admin.deliveries(inbox="x" * 5000)
 
 
 async def test_hosts_are_listed_worst_first_with_counts(store: Store) -> None:
@@ -168,7 +183,7 @@ async def test_pause_resume_block_create_the_host_row_and_audit(store: Store) ->
     )
     assert admission.blocked_hosts == {"down.example"}
     killed = await store.admin.delivery(ids[2])
-    assert (killed.state, killed.last_error) == ("dead", "host blocked by admin")
+    assert (killed.state, killed.last_error) == ("dead", BLOCKED)
     assert not (await store.admin.unblock("down.example", who="api")).blocked
     entries = await store.admin.audit_log()
     assert [(e.action, e.target) for e in entries] == [
@@ -226,6 +241,38 @@ async def test_unblock_then_requeue_brings_back_only_what_the_block_killed(store
         "requeue_blocked",
         {"requeued": 2, "still_dead": 1},
     )
+
+
+async def test_a_block_reads_as_a_local_decision_not_as_the_remotes_http_answer(store: Store) -> None:
+    maintenance = "HTTP 503: Service Unavailable: maintenance"
+    _, (failing, cancelled, earlier) = await seed_activity(
+        store.database,
+        "alice",
+        "https://local.example/activities/maintenance",
+        [
+            SeededDelivery(
+                "https://down.example/a/inbox", "failed", 2, last_status=503, last_error=maintenance
+            ),
+            SeededDelivery(
+                "https://down.example/b/inbox", "failed", 2, last_status=503, last_error=maintenance
+            ),
+            # Killed by a block under an earlier version, with its text of then.
+            SeededDelivery(
+                "https://down.example/c/inbox", "dead", 2, last_status=503, last_error=BLOCKED_BEFORE
+            ),
+        ],
+    )
+    await store.admin.cancel(cancelled, who="api")
+    await store.admin.block("down.example", who="api")
+    killed = await store.admin.delivery(failing)
+    assert (killed.state, killed.last_status, killed.last_error) == ("dead", None, BLOCKED)
+    await store.admin.unblock("down.example", who="api")
+    counts = await store.admin.requeue_blocked("down.example", who="api")
+    assert (counts.requeued, counts.still_dead) == (2, 1)
+    views = {d.id: d for d in (await store.admin.deliveries(host="down.example")).items}
+    assert views[failing].state == views[earlier].state == "queued"
+    assert last_result(views[failing].last_status, views[failing].last_error) == "blocked by admin (not sent)"
+    assert (views[cancelled].last_status, views[cancelled].last_error) == (None, CANCELLED)
 
 
 async def test_a_pending_delivery_says_why_it_waits_in_the_view_and_the_json(store: Store) -> None:

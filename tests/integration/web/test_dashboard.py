@@ -48,6 +48,12 @@ async def test_a_wrong_token_shows_the_login_form_again_with_401(client: httpx.A
     assert 'name="token"' in page.text
 
 
+async def test_a_browser_sent_to_the_login_page_gets_the_form_with_200(client: httpx.AsyncClient) -> None:
+    page = await client.get("/admin/login", headers={"accept": "text/html"})
+    assert page.status_code == 200
+    assert 'name="token"' in page.text
+
+
 async def test_the_overview_shows_hosts_in_trouble_chart_backlog_and_activities(
     client: httpx.AsyncClient, store: Store
 ) -> None:
@@ -234,7 +240,7 @@ async def test_after_logout_the_same_cookie_is_refused_in_every_process(
             assert 'name="token"' in page.text
             assert (await where.get("/admin/hosts", headers=headers)).status_code == 401
             form = await where.get("/admin/login", headers=headers)
-            assert form.status_code == 401  # the login form again, no redirect into the console
+            assert form.status_code == 200  # the login form again, no redirect into the console
     again, _ = await _login(client)  # a new login works, with a cookie of the new version
     assert (await client.get("/admin/", headers=again)).status_code == 200
     audit = await store.admin.audit_log(limit=5)

@@ -1,0 +1,119 @@
+"""Host actions straight on the database: pause, resume, block, unblock (--requeue) and reset.
+
+Each prints the host's flags after it (or, with --json, the admin API's shape) and is audited as
+`cli:<login name>`. A host no delivery has gone to is refused unless --force: a typo would
+otherwise record a host nobody has seen, and pause nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from fedqueue.cli.admin import _json_flag, _print, _who, _with_store
+from fedqueue.cli.help import Subparsers, command
+from fedqueue.errors import InvalidInput, NotFound
+from fedqueue.storage import Store
+from fedqueue.storage.admin_json import host_json
+from fedqueue.urls import Urls
+from fedqueue.wording import plural
+
+#: name: (summary, description, example); every host action prints the host's flags after it.
+HOST_ACTIONS = {
+    "pause": (
+        "pause a host: its deliveries wait and spend no attempts",
+        "Pause deliveries to HOST: they stay queued or failed, spend no attempts, and go out "
+        "again after `fedqueue resume HOST`. Inbound traffic from HOST is still accepted.",
+        "fedqueue pause mastodon.example",
+    ),
+    "resume": (
+        "resume a paused host",
+        "Resume deliveries to a paused HOST; the worker ramps them back up.",
+        "fedqueue resume mastodon.example",
+    ),
+    "block": (
+        "block a host: outstanding deliveries become dead, its inbox traffic is refused",
+        "Block HOST both ways: its signed POSTs to our inboxes are refused with 403, and every "
+        "delivery to it that is queued, sending or failed becomes dead ('blocked by admin (not sent)'). "
+        "`fedqueue unblock HOST --requeue` lifts the block and queues those deliveries again.",
+        "fedqueue block spam.example",
+    ),
+    "unblock": (
+        "lift a block (--requeue: queue again what the block killed)",
+        "Lift the block of HOST. The deliveries the block made dead stay dead unless --requeue "
+        "is given: then they are queued again, due now, and the deliveries of HOST dead for any "
+        "other reason (given up, cancelled) are counted as still dead.",
+        "fedqueue unblock spam.example --requeue",
+    ),
+    "reset": (
+        "reset a host's health: no longer given up, its next delivery a probe",
+        "Forget the failures of HOST: a host given up as unreachable (deliveries to it dead at "
+        "once) takes deliveries again, the first one as a probe. Deliveries that ended dead "
+        "meanwhile stay dead: `fedqueue retry --dead --host HOST` requeues them.",
+        "fedqueue reset mastodon.example",
+    ),
+}
+
+
+def register(commands: Subparsers) -> None:
+    """One command per host action, each with --force and --json (unblock: --requeue)."""
+    for name, (summary, description, example) in HOST_ACTIONS.items():
+        host_command = command(commands, name, summary, description, [example])
+        host_command.add_argument("host", metavar="HOST", help="e.g. example.org or example.org:8443")
+        host_command.add_argument(
+            "--force", action="store_true", help=f"{name} a host no delivery has gone to yet"
+        )
+        if name == "unblock":
+            host_command.add_argument(
+                "--requeue", action="store_true", help="queue again the deliveries the block made dead"
+            )
+        _json_flag(host_command)
+        host_command.set_defaults(run=run_host_action, action=name)
+
+
+def run_host_action(args: argparse.Namespace) -> int:
+    who = _who()
+
+    async def work(store: Store, urls: Urls) -> dict[str, Any]:
+        if not args.force:
+            await _known_host(store, args.host, args.action)
+        host = dict(host_json(await getattr(store.admin, args.action)(args.host, who=who)))
+        if args.action == "block":
+            host["deliveries_dead"] = await store.admin.killed_by_block(args.host)
+        if getattr(args, "requeue", False):
+            counts = await store.admin.requeue_blocked(args.host, who=who)
+            host.update(requeued=counts.requeued, still_dead=counts.still_dead)
+        return host
+
+    data = _with_store(work)
+    return _print(args, data, lambda: host_action_line(args.action, data))
+
+
+def _deliveries(count: int) -> str:
+    return plural(count, "delivery", "deliveries")
+
+
+async def _known_host(store: Store, host: str, action: str) -> None:
+    """InvalidInput unless some delivery went to `host` or it has a host record (a typo guard)."""
+    try:
+        await store.admin.host(host)
+    except NotFound:
+        raise InvalidInput(
+            f"{action}: no delivery has gone to {host[:100]!r} and it is not a known host; "
+            f"check the spelling, or give --force to {action} it anyway"
+        ) from None
+
+
+def host_action_line(action: str, host: dict[str, Any]) -> str:
+    """What a host action did, in one line (or two) for a person."""
+    name = host["host"]
+    line = f"{name}: " + (", ".join(f for f in ("paused", "blocked") if host[f]) or "active")
+    if action == "block":
+        dead = host["deliveries_dead"]
+        line += (
+            f"; its inbox traffic is refused and the block made {_deliveries(dead)} dead"
+            f"\nundo: fedqueue unblock {name} --requeue"
+        )
+    if "requeued" in host:
+        line += f"; requeued {_deliveries(host['requeued'])}, {host['still_dead']} still dead"
+    return line
