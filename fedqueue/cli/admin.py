@@ -37,11 +37,13 @@ HOST_ACTIONS = {
         "fedqueue resume mastodon.example",
     ),
     "block": (
-        "block a host: outstanding deliveries become dead, its inbox traffic is refused",
-        "Block HOST both ways: its signed POSTs to our inboxes are refused with 403, and every "
-        "delivery to it that is queued, sending or failed becomes dead ('host blocked by admin'). "
+        "block a host and its subdomains: outstanding deliveries become dead, its inbox traffic is refused",
+        "Block HOST and its subdomains both ways: their signed POSTs to our inboxes are refused "
+        "with 403, nothing is fetched from them, and every delivery to them that is queued, "
+        "sending or failed becomes dead ('host blocked by admin'); later ones are dead at "
+        "fan-out. --reason is kept for the console and the audit log. "
         "`fedqueue unblock HOST --requeue` lifts the block and queues those deliveries again.",
-        "fedqueue block spam.example",
+        'fedqueue block spam.example --reason "spam waves since May"',
     ),
     "unblock": (
         "lift a block (--requeue: queue again what the block killed)",
@@ -148,6 +150,8 @@ def register(commands: Subparsers) -> None:
     for name, (summary, description, example) in HOST_ACTIONS.items():
         host_command = command(commands, name, summary, description, [example])
         host_command.add_argument("host", metavar="HOST", help="e.g. example.org or example.org:8443")
+        if name == "block":
+            host_command.add_argument("--reason", help="why (shown in the console and the audit log)")
         if name == "unblock":
             host_command.add_argument(
                 "--requeue", action="store_true", help="queue again the deliveries the block made dead"
@@ -366,7 +370,10 @@ def run_host_action(args: argparse.Namespace) -> int:
     who = _who()
 
     async def work(store: Store, urls: Urls) -> dict[str, Any]:
-        host = dict(host_json(await getattr(store.admin, args.action)(args.host, who=who)))
+        if args.action == "block":
+            host = dict(host_json(await store.admin.block(args.host, who=who, reason=args.reason)))
+        else:
+            host = dict(host_json(await getattr(store.admin, args.action)(args.host, who=who)))
         if args.action == "block":
             host["deliveries_dead"] = await store.admin.killed_by_block(args.host)
         if getattr(args, "requeue", False):
@@ -384,9 +391,10 @@ def host_action_line(action: str, host: dict[str, Any]) -> str:
     line = f"{name}: " + (", ".join(f for f in ("paused", "blocked", "unavailable") if host[f]) or "active")
     if action == "block":
         dead = host["deliveries_dead"]
+        because = f" ({host['block_reason']})" if host.get("block_reason") else ""
         line += (
-            f"; its inbox traffic is refused and {dead} of its deliveries are dead by the block"
-            f"\nundo: fedqueue unblock {name} --requeue"
+            f"; its (and its subdomains') inbox traffic is refused and {dead} deliveries are dead"
+            f" by the block{because}\nundo: fedqueue unblock {name} --requeue"
         )
     if "requeued" in host:
         line += f"; requeued {host['requeued']} deliveries, {host['still_dead']} still dead"

@@ -105,9 +105,13 @@ class Receiver:
         admission = await self.store.inbox.admission(
             hosts, mentioned[:MAX_MENTIONED_NAMES], activity.actor, utcnow()
         )
-        # Any signature's key on a blocked host refuses the request: no fetch goes to such a host.
-        if admission.blocked_hosts:
-            raise Forbidden(f"host {min(admission.blocked_hosts)} is blocked here")
+        # Any signature's key on a refused host (blocked, covered by a block of its domain, off
+        # the allowlist) refuses the request: no fetch goes to such a host. No read: in memory.
+        policy = await self.store.blocks.policy(settings.federation_mode, settings.allowed_domains)
+        refused = policy.first_refusal(hosts)
+        if refused is not None:
+            log.info("inbox %s refused: %s", activity.type, refused.reason)
+            raise Forbidden(refused.answer)
         recipients = await _recipients(self.store, name, admission.auto_accept)
         # The instance actor signs any key fetch (servers in secure mode answer it).
         signer, timeout_s = await self.keyring.instance(), settings.inbound_verify_timeout_seconds
