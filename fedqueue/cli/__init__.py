@@ -11,10 +11,10 @@ import sys
 from collections.abc import Sequence
 
 from fedqueue import __version__
-from fedqueue.cli import admin, config, core, doctor, retention, status, try_follow, webhooks, worker
+from fedqueue.cli import admin, config, core, doctor, relays, retention, status, try_follow, webhooks, worker
 from fedqueue.errors import FedqueueError
 
-MODULES = (core, worker, status, admin, retention, config, doctor, webhooks, try_follow)
+MODULES = (core, worker, status, admin, retention, config, doctor, webhooks, relays, try_follow)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -152,6 +152,8 @@ class Receiver:
             effects += await effects_of_move(
                 activity, self.store, self.directory, self.urls, signer, timeout_s
             )
+        if activity.type in ("Accept", "Reject"):  # a relay's answer to the instance actor's Follow
+            await _relay_answer(self.store, activity)
         stored = await self.store.inbox.insert_inbound_if_new(
             NewInbound(
                 activity_id=activity.id,
@@ -195,6 +197,16 @@ class Receiver:
             departure.follows_removed,
             departure.deliveries_dead,
         )
+
+
+async def _relay_answer(store: Store, activity: Activity) -> None:
+    """Record a relay's Accept (or Reject) of our Follow: only a relay of ours, by its Follow's id."""
+    follow = activity.doc.get("object")
+    follow_id = follow.get("id") if isinstance(follow, dict) else follow
+    if isinstance(follow_id, str):
+        accepted = activity.type == "Accept"
+        if await store.relays.answered(activity.actor, follow_id, accepted, utcnow()):
+            log.info("relay %s %s our Follow", activity.actor, "accepted" if accepted else "rejected")
 
 
 def _tombstone(activity: Activity, settings: Settings) -> tuple[str, datetime] | None:

@@ -31,6 +31,7 @@ from fedqueue.metrics import FEDERATION_POLICY, HOST_UNAVAILABLE, Metrics
 from fedqueue.outbound.addressing import (
     REACHES_EARLIER,
     InboxChoice,
+    is_public,
     recipients,
     widened,
     with_earlier,
@@ -355,6 +356,8 @@ class Fanout:
             choices.extend(InboxChoice(inbox, shared) for inbox, shared in rows)
         fetched, failed = await self._fetch_actors(wanted.actors)
         choices.extend(fetched)
+        if is_public(activity) and not entry.forwarded:  # FEP-ae0c: public ones go to the relays too
+            choices.extend(InboxChoice(inbox, None) for inbox in await self._store.relays.accepted_inboxes())
         targets = [Target(inbox, host_of(inbox)) for inbox in with_earlier(choices, earlier)]
         # No inbox is known for these: the row names the actor, and a retry fetches it again.
         return targets + [

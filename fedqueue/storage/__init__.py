@@ -23,6 +23,7 @@ from fedqueue.storage.inbox_writes import NewInbound
 from fedqueue.storage.outbox import Accepted, OutboxEntry, OutboxState, OutboxStore, Sendable, Submitted
 from fedqueue.storage.policy import BlockStore
 from fedqueue.storage.published import PublishedStore
+from fedqueue.storage.relays import Relay, RelayStore
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
 from fedqueue.storage.retention import RetentionStore
 from fedqueue.storage.stats import StatsStore
@@ -49,6 +50,7 @@ __all__ = [
     "OutboxEntry",
     "OutboxState",
     "Pulled",
+    "Relay",
     "Sendable",
     "StorageUnavailable",
     "Store",
@@ -79,6 +81,7 @@ class Store:
         self.status_pages = StatusPages(database)
         self.hosts = HostStore(database)
         self.blocks = BlockStore(database)
+        self.relays = RelayStore(database)
         self.audience = AudienceStore(database)
         self.coalescing = CoalescingStore(database)
         self.published = PublishedStore(database)
