@@ -42,6 +42,8 @@ ATTEMPT_BUCKETS = (1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0, 50.0)
 WORKER_ERROR_STAGES = ("expand", "send", "record", "step", "run")
 #: The reason label of deliveries ended dead, unsent, because their host is given up.
 HOST_UNAVAILABLE = "host_unavailable"
+#: The reason label of deliveries ended dead at fan-out: a blocked host, or one off the allowlist.
+FEDERATION_POLICY = "federation_policy"
 #: Why a Linked Data signature was not checked (`ld_signatures.TooCostly.reason`); each exported.
 LD_REFUSAL_REASONS = ("values", "context", "triples", "steps", "deadline")
 #: `fedqueue_admin_login_failures_total`'s results: a wrong token, or an attempt refused unread.

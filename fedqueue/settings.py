@@ -24,6 +24,7 @@ from pydantic_settings import (
 )
 
 from fedqueue.errors import SettingsError
+from fedqueue.federation_policy import FederationMode, parse_domains
 from fedqueue.inbound.client_address import Network, parse_networks
 from fedqueue.outbound.scheme_rules import SchemePolicy
 
@@ -118,6 +119,8 @@ class Settings(BaseSettings):
     inbox_throttle_per_second: float = Field(ge=0)
     inbox_throttle_burst: int = Field(ge=1)
     inbox_trusted_hosts: str
+    federation_mode: FederationMode
+    federation_allowlist: str
     inbox_unverified_per_second: float = Field(ge=0)
     inbox_unverified_burst: int = Field(ge=1)
     trusted_proxies: str
@@ -189,6 +192,11 @@ class Settings(BaseSettings):
     def trusted_inbox_hosts(self) -> frozenset[str]:
         """`inbox_trusted_hosts` (comma-separated) as host names, lower-case."""
         return frozenset(h.strip().lower() for h in self.inbox_trusted_hosts.split(",") if h.strip())
+
+    @property
+    def allowed_domains(self) -> frozenset[str]:
+        """`federation_allowlist` (comma-separated) as domains, lower-case."""
+        return parse_domains(self.federation_allowlist)
 
     @property
     def trusted_proxy_networks(self) -> tuple[Network, ...]:

@@ -19,6 +19,7 @@ from fedqueue.cli import (
     core,
     doctor,
     host_actions,
+    relays,
     retention,
     status,
     try_follow,
@@ -27,7 +28,7 @@ from fedqueue.cli import (
 )
 from fedqueue.errors import FedqueueError
 
-MODULES = (core, worker, status, admin, host_actions, retention, config, doctor, webhooks, try_follow)
+MODULES = (core, worker, status, admin, host_actions, retention, config, doctor, webhooks, relays, try_follow)
 #: The status of a process ended by SIGPIPE (128 + 13), as `yes | head -1` leaves it.
 SIGPIPE_STATUS = 141
 

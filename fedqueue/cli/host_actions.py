@@ -2,7 +2,8 @@
 
 Each prints the host's flags after it (or, with --json, the admin API's shape) and is audited as
 `cli:<login name>`. A host no delivery has gone to is refused unless --force: a typo would
-otherwise record a host nobody has seen, and pause nothing.
+otherwise record a host nobody has seen, and pause nothing. A block is the exception: blocking
+a domain before it ever writes (a blocklist) is what blocks are for.
 """
 
 from __future__ import annotations
@@ -32,11 +33,13 @@ HOST_ACTIONS = {
         "fedqueue resume mastodon.example",
     ),
     "block": (
-        "block a host: outstanding deliveries become dead, its inbox traffic is refused",
-        "Block HOST both ways: its signed POSTs to our inboxes are refused with 403, and every "
-        "delivery to it that is queued, sending or failed becomes dead ('blocked by admin (not sent)'). "
+        "block a host and its subdomains: outstanding deliveries become dead, its inbox traffic is refused",
+        "Block HOST and its subdomains both ways: their signed POSTs to our inboxes are refused "
+        "with 403, nothing is fetched from them, and every delivery to them that is queued, "
+        "sending or failed becomes dead ('blocked by admin (not sent)'); later ones are dead at "
+        "fan-out. --reason is kept for the console and the audit log. "
         "`fedqueue unblock HOST --requeue` lifts the block and queues those deliveries again.",
-        "fedqueue block spam.example",
+        'fedqueue block spam.example --reason "spam waves since May"',
     ),
     "unblock": (
         "lift a block (--requeue: queue again what the block killed)",
@@ -56,13 +59,17 @@ HOST_ACTIONS = {
 
 
 def register(commands: Subparsers) -> None:
-    """One command per host action, each with --force and --json (unblock: --requeue)."""
+    """One command per host action, each with --json; block with --reason, the others with --force
+    (unblock: --requeue)."""
     for name, (summary, description, example) in HOST_ACTIONS.items():
         host_command = command(commands, name, summary, description, [example])
         host_command.add_argument("host", metavar="HOST", help="e.g. example.org or example.org:8443")
-        host_command.add_argument(
-            "--force", action="store_true", help=f"{name} a host no delivery has gone to yet"
-        )
+        if name == "block":  # a block may come before any contact: blocklists name such domains
+            host_command.add_argument("--reason", help="why (shown in the console and the audit log)")
+        else:
+            host_command.add_argument(
+                "--force", action="store_true", help=f"{name} a host no delivery has gone to yet"
+            )
         if name == "unblock":
             host_command.add_argument(
                 "--requeue", action="store_true", help="queue again the deliveries the block made dead"
@@ -75,11 +82,13 @@ def run_host_action(args: argparse.Namespace) -> int:
     who = _who()
 
     async def work(store: Store, urls: Urls) -> dict[str, Any]:
-        if not args.force:
-            await _known_host(store, args.host, args.action)
-        host = dict(host_json(await getattr(store.admin, args.action)(args.host, who=who)))
         if args.action == "block":
+            host = dict(host_json(await store.admin.block(args.host, who=who, reason=args.reason)))
             host["deliveries_dead"] = await store.admin.killed_by_block(args.host)
+        else:
+            if not args.force:
+                await _known_host(store, args.host, args.action)
+            host = dict(host_json(await getattr(store.admin, args.action)(args.host, who=who)))
         if getattr(args, "requeue", False):
             counts = await store.admin.requeue_blocked(args.host, who=who)
             host.update(requeued=counts.requeued, still_dead=counts.still_dead)
@@ -107,12 +116,13 @@ async def _known_host(store: Store, host: str, action: str) -> None:
 def host_action_line(action: str, host: dict[str, Any]) -> str:
     """What a host action did, in one line (or two) for a person."""
     name = host["host"]
-    line = f"{name}: " + (", ".join(f for f in ("paused", "blocked") if host[f]) or "active")
+    line = f"{name}: " + (", ".join(f for f in ("paused", "blocked", "unavailable") if host[f]) or "active")
     if action == "block":
         dead = host["deliveries_dead"]
+        because = f" ({host['block_reason']})" if host.get("block_reason") else ""
         line += (
-            f"; its inbox traffic is refused and the block made {_deliveries(dead)} dead"
-            f"\nundo: fedqueue unblock {name} --requeue"
+            f"; its (and its subdomains') inbox traffic is refused and the block made"
+            f" {_deliveries(dead)} dead{because}\nundo: fedqueue unblock {name} --requeue"
         )
     if "requeued" in host:
         line += f"; requeued {_deliveries(host['requeued'])}, {host['still_dead']} still dead"

@@ -105,9 +105,13 @@ class Receiver:
         admission = await self.store.inbox.admission(
             hosts, mentioned[:MAX_MENTIONED_NAMES], activity.actor, utcnow()
         )
-        # Any signature's key on a blocked host refuses the request: no fetch goes to such a host.
-        if admission.blocked_hosts:
-            raise Forbidden(f"host {min(admission.blocked_hosts)} is blocked here")
+        # Any signature's key on a refused host (blocked, covered by a block of its domain, off
+        # the allowlist) refuses the request: no fetch goes to such a host. No read: in memory.
+        policy = await self.store.blocks.policy(settings.federation_mode, settings.allowed_domains)
+        refused = policy.first_refusal(hosts)
+        if refused is not None:
+            log.info("inbox %s refused: %s", activity.type, refused.reason)
+            raise Forbidden(refused.answer)
         recipients = await _recipients(self.store, name, admission.auto_accept)
         # The instance actor signs any key fetch (servers in secure mode answer it).
         signer, timeout_s = await self.keyring.instance(), settings.inbound_verify_timeout_seconds
@@ -148,6 +152,8 @@ class Receiver:
             effects += await effects_of_move(
                 activity, self.store, self.directory, self.urls, signer, timeout_s
             )
+        if activity.type in ("Accept", "Reject"):  # a relay's answer to the instance actor's Follow
+            await _relay_answer(self.store, activity)
         stored = await self.store.inbox.insert_inbound_if_new(
             NewInbound(
                 activity_id=activity.id,
@@ -191,6 +197,16 @@ class Receiver:
             departure.follows_removed,
             departure.deliveries_dead,
         )
+
+
+async def _relay_answer(store: Store, activity: Activity) -> None:
+    """Record a relay's Accept (or Reject) of our Follow: only a relay of ours, by its Follow's id."""
+    follow = activity.doc.get("object")
+    follow_id = follow.get("id") if isinstance(follow, dict) else follow
+    if isinstance(follow_id, str):
+        accepted = activity.type == "Accept"
+        if await store.relays.answered(activity.actor, follow_id, accepted, utcnow()):
+            log.info("relay %s %s our Follow", activity.actor, "accepted" if accepted else "rejected")
 
 
 def _tombstone(activity: Activity, settings: Settings) -> tuple[str, datetime] | None:

@@ -26,10 +26,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fedqueue.errors import FedqueueError, InvalidInput, describe
-from fedqueue.metrics import HOST_UNAVAILABLE, Metrics
+from fedqueue.federation_policy import Refusal
+from fedqueue.metrics import FEDERATION_POLICY, HOST_UNAVAILABLE, Metrics
 from fedqueue.outbound.addressing import (
     REACHES_EARLIER,
     InboxChoice,
+    is_public,
     recipients,
     widened,
     with_earlier,
@@ -51,6 +53,7 @@ from fedqueue.remote.guard import FetchError, host_of
 from fedqueue.remote.keyring import Keyring
 from fedqueue.settings import Settings
 from fedqueue.storage import Accepted, Enqueued, OutboxEntry, Store, Target
+from fedqueue.storage.admin import REFUSED_BLOCKED
 from fedqueue.urls import Urls
 from fedqueue.wording import plural
 
@@ -269,8 +272,8 @@ class Fanout:
         log.info("activity %s: %d deliveries", facts.activity_id, len(plan.targets))
 
     async def _mark_gone(self, plans: list[Plan]) -> None:
-        """Targets known to be gone (410), or on a given-up host, become dead deliveries (one
-        lookup each for all plans).
+        """Targets known to be gone (410), on a given-up host, or on a host the federation policy
+        refuses (blocked, or off the allowlist), become dead deliveries (one lookup each for all plans).
 
         Actors fetched meanwhile are cached first: a successful fetch clears their marks, and
         its cache write may still wait behind (`RemoteActorStore.put_behind`).
@@ -279,10 +282,36 @@ class Fanout:
         gone = await self._store.audience.gone(inbox for p in plans for inbox in p.live_inboxes)
         health = await self._store.hosts.health({t.host for p in plans for t in p.targets if t.inbox})
         unreachable = {host: unreachable_reason(h) for host, h in health.items() if h.unavailable}
-        if not gone and not unreachable:
+        refused = await self._refused({t.host for p in plans for t in p.targets})
+        if not gone and not unreachable and not refused:
             return
         for plan in plans:
-            plan.targets = [self._dead_at_once(t, gone, unreachable) for t in plan.targets]
+            plan.targets = [
+                self._refused_at_once(t, refused) or self._dead_at_once(t, gone, unreachable)
+                for t in plan.targets
+            ]
+
+    async def _refused(self, hosts: set[str]) -> dict[str, Refusal]:
+        """The hosts among `hosts` that the federation policy refuses (matched in memory), and why."""
+        settings = self._settings
+        policy = await self._store.blocks.policy(settings.federation_mode, settings.allowed_domains)
+        refusals = {host: policy.refusal(host) for host in hosts}
+        return {host: refusal for host, refusal in refusals.items() if refusal is not None}
+
+    def _refused_at_once(self, target: Target, refused: dict[str, Refusal]) -> Target | None:
+        """`target`, dead, if the policy refuses its host (counted, reason federation_policy); else None.
+
+        A blocked host's say REFUSED_BLOCKED (so `unblock --requeue` finds them), with the block
+        and its reason as detail; a host off the allowlist's say so.
+        """
+        refusal = refused.get(target.host)
+        if refusal is None:
+            return None
+        reason = REFUSED_BLOCKED if refusal.why == "blocked" else refusal.reason
+        self._metrics.delivery_outcome(
+            "dead", attempts=0, inbox=target.inbox, error=refusal.reason, reason=FEDERATION_POLICY
+        )
+        return replace(target, dead_reason=reason, detail=refusal.reason)
 
     def _dead_at_once(self, target: Target, gone: set[str], unreachable: dict[str, str]) -> Target:
         """`target`, dead if its inbox is gone or its host given up (counted, reason host_unavailable)."""
@@ -330,6 +359,8 @@ class Fanout:
             choices.extend(InboxChoice(inbox, shared) for inbox, shared in rows)
         fetched, failed = await self._fetch_actors(wanted.actors)
         choices.extend(fetched)
+        if is_public(activity) and not entry.forwarded:  # FEP-ae0c: public ones go to the relays too
+            choices.extend(InboxChoice(inbox, None) for inbox in await self._store.relays.accepted_inboxes())
         targets = [Target(inbox, host_of(inbox)) for inbox in with_earlier(choices, earlier)]
         # No inbox is known for these: the row names the actor, and a retry fetches it again.
         return targets + [

@@ -313,6 +313,7 @@ class RemoteDirectory:
         The body must be UTF-8 (RFC 8259 8.1). json.loads alone would also take UTF-16 and
         UTF-32 bytes, whose text then could not be stored, so the rule is applied here, once.
         """
+        await self._check_policy(url)
         timeout_s = None if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
         headers = {"accept": ACCEPT_ACTIVITY}
         if signer is not None:
@@ -340,6 +341,14 @@ class RemoteDirectory:
         if not isinstance(doc, dict):
             raise FetchError(f"GET {url} gave JSON that is not an object")
         return doc, text
+
+    async def _check_policy(self, url: str) -> None:
+        """FetchError when the federation policy refuses `url`'s host: nothing is fetched from it."""
+        settings = self._client.settings
+        policy = await self._store.blocks.policy(settings.federation_mode, settings.allowed_domains)
+        refusal = policy.refusal(host_of(url))
+        if refusal is not None:
+            raise FetchError(f"GET {url} not sent: {refusal.reason}")
 
     async def _get_scheme(self, url: str) -> SignatureScheme:
         """The scheme to sign a GET of `url` with (`_scheme`), from its host's row."""

@@ -21,7 +21,9 @@ from fedqueue.storage.hosts import HostStore
 from fedqueue.storage.inbox import Admission, InboxEntry, InboxStore, Pulled
 from fedqueue.storage.inbox_writes import NewInbound
 from fedqueue.storage.outbox import Accepted, OutboxEntry, OutboxState, OutboxStore, Sendable, Submitted
+from fedqueue.storage.policy import BlockStore
 from fedqueue.storage.published import PublishedStore
+from fedqueue.storage.relays import Relay, RelayStore
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
 from fedqueue.storage.retention import RetentionStore
 from fedqueue.storage.stats import StatsStore
@@ -48,6 +50,7 @@ __all__ = [
     "OutboxEntry",
     "OutboxState",
     "Pulled",
+    "Relay",
     "Sendable",
     "StorageUnavailable",
     "Store",
@@ -77,6 +80,8 @@ class Store:
         self.deliveries = DeliveryStore(database)
         self.status_pages = StatusPages(database)
         self.hosts = HostStore(database)
+        self.blocks = BlockStore(database)
+        self.relays = RelayStore(database)
         self.audience = AudienceStore(database)
         self.coalescing = CoalescingStore(database)
         self.published = PublishedStore(database)

@@ -23,11 +23,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.column_rules import HOST_CHARS, check_row_id, check_text
 from fedqueue.errors import InvalidInput, NotFound
+from fedqueue.federation_policy import covering
 from fedqueue.outbound.circuit import HostHealth, revived
 from fedqueue.storage.admin_reads import AdminViews
 from fedqueue.storage.admin_views import DeliveryView, HostView
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
+from fedqueue.storage.deliveries import UNFINISHED
 from fedqueue.storage.hosts import give_up_outstanding
 from fedqueue.storage.tables import AuditRow, DeliveryRow, HostRow, OutboxRow
 from fedqueue.storage.webhook_events import after_given_up
@@ -38,6 +40,8 @@ _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 _audit = AuditRow.__table__  # type: ignore[attr-defined]
 
 CANCELLED = "cancelled by admin"
+#: The longest reason a block keeps.
+REASON_CHARS = 500
 #: A local decision, never sent: stored with no HTTP status, so it cannot read as the remote's answer.
 BLOCKED = "blocked by admin (not sent)"
 #: What earlier versions stored for BLOCKED; still recognised, so their blocks can be requeued.
@@ -152,13 +156,17 @@ class AdminStore(AdminViews):
         """Deliveries to `host` flow again; the worker's per-host limits ramp them back up."""
         return await self._set_host(host, who, "resume", {"paused": False}, now)
 
-    async def block(self, host: str, *, who: str, now: datetime | None = None) -> HostView:
-        """Refuse the host both ways: its inbox traffic and every outstanding delivery (made dead)."""
-        return await self._set_host(host, who, "block", {"blocked": True}, now)
+    async def block(
+        self, host: str, *, who: str, reason: str | None = None, now: datetime | None = None
+    ) -> HostView:
+        """Refuse the host and its subdomains both ways: their inbox traffic, fetches, and every
+        outstanding delivery (made dead); `reason` is kept for the console and the audit log."""
+        reason = check_text("reason", " ".join((reason or "").split()), REASON_CHARS) or None
+        return await self._set_host(host, who, "block", {"blocked": True, "block_reason": reason}, now)
 
     async def unblock(self, host: str, *, who: str, now: datetime | None = None) -> HostView:
         """Lift a block; deliveries it killed stay dead until retried (`requeue_blocked`)."""
-        return await self._set_host(host, who, "unblock", {"blocked": False}, now)
+        return await self._set_host(host, who, "unblock", {"blocked": False, "block_reason": None}, now)
 
     async def reset(self, host: str, *, who: str, now: datetime | None = None) -> HostView:
         """Take a host's failures as forgotten: no longer given up, its next delivery a probe, due now.
@@ -181,10 +189,11 @@ class AdminStore(AdminViews):
         return await self.host(host)
 
     async def killed_by_block(self, host: str) -> int:
-        """How many of the host's deliveries are dead because it was blocked."""
+        """How many deliveries to the host (and its subdomains) are dead because it was blocked."""
         host = _check_host(host)
         async with self._db.reading() as conn:
-            found = await conn.execute(select(func.count()).where(*_killed_by_block(host)))
+            covered = await _covered_hosts(conn, host, ("dead",))
+            found = await conn.execute(select(func.count()).where(*_killed_by_block(covered)))
             return int(found.scalar() or 0)
 
     async def requeue_blocked(self, host: str, *, who: str, now: datetime | None = None) -> Requeued:
@@ -199,8 +208,9 @@ class AdminStore(AdminViews):
             flag = (await conn.execute(select(_hosts.c.blocked).where(_hosts.c.host == host))).scalar()
             if flag:
                 raise InvalidInput(f"host {host} is blocked: unblock it first")
+            covered = await _covered_hosts(conn, host, ("dead",))
             requeued = await conn.execute(
-                update(_deliveries).where(*_killed_by_block(host)).values(**_requeued(now))
+                update(_deliveries).where(*_killed_by_block(covered)).values(**_requeued(now))
             )
             still_dead = await conn.execute(
                 select(func.count()).where(_deliveries.c.host == host, _deliveries.c.state == "dead")
@@ -210,7 +220,7 @@ class AdminStore(AdminViews):
         return counts
 
     async def _set_host(
-        self, host: str, who: str, action: str, flags: dict[str, bool], now: datetime | None
+        self, host: str, who: str, action: str, flags: dict[str, Any], now: datetime | None
     ) -> HostView:
         host = _check_host(host)
         now = now or utcnow()
@@ -220,10 +230,12 @@ class AdminStore(AdminViews):
                     changed = await conn.execute(update(_hosts).where(_hosts.c.host == host).values(**flags))
                     if changed.rowcount == 0:
                         await conn.execute(insert(_hosts).values(host=host, **flags))
-                    detail: dict[str, Any] = dict(flags)
+                    detail: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
                     if flags.get("blocked"):
-                        killed = await give_up_outstanding(self._db, conn, host, BLOCKED, now)
-                        detail["deliveries_dead"] = len(killed)
+                        killed = 0
+                        for covered in await _covered_hosts(conn, host, UNFINISHED):
+                            killed += len(await give_up_outstanding(self._db, conn, covered, BLOCKED, now))
+                        detail["deliveries_dead"] = killed
                     await record_audit(conn, who, action, f"host:{host}", detail, now)
                 break
             except IntegrityError:
@@ -251,10 +263,16 @@ def _check_host(host: str) -> str:
     return host
 
 
-def _killed_by_block(host: str) -> tuple[Any, ...]:
-    """Dead deliveries of `host` that a block killed: at the block, or refused by the worker after."""
+async def _covered_hosts(conn: AsyncConnection, domain: str, states: tuple[str, ...]) -> list[str]:
+    """The hosts of deliveries in `states` that a block of `domain` covers (itself, its subdomains)."""
+    hosts = await conn.execute(select(_deliveries.c.host).where(_deliveries.c.state.in_(states)).distinct())
+    return sorted(host for host in hosts.scalars() if covering((domain,), host) is not None)
+
+
+def _killed_by_block(hosts: list[str]) -> tuple[Any, ...]:
+    """Dead deliveries of `hosts` that a block killed: at the block, refused at fan-out or by the worker."""
     return (
-        _deliveries.c.host == host,
+        _deliveries.c.host.in_(hosts),
         _deliveries.c.state == "dead",
         _deliveries.c.last_error.in_((BLOCKED, BLOCKED_BEFORE, REFUSED_BLOCKED)),
     )

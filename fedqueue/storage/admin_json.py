@@ -110,6 +110,7 @@ class HostJson(TypedDict):
     last_success_at: IsoTime | None
     paused: bool
     blocked: bool
+    block_reason: str | None
     unavailable: bool
     signature_scheme: str
     counts: Counts
@@ -220,6 +221,7 @@ def host_json(item: HostView) -> HostJson:
         "last_success_at": iso(item.last_success_at),
         "paused": item.paused,
         "blocked": item.blocked,
+        "block_reason": item.block_reason,
         "unavailable": item.unavailable,
         "signature_scheme": item.signature_scheme,
         "counts": item.counts,

@@ -224,6 +224,7 @@ class AdminViews:
                 _hosts.c.unavailable,
                 _hosts.c.signature_scheme,
                 _hosts.c.circuit_until,
+                _hosts.c.block_reason,
                 *[counts.c[state] for state in DELIVERY_STATES],
             )
             .select_from(names)
@@ -257,6 +258,7 @@ class AdminViews:
                 signature_scheme=row.signature_scheme or "unknown",
                 counts={state: int(getattr(row, state) or 0) for state in DELIVERY_STATES},
                 circuit_until=row.circuit_until,
+                block_reason=row.block_reason,
             )
             for row in rows
         ]

@@ -87,6 +87,8 @@ class HostView:
     counts: dict[str, int] = field(default_factory=dict)
     #: While the circuit is open: when the next probe may go.
     circuit_until: datetime | None = None
+    #: Why an admin blocked it (a block covers its subdomains too).
+    block_reason: str | None = None
 
     @property
     def in_trouble(self) -> bool:

@@ -222,6 +222,8 @@ class HostRow(SQLModel, table=True):
     blocked: bool = Field(
         default=False, sa_column=Column(Boolean, nullable=False, server_default=text("false"))
     )
+    #: Why an admin blocked it (shown in the console and the audit log); a block covers subdomains.
+    block_reason: str | None = Field(default=None, sa_column=Column(String(500), nullable=True))
     signature_scheme: str = Field(
         default="unknown", sa_column=Column(STATE, nullable=False, server_default=text("'unknown'"))
     )
@@ -353,6 +355,22 @@ class FollowingRow(SQLModel, table=True):
     followed_uri: str = Field(sa_column=Column(URI, primary_key=True))
     follow_activity_id: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
     accepted_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
+class RelayRow(SQLModel, table=True):
+    """A relay (FEP-ae0c) the instance actor follows: `pending` until its Accept, then `accepted`.
+
+    Public activities also go to the `inbox` of every accepted relay.
+    """
+
+    __tablename__ = "relays"
+
+    uri: str = Field(sa_column=Column(URI, primary_key=True))
+    inbox: str = Field(sa_column=Column(URI, nullable=False))
+    follow_activity_id: str = Field(sa_column=Column(URI, nullable=False))
+    state: str = Field(sa_column=Column(STATE, nullable=False))
+    created_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    accepted_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
 
 
 class WebhookRow(SQLModel, table=True):

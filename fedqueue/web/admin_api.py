@@ -109,7 +109,10 @@ def host_action(action: str) -> Callable[[Request], Awaitable[Response]]:
     async def handler(request: Request) -> Response:
         admin, name, who = store_of(request).admin, request.path_params["host"], session_of(request).who
         requeue = action == "unblock" and bool_param(request, "requeue")
-        host: HostView = await getattr(admin, action)(name, who=who)
+        if action == "block":
+            host: HostView = await admin.block(name, who=who, reason=str_param(request, "reason"))
+        else:
+            host = await getattr(admin, action)(name, who=who)
         data = cast(HostAction, host_json(host))
         if action == "block":
             data["deliveries_dead"] = await admin.killed_by_block(name)

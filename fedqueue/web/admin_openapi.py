@@ -121,8 +121,8 @@ _HOST_ACTIONS = (
     ("resume", "Resume a paused host"),
     (
         "block",
-        "Block a host: outstanding deliveries become dead (deliveries_dead counts them), "
-        "its inbox traffic is refused",
+        "Block a host and its subdomains: outstanding deliveries become dead (deliveries_dead "
+        "counts them), their inbox traffic is refused and nothing is fetched from them",
     ),
     (
         "unblock",
@@ -136,6 +136,10 @@ _HOST_ACTIONS = (
     ),
 )
 _REQUEUE = _query("requeue", {"type": "boolean"}, "queue again the deliveries the block made dead")
+_REASON = _query(
+    "reason", {"type": "string", "maxLength": 500}, "why (shown in the console and the audit log)"
+)
+_HOST_ACTION_PARAMETERS = {"unblock": [_REQUEUE], "block": [_REASON]}
 _NEW_WEBHOOK: dict[str, Any] = {
     "type": "object",
     "required": ["actor", "url"],
@@ -246,7 +250,7 @@ def _paths() -> dict[str, Any]:
     host_actions = {
         f"/admin/hosts/{{host}}/{action}": {
             "post": _op(
-                f"{action}Host", summary, HostAction, [_HOST, *([_REQUEUE] if action == "unblock" else [])]
+                f"{action}Host", summary, HostAction, [_HOST, *_HOST_ACTION_PARAMETERS.get(action, [])]
             )
         }
         for action, summary in _HOST_ACTIONS

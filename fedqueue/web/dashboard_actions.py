@@ -101,10 +101,11 @@ async def _reset(request: Request, who: str) -> str:
 async def _block(request: Request, who: str) -> str:
     admin = store_of(request).admin
     before = await admin.host(request.path_params["host"])
-    host = await admin.block(before.host, who=who)
-    killed = host.counts.get("dead", 0) - before.counts.get("dead", 0)
+    reason = (await request.form()).get("reason")  # the form is read once, and kept
+    host = await admin.block(before.host, who=who, reason=reason if isinstance(reason, str) else None)
+    killed = await admin.killed_by_block(host.host)
     return (
-        f"Host {host.host} is blocked: "
+        f"Host {host.host} and its subdomains are blocked: "
         f"{plural(killed, 'pending delivery', 'pending deliveries')} became dead. "
         "Unblock, then Retry dead for the host, to requeue them."
     )
@@ -130,12 +131,13 @@ async def confirm_block(request: Request) -> Response:
         title=f"Block {host.host}?",
         consequences=[
             f"Its {plural(pending, 'pending delivery', 'pending deliveries')} (queued, sending or failed) "
-            "will become dead.",
-            "Its servers' deliveries to our inboxes are refused.",
+            "will become dead, and its subdomains' too.",
+            "Its (and its subdomains') deliveries to our inboxes are refused; nothing is fetched from them.",
             'Unblock, then "Retry dead" for the host, undoes it: the dead deliveries are queued again.',
         ],
         action=f"/admin/ui/hosts/{host.host}/block",
         button=f"Block {host.host}",
+        reason_field=True,
         back=back_to(request.query_params.get("next") or f"/admin/ui/hosts/{host.host}"),
     )
 

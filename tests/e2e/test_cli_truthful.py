@@ -85,10 +85,14 @@ def test_pausing_a_host_nobody_has_seen_is_refused_unless_forced(tmp_path: Path)
     assert refused.stderr.count("\n") == 1 and "--force" in refused.stderr
     hosts = run_fedqueue("hosts", "--json", cwd=tmp_path, env=env).stdout
     assert "nosuch.example" not in hosts
-    forced = run_fedqueue("block", "nosuch.example", "--force", cwd=tmp_path, env=env)
-    assert forced.returncode == 0, forced.stderr
-    assert forced.stdout.startswith(
-        "nosuch.example: blocked; its inbox traffic is refused and the block made 0 deliveries dead"
+    forced = run_fedqueue("pause", "nosuch.example", "--force", cwd=tmp_path, env=env)
+    assert (forced.returncode, forced.stdout) == (0, "nosuch.example: paused\n"), forced.stderr
+    # A block may come before any contact (a blocklist names such domains): it needs no --force.
+    blocked = run_fedqueue("block", "never.example", cwd=tmp_path, env=env)
+    assert blocked.returncode == 0, blocked.stderr
+    assert blocked.stdout.startswith(
+        "never.example: blocked; its (and its subdomains') inbox traffic is refused and the block made"
+        " 0 deliveries dead"
     )
     known = run_fedqueue("pause", "Down.Example", cwd=tmp_path, env=env)
     assert known.stdout == "down.example: paused\n"

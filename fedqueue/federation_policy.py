@@ -1,0 +1,95 @@
+"""Federation policy (pure): which remote hosts this server federates with.
+
+Two rules, both matched by domain suffix in memory: a block on `example.org` covers
+`example.org`, `social.example.org` and `example.org:8443`; in allowlist mode
+(`federation_mode = "allowlist"`) only the listed domains and their subdomains federate.
+A block or allow entry with a port (`example.org:8443`) covers that host and port only.
+Matching a host costs one dict lookup per label of its name, whatever the number of entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+FederationMode = Literal["blocklist", "allowlist"]
+#: What `refusal` says of a host outside the allowlist (sent to it as a 403's reason).
+NOT_ALLOWED = "is not on this server's allowlist"
+#: What a blocked host is told (the admin's reason stays in the console and the audit log).
+BLOCKED = "is blocked here"
+
+Why = Literal["blocked", "not_allowed"]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a host does not federate: `why` is a metrics label, `entry` the block or list that refused it."""
+
+    host: str
+    why: Why
+    entry: str | None
+    #: The admin's reason for the block, if one was given (never sent to the host).
+    admin_reason: str | None = None
+
+    @property
+    def answer(self) -> str:
+        """One line for the host itself (a 403's reason)."""
+        return f"host {self.host} {BLOCKED if self.why == 'blocked' else NOT_ALLOWED}"
+
+    @property
+    def reason(self) -> str:
+        """One line for the admin: a dead delivery's last error, the log."""
+        if self.why == "not_allowed":
+            return f"host {self.host} {NOT_ALLOWED} (federation_mode = allowlist)"
+        covered = "" if self.entry == self.host else f" (covered by the block of {self.entry})"
+        because = f": {self.admin_reason}" if self.admin_reason else ""
+        return f"host {self.host} is blocked by an admin{covered}{because}"
+
+
+def covering(entries: Collection[str], host: str) -> str | None:
+    """The entry of `entries` that covers `host` (itself, with its port, or a parent domain), or None."""
+    host = host.lower()
+    if host in entries:
+        return host
+    name, colon, port = host.rpartition(":")
+    if not colon or not port.isdigit() or name.endswith("]"):
+        name = host
+    labels = name.split(".")
+    for start in range(len(labels)):
+        candidate = ".".join(labels[start:])
+        if candidate in entries:
+            return candidate
+    return None
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The blocks (domain -> the admin's reason, may be empty) and, in allowlist mode, the allowed domains."""
+
+    blocks: Mapping[str, str] = field(default_factory=dict)
+    mode: FederationMode = "blocklist"
+    allowed: frozenset[str] = frozenset()
+
+    def refusal(self, host: str) -> Refusal | None:
+        """Why `host` does not federate here, or None when it does."""
+        host = host.lower()
+        blocked = covering(self.blocks, host)
+        if blocked is not None:
+            return Refusal(host, "blocked", blocked, self.blocks[blocked] or None)
+        if self.mode == "allowlist" and covering(self.allowed, host) is None:
+            return Refusal(host, "not_allowed", None)
+        return None
+
+    def first_refusal(self, hosts: Iterable[str]) -> Refusal | None:
+        """The refusal of the first (sorted) refused host among `hosts`, or None."""
+        for host in sorted(hosts):
+            refused = self.refusal(host)
+            if refused is not None:
+                return refused
+        return None
+
+
+def parse_domains(text: str) -> frozenset[str]:
+    """A comma-separated list of domains (`example.org, relay.example:8443`), lower-case."""
+    return frozenset(part.strip().lower().rstrip(".") for part in text.split(",") if part.strip())
