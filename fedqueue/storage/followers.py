@@ -116,15 +116,8 @@ class _FollowerWrites:
         )
 
 
-#: `_FollowerWrites` by dialect name.
-_FOLLOWER_WRITES: dict[str, _FollowerWrites] = {}
-
-
 def _writes_for(database: Database) -> _FollowerWrites:
-    writes = _FOLLOWER_WRITES.get(database.engine.dialect.name)
-    if writes is None:
-        writes = _FOLLOWER_WRITES[database.engine.dialect.name] = _FollowerWrites.build(database)
-    return writes
+    return database.built(_FollowerWrites.build)
 
 
 async def add_and_enqueue(
