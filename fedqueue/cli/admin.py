@@ -18,8 +18,8 @@ from typing import Any
 from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.errors import InvalidInput
+from fedqueue.service.admin_json import activity_json, delivery_json, host_json
 from fedqueue.storage import Store, check_actor_name
-from fedqueue.storage.admin_json import activity_json, delivery_json, host_json
 from fedqueue.storage.followers import ACCEPTED, PENDING
 from fedqueue.urls import Urls
 

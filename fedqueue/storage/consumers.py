@@ -17,8 +17,8 @@ from typing_extensions import TypedDict
 
 from fedqueue.errors import NotFound
 from fedqueue.outbound import webhook_rules as rules
+from fedqueue.service.admin_json import SHAPE, IsoTime, iso
 from fedqueue.storage.actors import check_actor_name
-from fedqueue.storage.admin_json import SHAPE, IsoTime, iso
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database

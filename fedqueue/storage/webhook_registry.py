@@ -19,8 +19,8 @@ from fedqueue.column_rules import check_row_id
 from fedqueue.errors import Duplicate, InvalidInput, NotFound
 from fedqueue.outbound import webhook_rules as rules
 from fedqueue.remote.guard import FetchError, ForbiddenAddress, check_url
+from fedqueue.service.admin_json import SHAPE, IsoTime, iso
 from fedqueue.storage.actors import check_actor_name
-from fedqueue.storage.admin_json import SHAPE, IsoTime, iso
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database

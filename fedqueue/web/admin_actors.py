@@ -8,8 +8,8 @@ from starlette.routing import Route
 
 from fedqueue.errors import InvalidInput
 from fedqueue.outbound.actor_changes import check_uri, delete_actor, move_actor
+from fedqueue.service.admin_json import ActorJson
 from fedqueue.storage import Deletion, Store, check_actor_name
-from fedqueue.storage.admin_json import ActorJson
 from fedqueue.storage.column_types import utcnow
 from fedqueue.web.admin_auth import session_of
 from fedqueue.web.incoming import read_json_object, string_field

@@ -1,7 +1,7 @@
 """The OpenAPI 3.1 document of the admin JSON API, served at /admin/openapi.json.
 
 The paths are written here, next to the routes in `admin_api`; the response schemas are
-derived from the TypedDicts the handlers return (`storage.admin_json`, `outbound.fanout_status`), so
+derived from the TypedDicts the handlers return (`service.admin_json`, `service.fanout_status`), so
 the document names exactly the fields the code returns. `tests/integration/web/test_admin_api.py`
 checks that every JSON route under /admin is described here, and schemathesis
 (`tests/e2e/test_admin_fuzz.py`) checks every answer of a live instance against it.
@@ -12,10 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from fedqueue.column_rules import MAX_ROW_ID
-from fedqueue.outbound.fanout_status import ActivityStatus
 from fedqueue.outbound.status_order import DEFAULT_STATUS_PAGE, MAX_STATUS_PAGE
 from fedqueue.outbound.webhook_rules import EVENTS, MAX_SECRET_CHARS, MIN_SECRET_CHARS
-from fedqueue.storage.admin_json import (
+from fedqueue.service.admin_json import (
     ActivityPage,
     ActorJson,
     AuditList,
@@ -28,6 +27,7 @@ from fedqueue.storage.admin_json import (
     Retried,
     json_schemas,
 )
+from fedqueue.service.fanout_status import ActivityStatus
 from fedqueue.storage.admin_views import DELIVERY_STATES, MAX_PAGE
 from fedqueue.storage.consumers import ConsumerJson, ConsumerList
 from fedqueue.storage.webhook_registry import WebhookJson, WebhookList
