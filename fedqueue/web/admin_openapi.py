@@ -18,6 +18,8 @@ from fedqueue.service.admin_json import (
     ActivityPage,
     ActorJson,
     AuditList,
+    ConsumerJson,
+    ConsumerList,
     DeliveryJson,
     DeliveryPage,
     HostAction,
@@ -28,9 +30,8 @@ from fedqueue.service.admin_json import (
     json_schemas,
 )
 from fedqueue.service.fanout_status import ActivityStatus
+from fedqueue.service.webhooks import WebhookJson, WebhookList
 from fedqueue.storage.admin_views import DELIVERY_STATES, MAX_PAGE
-from fedqueue.storage.consumers import ConsumerJson, ConsumerList
-from fedqueue.storage.webhook_registry import WebhookJson, WebhookList
 
 SCHEMA_REF = "#/components/schemas/{model}"
 #: Every response body; its schema is components/schemas/<class name>.
@@ -48,6 +49,8 @@ SHAPES: tuple[Any, ...] = (
     Retried,
     HostRetried,
     ActorJson,
+    ConsumerJson,
+    ConsumerList,
     ConsumerList,
     ConsumerJson,
 )
