@@ -253,6 +253,8 @@ class ActorJson(TypedDict):
     """A local actor after an admin change: its aliases, its move, its deletion and what that did."""
 
     name: str
+    #: Locked: new follows wait for an admin's approval (`manuallyApprovesFollowers`).
+    manually_approves_followers: bool
     also_known_as: list[str]
     moved_to: str | None
     deleted_at: IsoTime | None

@@ -379,6 +379,23 @@ def _paths() -> dict[str, Any]:
                 [_ACTOR, _query("to", {"type": "string", "format": "uri"}, "the account to move to")],
             )
         },
+        "/admin/actors/{name}/lock": {
+            "post": _op("lockActor", "New follows of a local actor wait for approval", ActorJson, [_ACTOR])
+        },
+        "/admin/actors/{name}/unlock": {
+            "post": _op("unlockActor", "New follows of a local actor are accepted", ActorJson, [_ACTOR])
+        },
+        **{
+            f"/admin/actors/{{name}}/followers/{verb}": {
+                "post": _op(
+                    f"{verb}Follower",
+                    f"{verb.capitalize()} a pending follow of a locked actor (an {kind} is sent)",
+                    ActorJson,
+                    [_ACTOR, _query("follower", {"type": "string", "format": "uri"}, "the follower's id")],
+                )
+            }
+            for verb, kind in (("approve", "Accept"), ("reject", "Reject"))
+        },
         "/admin/webhooks/{id}": {
             "delete": _op(
                 "removeWebhook",
