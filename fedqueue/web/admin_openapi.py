@@ -96,6 +96,11 @@ def _op(
     }
 
 
+def _on_actor(operation: dict[str, Any]) -> dict[str, Any]:
+    """`operation` on one local actor: 410 as well, once that actor is deleted."""
+    return {**operation, "responses": {**operation["responses"], "410": _ERROR}}
+
+
 def _path_name(name: str, description: str) -> dict[str, Any]:
     schema = {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"}
     return {"name": name, "in": "path", "required": True, "schema": schema, "description": description}
@@ -352,46 +357,61 @@ def _paths() -> dict[str, Any]:
             ),
         },
         "/admin/actors/{name}": {
-            "delete": _op(
-                "deleteActor",
-                "Delete a local actor: its Delete goes to its followers and every inbox it delivered to",
-                ActorJson,
-                [_ACTOR],
+            "delete": _on_actor(
+                _op(
+                    "deleteActor",
+                    "Delete a local actor: its Delete goes to its followers and every inbox it delivered to",
+                    ActorJson,
+                    [_ACTOR],
+                )
             )
         },
         "/admin/actors/{name}/aliases": {
-            "post": _op(
-                "setActorAliases",
-                "Add or remove URIs of a local actor's alsoKnownAs",
-                ActorJson,
-                [
-                    _ACTOR,
-                    _query("add", {"type": "string", "format": "uri"}, "alias to add (repeatable)"),
-                    _query("remove", {"type": "string", "format": "uri"}, "alias to remove (repeatable)"),
-                ],
+            "post": _on_actor(
+                _op(
+                    "setActorAliases",
+                    "Add or remove URIs of a local actor's alsoKnownAs",
+                    ActorJson,
+                    [
+                        _ACTOR,
+                        _query("add", {"type": "string", "format": "uri"}, "alias to add (repeatable)"),
+                        _query("remove", {"type": "string", "format": "uri"}, "alias to remove (repeatable)"),
+                    ],
+                )
             )
         },
         "/admin/actors/{name}/move": {
-            "post": _op(
-                "moveActor",
-                "Move a local actor to an account whose alsoKnownAs names it; its followers get the Move",
-                ActorJson,
-                [_ACTOR, _query("to", {"type": "string", "format": "uri"}, "the account to move to")],
+            "post": _on_actor(
+                _op(
+                    "moveActor",
+                    "Move a local actor to an account whose alsoKnownAs names it; its followers get the Move",
+                    ActorJson,
+                    [_ACTOR, _query("to", {"type": "string", "format": "uri"}, "the account to move to")],
+                )
             )
         },
         "/admin/actors/{name}/lock": {
-            "post": _op("lockActor", "New follows of a local actor wait for approval", ActorJson, [_ACTOR])
+            "post": _on_actor(
+                _op("lockActor", "New follows of a local actor wait for approval", ActorJson, [_ACTOR])
+            )
         },
         "/admin/actors/{name}/unlock": {
-            "post": _op("unlockActor", "New follows of a local actor are accepted", ActorJson, [_ACTOR])
+            "post": _on_actor(
+                _op("unlockActor", "New follows of a local actor are accepted", ActorJson, [_ACTOR])
+            )
         },
         **{
             f"/admin/actors/{{name}}/followers/{verb}": {
-                "post": _op(
-                    f"{verb}Follower",
-                    f"{verb.capitalize()} a pending follow of a locked actor (an {kind} is sent)",
-                    ActorJson,
-                    [_ACTOR, _query("follower", {"type": "string", "format": "uri"}, "the follower's id")],
+                "post": _on_actor(
+                    _op(
+                        f"{verb}Follower",
+                        f"{verb.capitalize()} a pending follow of a locked actor (an {kind} is sent)",
+                        ActorJson,
+                        [
+                            _ACTOR,
+                            _query("follower", {"type": "string", "format": "uri"}, "the follower's id"),
+                        ],
+                    )
                 )
             }
             for verb, kind in (("approve", "Accept"), ("reject", "Reject"))
