@@ -16,12 +16,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from fedqueue.cli import approval
 from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.tables import table
 from fedqueue.errors import InvalidInput
+from fedqueue.service.admin_json import activity_json, delivery_json, host_json
 from fedqueue.storage import Store, check_actor_name
-from fedqueue.storage.admin_json import activity_json, delivery_json, host_json
 from fedqueue.storage.followers import ACCEPTED, PENDING
 from fedqueue.urls import Urls
 from fedqueue.wording import plural
@@ -80,10 +81,16 @@ def register(commands: Subparsers) -> None:
         "a local actor's followers, oldest first",
         "List the remote accounts following local actor ACTOR, oldest follow first: the "
         "follower's actor id, the inbox its deliveries go to, and since when it follows. "
-        "--pending lists the follows waiting for approval instead.",
-        ["fedqueue followers alice", "fedqueue followers alice --json"],
+        "--pending lists the follows waiting for approval instead; "
+        "`followers approve|reject ACTOR FOLLOWER` answers one (an Accept or Reject is sent).",
+        [
+            "fedqueue followers alice",
+            "fedqueue followers alice --json",
+            "fedqueue followers approve alice URI",
+        ],
     )
-    followers.add_argument("actor", metavar="ACTOR", help="a local actor's name")
+    followers.add_argument("actor", metavar="ACTOR", help="a local actor's name (or approve, reject)")
+    followers.add_argument("words", nargs="*", metavar="FOLLOWER", help="approve|reject ACTOR FOLLOWER")
     followers.add_argument("--pending", action="store_true", help="the follows waiting for approval")
     followers.add_argument("--limit", type=int, default=100, help="followers to list")
     _json_flag(followers)
@@ -263,6 +270,12 @@ def run_activities(args: argparse.Namespace) -> int:
 
 
 def run_followers(args: argparse.Namespace) -> int:
+    if args.actor in approval.ACTIONS:
+        return approval.run_answer(args.actor, args.words)
+    if args.words:
+        raise InvalidInput(
+            f"unexpected {args.words[0]!r}: fedqueue followers ACTOR, or approve|reject ACTOR FOLLOWER"
+        )
     name = check_actor_name(args.actor)
     state = PENDING if args.pending else ACCEPTED
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import uvicorn
 
+from fedqueue.cli import approval
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.loop import run
 from fedqueue.errors import InvalidInput, SettingsError
@@ -74,12 +75,14 @@ def register(commands: Subparsers) -> None:
         commands,
         "actor",
         "local actors",
-        "Manage local actors: create them, give them aliases, move them to another account, delete them.",
+        "Manage local actors: create them, give them aliases, move them to another account, delete "
+        "them, lock them (new follows wait for approval) and unlock them.",
         [
             "fedqueue actor create alice",
             "fedqueue actor alias alice --add https://new.example/users/alice",
             "fedqueue actor move alice --to https://new.example/users/alice",
             "fedqueue actor delete alice",
+            "fedqueue actor lock alice",
         ],
     )
     actor_commands = actor.add_subparsers(dest="actor_command", required=True, metavar="ACTION")
@@ -140,6 +143,7 @@ def register(commands: Subparsers) -> None:
     move.add_argument("name", metavar="NAME", help="the local actor that moves")
     move.add_argument("--to", required=True, metavar="URI", help="the account it moves to")
     move.set_defaults(run=run_actor_move)
+    approval.register_actor_actions(actor_commands)
 
 
 def prepared_settings() -> Settings:

@@ -14,8 +14,8 @@ from typing import Any
 from fedqueue.cli.admin import _json_flag, _print, _who, _with_store
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.errors import InvalidInput, NotFound
+from fedqueue.service.admin_json import host_json
 from fedqueue.storage import Store
-from fedqueue.storage.admin_json import host_json
 from fedqueue.urls import Urls
 from fedqueue.wording import plural
 

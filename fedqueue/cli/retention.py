@@ -12,10 +12,10 @@ from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.tables import table
 from fedqueue.pruning import PRUNED_TABLES, prune_once
+from fedqueue.service.admin_json import consumer_json
 from fedqueue.settings import load_settings
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
-from fedqueue.storage.consumers import consumer_json
 from fedqueue.urls import Urls
 
 

@@ -22,7 +22,6 @@ from rich.text import Text
 
 from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
-from fedqueue.outbound.fanout_status import ActivityStatus, activity_status, parse_ref
 from fedqueue.outbound.status_order import (
     DEFAULT_STATUS_PAGE,
     MAX_STATUS_PAGE,
@@ -31,6 +30,7 @@ from fedqueue.outbound.status_order import (
     decode_cursor,
     parse_limit,
 )
+from fedqueue.service.fanout_status import ActivityStatus, activity_status, parse_ref
 from fedqueue.storage import Store
 from fedqueue.urls import Urls
 from fedqueue.wording import clip, last_result, plural

@@ -16,9 +16,10 @@ from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.tables import table
 from fedqueue.outbound.webhook_rules import DEFAULT_CONSUMER, EVENTS
+from fedqueue.service import webhooks
+from fedqueue.service.webhooks import WebhookJson, webhook_json
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
-from fedqueue.storage.webhook_registry import WebhookJson, webhook_json
 
 COLUMNS = (("id", "ID"), ("actor", "ACTOR"), ("consumer", "CONSUMER"), ("url", "URL"), ("events", "EVENTS"))
 
@@ -101,7 +102,8 @@ def _with_store(work: Callable[[Store, Settings], Awaitable[Any]]) -> Any:
 
 def run_add(args: argparse.Namespace) -> int:
     async def work(store: Store, settings: Settings) -> dict[str, Any]:
-        hook, secret = await store.webhooks.add(
+        hook, secret = await webhooks.add(
+            store,
             args.actor,
             args.consumer,
             args.url,

@@ -129,16 +129,24 @@ def _uri(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def accept_activity(urls: Urls, actor: str, follow: Mapping[str, Any], follower_uri: str) -> dict[str, Any]:
-    """The Accept a local actor sends for a Follow (the Follow embedded, as Mastodon expects)."""
+def accept_activity(
+    urls: Urls, actor: str, follow: Mapping[str, Any], follower_uri: str, kind: str = "Accept"
+) -> dict[str, Any]:
+    """The Accept (or, `kind`, Reject) a local actor sends for a Follow (embedded, as Mastodon expects)."""
     return {
         "@context": AS_CONTEXT,
         "id": urls.activity(actor, secrets.token_hex(16)),
-        "type": "Accept",
+        "type": kind,
         "actor": urls.actor(actor),
         "object": dict(follow),
         "to": [follower_uri],
     }
+
+
+def stored_follow(urls: Urls, actor: str, follower_uri: str, follow_id: str | None) -> dict[str, Any]:
+    """The Follow a stored pending follower sent, as an Accept or Reject embeds it (by its id)."""
+    follow = {"type": "Follow", "actor": follower_uri, "object": urls.actor(actor)}
+    return follow if follow_id is None else {"id": follow_id, **follow}
 
 
 def effects_for(

@@ -89,6 +89,15 @@ class ActorLifecycleStore:
             )
         return tuple(aliases)
 
+    async def set_manual_approval(self, name: str, manual: bool, who: str, now: datetime) -> None:
+        """Lock (`manual`) or unlock the actor: a locked actor's new follows wait for approval."""
+        async with self._db.transaction() as conn:
+            await _live_row(conn, name)
+            await conn.execute(
+                update(_actors).where(_actors.c.name == name).values(auto_accept_follows=not manual)
+            )
+            await record_audit(conn, who, "actor_lock" if manual else "actor_unlock", name, {}, now)
+
     async def move(self, name: str, target: str, activity: dict[str, Any], who: str, now: datetime) -> None:
         """Record the actor's move to `target` and queue its Move (addressed to its followers)."""
         async with self._db.transaction() as conn:

@@ -17,7 +17,6 @@ from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import ActorRow, InstanceKeyRow
-from fedqueue.storage.upsert import insert_ignoring_conflicts
 
 ACTOR_NAME = re.compile(r"[a-z0-9_]{1,64}")
 _actors = ActorRow.__table__  # type: ignore[attr-defined]
@@ -189,7 +188,7 @@ class ActorStore:
         pair = keys.generate_key_pair()
         async with self._db.transaction() as conn:
             await conn.execute(
-                insert_ignoring_conflicts(self._db, _instance_key, ["id"]).values(
+                self._db.insert_ignoring_conflicts(_instance_key, ["id"]).values(
                     id=1, private_key_pem=pair.private_pem, public_key_pem=pair.public_pem
                 )
             )

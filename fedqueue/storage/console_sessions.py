@@ -13,7 +13,6 @@ from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import ConsoleSessionRow
-from fedqueue.storage.upsert import insert_ignoring_conflicts
 
 _session = ConsoleSessionRow.__table__  # type: ignore[attr-defined]
 
@@ -31,7 +30,7 @@ class ConsoleSessionStore:
     async def end_all(self, *, who: str) -> int:
         """Log every console session out (audited); the new version."""
         async with self._db.transaction() as conn:
-            await conn.execute(insert_ignoring_conflicts(self._db, _session, ["id"]).values(id=1, version=0))
+            await conn.execute(self._db.insert_ignoring_conflicts(_session, ["id"]).values(id=1, version=0))
             version = (
                 await conn.execute(
                     update(_session)

@@ -11,14 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from pydantic import with_config
 from sqlalchemy import delete, func, select
-from typing_extensions import TypedDict
 
 from fedqueue.errors import NotFound
 from fedqueue.outbound import webhook_rules as rules
 from fedqueue.storage.actors import check_actor_name
-from fedqueue.storage.admin_json import SHAPE, IsoTime, iso
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
@@ -38,33 +35,6 @@ class Consumer:
     last_seen_at: datetime | None
     #: Not seen for `retention_consumer_idle_days`: it holds nothing back from pruning.
     idle: bool
-
-
-@with_config(SHAPE)
-class ConsumerJson(TypedDict):
-    actor: str
-    consumer: str
-    cursor: int
-    behind: int
-    last_seen_at: IsoTime | None
-    idle: bool
-
-
-@with_config(SHAPE)
-class ConsumerList(TypedDict):
-    items: list[ConsumerJson]
-
-
-def consumer_json(item: Consumer) -> ConsumerJson:
-    """A consumer as the admin API and the CLI print it."""
-    return {
-        "actor": item.actor,
-        "consumer": item.consumer,
-        "cursor": item.cursor,
-        "behind": item.behind,
-        "last_seen_at": iso(item.last_seen_at),
-        "idle": item.idle,
-    }
 
 
 class ConsumerStore:

@@ -9,12 +9,15 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 from sqlalchemy import (
     ColumnElement,
+    Delete,
     Dialect,
+    Executable,
+    Select,
     String,
     Subquery,
     Table,
@@ -36,6 +39,7 @@ from sqlalchemy.exc import ArgumentError, DataError, DBAPIError, OperationalErro
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.expression import ClauseElement
 from sqlalchemy.util import greenlet_spawn
 
@@ -43,6 +47,9 @@ from fedqueue.column_rules import text_problem
 from fedqueue.errors import FedqueueError, InvalidInput, SettingsError
 from fedqueue.storage.rows import Rows
 from fedqueue.storage.write_counts import count_committed_writes
+
+_Built = TypeVar("_Built")
+_Row = TypeVar("_Row", bound=tuple[Any, ...])
 
 #: SQLSTATE class 22, "data exception": a value the column refuses (NUL, too long, out of range).
 DATA_EXCEPTION_CLASS = "22"
@@ -112,6 +119,7 @@ class Database:
         self.is_postgres = engine.dialect.name == "postgresql"
         self.is_sqlite = engine.dialect.name == "sqlite"
         self._writer: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+        self._built: dict[Callable[[Database], Any], Any] = {}
         count_committed_writes(engine)
 
     @classmethod
@@ -236,6 +244,76 @@ class Database:
     def upsert(self, table: Table) -> sqlite.Insert | postgresql.Insert:
         """An INSERT that takes `on_conflict_do_nothing` / `on_conflict_do_update` on either engine."""
         return postgresql.insert(table) if self.is_postgres else sqlite.insert(table)
+
+    def insert_ignoring_conflicts(self, table: Table, keys: Sequence[str] = ()) -> Insert:
+        """An INSERT that skips rows whose `keys` (a unique constraint; none given: any) already exist."""
+        return self.upsert(table).on_conflict_do_nothing(index_elements=list(keys) or None)
+
+    def skip_locked(self, query: Select[_Row]) -> Select[_Row]:
+        """`query` taking only rows no other transaction has locked, and locking them (a claim).
+
+        On PostgreSQL, FOR UPDATE SKIP LOCKED: concurrent claimers take disjoint rows. SQLite
+        has one writer at a time (BEGIN IMMEDIATE), so the query is left as it is.
+        """
+        return query.with_for_update(skip_locked=True) if self.is_postgres else query
+
+    def locked(self, query: Select[_Row]) -> Select[_Row]:
+        """`query` locking the rows it reads until the transaction ends (FOR UPDATE on PostgreSQL;
+        SQLite's single writer needs none). Give it an order so two lockers take rows in one order."""
+        return query.with_for_update() if self.is_postgres else query
+
+    def with_delete(self, statement: Insert, deletion: Delete) -> tuple[Executable, Delete | None]:
+        """`statement` carrying `deletion` along where it can, and the deletion left to run after it.
+
+        On PostgreSQL one statement (a DELETE in a WITH clause runs though nothing reads it)
+        and None; on SQLite `statement` and `deletion` as they are.
+        """
+        if self.is_postgres:
+            return statement.add_cte(deletion.cte("deleted")), None
+        return statement, deletion
+
+    async def estimated_counts(
+        self, conn: AsyncConnection, tables: Sequence[str], at_least: int
+    ) -> dict[str, int]:
+        """The row counts of those `tables` the planner estimates at `at_least` rows or more.
+
+        PostgreSQL's `pg_class.reltuples` costs no scan; SQLite keeps no estimate (an empty
+        answer: the caller counts every table exactly).
+        """
+        if not self.is_postgres:
+            return {}
+        estimates = await conn.execute(
+            text("SELECT relname, reltuples FROM pg_class WHERE relkind = 'r' AND relname = ANY(:names)"),
+            {"names": list(tables)},
+        )
+        return {name: int(n) for name, n in estimates.all() if n >= at_least}
+
+    @asynccontextmanager
+    async def listening(self, channel: str) -> AsyncIterator[asyncio.Event | None]:
+        """On PostgreSQL, an Event set on every NOTIFY on `channel` (LISTEN); None elsewhere."""
+        if not self.is_postgres:
+            yield None
+            return
+        wake = asyncio.Event()
+
+        def on_notify(*_args: Any) -> None:
+            wake.set()
+
+        async with self.engine.connect() as conn:
+            raw = await conn.get_raw_connection()
+            driver: Any = raw.driver_connection
+            await driver.add_listener(channel, on_notify)
+            try:
+                yield wake
+            finally:
+                await driver.remove_listener(channel, on_notify)
+
+    def built(self, build: Callable[[Database], _Built]) -> _Built:
+        """`build(self)`, made once per database: statements built for its dialect, kept."""
+        if build not in self._built:
+            self._built[build] = build(self)
+        result: _Built = self._built[build]
+        return result
 
     def one_of(self, column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
         """`column` IN the list of strings bound as `name`, in SQL that is the same for any list.

@@ -21,7 +21,6 @@ from fedqueue.outbound.record import Claimed, Result
 from fedqueue.storage.column_types import UTCDateTime, utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import DeliveryRow, GoneInboxRow, HostRow
-from fedqueue.storage.upsert import insert_ignoring_conflicts
 from fedqueue.storage.webhook_events import after_given_up, after_record, any_webhook
 
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
@@ -127,7 +126,7 @@ class DeliveryStore:
         # Built once for this engine (bound parameters only): the worker's every batch runs them.
         self._enqueued = database.rows(_deliveries, _ENQUEUED)
         # Either unique key may exist already: (outbox_id, inbox), or (outbox_id, recipient).
-        self._enqueue = self._enqueued.into(insert_ignoring_conflicts(self._db, _deliveries))
+        self._enqueue = self._enqueued.into(self._db.insert_ignoring_conflicts(_deliveries))
         self._enqueue_returning = self._enqueue.returning(_deliveries.c.id, _deliveries.c.state)
         self._recorded = database.rows(_deliveries, _RECORDED)
         recorded = self._recorded.c
@@ -210,8 +209,7 @@ class DeliveryStore:
                 ("sending", d.lease_until),  # a lease ran out: its worker is gone
             )
         ]
-        if self._db.is_postgres:
-            branches = [branch.with_for_update(skip_locked=True) for branch in branches]
+        branches = [self._db.skip_locked(branch) for branch in branches]
         candidates = union_all(*(select(branch.subquery()) for branch in branches)).subquery()
         due = select(candidates.c.id).order_by(candidates.c.next_attempt_at, candidates.c.id).limit(limit)
         async with self._db.transaction() as conn:
@@ -249,8 +247,7 @@ class DeliveryStore:
             .order_by(d.id)
             .limit(limit)
         )
-        if self._db.is_postgres:
-            due = due.with_for_update(skip_locked=True)
+        due = self._db.skip_locked(due)
         async with self._db.transaction() as conn:
             rows = (
                 await conn.execute(
@@ -317,7 +314,7 @@ class DeliveryStore:
         async with self._db.transaction() as conn:
             updated = await conn.execute(self._record, self._recorded.parameters(rows, owner=owner))
             if gone:
-                await conn.execute(insert_ignoring_conflicts(self._db, _gone, ("inbox",)), gone)
+                await conn.execute(self._db.insert_ignoring_conflicts(_gone, ("inbox",)), gone)
             await after_record(self._db, conn, results, utcnow())
         return int(updated.rowcount)
 

@@ -36,6 +36,7 @@ from fedqueue.inbound.follows import (
 from fedqueue.inbound.forward_rules import ForwardActivity
 from fedqueue.outbound import webhook_rules
 from fedqueue.storage import webhook_events
+from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.rows import Rows
@@ -116,15 +117,8 @@ class _FollowerWrites:
         )
 
 
-#: `_FollowerWrites` by dialect name.
-_FOLLOWER_WRITES: dict[str, _FollowerWrites] = {}
-
-
 def _writes_for(database: Database) -> _FollowerWrites:
-    writes = _FOLLOWER_WRITES.get(database.engine.dialect.name)
-    if writes is None:
-        writes = _FOLLOWER_WRITES[database.engine.dialect.name] = _FollowerWrites.build(database)
-    return writes
+    return database.built(_FollowerWrites.build)
 
 
 async def add_and_enqueue(
@@ -337,7 +331,7 @@ class FollowerStore:
             removed = await remove_all_follows(self._db, conn, RemoveAllFollows(actor_uri))
         return Departure(follows_removed=removed, deliveries_dead=len(killed))
 
-    async def approve(self, actor: str, follower_uri: str, accept: EnqueueActivity) -> None:
+    async def approve(self, actor: str, follower_uri: str, accept: EnqueueActivity, who: str = "app") -> None:
         """Manual approval: a pending follower becomes accepted and its Accept is queued, together."""
         async with self._db.transaction() as conn:
             changed = await conn.execute(
@@ -353,3 +347,19 @@ class FollowerStore:
                 raise NotFound(f"no pending follow of {actor} by {follower_uri}")
             await enqueue(self._db, conn, [accept])
             await _announce(self._db, conn, webhook_rules.FOLLOWER_ADDED, actor, follower_uri)
+            await record_audit(conn, who, "follower_approve", actor, {"follower": follower_uri}, utcnow())
+
+    async def reject(self, actor: str, follower_uri: str, reject: EnqueueActivity, who: str) -> None:
+        """A pending follow refused: the row is forgotten and its Reject queued, together; audited."""
+        async with self._db.transaction() as conn:
+            removed = await conn.execute(
+                delete(_followers).where(
+                    _followers.c.actor == actor,
+                    _followers.c.follower_uri == follower_uri,
+                    _followers.c.state == PENDING,
+                )
+            )
+            if removed.rowcount == 0:
+                raise NotFound(f"no pending follow of {actor} by {follower_uri}")
+            await enqueue(self._db, conn, [reject])
+            await record_audit(conn, who, "follower_reject", actor, {"follower": follower_uri}, utcnow())

@@ -22,7 +22,6 @@ from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.deliveries import UNFINISHED
 from fedqueue.storage.tables import DeliveryRow, HostRow
-from fedqueue.storage.upsert import insert_ignoring_conflicts
 from fedqueue.storage.webhook_events import after_given_up
 
 _hosts = HostRow.__table__  # type: ignore[attr-defined]
@@ -186,12 +185,14 @@ class HostStore:
         async with self._db.transaction() as conn:
             if new:
                 await conn.execute(
-                    insert_ignoring_conflicts(self._db, _hosts, ("host",)),
+                    self._db.insert_ignoring_conflicts(_hosts, ("host",)),
                     [{"host": name} for name in sorted(new)],
                 )
-            query = select(*[_hosts.c[name] for name in _FIELDS]).where(_hosts.c.host.in_(names))
-            if self._db.is_postgres:
-                query = query.order_by(_hosts.c.host).with_for_update()
+            query = self._db.locked(
+                select(*[_hosts.c[name] for name in _FIELDS])
+                .where(_hosts.c.host.in_(names))
+                .order_by(_hosts.c.host)
+            )
             rows = (await conn.execute(query)).all()
             values = []
             given_up: dict[str, str] = {}

@@ -20,7 +20,6 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -169,8 +168,7 @@ class OutboxStore:
             .order_by(_outbox.c.id)
             .limit(limit)
         )
-        if self._db.is_postgres:
-            claimable = claimable.with_for_update(skip_locked=True)
+        claimable = self._db.skip_locked(claimable)
         async with self._db.transaction() as conn:
             rows = (
                 await conn.execute(
@@ -305,22 +303,8 @@ class OutboxStore:
     @asynccontextmanager
     async def notifications(self) -> AsyncIterator[asyncio.Event | None]:
         """On PostgreSQL, an Event set whenever a row is inserted (LISTEN); None elsewhere."""
-        if not self._db.is_postgres:
-            yield None
-            return
-        wake = asyncio.Event()
-
-        def on_notify(*_args: Any) -> None:
-            wake.set()
-
-        async with self._db.engine.connect() as conn:
-            raw = await conn.get_raw_connection()
-            driver: Any = raw.driver_connection
-            await driver.add_listener(NOTIFY_CHANNEL, on_notify)
-            try:
-                yield wake
-            finally:
-                await driver.remove_listener(NOTIFY_CHANNEL, on_notify)
+        async with self._db.listening(NOTIFY_CHANNEL) as wake:
+            yield wake
 
     async def backlog(self, cap: int) -> int:
         """Rows pending or expanding, counted up to `cap` (so the count costs at most `cap` index entries)."""

@@ -16,7 +16,6 @@ from typing import Any
 
 from sqlalchemy import (
     CompoundSelect,
-    Executable,
     and_,
     bindparam,
     delete,
@@ -137,10 +136,7 @@ class RemoteActorStore:
         forget_gone = delete(_gone).where(
             database.one_of(_gone.c.inbox, "answered"), _gone.c.gone_at <= since
         )
-        # On PostgreSQL one statement: a DELETE in a WITH clause runs though nothing reads it.
-        together = database.is_postgres
-        self._put: Executable = put.add_cte(forget_gone.cte("forgotten")) if together else put
-        self._forget_gone: Executable | None = None if together else forget_gone
+        self._put, self._forget_gone = database.with_delete(put, forget_gone)
         self._writes: GroupCommit[CachedRemote, None] = GroupCommit(
             self._put_batch, max_batch=MAX_BATCH, linger_s=BEHIND_LINGER_S
         )

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, bindparam, delete, exists, func, or_, select, text, update
+from sqlalchemy import ColumnElement, and_, bindparam, delete, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.storage.database import Database
@@ -197,15 +197,7 @@ class RetentionStore:
         (`pg_class.reltuples`, no scan) for a large table, an exact count below `EXACT_COUNT_BELOW`."""
         counts: dict[str, int] = {}
         async with self._db.reading() as conn:
-            if self._db.is_postgres:
-                estimates = await conn.execute(
-                    text(
-                        "SELECT relname, reltuples FROM pg_class"
-                        " WHERE relkind = 'r' AND relname = ANY(:names)"
-                    ),
-                    {"names": list(COUNTED_TABLES)},
-                )
-                counts = {name: int(n) for name, n in estimates.all() if n >= EXACT_COUNT_BELOW}
+            counts = await self._db.estimated_counts(conn, COUNTED_TABLES, EXACT_COUNT_BELOW)
             for name in COUNTED_TABLES:
                 if name not in counts:
                     exact = select(func.count()).select_from(_TABLES[name])

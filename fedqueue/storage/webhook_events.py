@@ -31,7 +31,6 @@ from fedqueue.storage.tables import (
     WebhookEventRow,
     WebhookRow,
 )
-from fedqueue.storage.upsert import insert_ignoring_conflicts
 
 _webhooks = WebhookRow.__table__  # type: ignore[attr-defined]
 _events = WebhookEventRow.__table__  # type: ignore[attr-defined]
@@ -75,7 +74,7 @@ async def emit(
             "inbox_item_id": inbox_item_id,
             "dedupe_key": dedupe_key,
         }
-        statement = insert_ignoring_conflicts(database, _events, ("webhook_id", "dedupe_key"))
+        statement = database.insert_ignoring_conflicts(_events, ("webhook_id", "dedupe_key"))
         event_id = (await conn.execute(statement.values(values).returning(_events.c.id))).scalar()
         if event_id is None:
             continue  # queued before under this dedupe key
@@ -219,11 +218,11 @@ async def _complete_if_done(database: Database, conn: AsyncConnection, outbox_id
     two outcomes at once (or one recording it while another ends the expansion) see each
     other's: one of them queues the event (the dedupe key keeps it to one).
     """
-    query = select(_outbox.c.actor, _outbox.c.activity_id, _outbox.c.state, *pruned_columns()).where(
-        _outbox.c.id == outbox_id
+    query = database.locked(
+        select(_outbox.c.actor, _outbox.c.activity_id, _outbox.c.state, *pruned_columns()).where(
+            _outbox.c.id == outbox_id
+        )
     )
-    if database.is_postgres:
-        query = query.with_for_update()
     activity = (await conn.execute(query)).first()
     if activity is None or activity.state != "expanded":
         return

@@ -1,4 +1,6 @@
-"""Webhooks as admins manage them (add, list, remove) and the payloads the worker POSTs.
+"""Webhooks as stored (insert, list, remove) and the payloads the worker POSTs.
+
+Adding one is checked first by `service.webhooks.add`.
 
 Their events are queued by `webhook_events`, inside the transaction of the change they report.
 """
@@ -8,19 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NotRequired
+from typing import Any
 
-from pydantic import with_config
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
-from typing_extensions import TypedDict
 
 from fedqueue.column_rules import check_row_id
-from fedqueue.errors import Duplicate, InvalidInput, NotFound
-from fedqueue.outbound import webhook_rules as rules
-from fedqueue.remote.guard import FetchError, ForbiddenAddress, check_url
-from fedqueue.storage.actors import check_actor_name
-from fedqueue.storage.admin_json import SHAPE, IsoTime, iso
+from fedqueue.errors import Duplicate, NotFound
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
@@ -61,40 +57,6 @@ class WebhookPayload:
     allow_private: bool = False
 
 
-@with_config(SHAPE)
-class WebhookJson(TypedDict):
-    id: int
-    actor: str
-    consumer: str
-    url: str
-    events: list[str]
-    allow_private: bool
-    created_at: IsoTime | None
-    #: Events dropped unsent, oldest first, while more than `retention_webhook_backlog` waited.
-    dropped_events: int
-    #: Only in the answer to the POST that adds it.
-    secret: NotRequired[str]
-
-
-@with_config(SHAPE)
-class WebhookList(TypedDict):
-    items: list[WebhookJson]
-
-
-def webhook_json(item: Webhook) -> WebhookJson:
-    """A webhook as the admin API and the CLI print it (never with its secret)."""
-    return {
-        "id": item.id,
-        "actor": item.actor,
-        "consumer": item.consumer,
-        "url": item.url,
-        "events": list(item.events),
-        "allow_private": item.allow_private,
-        "created_at": iso(item.created_at),
-        "dropped_events": item.dropped_events,
-    }
-
-
 def _webhook(row: Any) -> Webhook:
     return Webhook(
         id=row.id,
@@ -112,36 +74,22 @@ class WebhookStore:
     def __init__(self, database: Database) -> None:
         self._db = database
 
-    async def add(
+    async def insert(
         self,
         actor: str,
         consumer: str,
         url: str,
         *,
-        secret: str | None = None,
-        events: Sequence[str] = (),
-        allow_private: bool = False,
-        server_allows_private: bool = False,
+        secret: str,
+        events: Sequence[str],
+        allow_private: bool,
         who: str,
-    ) -> tuple[Webhook, str]:
-        """A webhook for one consumer of `actor`'s inbox, and its secret (generated unless given).
+    ) -> Webhook:
+        """Store a webhook checked by `service.webhooks.add`; audited.
 
-        `allow_private`: its URL (only its) may be a loopback or private address, stored with it;
-        `server_allows_private`: FEDQUEUE_ALLOW_PRIVATE_ADDRESSES, which allows it for everything.
-        Every input is checked first (InvalidInput naming it); Duplicate if that consumer has a
-        webhook already, NotFound if `actor` is no local actor. The action is audited.
+        Duplicate if that consumer has a webhook already, NotFound if `actor` is no local actor.
         """
-        check_actor_name(actor)
-        rules.check_consumer(consumer)
-        rules.check_webhook_url(url)
-        try:
-            check_url(url, allow_private=allow_private or server_allows_private)
-        except ForbiddenAddress as exc:
-            raise InvalidInput(f"webhook url refused: {exc}; {rules.PRIVATE_HINT}") from None
-        except FetchError as exc:
-            raise InvalidInput(f"webhook url refused: {exc}") from None
-        secret = rules.check_secret(secret) if secret is not None else rules.new_secret()
-        subscribed = rules.check_events(events)
+        subscribed = list(events)
         try:
             async with self._db.transaction() as conn:
                 known = await conn.execute(select(_actors.c.id).where(_actors.c.name == actor))
@@ -165,7 +113,7 @@ class WebhookStore:
                     "actor": actor,
                     "consumer": consumer,
                     "url": url,
-                    "events": list(subscribed),
+                    "events": subscribed,
                     "allow_private": allow_private,
                 }
                 await record_audit(conn, who, "webhook_add", f"webhook:{row.id}", detail, utcnow())
@@ -173,7 +121,7 @@ class WebhookStore:
             raise Duplicate(
                 f"consumer {consumer!r} of {actor!r} has a webhook already; remove it first"
             ) from None
-        return _webhook(row), secret
+        return _webhook(row)
 
     async def list(self, actor: str | None = None) -> list[Webhook]:
         query = select(_webhooks).order_by(_webhooks.c.id)

@@ -15,8 +15,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue.errors import Forbidden, NotFound, Unauthorized
-from fedqueue.outbound.fanout_status import activity_status
 from fedqueue.outbound.status_order import status_query
+from fedqueue.service.fanout_status import activity_status
 from fedqueue.storage import Store
 from fedqueue.web.admin_auth import admin_session, bearer_of, login_guard_of
 from fedqueue.web.responses import JSONResponse, store_of, urls_of

@@ -1,4 +1,5 @@
-"""The admin API's actor actions: creation, aliases, a Move out, deletion (`/admin/actors[/{name}/...]`)."""
+"""The admin API's actor actions (`/admin/actors[/{name}/...]`): creation, aliases, a Move out,
+deletion, and manual approval of followers (lock, unlock, approve, reject)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from starlette.routing import Route
 
 from fedqueue.errors import InvalidInput
 from fedqueue.outbound.actor_changes import check_uri, delete_actor, move_actor
+from fedqueue.service import actors as approval
+from fedqueue.service.admin_json import ActorJson
 from fedqueue.storage import Deletion, Store, check_actor_name
-from fedqueue.storage.admin_json import ActorJson
 from fedqueue.storage.column_types import utcnow
 from fedqueue.web.admin_auth import session_of
 from fedqueue.web.incoming import read_json_object, string_field
@@ -25,6 +27,7 @@ async def actor_json(store: Store, name: str, deletion: Deletion | None = None) 
     actor = await store.actors.get(name)
     return {
         "name": name,
+        "manually_approves_followers": not actor.auto_accept_follows,
         "also_known_as": list(actor.also_known_as),
         "moved_to": actor.moved_to,
         "deleted_at": actor.deleted_at.isoformat() if actor.deleted_at else None,
@@ -80,9 +83,55 @@ async def move(request: Request) -> Response:
     return JSONResponse(await actor_json(store, name))
 
 
+@accepts()
+async def lock(request: Request) -> Response:
+    """POST /admin/actors/{name}/lock: new follows wait for approval (`manuallyApprovesFollowers`)."""
+    return await _set_locked(request, locked=True)
+
+
+@accepts()
+async def unlock(request: Request) -> Response:
+    """POST /admin/actors/{name}/unlock: new follows are accepted as they come."""
+    return await _set_locked(request, locked=False)
+
+
+async def _set_locked(request: Request, *, locked: bool) -> Response:
+    name = check_actor_name(request.path_params["name"])
+    store = store_of(request)
+    await approval.set_locked(store, name, locked, session_of(request).who, utcnow())
+    return JSONResponse(await actor_json(store, name))
+
+
+@accepts("follower")
+async def approve_follower(request: Request) -> Response:
+    """POST /admin/actors/{name}/followers/approve?follower=URI: its Accept is queued."""
+    return await _answer_follow(request, approve=True)
+
+
+@accepts("follower")
+async def reject_follower(request: Request) -> Response:
+    """POST /admin/actors/{name}/followers/reject?follower=URI: forgotten, its Reject queued."""
+    return await _answer_follow(request, approve=False)
+
+
+async def _answer_follow(request: Request, *, approve: bool) -> Response:
+    name = check_actor_name(request.path_params["name"])
+    follower = request.query_params.get("follower")
+    if not follower:
+        raise InvalidInput("missing query parameter 'follower': the follower's actor id")
+    store = store_of(request)
+    who = session_of(request).who
+    await approval.answer_follow(store, urls_of(request), name, follower, approve=approve, who=who)
+    return JSONResponse(await actor_json(store, name))
+
+
 routes = [
     Route("/admin/actors", create_actor, methods=["POST"]),
     Route("/admin/actors/{name}", delete, methods=["DELETE"]),
     Route("/admin/actors/{name}/aliases", aliases, methods=["POST"]),
     Route("/admin/actors/{name}/move", move, methods=["POST"]),
+    Route("/admin/actors/{name}/lock", lock, methods=["POST"]),
+    Route("/admin/actors/{name}/unlock", unlock, methods=["POST"]),
+    Route("/admin/actors/{name}/followers/approve", approve_follower, methods=["POST"]),
+    Route("/admin/actors/{name}/followers/reject", reject_follower, methods=["POST"]),
 ]

@@ -15,10 +15,16 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue.errors import InvalidInput
-from fedqueue.storage.admin_json import HostAction, activity_json, audit_json, delivery_json, host_json
+from fedqueue.service.admin_json import (
+    HostAction,
+    activity_json,
+    audit_json,
+    consumer_json,
+    delivery_json,
+    host_json,
+)
 from fedqueue.storage.admin_views import HostView
 from fedqueue.storage.column_types import utcnow
-from fedqueue.storage.consumers import consumer_json
 from fedqueue.web.admin_auth import session_of
 from fedqueue.web.admin_openapi import openapi_document
 from fedqueue.web.query_params import accepts

@@ -1,7 +1,7 @@
 """The OpenAPI 3.1 document of the admin JSON API, served at /admin/openapi.json.
 
 The paths are written here, next to the routes in `admin_api`; the response schemas are
-derived from the TypedDicts the handlers return (`storage.admin_json`, `outbound.fanout_status`), so
+derived from the TypedDicts the handlers return (`service.admin_json`, `service.fanout_status`), so
 the document names exactly the fields the code returns. `tests/integration/web/test_admin_api.py`
 checks that every JSON route under /admin is described here, and schemathesis
 (`tests/e2e/test_admin_fuzz.py`) checks every answer of a live instance against it.
@@ -12,13 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 from fedqueue.column_rules import MAX_ROW_ID
-from fedqueue.outbound.fanout_status import ActivityStatus
 from fedqueue.outbound.status_order import DEFAULT_STATUS_PAGE, MAX_STATUS_PAGE
 from fedqueue.outbound.webhook_rules import EVENTS, MAX_SECRET_CHARS, MIN_SECRET_CHARS
-from fedqueue.storage.admin_json import (
+from fedqueue.service.admin_json import (
     ActivityPage,
     ActorJson,
     AuditList,
+    ConsumerJson,
+    ConsumerList,
     DeliveryJson,
     DeliveryPage,
     HostAction,
@@ -28,9 +29,9 @@ from fedqueue.storage.admin_json import (
     Retried,
     json_schemas,
 )
+from fedqueue.service.fanout_status import ActivityStatus
+from fedqueue.service.webhooks import WebhookJson, WebhookList
 from fedqueue.storage.admin_views import DELIVERY_STATES, MAX_PAGE
-from fedqueue.storage.consumers import ConsumerJson, ConsumerList
-from fedqueue.storage.webhook_registry import WebhookJson, WebhookList
 
 SCHEMA_REF = "#/components/schemas/{model}"
 #: Every response body; its schema is components/schemas/<class name>.
@@ -48,6 +49,8 @@ SHAPES: tuple[Any, ...] = (
     Retried,
     HostRetried,
     ActorJson,
+    ConsumerJson,
+    ConsumerList,
     ConsumerList,
     ConsumerJson,
 )
@@ -91,6 +94,11 @@ def _op(
         },
         **extra,
     }
+
+
+def _on_actor(operation: dict[str, Any]) -> dict[str, Any]:
+    """`operation` on one local actor: 410 as well, once that actor is deleted."""
+    return {**operation, "responses": {**operation["responses"], "410": _ERROR}}
 
 
 def _path_name(name: str, description: str) -> dict[str, Any]:
@@ -354,32 +362,64 @@ def _paths() -> dict[str, Any]:
             ),
         },
         "/admin/actors/{name}": {
-            "delete": _op(
-                "deleteActor",
-                "Delete a local actor: its Delete goes to its followers and every inbox it delivered to",
-                ActorJson,
-                [_ACTOR],
+            "delete": _on_actor(
+                _op(
+                    "deleteActor",
+                    "Delete a local actor: its Delete goes to its followers and every inbox it delivered to",
+                    ActorJson,
+                    [_ACTOR],
+                )
             )
         },
         "/admin/actors/{name}/aliases": {
-            "post": _op(
-                "setActorAliases",
-                "Add or remove URIs of a local actor's alsoKnownAs",
-                ActorJson,
-                [
-                    _ACTOR,
-                    _query("add", {"type": "string", "format": "uri"}, "alias to add (repeatable)"),
-                    _query("remove", {"type": "string", "format": "uri"}, "alias to remove (repeatable)"),
-                ],
+            "post": _on_actor(
+                _op(
+                    "setActorAliases",
+                    "Add or remove URIs of a local actor's alsoKnownAs",
+                    ActorJson,
+                    [
+                        _ACTOR,
+                        _query("add", {"type": "string", "format": "uri"}, "alias to add (repeatable)"),
+                        _query("remove", {"type": "string", "format": "uri"}, "alias to remove (repeatable)"),
+                    ],
+                )
             )
         },
         "/admin/actors/{name}/move": {
-            "post": _op(
-                "moveActor",
-                "Move a local actor to an account whose alsoKnownAs names it; its followers get the Move",
-                ActorJson,
-                [_ACTOR, _query("to", {"type": "string", "format": "uri"}, "the account to move to")],
+            "post": _on_actor(
+                _op(
+                    "moveActor",
+                    "Move a local actor to an account whose alsoKnownAs names it; its followers get the Move",
+                    ActorJson,
+                    [_ACTOR, _query("to", {"type": "string", "format": "uri"}, "the account to move to")],
+                )
             )
+        },
+        "/admin/actors/{name}/lock": {
+            "post": _on_actor(
+                _op("lockActor", "New follows of a local actor wait for approval", ActorJson, [_ACTOR])
+            )
+        },
+        "/admin/actors/{name}/unlock": {
+            "post": _on_actor(
+                _op("unlockActor", "New follows of a local actor are accepted", ActorJson, [_ACTOR])
+            )
+        },
+        **{
+            f"/admin/actors/{{name}}/followers/{verb}": {
+                "post": _on_actor(
+                    _op(
+                        f"{verb}Follower",
+                        f"{verb.capitalize()} a pending follow of a locked actor (an {kind} is sent)",
+                        ActorJson,
+                        [
+                            _ACTOR,
+                            _query("follower", {"type": "string", "format": "uri"}, "the follower's id"),
+                        ],
+                    )
+                )
+            }
+            for verb, kind in (("approve", "Accept"), ("reject", "Reject"))
         },
         "/admin/webhooks/{id}": {
             "delete": _op(

@@ -1,7 +1,7 @@
 """Admin routes for webhooks: list, add (the secret is shown once, in the answer), remove.
 
 Under /admin, so `AdminAuthMiddleware` has authenticated the caller before these run. Bad input
-of any kind is a 400 naming the field; the checks themselves live in `WebhookStore.add`.
+of any kind is a 400 naming the field; the checks themselves live in `service.webhooks.add`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from starlette.routing import Route
 
 from fedqueue.errors import InvalidInput
 from fedqueue.outbound.webhook_rules import DEFAULT_CONSUMER
-from fedqueue.storage.webhook_registry import webhook_json
+from fedqueue.service import webhooks
+from fedqueue.service.webhooks import webhook_json
 from fedqueue.web.admin_auth import session_of
 from fedqueue.web.incoming import read_json_object, string_field
 from fedqueue.web.query_params import accepts
@@ -52,7 +53,8 @@ async def list_webhooks(request: Request) -> Response:
 async def add_webhook(request: Request) -> Response:
     """POST /admin/webhooks {actor, url, consumer?, secret?, events?, allow_private?}: 201 with the secret."""
     body = await read_json_object(request, MAX_BODY_BYTES, FIELDS)
-    hook, secret = await store_of(request).webhooks.add(
+    hook, secret = await webhooks.add(
+        store_of(request),
         string_field(body, "actor", required=True) or "",
         string_field(body, "consumer", required=False) or DEFAULT_CONSUMER,
         string_field(body, "url", required=True) or "",

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from aiohttp import web
 
-from fedqueue.outbound.fanout_status import activity_status
+from fedqueue.service.fanout_status import activity_status
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.urls import Urls

@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from fedqueue.outbound.fanout_status import activity_status
+from fedqueue.service.fanout_status import activity_status
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.urls import Urls

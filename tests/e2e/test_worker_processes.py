@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from fedqueue.outbound.fanout_status import activity_status
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.client import HttpClient
+from fedqueue.service.fanout_status import activity_status
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow

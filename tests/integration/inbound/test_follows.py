@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import select, update
 
 from fedqueue.inbound.follows import AddFollower, Effect, EnqueueActivity, accept_activity
+from fedqueue.service import webhooks
 from fedqueue.storage import NewInbound, Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.tables import ActorRow, OutboxRow, WebhookEventRow
@@ -188,8 +189,8 @@ async def test_a_follower_following_again_is_refreshed_and_announced_only_once(
     """Pending, then accepted, then accepted again with a new inbox: one `follower.added` event,
     whether the three Follows are stored one by one or in one batch (group commit)."""
     await store.actors.create("alice")
-    await store.webhooks.add(
-        "alice", "app", remote.url("/hook"), events=("follower.added",), allow_private=True, who="test"
+    await webhooks.add(
+        store, "alice", "app", remote.url("/hook"), events=("follower.added",), allow_private=True, who="test"
     )
     uri = remote.url("/users/f")
     follows = [
@@ -225,8 +226,8 @@ async def test_follows_stored_together_each_record_their_follower_and_queue_thei
 ) -> None:
     await store.actors.create("alice")
     await store.actors.create("carol")
-    await store.webhooks.add(
-        "carol", "app", remote.url("/hook"), events=("follower.added",), allow_private=True, who="test"
+    await webhooks.add(
+        store, "carol", "app", remote.url("/hook"), events=("follower.added",), allow_private=True, who="test"
     )
     uris = [remote.url(f"/users/f{index}") for index in range(6)]
 

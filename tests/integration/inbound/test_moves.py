@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 from sqlalchemy import insert, select
 
+from fedqueue.service import webhooks
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.tables import FollowingRow, OutboxRow, WebhookEventRow
@@ -74,7 +75,7 @@ async def test_a_followed_accounts_move_follows_the_new_account_undoes_the_old_f
     client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer
 ) -> None:
     await store.actors.create("alice")
-    await store.webhooks.add("alice", "app", "https://app.example/hook", events=["actor.moved"], who="test")
+    await webhooks.add(store, "alice", "app", "https://app.example/hook", events=["actor.moved"], who="test")
     await follows_bob(store, bob)
     bob2 = new_account(remote, [bob.uri])
     await send(client, bob, bob.activity("Move", object=bob.uri, target=bob2.uri))

@@ -12,7 +12,7 @@ import httpx
 from aiohttp import web
 
 from fedqueue.cli.status import status_text
-from fedqueue.outbound.fanout_status import activity_status
+from fedqueue.service.fanout_status import activity_status
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow

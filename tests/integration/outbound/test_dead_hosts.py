@@ -18,6 +18,7 @@ from fedqueue.outbound.circuit import CLOSED, OPEN, HostHealth
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.client import HttpClient
 from fedqueue.remote.guard import host_of
+from fedqueue.service import webhooks
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
@@ -57,7 +58,8 @@ async def dead_events(store: Store) -> list[dict[str, Any]]:
 
 
 async def add_dead_hook(store: Store) -> None:
-    await store.webhooks.add(
+    await webhooks.add(
+        store,
         "alice",
         "app",
         "http://127.0.0.1:9/hook",

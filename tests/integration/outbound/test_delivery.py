@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from aiohttp import web
 
-from fedqueue.outbound.fanout_status import activity_status
+from fedqueue.service.fanout_status import activity_status
 from fedqueue.settings import Settings
 from fedqueue.signing import keys
 from fedqueue.storage import Store

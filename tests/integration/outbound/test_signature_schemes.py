@@ -16,7 +16,7 @@ from aiohttp import web
 
 from fedqueue.errors import SignatureError
 from fedqueue.outbound.circuit import HostHealth
-from fedqueue.outbound.fanout_status import activity_status
+from fedqueue.service.fanout_status import activity_status
 from fedqueue.settings import Settings
 from fedqueue.signing import keys
 from fedqueue.signing.requests import SignatureScheme, parse_request_signatures, verify_parsed

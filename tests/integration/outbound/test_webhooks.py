@@ -18,6 +18,7 @@ import pytest
 from aiohttp import web
 
 from fedqueue.outbound.intake import ActivityFacts
+from fedqueue.service import webhooks
 from fedqueue.settings import Settings
 from fedqueue.storage import Enqueued, Store, Target
 from fedqueue.storage.column_types import utcnow
@@ -75,7 +76,8 @@ async def pull(client: httpx.AsyncClient, token: str, consumer: str) -> list[str
 
 
 async def add_hook(store: Store, local_app: LoopbackServer, *events: str) -> int:
-    hook, _ = await store.webhooks.add(
+    hook, _ = await webhooks.add(
+        store,
         "alice",
         "app",
         local_app.url("/hook"),
@@ -280,7 +282,8 @@ async def test_a_webhook_allowed_a_private_address_delivers_to_this_machine_whil
 ) -> None:
     strict = fast(settings, allow_private_addresses=False)
     await store.actors.create("alice")
-    hook, _ = await store.webhooks.add(
+    hook, _ = await webhooks.add(
+        store,
         "alice",
         "app",
         local_app.url("/hook"),

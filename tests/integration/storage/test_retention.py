@@ -17,6 +17,7 @@ from sqlalchemy import func, insert, select, update
 from fedqueue.cli import main
 from fedqueue.outbound.status_order import StatusQuery
 from fedqueue.pruning import prune_once
+from fedqueue.service import webhooks
 from fedqueue.settings import Settings
 from fedqueue.storage import CachedRemote, NewInbound, Store
 from fedqueue.storage.audit import record_audit
@@ -105,7 +106,7 @@ async def test_a_webhook_whose_consumer_stays_down_keeps_at_most_its_bound_of_ev
     store: Store, settings: Settings
 ) -> None:
     await store.actors.create("alice")
-    hook, _ = await store.webhooks.add("alice", "app", HOOK_URL, allow_private=True, who="test")
+    hook, _ = await webhooks.add(store, "alice", "app", HOOK_URL, allow_private=True, who="test")
     async with store.database.transaction() as conn:
         for i in range(12):
             await emit(store.database, conn, "alice", "follower.added", {"n": i}, utcnow())
@@ -206,9 +207,9 @@ async def test_thirty_simulated_days_of_traffic_level_off_every_table(
         }
     )
     await store.actors.create("alice")
-    await store.webhooks.add("alice", "up", HOOK_URL, allow_private=True, who="test")
-    await store.webhooks.add(
-        "alice", "down", HOOK_URL, allow_private=True, events=["follower.added"], who="test"
+    await webhooks.add(store, "alice", "up", HOOK_URL, allow_private=True, who="test")
+    await webhooks.add(
+        store, "alice", "down", HOOK_URL, allow_private=True, events=["follower.added"], who="test"
     )
     await store.inbox.pull("alice", "debug-once", None, 1)  # never pulls again
     start = utcnow()

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import update
 
 from fedqueue.pruning import prune_once
+from fedqueue.service import webhooks
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
@@ -57,7 +58,7 @@ async def test_metrics_show_rows_per_table_and_webhook_events_dropped(
 ) -> None:
     await seed_fanout(store.database, "alice", "https://local.example/a/1", {"delivered": 4, "queued": 3})
     await store.actors.create("alice")
-    hook, _ = await store.webhooks.add("alice", "app", "http://127.0.0.1:9/h", allow_private=True, who="t")
+    hook, _ = await webhooks.add(store, "alice", "app", "http://127.0.0.1:9/h", allow_private=True, who="t")
     async with store.database.transaction() as conn:
         for i in range(4):
             await emit(store.database, conn, "alice", "follower.added", {"n": i}, utcnow())
@@ -66,5 +67,5 @@ async def test_metrics_show_rows_per_table_and_webhook_events_dropped(
     assert 'fedqueue_table_rows{table="deliveries"} 8' in lines  # 7 deliveries and 1 webhook event's
     assert 'fedqueue_table_rows{table="outbox"} 1' in lines
     assert f'fedqueue_webhook_events_dropped_total{{webhook="{hook.id}",consumer="app"}} 3' in lines
-    webhooks = (await client.get("/admin/webhooks", headers=AUTH)).json()["items"]
-    assert webhooks[0]["dropped_events"] == 3
+    listed = (await client.get("/admin/webhooks", headers=AUTH)).json()["items"]
+    assert listed[0]["dropped_events"] == 3

@@ -11,8 +11,8 @@ from fedqueue.column_rules import URI_CHARS, check_row_id, check_text
 from fedqueue.errors import NotFound
 from fedqueue.outbound.addressing import NO_RECIPIENTS
 from fedqueue.outbound.status_order import StatusQuery
+from fedqueue.service.admin_json import SHAPE, Counts, DeliveryState, IsoTime, WaitingJson, iso, waiting_json
 from fedqueue.storage import Store
-from fedqueue.storage.admin_json import SHAPE, Counts, DeliveryState, IsoTime, WaitingJson, iso, waiting_json
 from fedqueue.storage.admin_views import DeliveryView
 from fedqueue.storage.deliveries import UNFINISHED
 from fedqueue.urls import Urls
@@ -38,7 +38,7 @@ class StatusDelivery(TypedDict):
 
 @with_config(SHAPE)
 class ActivityStatus(TypedDict):
-    """The status_url document (see `storage.admin_json` for how shapes become schemas)."""
+    """The status_url document (see `service.admin_json` for how shapes become schemas)."""
 
     activity: str | None
     outbox_id: int

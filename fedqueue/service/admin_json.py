@@ -24,6 +24,7 @@ from fedqueue.storage.admin_views import (
     DeliveryView,
     HostView,
 )
+from fedqueue.storage.consumers import Consumer
 from fedqueue.urls import Urls
 
 #: A timestamp as `datetime.isoformat()` writes it (timezone-aware UTC).
@@ -254,6 +255,8 @@ class ActorJson(TypedDict):
     """A local actor after an admin change: its aliases, its move, its deletion and what that did."""
 
     name: str
+    #: Locked: new follows wait for an admin's approval (`manuallyApprovesFollowers`).
+    manually_approves_followers: bool
     also_known_as: list[str]
     moved_to: str | None
     deleted_at: IsoTime | None
@@ -261,3 +264,30 @@ class ActorJson(TypedDict):
     delete_inboxes: int
     deliveries_cancelled: int
     activities_cancelled: int
+
+
+@with_config(SHAPE)
+class ConsumerJson(TypedDict):
+    actor: str
+    consumer: str
+    cursor: int
+    behind: int
+    last_seen_at: IsoTime | None
+    idle: bool
+
+
+@with_config(SHAPE)
+class ConsumerList(TypedDict):
+    items: list[ConsumerJson]
+
+
+def consumer_json(item: Consumer) -> ConsumerJson:
+    """A consumer as the admin API and the CLI print it."""
+    return {
+        "actor": item.actor,
+        "consumer": item.consumer,
+        "cursor": item.cursor,
+        "behind": item.behind,
+        "last_seen_at": iso(item.last_seen_at),
+        "idle": item.idle,
+    }

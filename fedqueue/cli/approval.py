@@ -1,0 +1,79 @@
+"""`fedqueue actor lock|unlock NAME` and `fedqueue followers approve|reject NAME FOLLOWER`:
+manual approval of followers (`service.actors`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+
+from fedqueue.cli.help import Subparsers, command
+from fedqueue.errors import InvalidInput
+from fedqueue.service import actors as approval
+from fedqueue.storage import Store
+from fedqueue.storage.column_types import utcnow
+from fedqueue.urls import Urls
+
+#: `fedqueue followers WORD ...`: these words are actions, not an actor's name.
+ACTIONS = ("approve", "reject")
+
+
+def register_actor_actions(actor_commands: Subparsers) -> None:
+    """`actor lock` and `actor unlock`."""
+    for verb, locked, summary in (
+        ("lock", True, "new follows of a local actor wait for approval"),
+        ("unlock", False, "new follows of a local actor are accepted as they come"),
+    ):
+        parser = command(
+            actor_commands,
+            verb,
+            summary,
+            f"{summary.capitalize()} (its actor document shows manuallyApprovesFollowers: "
+            f"{str(locked).lower()}). `fedqueue followers NAME --pending` lists the follows waiting; "
+            "`fedqueue followers approve|reject NAME FOLLOWER` answers one.",
+            [f"fedqueue actor {verb} alice"],
+        )
+        parser.add_argument("name", metavar="NAME", help="the local actor")
+        parser.set_defaults(run=run_lock if locked else run_unlock)
+
+
+def _run(work: Callable[[Store, Urls], Awaitable[None]]) -> None:
+    from fedqueue.cli.core import existing_database_settings  # core registers these commands
+
+    settings = existing_database_settings()
+
+    async def run() -> None:
+        store = Store.open(settings.database_url)
+        try:
+            await work(store, Urls(settings.base_url))
+        finally:
+            await store.close()
+
+    asyncio.run(run())
+
+
+def _set_locked(name: str, locked: bool) -> int:
+    _run(lambda store, _urls: approval.set_locked(store, name, locked, "cli", utcnow()))
+    print(json.dumps({"name": name, "manually_approves_followers": locked}))
+    return 0
+
+
+def run_lock(args: argparse.Namespace) -> int:
+    return _set_locked(args.name, True)
+
+
+def run_unlock(args: argparse.Namespace) -> int:
+    return _set_locked(args.name, False)
+
+
+def run_answer(action: str, words: list[str]) -> int:
+    """`followers approve NAME FOLLOWER` or `followers reject NAME FOLLOWER`."""
+    if len(words) != 2:
+        raise InvalidInput(f"usage: fedqueue followers {action} NAME FOLLOWER")
+    name, follower = words
+    approve = action == "approve"
+    _run(lambda store, urls: approval.answer_follow(store, urls, name, follower, approve=approve, who="cli"))
+    sent = "Accept" if approve else "Reject"
+    print(json.dumps({"actor": name, "follower": follower, "queued": sent}))
+    return 0

@@ -1,0 +1,44 @@
+"""Manual approval of followers, for the admin API and the CLI alike.
+
+A locked actor (`manuallyApprovesFollowers: true` in its document) keeps each new Follow
+pending, with no Accept, until an admin approves it (its Accept is queued) or rejects it (the
+follow is forgotten and a Reject queued). An unlocked actor accepts follows as they come.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from fedqueue.errors import NotFound
+from fedqueue.inbound.follows import EnqueueActivity, accept_activity, stored_follow
+from fedqueue.storage import Store
+from fedqueue.storage.actors import check_actor_name
+from fedqueue.storage.followers import PENDING
+from fedqueue.urls import Urls
+
+
+async def set_locked(store: Store, name: str, locked: bool, who: str, now: datetime) -> None:
+    """Lock (new follows wait for approval) or unlock the local actor `name`; audited."""
+    await store.actor_lifecycle.set_manual_approval(check_actor_name(name), locked, who, now)
+
+
+async def answer_follow(
+    store: Store, urls: Urls, name: str, follower_uri: str, *, approve: bool, who: str
+) -> None:
+    """Approve (Accept queued) or reject (Reject queued, follow forgotten) a pending follow.
+
+    NotFound unless `follower_uri` has a follow of `name` waiting.
+    """
+    follower = await store.followers.get(check_actor_name(name), follower_uri)
+    if follower.state != PENDING:
+        raise NotFound(f"no pending follow of {name} by {follower_uri}")
+    follow = stored_follow(urls, name, follower_uri, follower.follow_activity_id)
+    answer = EnqueueActivity(
+        name,
+        accept_activity(urls, name, follow, follower_uri, "Accept" if approve else "Reject"),
+        (follower.inbox,),
+    )
+    if approve:
+        await store.followers.approve(name, follower_uri, answer, who)
+    else:
+        await store.followers.reject(name, follower_uri, answer, who)
