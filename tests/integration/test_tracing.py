@@ -18,11 +18,13 @@ import httpx
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from sqlalchemy import update
 
 from fedqueue import tracing
 from fedqueue.logs import JsonFormatter
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
+from fedqueue.storage.tables import OutboxRow
 from tests.conftest import ADMIN_TOKEN
 from tests.fediverse import RemoteActor, post
 from tests.loopback import LoopbackServer
@@ -32,6 +34,7 @@ TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 APP_TRACEPARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
 PUBLIC = "https://www.w3.org/ns/activitystreams#Public"
 ALICE = "http://127.0.0.1:8000/actors/alice"
+_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 
 
 @pytest.fixture
@@ -63,6 +66,15 @@ async def two_followers(store: Store, remote: LoopbackServer) -> str:
     return token
 
 
+async def post_traced(client: httpx.AsyncClient, token: str, content: str) -> httpx.Response:
+    """alice's Note to her followers, POSTed by an app with its own `traceparent`; answered 201."""
+    note = {"type": "Note", "content": content, "to": [PUBLIC], "cc": [f"{ALICE}/followers"]}
+    headers = {"Authorization": f"Bearer {token}", "traceparent": APP_TRACEPARENT}
+    response = await client.post("/actors/alice/outbox", json=note, headers=headers)
+    assert response.status_code == 201, response.text
+    return response
+
+
 async def test_an_apps_traceparent_on_the_outbox_post_is_the_trace_of_its_fanout_and_each_send(
     settings: Settings,
     store: Store,
@@ -70,11 +82,7 @@ async def test_an_apps_traceparent_on_the_outbox_post_is_the_trace_of_its_fanout
     client: httpx.AsyncClient,
     spans: InMemorySpanExporter,
 ) -> None:
-    token = await two_followers(store, remote)
-    note = {"type": "Note", "content": "traced", "to": [PUBLIC], "cc": [f"{ALICE}/followers"]}
-    headers = {"Authorization": f"Bearer {token}", "traceparent": APP_TRACEPARENT}
-    response = await client.post("/actors/alice/outbox", json=note, headers=headers)
-    assert response.status_code == 201, response.text
+    response = await post_traced(client, await two_followers(store, remote), "traced")
     await run_burst(fast(settings), store)
 
     [intake] = named(spans, "fedqueue.outbox.intake")
@@ -98,12 +106,9 @@ async def test_an_app_inserting_a_row_with_a_traceparent_gets_its_sends_in_that_
 ) -> None:
     await two_followers(store, remote)
     outbox_id = await insert_outbox_row(store, "alice", {"type": "Note", "cc": [f"{ALICE}/followers"]})
-    async with store.database.transaction() as conn:
-        await conn.exec_driver_sql(
-            "UPDATE outbox SET traceparent = ? WHERE id = ?"
-            if settings.database_url.startswith("sqlite")
-            else "UPDATE outbox SET traceparent = $1 WHERE id = $2",
-            (APP_TRACEPARENT, outbox_id),
+    async with store.database.transaction() as conn:  # as an app sets the column in its INSERT
+        await conn.execute(
+            update(_outbox).where(_outbox.c.id == outbox_id).values(traceparent=APP_TRACEPARENT)
         )
     await run_burst(fast(settings), store)
     traced = named(spans, "fedqueue.fanout") + named(spans, "fedqueue.send")
@@ -117,10 +122,7 @@ async def test_a_deliverys_json_log_line_carries_the_apps_trace_id(
     client: httpx.AsyncClient,
     spans: InMemorySpanExporter,
 ) -> None:
-    token = await two_followers(store, remote)
-    headers = {"Authorization": f"Bearer {token}", "traceparent": APP_TRACEPARENT}
-    note = {"type": "Note", "content": "logged", "cc": [f"{ALICE}/followers"]}
-    assert (await client.post("/actors/alice/outbox", json=note, headers=headers)).status_code == 201
+    await post_traced(client, await two_followers(store, remote), "logged")
     lines = io.StringIO()
     handler = logging.StreamHandler(lines)
     handler.setFormatter(JsonFormatter())
