@@ -7,6 +7,7 @@ import logging
 import sys
 from datetime import UTC, datetime
 
+from fedqueue import tracing
 from fedqueue.settings import Settings
 
 #: Attributes every LogRecord has; anything else was passed in `extra=` and is logged as a field.
@@ -22,12 +23,14 @@ class JsonFormatter(logging.Formatter):
             "msg": record.getMessage(),
         }
         entry.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
+        entry.update(tracing.log_fields())
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
 
 
 def configure_logging(settings: Settings) -> None:
+    """Log as `log_format` says, and trace if `otel_enabled` (every process starts here)."""
     handler = logging.StreamHandler(sys.stderr)
     if settings.log_format == "json":
         handler.setFormatter(JsonFormatter())
@@ -38,3 +41,4 @@ def configure_logging(settings: Settings) -> None:
     root.setLevel(settings.log_level)
     # Migrations run on every start; their INFO lines are noise to an operator.
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    tracing.configure(settings)

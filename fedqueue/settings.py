@@ -48,6 +48,7 @@ class Settings(BaseSettings):
     allow_private_addresses: bool
     log_format: Literal["text", "json"]
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+    otel_enabled: bool
 
     retry_base_seconds: float = Field(gt=0)
     retry_max_attempts: int = Field(ge=1, le=100)

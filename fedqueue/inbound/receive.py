@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from fedqueue import tracing
 from fedqueue.column_rules import URI_CHARS, check_text
 from fedqueue.errors import Forbidden, Unauthorized
 from fedqueue.followers_sync_rules import HEADER as SYNC_HEADER
@@ -120,14 +121,17 @@ class Receiver:
         if self.throttle is not None:  # the address pays for the fetches unless the signature verifies
             self.throttle.reserve(address, clock.time())
         try:
-            authenticated = await authenticate(
-                candidates,
-                key_resolver(self.directory, signer, timeout_s, gone_keys, unfetched),
-                activity,
-                document_fetcher(self.directory, signer, timeout_s),
-                self.ld_verifier.verify,
-                max_depth=settings.inbox_max_json_depth,
-            )
+            with tracing.span("fedqueue.inbox.verify", {"fedqueue.actor": activity.actor}) as span:
+                authenticated = await authenticate(
+                    candidates,
+                    key_resolver(self.directory, signer, timeout_s, gone_keys, unfetched),
+                    activity,
+                    document_fetcher(self.directory, signer, timeout_s),
+                    self.ld_verifier.verify,
+                    max_depth=settings.inbox_max_json_depth,
+                )
+                span.set("fedqueue.key_id", authenticated.key_id)
+                span.set("fedqueue.activity_id", authenticated.activity.id)
         except SignatureError as exc:
             if not accept_unverified(activity, (parsed.key_id for parsed in candidates), gone_keys):
                 raise opaque(exc, [parsed.key_id for parsed in candidates], unfetched, address) from None

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 
+from fedqueue import tracing
 from fedqueue.errors import describe
 from fedqueue.metrics import HOST_UNAVAILABLE, Metrics
 from fedqueue.outbound.backoff import Jitter, RetrySchedule
@@ -62,6 +63,8 @@ class Sent:
     job: Job
     attempt: Attempt
     result: Result
+    #: The send span's context: the outcome's log line carries its trace id (`fedqueue.tracing`).
+    trace: object = None
 
 
 def circuit_policy(settings: Settings) -> CircuitPolicy:
@@ -87,6 +90,22 @@ def count_given_up(metrics: Metrics, ended: Sequence[Ended]) -> None:
             error=e.reason,
             reason=HOST_UNAVAILABLE,
         )
+
+
+def send_attributes(row: Claimed) -> dict[str, tracing.Attribute]:
+    """A send span's attributes: where to, which delivery, which attempt."""
+    return {
+        "server.address": row.host,
+        "fedqueue.inbox": row.inbox,
+        "fedqueue.delivery_id": row.id,
+        "fedqueue.outbox_id": row.outbox_id,
+        "fedqueue.attempt": row.attempts + 1,
+    }
+
+
+def traceparent_of(job: Job) -> str | None:
+    """The trace a job's send continues: its outbox row's (a webhook event's: none)."""
+    return job.body.traceparent if isinstance(job.body, PreparedBody) else None
 
 
 class Attempts:
@@ -132,15 +151,20 @@ class Attempts:
     async def run(self, job: Job) -> None:
         """Make the job's attempt; its result waits for `record_finished`. Never raises but when cancelled."""
         row = job.row
-        try:
-            attempt = await self._attempt(job)
-        except Exception as exc:
-            self._metrics.worker_error("send", exc, "delivery %s: unexpected error while sending", row.id)
-            # Only an unreachable database may pass; anything else would fail the same way again.
-            transient = isinstance(exc, StorageUnavailable)
-            attempt = Attempt(status=None, error=f"could not send: {describe(exc)}", permanent=not transient)
-        result = result_of(row, attempt, self._clock(), self.schedule, self._jitter)
-        self._sent.append(Sent(job, attempt, result))
+        with tracing.span("fedqueue.send", send_attributes(row), parent=traceparent_of(job)) as span:
+            try:
+                attempt = await self._attempt(job)
+            except Exception as exc:
+                self._metrics.worker_error("send", exc, "delivery %s: unexpected error while sending", row.id)
+                # Only an unreachable database may pass; anything else would fail the same way again.
+                transient = isinstance(exc, StorageUnavailable)
+                attempt = Attempt(
+                    status=None, error=f"could not send: {describe(exc)}", permanent=not transient
+                )
+            result = result_of(row, attempt, self._clock(), self.schedule, self._jitter)
+            span.set("http.response.status_code", attempt.status)
+            span.set("fedqueue.outcome", result.state)
+            self._sent.append(Sent(job, attempt, result, tracing.current()))
         self._progress.set()
 
     async def record_finished(self) -> list[Sent]:
@@ -194,16 +218,17 @@ class Attempts:
             latency_s = None
             if result.delivered_at is not None:
                 latency_s = (result.delivered_at - s.job.written_at).total_seconds()
-            self._metrics.delivery_outcome(
-                result.state,
-                attempts=result.attempts,
-                scheme=attempt.scheme,
-                latency_s=latency_s,
-                delivery_id=row.id,
-                inbox=row.inbox,
-                status=attempt.status,
-                error=result.last_error,
-            )
+            with tracing.resumed(s.trace):
+                self._metrics.delivery_outcome(
+                    result.state,
+                    attempts=result.attempts,
+                    scheme=attempt.scheme,
+                    latency_s=latency_s,
+                    delivery_id=row.id,
+                    inbox=row.inbox,
+                    status=attempt.status,
+                    error=result.last_error,
+                )
 
     async def _record(self, results: list[Result]) -> None:
         """Store outcomes in one transaction; if the database refuses the batch, row by row.

@@ -295,7 +295,10 @@ class Dispatcher:
         for outbox_id, sendable in (await self._store.outbox.sendable(missing)).items():
             try:
                 followers = self._urls.followers(actors[outbox_id])
-                self._bodies[outbox_id] = (prepare_body(sendable.activity, followers), sendable.written_at)
+                self._bodies[outbox_id] = (
+                    prepare_body(sendable.activity, followers, sendable.traceparent),
+                    sendable.written_at,
+                )
             except Exception as exc:
                 self._metrics.worker_error("send", exc, "outbox row %s: request body not built", outbox_id)
                 unbuildable[outbox_id] = f"request body could not be built: {describe(exc)}"

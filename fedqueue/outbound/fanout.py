@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from fedqueue import tracing
 from fedqueue.errors import FedqueueError, InvalidInput, describe
 from fedqueue.federation_policy import Refusal
 from fedqueue.metrics import FEDERATION_POLICY, HOST_UNAVAILABLE, Metrics
@@ -131,7 +132,12 @@ class Fanout:
             )
             return None
         try:
-            return await self._plan(entry, earlier)
+            attributes = {"fedqueue.outbox_id": entry.id, "fedqueue.attempt": entry.expansion_attempts}
+            with tracing.span("fedqueue.fanout", attributes, parent=entry.traceparent) as span:
+                plan = await self._plan(entry, earlier)
+                span.set("fedqueue.activity_id", plan.facts.activity_id)
+                span.set("fedqueue.deliveries", len(plan.targets))
+                return plan
         except InvalidInput as exc:
             await self._settle(entry, str(exc))
         except Exception as exc:

@@ -61,9 +61,13 @@ class PreparedBody:
     content_digest: str
     #: Addressed to its actor's followers collection: its deliveries carry FEP-8fcf's header.
     to_followers: bool = False
+    #: The outbox row's trace, which each send's span continues (`fedqueue.tracing`).
+    traceparent: str | None = None
 
 
-def prepare_body(activity_json: str, followers_uri: str | None = None) -> PreparedBody:
+def prepare_body(
+    activity_json: str, followers_uri: str | None = None, traceparent: str | None = None
+) -> PreparedBody:
     """Strip bto/bcc and serialize once; the digest is computed here, not per inbox.
 
     `followers_uri`: the sending actor's followers collection, to tell whether it is addressed.
@@ -76,6 +80,7 @@ def prepare_body(activity_json: str, followers_uri: str | None = None) -> Prepar
         digest=sha256_digest_header(body),
         content_digest=content_digest_header(body),
         to_followers=followers_uri is not None and addresses(original, followers_uri),
+        traceparent=traceparent,
     )
 
 

@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 from urllib.parse import urldefrag, urlsplit
 
+from fedqueue import tracing
 from fedqueue.column_rules import URI_CHARS, text_problem
 from fedqueue.errors import TooLarge
 from fedqueue.remote.client import ACCEPT_ACTIVITY, HttpClient, SigningIdentity, signed_headers
@@ -244,7 +245,10 @@ class RemoteDirectory:
             raise _remembered(lookup.entry)
         try:
             scheme = self._scheme(lookup.host_scheme)
-            doc, actor_url = await self._fetch_key_owner(key_id, url, signer, deadline, scheme)
+            with tracing.span(
+                "fedqueue.key_fetch", {"fedqueue.key_id": key_id, "server.address": host_of(url)}
+            ):
+                doc, actor_url = await self._fetch_key_owner(key_id, url, signer, deadline, scheme)
             actor = parse_actor(doc, actor_url, key_id)
             key = key_of(actor, key_id)
             if key is None:

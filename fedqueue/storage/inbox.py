@@ -24,6 +24,7 @@ from sqlalchemy import (
     union_all,
 )
 
+from fedqueue import tracing
 from fedqueue.inbound.follows import Effect
 from fedqueue.outbound.circuit import OPEN
 from fedqueue.storage.database import Database, refuse_unstorable
@@ -231,7 +232,10 @@ class InboxStore:
         `since` ("deleted"). Concurrent calls share a transaction (group commit,
         `storage.inbox_writes`).
         """
-        return await self._writer.store(InboundWrite(inbound, tuple(effects), tombstone))
+        with tracing.span("fedqueue.inbox.store", {"fedqueue.activity_id": inbound.activity_id}) as span:
+            stored = await self._writer.store(InboundWrite(inbound, tuple(effects), tombstone))
+            span.set("fedqueue.stored", stored)
+            return stored
 
     async def pull(self, actor: str, consumer: str, after: int | None, limit: int) -> Pulled:
         """Entries for `actor` after `after` (else after the consumer's stored cursor), oldest first.

@@ -63,6 +63,8 @@ class OutboxEntry:
     error: str | None
     #: An inbound activity forwarded to the actor's followers (`ForwardActivity`), not its own.
     forwarded: bool = False
+    #: The trace the row was handed in under (`fedqueue.tracing`), if any.
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -76,10 +78,11 @@ class Accepted:
 
 @dataclass(frozen=True)
 class Sendable:
-    """What sending needs of an outbox row: the activity JSON and when the row was written."""
+    """What sending needs of an outbox row: the activity JSON, when the row was written, its trace."""
 
     activity: str
     written_at: datetime
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,13 @@ class OutboxStore:
             .values({name: accepted[name] for name in list(accepted)[1:]})
         )
 
-    async def submit(self, facts: ActivityFacts, activity_json: str, inboxes_json: str | None) -> Submitted:
+    async def submit(
+        self,
+        facts: ActivityFacts,
+        activity_json: str,
+        inboxes_json: str | None,
+        traceparent: str | None = None,
+    ) -> Submitted:
         """Store a validated activity once; a repeated activity id returns the first row."""
         try:
             async with self._db.transaction() as conn:
@@ -133,6 +142,7 @@ class OutboxStore:
                             activity_id=facts.activity_id,
                             activity_type=facts.activity_type,
                             object_id=facts.object_id,
+                            traceparent=traceparent,
                         )
                         .returning(_outbox.c.id)
                     )
@@ -263,12 +273,12 @@ class OutboxStore:
         async with self._db.reading() as conn:
             rows = (
                 await conn.execute(
-                    select(_outbox.c.id, _outbox.c.activity, _outbox.c.created_at).where(
-                        _outbox.c.id.in_(outbox_ids)
-                    )
+                    select(
+                        _outbox.c.id, _outbox.c.activity, _outbox.c.created_at, _outbox.c.traceparent
+                    ).where(_outbox.c.id.in_(outbox_ids))
                 )
             ).all()
-        return {row.id: Sendable(row.activity, row.created_at) for row in rows}
+        return {row.id: Sendable(row.activity, row.created_at, row.traceparent) for row in rows}
 
     async def state(self, ref: int | str) -> OutboxState | None:
         """A row by outbox id or by activity id."""

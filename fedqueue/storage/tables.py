@@ -99,6 +99,7 @@ class OutboxRow(SQLModel, table=True):
     `forwarded`: an inbound activity passed on as it came to `actor`'s followers (AP 7.1.2),
     not `actor`'s own: never coalesced, never in `actor`'s outbox collection.
     `pruned_<state>`: its delivery rows in that state deleted after their retention (`storage.retention`).
+    `traceparent`: the W3C trace context the worker's spans continue (`fedqueue.tracing`), if any.
     """
 
     __tablename__ = "outbox"
@@ -132,6 +133,7 @@ class OutboxRow(SQLModel, table=True):
     pruned_delivered: int = Field(default=0, sa_column=Column(BigId, nullable=False, server_default="0"))
     pruned_dead: int = Field(default=0, sa_column=Column(BigId, nullable=False, server_default="0"))
     pruned_coalesced: int = Field(default=0, sa_column=Column(BigId, nullable=False, server_default="0"))
+    traceparent: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
 
 
 class DeliveryRow(SQLModel, table=True):

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from fedqueue import tracing
 from fedqueue.column_rules import parse_decimal
 from fedqueue.errors import Forbidden, InvalidInput, NotFound, Throttled, TooLarge, Unauthorized
 from fedqueue.inbound.receive import Received, Receiver
@@ -85,11 +86,14 @@ def refusal_reason(error: Exception) -> str:
 async def receive(request: Request) -> Response:
     """POST /actors/{name}/inbox and /inbox; every answer is counted in the inbox metrics."""
     metrics: Metrics = request.app.state.metrics
-    try:
-        received = await _receive(request)
-    except Exception as exc:
-        metrics.inbox_result(False, refusal_reason(exc))
-        raise
+    with tracing.span("fedqueue.inbox.receive", {"fedqueue.inbox": request.url.path}) as span:
+        try:
+            received = await _receive(request)
+        except Exception as exc:
+            span.set("fedqueue.refused", refusal_reason(exc))
+            metrics.inbox_result(False, refusal_reason(exc))
+            raise
+        span.set("fedqueue.received", received)
     metrics.inbox_result(True, "new" if received == "accepted" else received)
     return JSONResponse({"status": received}, status_code=202)
 

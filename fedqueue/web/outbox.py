@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from fedqueue import tracing
 from fedqueue.column_rules import parse_decimal
 from fedqueue.errors import Conflict, Duplicate, NotFound, Unauthorized
 from fedqueue.outbound.addressing import NO_RECIPIENTS, is_public, recipient_count, recipients, strip_hidden
@@ -61,6 +62,16 @@ async def authorize_actor(request: Request, store: Store, name: str, *, moved_ok
 
 
 async def post_outbox(request: Request) -> Response:
+    """POST /actors/{name}/outbox in a span, continuing the app's `traceparent` header if it sends one."""
+    header = request.headers.get(tracing.TRACEPARENT)
+    with tracing.span("fedqueue.outbox.intake", {"url.path": request.url.path}, parent=header) as span:
+        response = await _post_outbox(request, header)
+        span.set("http.response.status_code", response.status_code)
+        span.set("fedqueue.activity_id", response.headers.get("location"))
+        return response
+
+
+async def _post_outbox(request: Request, traceparent: str | None) -> Response:
     name = check_actor_name(request.path_params["name"])
     store = store_of(request)
     await authorize_actor(request, store, name)
@@ -80,7 +91,7 @@ async def post_outbox(request: Request) -> Response:
             )
         submitted = Submitted(known.id, facts.activity_id, known.actor, created=False)
     else:
-        submitted = await store.outbox.submit(facts, dumps(activity), None)
+        submitted = await store.outbox.submit(facts, dumps(activity), None, tracing.to_store(traceparent))
         if submitted.created:
             backlog.admitted()
     if submitted.actor != name:
