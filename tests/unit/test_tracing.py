@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from fedqueue import tracing
-from tests.unit.test_layers import MODULES
 
 #: Runs the CLI as if the `otel` extra were not installed (its modules cannot be imported).
 WITHOUT_THE_EXTRA = (
@@ -63,10 +62,3 @@ def test_an_outbox_row_keeps_only_a_well_formed_traceparent_while_tracing_is_off
     header: str | None, kept: bool
 ) -> None:
     assert tracing.to_store(header) == (header if kept else None)
-
-
-def test_fedqueue_tracing_is_the_only_module_that_imports_opentelemetry() -> None:
-    importers = [
-        m for m, imported in MODULES.items() if any(n.split(".")[0] == "opentelemetry" for n in imported)
-    ]
-    assert importers == ["fedqueue.tracing"]

@@ -4,8 +4,8 @@ Set at intake (the span of `POST /actors/{name}/outbox`, or the app's own `trace
 or by an app that INSERTs the row itself; the worker continues that trace for the fan-out and
 each delivery's send (`fedqueue.tracing`). NULL: no trace.
 
-Revision ID: 0014
-Revises: 0013
+Revision ID: 0015
+Revises: 0014
 Create Date: 2026-11-28
 """
 
@@ -15,8 +15,8 @@ import sqlalchemy as sa
 
 from alembic import op
 
-revision = "0014"
-down_revision = "0013"
+revision = "0015"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 
