@@ -18,9 +18,9 @@ from typing import Any
 from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.errors import InvalidInput
+from fedqueue.states import UNSENT, DeliveryState, FollowerState
 from fedqueue.storage import Store, check_actor_name
 from fedqueue.storage.admin_json import activity_json, delivery_json, host_json
-from fedqueue.storage.followers import ACCEPTED, PENDING
 from fedqueue.urls import Urls
 
 #: name: (summary, description, example); every host action prints the host's flags after it.
@@ -214,7 +214,7 @@ def run_deliveries(args: argparse.Namespace) -> int:
         rows = [
             {
                 **d,
-                "next": _when(d["next_attempt_at"]) if d["state"] in ("queued", "failed") else "",
+                "next": _when(d["next_attempt_at"]) if d["state"] in UNSENT else "",
                 "to": d["inbox"] or f"{d['recipient']} (inbox unknown)",
             }
             for d in data["items"]
@@ -251,7 +251,10 @@ def run_hosts(args: argparse.Namespace) -> int:
                 "flags": " ".join(f for f in ("paused", "blocked", "unavailable") if h[f]),
                 "since": _when(h["failing_since"]),
                 "success": _when(h["last_success_at"]) or "never",
-                **{s: h["counts"].get(s, 0) for s in ("queued", "failed", "dead")},
+                **{
+                    s: h["counts"].get(s, 0)
+                    for s in (DeliveryState.QUEUED, DeliveryState.FAILED, DeliveryState.DEAD)
+                },
             }
             for h in data
         ]
@@ -263,9 +266,9 @@ def run_hosts(args: argparse.Namespace) -> int:
                 ("consecutive_failures", "FAILS"),
                 ("since", "FAILING SINCE"),
                 ("success", "LAST SUCCESS"),
-                ("queued", "QUEUED"),
-                ("failed", "FAILED"),
-                ("dead", "DEAD"),
+                (DeliveryState.QUEUED, "QUEUED"),
+                (DeliveryState.FAILED, "FAILED"),
+                (DeliveryState.DEAD, "DEAD"),
                 ("signature_scheme", "SIGNATURE"),
                 ("flags", "FLAGS"),
             ],
@@ -307,7 +310,7 @@ def run_activities(args: argparse.Namespace) -> int:
 
 def run_followers(args: argparse.Namespace) -> int:
     name = check_actor_name(args.actor)
-    state = PENDING if args.pending else ACCEPTED
+    state = FollowerState.PENDING if args.pending else FollowerState.ACCEPTED
 
     async def work(store: Store, urls: Urls) -> list[dict[str, Any]]:
         await store.actors.get(name)  # NotFound: "no actor ..." rather than an empty list

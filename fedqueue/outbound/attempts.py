@@ -37,6 +37,7 @@ from fedqueue.remote.client import HttpClient
 from fedqueue.remote.keyring import Keyring
 from fedqueue.remote.signing_threads import SigningThreads
 from fedqueue.settings import Settings
+from fedqueue.states import DeliveryState
 from fedqueue.storage import StorageUnavailable, Store
 from fedqueue.storage.hosts import Ended
 from fedqueue.storage.webhook_registry import WebhookPayload
@@ -80,7 +81,7 @@ def count_given_up(metrics: Metrics, ended: Sequence[Ended]) -> None:
     """One `dead` outcome (reason `host_unavailable`) per delivery a given-up host ended."""
     for e in ended:
         metrics.delivery_outcome(
-            "dead",
+            DeliveryState.DEAD,
             attempts=e.attempts,
             delivery_id=e.id,
             inbox=e.inbox,

@@ -45,6 +45,7 @@ from fedqueue.outbound.send import PreparedBody, prepare_body
 from fedqueue.remote.client import HttpClient
 from fedqueue.remote.keyring import Keyring
 from fedqueue.settings import Settings
+from fedqueue.states import DeliveryState
 from fedqueue.storage import Store
 from fedqueue.storage.admin import REFUSED_BLOCKED
 from fedqueue.urls import Urls
@@ -169,7 +170,12 @@ class Dispatcher:
         self.in_flight.difference_update(row.id for row, _ in rows)
         for row, reason in rows:
             self._metrics.delivery_outcome(
-                "dead", attempts=row.attempts, delivery_id=row.id, inbox=row.inbox, error=reason, reason=label
+                DeliveryState.DEAD,
+                attempts=row.attempts,
+                delivery_id=row.id,
+                inbox=row.inbox,
+                error=reason,
+                reason=label,
             )
 
     async def _give_back(self, ids: list[int]) -> None:

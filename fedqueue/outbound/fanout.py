@@ -50,6 +50,7 @@ from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import FetchError, host_of
 from fedqueue.remote.keyring import Keyring
 from fedqueue.settings import Settings
+from fedqueue.states import DeliveryState, OutboxState
 from fedqueue.storage import Accepted, Enqueued, OutboxEntry, Store, Target
 from fedqueue.urls import Urls
 
@@ -192,7 +193,7 @@ class Fanout:
                 return
             if failed:
                 reason = f"expansion failed {attempts} times; last error: {reason}"
-            await self._store.outbox.finish([entry.id], self._owner, "rejected", now, reason)
+            await self._store.outbox.finish([entry.id], self._owner, OutboxState.REJECTED, now, reason)
             log.warning("outbox row %s rejected: %s", entry.id, reason)
         except Exception as exc:
             # The lease runs out instead; the claim counter still bounds the tries.
@@ -241,7 +242,9 @@ class Fanout:
             raise DuplicateInGroup("an activity id in the group was submitted before")
         await self._store.deliveries.enqueue([Enqueued(p.entry.id, p.facts, p.targets) for p in group], now)
         await self._coalescer.after_enqueue([Added(p.entry.id, p.facts, p.live_inboxes) for p in group])
-        await self._store.outbox.finish([p.entry.id for p in group], self._owner, "expanded", self._clock())
+        await self._store.outbox.finish(
+            [p.entry.id for p in group], self._owner, OutboxState.EXPANDED, self._clock()
+        )
         for plan in group:
             log.info("activity %s: %d deliveries", plan.facts.activity_id, len(plan.targets))
 
@@ -250,7 +253,9 @@ class Fanout:
         entry, facts = plan.entry, plan.facts
         if plan.accepted is not None and not await self._store.outbox.accept(self._owner, [plan.accepted]):
             reason = f"activity {facts.activity_id} was submitted before"
-            await self._store.outbox.finish([entry.id], self._owner, "duplicate", self._clock(), reason)
+            await self._store.outbox.finish(
+                [entry.id], self._owner, OutboxState.DUPLICATE, self._clock(), reason
+            )
             return
         await self._mark_gone([plan])
         for start in range(0, len(plan.targets), CHUNK_ROWS):
@@ -262,7 +267,7 @@ class Fanout:
             chunk = plan.targets[start : start + CHUNK_ROWS]
             await self._store.deliveries.enqueue([Enqueued(entry.id, facts, chunk)], now)
         await self._coalescer.after_enqueue([Added(entry.id, facts, plan.live_inboxes)])
-        await self._store.outbox.finish([entry.id], self._owner, "expanded", self._clock())
+        await self._store.outbox.finish([entry.id], self._owner, OutboxState.EXPANDED, self._clock())
         log.info("activity %s: %d deliveries", facts.activity_id, len(plan.targets))
 
     async def _mark_gone(self, plans: list[Plan]) -> None:
@@ -291,7 +296,7 @@ class Fanout:
         if reason is None:
             return target
         self._metrics.delivery_outcome(
-            "dead", attempts=0, inbox=target.inbox, error=reason, reason=HOST_UNAVAILABLE
+            DeliveryState.DEAD, attempts=0, inbox=target.inbox, error=reason, reason=HOST_UNAVAILABLE
         )
         return Target(target.inbox, target.host, reason)
 

@@ -20,6 +20,7 @@ from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import host_of
 from fedqueue.remote.keyring import Keyring
 from fedqueue.settings import Settings
+from fedqueue.states import DeliveryState
 from fedqueue.storage import Store
 from fedqueue.storage.deliveries import Unresolved
 
@@ -71,7 +72,7 @@ class Readdresser:
             now = self._clock()
             dead = Result(
                 id=row.id,
-                state="dead",
+                state=DeliveryState.DEAD,
                 attempts=row.attempts + 1,
                 next_attempt_at=now,
                 last_status=None,
@@ -81,7 +82,11 @@ class Readdresser:
             )
             await self._store.deliveries.record(self._owner, [dead])
             self._metrics.delivery_outcome(
-                "dead", attempts=dead.attempts, delivery_id=row.id, inbox=row.recipient, error=failure.reason
+                DeliveryState.DEAD,
+                attempts=dead.attempts,
+                delivery_id=row.id,
+                inbox=row.recipient,
+                error=failure.reason,
             )
             return
         await self._store.deliveries.readdress(

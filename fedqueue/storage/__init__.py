@@ -20,7 +20,7 @@ from fedqueue.storage.histories import CoalescingStore, Decision, HistoryRow
 from fedqueue.storage.hosts import HostStore
 from fedqueue.storage.inbox import Admission, InboxEntry, InboxStore, Pulled
 from fedqueue.storage.inbox_writes import NewInbound
-from fedqueue.storage.outbox import Accepted, OutboxEntry, OutboxState, OutboxStore, Sendable, Submitted
+from fedqueue.storage.outbox import Accepted, OutboxEntry, OutboxStore, OutboxSummary, Sendable, Submitted
 from fedqueue.storage.published import PublishedStore
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
 from fedqueue.storage.retention import RetentionStore
@@ -46,7 +46,7 @@ __all__ = [
     "LocalActor",
     "NewInbound",
     "OutboxEntry",
-    "OutboxState",
+    "OutboxSummary",
     "Pulled",
     "Sendable",
     "StorageUnavailable",

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from fedqueue.column_rules import HOST_CHARS, check_row_id, check_text
 from fedqueue.errors import InvalidInput, NotFound
 from fedqueue.outbound.circuit import HostHealth, revived
+from fedqueue.states import CANCELLABLE, RETRYABLE, DeliveryState
 from fedqueue.storage.admin_reads import AdminViews
 from fedqueue.storage.admin_views import DeliveryView, HostView
 from fedqueue.storage.audit import record_audit
@@ -41,10 +42,6 @@ CANCELLED = "cancelled by admin"
 BLOCKED = "host blocked by admin"
 #: Why the worker gives a delivery up unsent while its host is blocked.
 REFUSED_BLOCKED = "host is blocked by an admin"
-#: States a single retry may start from: anything not finished well and not in flight.
-RETRYABLE = ("queued", "failed", "dead")
-#: States a cancel may start from; a `sending` row loses its lease, so the worker's result is dropped.
-CANCELLABLE = ("queued", "sending", "failed")
 
 Progress = Callable[[int], None]
 
@@ -97,7 +94,7 @@ class AdminStore(AdminViews):
         target = f"host:{host}" if host else "all"
         total = 0
         while True:
-            conditions = [_deliveries.c.state == "dead", _not_cancelled()]
+            conditions = [_deliveries.c.state == DeliveryState.DEAD, _not_cancelled()]
             if host:
                 conditions.append(_deliveries.c.host == host)
             batch = select(_deliveries.c.id).where(*conditions).order_by(_deliveries.c.id).limit(batch_size)
@@ -109,7 +106,7 @@ class AdminStore(AdminViews):
                     break
                 await conn.execute(
                     update(_deliveries)
-                    .where(_deliveries.c.id.in_(ids), _deliveries.c.state == "dead")
+                    .where(_deliveries.c.id.in_(ids), _deliveries.c.state == DeliveryState.DEAD)
                     .values(**_requeued(now))
                 )
                 detail = {"count": len(ids), "first": ids[0], "last": ids[-1]}
@@ -133,7 +130,7 @@ class AdminStore(AdminViews):
             await conn.execute(
                 update(_deliveries)
                 .where(_deliveries.c.id == delivery_id, _deliveries.c.state.in_(CANCELLABLE))
-                .values(state="dead", last_error=CANCELLED, lease_owner=None, lease_until=None)
+                .values(state=DeliveryState.DEAD, last_error=CANCELLED, lease_owner=None, lease_until=None)
             )
             await after_given_up(self._db, conn, [delivery_id], now)
             await record_audit(conn, who, "cancel", f"delivery:{delivery_id}", {"from": before[0]}, now)
@@ -198,7 +195,9 @@ class AdminStore(AdminViews):
                 update(_deliveries).where(*_killed_by_block(host)).values(**_requeued(now))
             )
             still_dead = await conn.execute(
-                select(func.count()).where(_deliveries.c.host == host, _deliveries.c.state == "dead")
+                select(func.count()).where(
+                    _deliveries.c.host == host, _deliveries.c.state == DeliveryState.DEAD
+                )
             )
             counts = Requeued(int(requeued.rowcount), int(still_dead.scalar() or 0))
             await record_audit(conn, who, "requeue_blocked", f"host:{host}", dataclasses.asdict(counts), now)
@@ -250,7 +249,7 @@ def _killed_by_block(host: str) -> tuple[Any, ...]:
     """Dead deliveries of `host` that a block killed: at the block, or refused by the worker after."""
     return (
         _deliveries.c.host == host,
-        _deliveries.c.state == "dead",
+        _deliveries.c.state == DeliveryState.DEAD,
         _deliveries.c.last_error.in_((BLOCKED, REFUSED_BLOCKED)),
     )
 
@@ -261,7 +260,7 @@ def _not_cancelled() -> Any:
 
 def _requeued(now: datetime) -> dict[str, Any]:
     return {
-        "state": "queued",
+        "state": DeliveryState.QUEUED,
         "next_attempt_at": now,
         "attempts": 0,
         "lease_owner": None,

@@ -15,6 +15,7 @@ from fedqueue.column_rules import MAX_ROW_ID
 from fedqueue.outbound.fanout_status import ActivityStatus
 from fedqueue.outbound.status_order import DEFAULT_STATUS_PAGE, MAX_STATUS_PAGE
 from fedqueue.outbound.webhook_rules import EVENTS, MAX_SECRET_CHARS, MIN_SECRET_CHARS
+from fedqueue.states import DELIVERY_STATES
 from fedqueue.storage.admin_json import (
     ActivityPage,
     ActorJson,
@@ -28,7 +29,7 @@ from fedqueue.storage.admin_json import (
     Retried,
     json_schemas,
 )
-from fedqueue.storage.admin_views import DELIVERY_STATES, MAX_PAGE
+from fedqueue.storage.admin_views import MAX_PAGE
 from fedqueue.storage.consumers import ConsumerJson, ConsumerList
 from fedqueue.storage.webhook_registry import WebhookJson, WebhookList
 

@@ -11,12 +11,10 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from fedqueue.errors import FedqueueError
+from fedqueue.states import UNFINISHED, DeliveryState
 from fedqueue.web.admin_auth import COOKIE_NAME, check_csrf, session_of
 from fedqueue.web.console_render import render, set_flash
 from fedqueue.web.responses import store_of
-
-#: Pending deliveries: the ones a block makes dead and a cancel may stop.
-PENDING = ("queued", "sending", "failed")
 
 
 async def _checked_form(request: Request) -> dict[str, str]:
@@ -99,7 +97,7 @@ async def _block(request: Request, who: str) -> str:
     admin = store_of(request).admin
     before = await admin.host(request.path_params["host"])
     host = await admin.block(before.host, who=who)
-    killed = host.counts.get("dead", 0) - before.counts.get("dead", 0)
+    killed = host.counts.get(DeliveryState.DEAD, 0) - before.counts.get(DeliveryState.DEAD, 0)
     return (
         f"Host {host.host} is blocked: {killed} pending deliveries became dead. "
         "Unblock, then Retry dead for the host, to requeue them."
@@ -108,14 +106,14 @@ async def _block(request: Request, who: str) -> str:
 
 async def _unblock(request: Request, who: str) -> str:
     host = await store_of(request).admin.unblock(request.path_params["host"], who=who)
-    dead = host.counts.get("dead", 0)
+    dead = host.counts.get(DeliveryState.DEAD, 0)
     return f"Host {host.host} is unblocked; its {dead} dead deliveries stay dead until you Retry dead."
 
 
 async def confirm_block(request: Request) -> Response:
     """What Block will do, with the button that does it."""
     host = await store_of(request).admin.host(request.path_params["host"])
-    pending = sum(host.counts.get(s, 0) for s in PENDING)
+    pending = sum(host.counts.get(s, 0) for s in UNFINISHED)
     return render(
         request,
         "confirm.html",

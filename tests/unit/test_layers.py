@@ -14,6 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "fedqueue"
 RULES = frozenset(
     {
         "fedqueue.errors",
+        "fedqueue.states",
         "fedqueue.urls",
         "fedqueue.column_rules",
         "fedqueue.followers_sync_rules",
