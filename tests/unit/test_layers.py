@@ -15,6 +15,7 @@ RULES = frozenset(
     {
         "fedqueue.errors",
         "fedqueue.states",
+        "fedqueue.activitystreams",
         "fedqueue.urls",
         "fedqueue.column_rules",
         "fedqueue.followers_sync_rules",
