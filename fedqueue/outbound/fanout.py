@@ -20,9 +20,9 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from fedqueue.errors import FedqueueError, InvalidInput, describe
@@ -37,6 +37,7 @@ from fedqueue.outbound.addressing import (
 from fedqueue.outbound.backoff import RetrySchedule
 from fedqueue.outbound.circuit import unreachable_reason
 from fedqueue.outbound.coalescer import Added, Coalescer
+from fedqueue.outbound.context import WorkerContext
 from fedqueue.outbound.intake import (
     ActivityFacts,
     dumps,
@@ -48,10 +49,8 @@ from fedqueue.outbound.intake import (
 from fedqueue.outbound.outcomes import readable_error
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import FetchError, host_of
-from fedqueue.remote.keyring import Keyring
-from fedqueue.settings import Settings
 from fedqueue.states import DeliveryState, OutboxState
-from fedqueue.storage import Accepted, Enqueued, OutboxEntry, Store, Target
+from fedqueue.storage import Accepted, Enqueued, OutboxEntry, Target
 from fedqueue.urls import Urls
 
 log = logging.getLogger("fedqueue.outbound.fanout")
@@ -66,23 +65,19 @@ GONE_REASON = "inbox answered 410 Gone before; skipped until its actor is seen a
 class Fanout:
     def __init__(
         self,
-        settings: Settings,
-        store: Store,
+        context: WorkerContext,
         directory: RemoteDirectory,
-        keyring: Keyring,
-        owner: str,
-        clock: Callable[[], datetime],
-        metrics: Metrics | None = None,
     ) -> None:
+        settings, store, owner, clock = context.settings, context.store, context.owner, context.clock
         self._settings = settings
         self._store = store
         self._directory = directory
-        self._keyring = keyring
+        self._keyring = context.keyring
         self._owner = owner
         self._clock = clock
         self._urls = Urls(settings.base_url)
         self._coalescer = Coalescer(store, owner, clock, settings.poll_interval_seconds)
-        self._metrics = metrics or Metrics()
+        self._metrics = context.metrics
         #: Local actors seen to exist and not deleted. A deletion rejects the actor's pending rows
         #: in its transaction; a row an app INSERTs for it later is refused by a worker that had
         #: not seen the actor yet, and signed with its key (until the key goes) by one that had.
