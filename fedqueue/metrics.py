@@ -16,6 +16,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from fedqueue.states import DeliveryState
+
 log = logging.getLogger("fedqueue.delivery")
 worker_log = logging.getLogger("fedqueue.outbound.worker")
 
@@ -109,9 +111,9 @@ class Metrics:
         self.outcomes[(outcome, reason or "")] += 1
         if scheme:
             self.schemes[scheme] += 1
-        if latency_s is not None and outcome == "delivered":
+        if latency_s is not None and outcome == DeliveryState.DELIVERED:
             self.latency.observe(max(0.0, latency_s))
-        if outcome in ("delivered", "dead"):
+        if outcome in (DeliveryState.DELIVERED, DeliveryState.DEAD):
             self.attempts.observe(float(attempts))
         log.info(
             "delivery %s",

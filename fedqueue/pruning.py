@@ -16,6 +16,7 @@ from functools import partial
 
 from fedqueue.metrics import Metrics
 from fedqueue.settings import Settings
+from fedqueue.states import DeliveryState
 from fedqueue.storage import StorageUnavailable, Store
 from fedqueue.storage.column_types import utcnow
 
@@ -63,9 +64,9 @@ async def prune_once(
     retention = store.retention
     removed = dict.fromkeys(PRUNED_TABLES, 0)
     finished = (
-        ("delivered", settings.retention_delivered_days),
-        ("coalesced", settings.retention_delivered_days),
-        ("dead", settings.retention_dead_days),
+        (DeliveryState.DELIVERED, settings.retention_delivered_days),
+        (DeliveryState.COALESCED, settings.retention_delivered_days),
+        (DeliveryState.DEAD, settings.retention_dead_days),
     )
     for state, days in finished:
         before = now - _days(days)

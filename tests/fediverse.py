@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 
 from fedqueue.inbound import ld_signatures
 from fedqueue.inbound.receive import FORWARD_UNAUTHENTICATED, KEY_UNFETCHED, NOT_VERIFIED
-from fedqueue.remote.client import HttpClient, SigningIdentity, http_date, signed_headers
+from fedqueue.remote.client import HttpClient, SigningIdentity, signed_headers
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.settings import Settings
 from fedqueue.signing import keys
@@ -27,6 +27,7 @@ from fedqueue.signing.requests import (
     RFC9421_POST_COMPONENTS,
     Rfc9421Algorithm,
     cavage_signing_string,
+    http_date,
     rfc9421_signature_base,
     sha256_digest_header,
     sign_request,

@@ -22,8 +22,8 @@ from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.tables import table
 from fedqueue.errors import InvalidInput
 from fedqueue.service.admin_json import activity_json, delivery_json, host_json
+from fedqueue.states import DeliveryState, FollowerState
 from fedqueue.storage import Store, check_actor_name
-from fedqueue.storage.followers import ACCEPTED, PENDING
 from fedqueue.urls import Urls
 from fedqueue.wording import plural
 
@@ -215,7 +215,10 @@ def run_hosts(args: argparse.Namespace) -> int:
                 "flags": " ".join(f for f in ("paused", "blocked", "unavailable") if h[f]),
                 "since": _when(h["failing_since"]),
                 "success": _when(h["last_success_at"]) or "never",
-                **{s: h["counts"].get(s, 0) for s in ("queued", "failed", "dead")},
+                **{
+                    s: h["counts"].get(s, 0)
+                    for s in (DeliveryState.QUEUED, DeliveryState.FAILED, DeliveryState.DEAD)
+                },
             }
             for h in data
         ]
@@ -227,9 +230,9 @@ def run_hosts(args: argparse.Namespace) -> int:
                 ("consecutive_failures", "FAILS"),
                 ("since", "FAILING SINCE"),
                 ("success", "LAST SUCCESS"),
-                ("queued", "QUEUED"),
-                ("failed", "FAILED"),
-                ("dead", "DEAD"),
+                (DeliveryState.QUEUED, "QUEUED"),
+                (DeliveryState.FAILED, "FAILED"),
+                (DeliveryState.DEAD, "DEAD"),
                 ("signature_scheme", "SIGNATURE"),
                 ("flags", "FLAGS"),
             ],
@@ -277,7 +280,7 @@ def run_followers(args: argparse.Namespace) -> int:
             f"unexpected {args.words[0]!r}: fedqueue followers ACTOR, or approve|reject ACTOR FOLLOWER"
         )
     name = check_actor_name(args.actor)
-    state = PENDING if args.pending else ACCEPTED
+    state = FollowerState.PENDING if args.pending else FollowerState.ACCEPTED
 
     async def work(store: Store, urls: Urls) -> list[dict[str, Any]]:
         await store.actors.get(name)  # NotFound: "no actor ..." rather than an empty list

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 import httpx
 
+from fedqueue.activitystreams import ACCEPT_ACTIVITY
 from fedqueue.cli.doctor_rules import (
     Check,
     admin_token_check,
@@ -28,7 +29,7 @@ from fedqueue.cli.doctor_rules import (
 )
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.errors import SettingsError
-from fedqueue.remote.client import ACCEPT_ACTIVITY, tls_context
+from fedqueue.remote.client import tls_context
 from fedqueue.settings import Settings, config_path, load_settings, setting_sources
 from fedqueue.storage import StorageUnavailable, Store
 from fedqueue.storage.database import describe_url, sqlite_file

@@ -25,17 +25,16 @@ from fedqueue.cli.help import Subparsers, command
 from fedqueue.outbound.status_order import (
     DEFAULT_STATUS_PAGE,
     MAX_STATUS_PAGE,
-    STATUS_ORDER,
     StatusQuery,
     decode_cursor,
     parse_limit,
 )
 from fedqueue.service.fanout_status import ActivityStatus, activity_status, parse_ref
+from fedqueue.states import BACKLOG, DELIVERY_STATES, STATUS_ORDER, UNFINISHED, DeliveryState
 from fedqueue.storage import Store
 from fedqueue.urls import Urls
 from fedqueue.wording import clip, last_result, plural
 
-STATE_ORDER = ("queued", "sending", "failed", "delivered", "dead", "coalesced")
 BAR_CHARS = 40
 #: --watch gives up after this many refreshes (a day at one per second).
 WATCH_MAX_REFRESHES = 86_400
@@ -81,10 +80,10 @@ def register(commands: Subparsers) -> None:
 def progress_line(doc: Mapping[str, Any]) -> str:
     counts: dict[str, int] = doc["counts"]
     total = sum(counts.values())
-    finished = total - sum(counts.get(state, 0) for state in ("queued", "sending", "failed"))
+    finished = total - sum(counts.get(state, 0) for state in UNFINISHED)
     filled = BAR_CHARS * finished // total if total else (BAR_CHARS if doc["complete"] else 0)
-    tally = " ".join(f"{state} {counts[state]}" for state in STATE_ORDER if counts.get(state))
-    suffix = "" if doc["state"] not in ("pending", "expanding") else " (expanding)"
+    tally = " ".join(f"{state} {counts[state]}" for state in DELIVERY_STATES if counts.get(state))
+    suffix = "" if doc["state"] not in BACKLOG else " (expanding)"
     return f"[{'#' * filled}{'.' * (BAR_CHARS - filled)}] {finished}/{total} {tally}{suffix}"
 
 
@@ -129,7 +128,7 @@ def status_text(doc: Mapping[str, Any], next_command: str | None = None) -> str:
     failing = [
         {**d, "why": last_result(d["last_status"], d["last_error"])}
         for d in deliveries
-        if d["state"] in ("failed", "dead")
+        if d["state"] in (DeliveryState.FAILED, DeliveryState.DEAD)
     ]
     if failing:
         lines += _section("failing", failing, "reason")
@@ -139,7 +138,7 @@ def status_text(doc: Mapping[str, Any], next_command: str | None = None) -> str:
     coalesced = [
         {**d, "why": f"{d['coalesced_reason']}; by {d['coalesced_by']}"}
         for d in deliveries
-        if d["state"] == "coalesced"
+        if d["state"] == DeliveryState.COALESCED
     ]
     if coalesced:
         lines += _section("coalesced (not sent)", coalesced, "reason; by")

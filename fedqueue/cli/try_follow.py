@@ -28,13 +28,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from fedqueue.activitystreams import ACTIVITY_JSON, AS_CONTEXT, SECURITY_CONTEXT
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.errors import FedqueueError, describe
-from fedqueue.inbound.follows import AS_CONTEXT
 from fedqueue.inbound.receive import KEY_UNFETCHED
 from fedqueue.inbound.signature_schemes import InboundRequest
 from fedqueue.inbound.verify import KeyRecord, TimeWindow, precheck, verify_signature
-from fedqueue.remote.client import ACTIVITY_JSON
 from fedqueue.remote.documents import parse_actor
 from fedqueue.remote.guard import FetchError
 from fedqueue.remote.memory import RemoteKey
@@ -96,7 +95,7 @@ class Throwaway:
 
     def document(self) -> dict[str, Any]:
         return {
-            "@context": [AS_CONTEXT, "https://w3id.org/security/v1"],
+            "@context": [AS_CONTEXT, SECURITY_CONTEXT],
             "id": self.actor_id,
             "type": "Person",
             "preferredUsername": "try-follow",

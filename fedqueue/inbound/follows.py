@@ -12,11 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fedqueue.activitystreams import AS_CONTEXT
 from fedqueue.inbound.forward_rules import ForwardActivity
 from fedqueue.inbound.receive_rules import Activity, same_origin
 from fedqueue.urls import Urls
-
-AS_CONTEXT = "https://www.w3.org/ns/activitystreams"
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from fedqueue.activitystreams import ACTIVITY_JSON, AS_CONTEXT
 from fedqueue.column_rules import NAME_CHARS, URI_CHARS, check_text
 from fedqueue.errors import InvalidInput
 from fedqueue.urls import Urls
 
-AS_PROFILE = "https://www.w3.org/ns/activitystreams"
 #: A JSON escape in the surrogate range: the only way a JSON text can carry a lone surrogate.
 SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 ADDRESS_FIELDS = ("to", "cc", "bto", "bcc", "audience")
@@ -46,12 +46,12 @@ def check_media_type(content_type: str | None) -> None:
         raise UnsupportedMediaType("no Content-Type: send application/activity+json")
     media, *params = content_type.split(";")
     media = media.strip().lower()
-    if media == "application/activity+json":
+    if media == ACTIVITY_JSON:
         return
     if media == "application/ld+json":
         for param in params:
             name, _, value = param.partition("=")
-            if name.strip().lower() == "profile" and AS_PROFILE in value.strip().strip('"').split():
+            if name.strip().lower() == "profile" and AS_CONTEXT in value.strip().strip('"').split():
                 return
         raise UnsupportedMediaType("application/ld+json needs the ActivityStreams profile")
     raise UnsupportedMediaType(f"unsupported Content-Type {media[:100]!r}: send application/activity+json")

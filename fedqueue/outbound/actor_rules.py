@@ -6,10 +6,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from fedqueue.activitystreams import AS_CONTEXT, PUBLIC
 from fedqueue.urls import Urls
-
-AS_CONTEXT = "https://www.w3.org/ns/activitystreams"
-PUBLIC = "https://www.w3.org/ns/activitystreams#Public"
 
 
 def actor_delete(urls: Urls, name: str, token: str) -> dict[str, Any]:

@@ -12,9 +12,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fedqueue.activitystreams import PUBLIC
+
 AUDIENCE_FIELDS = ("to", "cc", "bto", "bcc", "audience")
 HIDDEN_FIELDS = ("bto", "bcc")
-PUBLIC_FORMS = frozenset({"https://www.w3.org/ns/activitystreams#Public", "as:Public", "Public"})
+PUBLIC_FORMS = frozenset({PUBLIC, "as:Public", "Public"})
 #: Activities that also go to every inbox an earlier activity about their object went to.
 REACHES_EARLIER = frozenset({"Delete", "Update"})
 #: Said on the outbox's answer and the status document when an activity goes nowhere.

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -30,15 +30,16 @@ from fedqueue.errors import describe
 from fedqueue.metrics import HOST_UNAVAILABLE, Metrics
 from fedqueue.outbound.backoff import Jitter, RetrySchedule
 from fedqueue.outbound.circuit import CircuitPolicy, HostHealth
+from fedqueue.outbound.context import WorkerContext
 from fedqueue.outbound.outcomes import Attempt
 from fedqueue.outbound.record import Claimed, Result, health_changes, result_of
 from fedqueue.outbound.scheme_discovery import SchemeBook
 from fedqueue.outbound.send import PreparedBody, post_knocking, post_webhook, signing_threads
 from fedqueue.remote.client import HttpClient
-from fedqueue.remote.keyring import Keyring
 from fedqueue.remote.signing_threads import SigningThreads
 from fedqueue.settings import Settings
-from fedqueue.storage import StorageUnavailable, Store
+from fedqueue.states import DeliveryState
+from fedqueue.storage import StorageUnavailable
 from fedqueue.storage.hosts import Ended
 from fedqueue.storage.webhook_registry import WebhookPayload
 
@@ -83,7 +84,7 @@ def count_given_up(metrics: Metrics, ended: Sequence[Ended]) -> None:
     """One `dead` outcome (reason `host_unavailable`) per delivery a given-up host ended."""
     for e in ended:
         metrics.delivery_outcome(
-            "dead",
+            DeliveryState.DEAD,
             attempts=e.attempts,
             delivery_id=e.id,
             inbox=e.inbox,
@@ -113,22 +114,18 @@ class Attempts:
 
     def __init__(
         self,
-        settings: Settings,
-        store: Store,
+        context: WorkerContext,
         client: HttpClient,
-        keyring: Keyring,
-        owner: str,
-        clock: Callable[[], datetime],
         jitter: Jitter,
-        metrics: Metrics,
     ) -> None:
-        self._store = store
+        settings, clock = context.settings, context.clock
+        self._store = context.store
         self._client = client
-        self._keyring = keyring
-        self._owner = owner
+        self._keyring = context.keyring
+        self._owner = context.owner
         self._clock = clock
         self._jitter = jitter
-        self._metrics = metrics
+        self._metrics = context.metrics
         self.schemes = SchemeBook(
             settings.signature_scheme_policy, settings.signature_scheme_recheck_days, clock
         )

@@ -24,24 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from enum import StrEnum
 
+from fedqueue.states import UNFINISHED, UNSENT, DeliveryState
 
-class DeliveryState(StrEnum):
-    """The `deliveries.state` values."""
-
-    QUEUED = "queued"
-    SENDING = "sending"
-    FAILED = "failed"
-    DELIVERED = "delivered"
-    DEAD = "dead"
-    COALESCED = "coalesced"
-
-
-#: Waiting to be sent: new, or failed and waiting to retry.
-UNSENT = frozenset({DeliveryState.QUEUED, DeliveryState.FAILED})
-#: Not yet settled: an earlier one of these holds back later activities (ordering).
-PENDING = UNSENT | {DeliveryState.SENDING}
 #: Types whose effect a receiver keeps once per (actor, object, target): a repeat changes nothing.
 #: Follow is left out on purpose: a repeated Follow is how a follower repairs a lost follow.
 RESTATING_TYPES = frozenset({"Like", "Dislike", "Announce", "Block", "Add", "Remove"})
@@ -278,7 +263,7 @@ def must_wait_for(deliveries: Sequence[Delivery], delivery_id: int) -> Delivery 
         raise ValueError(f"delivery {delivery_id} is not in the history given")
     key = (deliveries[index].inbox, deliveries[index].actor, deliveries[index].subject)
     earlier = deliveries[:index]
-    return next((d for d in earlier if (d.inbox, d.actor, d.subject) == key and d.state in PENDING), None)
+    return next((d for d in earlier if (d.inbox, d.actor, d.subject) == key and d.state in UNFINISHED), None)
 
 
 def before_send(deliveries: Iterable[Delivery], delivery_id: int) -> SendCheck:

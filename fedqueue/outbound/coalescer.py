@@ -21,9 +21,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
 
-from fedqueue.outbound.coalesce_rules import Coalesced, Delivery, DeliveryState, before_send, coalesce
+from fedqueue.outbound.coalesce_rules import Coalesced, Delivery, before_send, coalesce
 from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.outbound.record import Claimed
+from fedqueue.states import DeliveryState
 from fedqueue.storage import Decision, HistoryRow, Store
 
 Key = tuple[str, str]
@@ -171,8 +172,8 @@ class Coalescer:
         histories: dict[Key, list[Delivery]] = {key: [] for key in keys}
         for row in rows:
             # Our claimed rows not yet checked count as unsent: their lease is ours.
-            unsent = row.id in ours and row.state == "sending"
-            state = ("failed" if row.attempts else "queued") if unsent else None
+            unsent = row.id in ours and row.state == DeliveryState.SENDING
+            state = (DeliveryState.FAILED if row.attempts else DeliveryState.QUEUED) if unsent else None
             histories[(row.inbox, row.object_id)].append(_delivery(row, state))
         due = {row.id: row.due for row in rows}
         return SendGate(self._clock(), self._recheck_s, histories, due)

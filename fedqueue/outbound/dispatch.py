@@ -29,23 +29,22 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from functools import partial
 
 from fedqueue.errors import describe
 from fedqueue.followers_sync_rules import partial_followers_digest, sync_header
-from fedqueue.metrics import HOST_UNAVAILABLE, Metrics
+from fedqueue.metrics import HOST_UNAVAILABLE
 from fedqueue.outbound.attempts import Attempts, Job
 from fedqueue.outbound.backoff import Jitter
 from fedqueue.outbound.circuit import CLOSED, HostHealth, admit, unreachable_reason
 from fedqueue.outbound.coalescer import Coalescer, Verdict
+from fedqueue.outbound.context import WorkerContext
 from fedqueue.outbound.record import Claimed, refused_result
 from fedqueue.outbound.send import PreparedBody, prepare_body
 from fedqueue.remote.client import HttpClient
-from fedqueue.remote.keyring import Keyring
-from fedqueue.settings import Settings
-from fedqueue.storage import Store
+from fedqueue.states import DeliveryState
 from fedqueue.storage.admin import REFUSED_BLOCKED
 from fedqueue.urls import Urls
 
@@ -67,22 +66,18 @@ class Dispatcher:
 
     def __init__(
         self,
-        settings: Settings,
-        store: Store,
+        context: WorkerContext,
         client: HttpClient,
-        keyring: Keyring,
-        owner: str,
-        clock: Callable[[], datetime],
         jitter: Jitter,
-        metrics: Metrics | None = None,
     ) -> None:
+        settings, store, owner, clock = context.settings, context.store, context.owner, context.clock
         self._settings = settings
         self._urls = Urls(settings.base_url)
         self._store = store
         self._owner = owner
         self._clock = clock
-        self._metrics = metrics or Metrics()
-        self._attempts = Attempts(settings, store, client, keyring, owner, clock, jitter, self._metrics)
+        self._metrics = context.metrics
+        self._attempts = Attempts(context, client, jitter)
         #: outbox id -> (the body as sent, when the outbox row was written).
         self._bodies: dict[int, tuple[PreparedBody, datetime]] = {}
         self.max_in_flight = settings.claim_batch_size * BATCHES_IN_FLIGHT
@@ -169,7 +164,12 @@ class Dispatcher:
         self.in_flight.difference_update(row.id for row, _ in rows)
         for row, reason in rows:
             self._metrics.delivery_outcome(
-                "dead", attempts=row.attempts, delivery_id=row.id, inbox=row.inbox, error=reason, reason=label
+                DeliveryState.DEAD,
+                attempts=row.attempts,
+                delivery_id=row.id,
+                inbox=row.inbox,
+                error=reason,
+                reason=label,
             )
 
     async def _give_back(self, ids: list[int]) -> None:

@@ -20,9 +20,9 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from fedqueue import tracing
@@ -40,6 +40,7 @@ from fedqueue.outbound.addressing import (
 from fedqueue.outbound.backoff import RetrySchedule
 from fedqueue.outbound.circuit import unreachable_reason
 from fedqueue.outbound.coalescer import Added, Coalescer
+from fedqueue.outbound.context import WorkerContext
 from fedqueue.outbound.intake import (
     ActivityFacts,
     dumps,
@@ -51,9 +52,8 @@ from fedqueue.outbound.intake import (
 from fedqueue.outbound.outcomes import readable_error
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import FetchError, host_of
-from fedqueue.remote.keyring import Keyring
-from fedqueue.settings import Settings
-from fedqueue.storage import Accepted, Enqueued, OutboxEntry, Store, Target
+from fedqueue.states import DeliveryState, OutboxState
+from fedqueue.storage import Accepted, Enqueued, OutboxEntry, Target
 from fedqueue.storage.admin import REFUSED_BLOCKED
 from fedqueue.urls import Urls
 from fedqueue.wording import plural
@@ -70,23 +70,19 @@ GONE_REASON = "inbox answered 410 Gone before; skipped until its actor is seen a
 class Fanout:
     def __init__(
         self,
-        settings: Settings,
-        store: Store,
+        context: WorkerContext,
         directory: RemoteDirectory,
-        keyring: Keyring,
-        owner: str,
-        clock: Callable[[], datetime],
-        metrics: Metrics | None = None,
     ) -> None:
+        settings, store, owner, clock = context.settings, context.store, context.owner, context.clock
         self._settings = settings
         self._store = store
         self._directory = directory
-        self._keyring = keyring
+        self._keyring = context.keyring
         self._owner = owner
         self._clock = clock
         self._urls = Urls(settings.base_url)
         self._coalescer = Coalescer(store, owner, clock, settings.poll_interval_seconds)
-        self._metrics = metrics or Metrics()
+        self._metrics = context.metrics
         #: Local actors seen to exist and not deleted. A deletion rejects the actor's pending rows
         #: in its transaction; a row an app INSERTs for it later is refused by a worker that had
         #: not seen the actor yet, and signed with its key (until the key goes) by one that had.
@@ -204,7 +200,7 @@ class Fanout:
                 return
             if failed:
                 reason = f"expansion failed {plural(attempts, 'time')}; last error: {reason}"
-            await self._store.outbox.finish([entry.id], self._owner, "rejected", now, reason)
+            await self._store.outbox.finish([entry.id], self._owner, OutboxState.REJECTED, now, reason)
             log.warning("outbox row %s rejected: %s", entry.id, reason)
         except Exception as exc:
             # The lease runs out instead; the claim counter still bounds the tries.
@@ -253,7 +249,9 @@ class Fanout:
             raise DuplicateInGroup("an activity id in the group was submitted before")
         await self._store.deliveries.enqueue([Enqueued(p.entry.id, p.facts, p.targets) for p in group], now)
         await self._coalescer.after_enqueue([Added(p.entry.id, p.facts, p.live_inboxes) for p in group])
-        await self._store.outbox.finish([p.entry.id for p in group], self._owner, "expanded", self._clock())
+        await self._store.outbox.finish(
+            [p.entry.id for p in group], self._owner, OutboxState.EXPANDED, self._clock()
+        )
         for plan in group:
             log.info("activity %s: %d deliveries", plan.facts.activity_id, len(plan.targets))
 
@@ -262,7 +260,9 @@ class Fanout:
         entry, facts = plan.entry, plan.facts
         if plan.accepted is not None and not await self._store.outbox.accept(self._owner, [plan.accepted]):
             reason = f"activity {facts.activity_id} was submitted before"
-            await self._store.outbox.finish([entry.id], self._owner, "duplicate", self._clock(), reason)
+            await self._store.outbox.finish(
+                [entry.id], self._owner, OutboxState.DUPLICATE, self._clock(), reason
+            )
             return
         await self._mark_gone([plan])
         for start in range(0, len(plan.targets), CHUNK_ROWS):
@@ -274,7 +274,7 @@ class Fanout:
             chunk = plan.targets[start : start + CHUNK_ROWS]
             await self._store.deliveries.enqueue([Enqueued(entry.id, facts, chunk)], now)
         await self._coalescer.after_enqueue([Added(entry.id, facts, plan.live_inboxes)])
-        await self._store.outbox.finish([entry.id], self._owner, "expanded", self._clock())
+        await self._store.outbox.finish([entry.id], self._owner, OutboxState.EXPANDED, self._clock())
         log.info("activity %s: %d deliveries", facts.activity_id, len(plan.targets))
 
     async def _mark_gone(self, plans: list[Plan]) -> None:
@@ -329,7 +329,7 @@ class Fanout:
         if reason is None:
             return target
         self._metrics.delivery_outcome(
-            "dead", attempts=0, inbox=target.inbox, error=reason, reason=HOST_UNAVAILABLE
+            DeliveryState.DEAD, attempts=0, inbox=target.inbox, error=reason, reason=HOST_UNAVAILABLE
         )
         return Target(target.inbox, target.host, reason)
 

@@ -12,12 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fedqueue.activitystreams import AS_CONTEXT
 from fedqueue.column_rules import HOST_CHARS, NAME_CHARS, URI_CHARS, check_text
 from fedqueue.errors import InvalidInput
 from fedqueue.remote.guard import FetchError, check_url, host_of
 from fedqueue.urls import Urls
 
-AS_CONTEXT = "https://www.w3.org/ns/activitystreams"
 ACTIVITY_TYPES = frozenset(
     {
         "Accept",

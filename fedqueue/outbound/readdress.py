@@ -10,17 +10,13 @@ now, or stays dead with the reason. The actor's URL is never used as an inbox.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from datetime import datetime
 
-from fedqueue.metrics import Metrics
+from fedqueue.outbound.context import WorkerContext
 from fedqueue.outbound.fanout import ACTOR_FETCH_CONCURRENCY, unusable
 from fedqueue.outbound.record import Result
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import host_of
-from fedqueue.remote.keyring import Keyring
-from fedqueue.settings import Settings
-from fedqueue.storage import Store
+from fedqueue.states import DeliveryState
 from fedqueue.storage.deliveries import Unresolved
 
 #: Rows without an inbox leased per round (they are rare: each is an admin's retry).
@@ -32,21 +28,16 @@ class Readdresser:
 
     def __init__(
         self,
-        settings: Settings,
-        store: Store,
+        context: WorkerContext,
         directory: RemoteDirectory,
-        keyring: Keyring,
-        owner: str,
-        clock: Callable[[], datetime],
-        metrics: Metrics,
     ) -> None:
-        self._settings = settings
-        self._store = store
+        self._settings = context.settings
+        self._store = context.store
         self._directory = directory
-        self._keyring = keyring
-        self._owner = owner
-        self._clock = clock
-        self._metrics = metrics
+        self._keyring = context.keyring
+        self._owner = context.owner
+        self._clock = context.clock
+        self._metrics = context.metrics
 
     async def readdress_due(self) -> int:
         """Lease the due rows without an inbox, give each its inbox (or a dead end); how many."""
@@ -71,7 +62,7 @@ class Readdresser:
             now = self._clock()
             dead = Result(
                 id=row.id,
-                state="dead",
+                state=DeliveryState.DEAD,
                 attempts=row.attempts + 1,
                 next_attempt_at=now,
                 last_status=None,
@@ -81,7 +72,11 @@ class Readdresser:
             )
             await self._store.deliveries.record(self._owner, [dead])
             self._metrics.delivery_outcome(
-                "dead", attempts=dead.attempts, delivery_id=row.id, inbox=row.recipient, error=failure.reason
+                DeliveryState.DEAD,
+                attempts=dead.attempts,
+                delivery_id=row.id,
+                inbox=row.recipient,
+                error=failure.reason,
             )
             return
         await self._store.deliveries.readdress(

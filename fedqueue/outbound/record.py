@@ -25,6 +25,7 @@ from fedqueue.outbound.outcomes import (
     host_is_up,
 )
 from fedqueue.signing.requests import SignatureScheme
+from fedqueue.states import DeliveryState
 
 HealthChange = Callable[[HostHealth], HostHealth]
 
@@ -79,7 +80,7 @@ def result_of(
         )
     base = Result(
         id=row.id,
-        state="failed",
+        state=DeliveryState.FAILED,
         attempts=attempts,
         next_attempt_at=now,
         last_status=attempt.status,
@@ -89,11 +90,11 @@ def result_of(
         last_error_detail=attempt.error_detail if attempt.status is None else None,
     )
     if isinstance(outcome, Delivered):
-        return replace(base, state="delivered", delivered_at=now)
+        return replace(base, state=DeliveryState.DELIVERED, delivered_at=now)
     if isinstance(outcome, Dead):
         # A 410 from a webhook URL says nothing about any actor's inbox: only inboxes are marked gone.
         gone = outcome.gone and row.webhook_event_id is None
-        return replace(base, state="dead", last_error=outcome.reason, gone=gone)
+        return replace(base, state=DeliveryState.DEAD, last_error=outcome.reason, gone=gone)
     return replace(base, next_attempt_at=outcome.at, last_error=outcome.reason)
 
 
@@ -101,7 +102,7 @@ def refused_result(row: Claimed, reason: str) -> Result:
     """A delivery given up without an attempt (its host is blocked)."""
     return Result(
         id=row.id,
-        state="dead",
+        state=DeliveryState.DEAD,
         attempts=row.attempts,
         next_attempt_at=row.next_attempt_at,
         last_status=None,

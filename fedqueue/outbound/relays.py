@@ -12,8 +12,8 @@ import json
 import secrets
 from datetime import datetime
 
+from fedqueue.activitystreams import AS_CONTEXT
 from fedqueue.errors import FedqueueError, InvalidInput
-from fedqueue.inbound.follows import AS_CONTEXT
 from fedqueue.outbound.send import post, prepare_body
 from fedqueue.remote.client import HttpClient
 from fedqueue.remote.documents import RemoteDirectory

@@ -18,13 +18,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 
+from fedqueue.activitystreams import ACTIVITY_JSON
 from fedqueue.followers_sync_rules import HEADER as SYNC_HEADER
 from fedqueue.outbound import webhook_rules
 from fedqueue.outbound.addressing import addresses, strip_hidden
 from fedqueue.outbound.outcomes import Attempt, readable_error
 from fedqueue.outbound.scheme_rules import knocks_again
 from fedqueue.remote.client import (
-    ACTIVITY_JSON,
     HttpClient,
     SendFailed,
     SigningIdentity,

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from fedqueue.column_rules import MAX_ROW_ID
 from fedqueue.errors import InvalidInput
+from fedqueue.states import STATUS_ORDER
 
-STATUS_ORDER = ("failed", "sending", "queued", "dead", "delivered", "coalesced")
 DEFAULT_STATUS_PAGE = 100
 #: Also the contract's "at most 500"; a larger `limit` is refused (400), as on every admin page.
 MAX_STATUS_PAGE = 500

@@ -15,10 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from fedqueue.outbound.circuit import HostHealth
-
-#: Only these states wait; every other state is settled or in flight.
-WAITING_STATES = ("queued", "failed")
+from fedqueue.outbound.circuit import HALF_OPEN, OPEN, HostHealth
+from fedqueue.states import UNSENT
 
 BLOCKED = "host_blocked"
 PAUSED = "host_paused"
@@ -60,18 +58,18 @@ def why_waiting(
     now: datetime,
 ) -> Waiting | None:
     """Why a `queued` or `failed` delivery is not sent now; None for any other state."""
-    if state not in WAITING_STATES:
+    if state not in UNSENT:
         return None
     if blocked:
         return Waiting(BLOCKED, None, "host blocked")
     if paused:
         return Waiting(PAUSED, None, "host paused")
-    if circuit == "open":
+    if circuit == OPEN:
         probe_at = max(circuit_until, now) if circuit_until is not None else now
         if probe_at > now:
             return Waiting(CIRCUIT_OPEN, probe_at, f"circuit open, next probe {utc_label(probe_at, now)}")
         return Waiting(CIRCUIT_OPEN, None, "circuit open, probe due now")
-    if circuit == "half_open":
+    if circuit == HALF_OPEN:
         return Waiting(PROBING, None, "circuit half-open, a probe is out")
     if next_attempt_at > now:
         return Waiting(BACKOFF, next_attempt_at, f"backoff until {utc_label(next_attempt_at, now)}")

@@ -42,6 +42,7 @@ from fedqueue.errors import FedqueueError, describe
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.attempts import circuit_policy
 from fedqueue.outbound.backoff import Jitter, RetrySchedule
+from fedqueue.outbound.context import WorkerContext
 from fedqueue.outbound.dispatch import Dispatcher
 from fedqueue.outbound.fanout import Fanout
 from fedqueue.outbound.host_probe import HostProber
@@ -92,8 +93,9 @@ class Worker:
         keyring = keyring or Keyring(store, Urls(settings.base_url))
         directory = RemoteDirectory(store, client, clock)
         self.metrics = metrics or Metrics()
-        self.fanout = Fanout(settings, store, directory, keyring, self.owner, clock, self.metrics)
-        self.readdresser = Readdresser(settings, store, directory, keyring, self.owner, clock, self.metrics)
+        context = WorkerContext(settings, store, keyring, self.owner, clock, self.metrics)
+        self.fanout = Fanout(context, directory)
+        self.readdresser = Readdresser(context, directory)
         self._poll = timedelta(seconds=settings.poll_interval_seconds)
         self._step_pauses = RetrySchedule(
             settings.poll_interval_seconds, STEP_BACKOFF_CAP_S, BURST_STEP_FAILURES
@@ -104,9 +106,7 @@ class Worker:
         self._next_expansion = self._next_claim = clock()
         #: Crowded hosts the last short claim skipped: once one has room, claim again at once.
         self._skipped: frozenset[str] = frozenset()
-        self.dispatcher = Dispatcher(
-            settings, store, client, keyring, self.owner, clock, jitter, self.metrics
-        )
+        self.dispatcher = Dispatcher(context, client, jitter)
         self.prober = HostProber(settings, store, client, clock, circuit_policy(settings), self.metrics)
         self._next_probe_check = clock()
         self._probing: asyncio.Task[None] | None = None

@@ -22,14 +22,14 @@ import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import format_datetime
+from datetime import datetime
 from functools import partial
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
 from fedqueue import __version__
+from fedqueue.activitystreams import ACTIVITY_JSON
 from fedqueue.errors import FedqueueError, TooLarge
 from fedqueue.metrics import Metrics
 from fedqueue.remote.capped import read_capped
@@ -41,19 +41,8 @@ from fedqueue.remote.pool import Pool
 from fedqueue.remote.signing_threads import SigningThreads
 from fedqueue.remote.transport import Transport
 from fedqueue.settings import Settings
-from fedqueue.signing.requests import (
-    GET_SIGNED_HEADERS,
-    POST_SIGNED_HEADERS,
-    RFC9421_GET_COMPONENTS,
-    RFC9421_POST_COMPONENTS,
-    SignatureScheme,
-    default_algorithm,
-    sign_cavage,
-    sign_rfc9421,
-)
-from fedqueue.signing.rfc9421 import authority
+from fedqueue.signing.requests import SignatureScheme, authority, http_date, sign_digested
 
-ACTIVITY_JSON = "application/activity+json"
 #: Threads that sign GETs (`HttpClient.signing`): a key fetch's signature then costs the event
 #: loop nothing. Each signature takes the GIL twice (around OpenSSL's work) and waits for it up
 #: to the switch interval each time while the event loop is busy: one thread, near its limit
@@ -61,7 +50,6 @@ ACTIVITY_JSON = "application/activity+json"
 #: from new senders near that rate (docs/benchmarks/history.md, Ninth pass). Two keep up; a
 #: third added nothing.
 FETCH_SIGNING_THREADS = 2
-ACCEPT_ACTIVITY = f'{ACTIVITY_JSON}, application/ld+json; profile="https://www.w3.org/ns/activitystreams"'
 
 
 @dataclass(frozen=True)
@@ -207,11 +195,6 @@ def describe_http_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:300]
 
 
-def http_date(now: datetime) -> str:
-    """An IMF-fixdate (`Sun, 22 Nov 2026 04:00:00 GMT`)."""
-    return format_datetime(now.astimezone(UTC), usegmt=True)
-
-
 def signed_headers(
     method: str,
     url: str,
@@ -232,29 +215,9 @@ def signed_headers(
     The digests are passed in so that a body sent to many inboxes is hashed once, not per inbox.
     """
     headers = {"host": authority(url), "date": http_date(now)}
-    if scheme == "rfc9421":
-        components: tuple[str, ...] = RFC9421_GET_COMPONENTS
-        if content_digest is not None:
-            headers["content-digest"] = content_digest
-            headers["content-type"] = content_type or ACTIVITY_JSON
-            components = RFC9421_POST_COMPONENTS
-        key = identity.private_key
-        signature = sign_rfc9421(
-            method,
-            url,
-            headers,
-            key,
-            identity.key_id,
-            components,
-            int(now.timestamp()),
-            alg=default_algorithm(key),
-        )
-        headers.update((name.lower(), value) for name, value in signature.items())
-        return headers
-    signed: tuple[str, ...] = GET_SIGNED_HEADERS
-    if digest is not None:
-        headers["digest"] = digest
+    body_digest = content_digest if scheme == "rfc9421" else digest
+    if body_digest is not None:
         headers["content-type"] = content_type or ACTIVITY_JSON
-        signed = POST_SIGNED_HEADERS
-    headers["signature"] = sign_cavage(method, url, headers, identity.private_key, identity.key_id, signed)
-    return headers
+    key = identity.private_key
+    added = sign_digested(scheme, method, url, headers, body_digest, key, identity.key_id, now)
+    return headers | {name.lower(): value for name, value in added.items()}

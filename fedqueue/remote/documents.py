@@ -17,9 +17,10 @@ from typing import Any
 from urllib.parse import urldefrag, urlsplit
 
 from fedqueue import tracing
+from fedqueue.activitystreams import ACCEPT_ACTIVITY
 from fedqueue.column_rules import URI_CHARS, text_problem
 from fedqueue.errors import TooLarge
-from fedqueue.remote.client import ACCEPT_ACTIVITY, HttpClient, SigningIdentity, signed_headers
+from fedqueue.remote.client import HttpClient, SigningIdentity, signed_headers
 from fedqueue.remote.guard import FetchError, Gone, check_url, host_of
 from fedqueue.remote.memory import (
     MEMORY_TTL,

@@ -11,9 +11,9 @@ from datetime import datetime
 
 from fedqueue.errors import NotFound
 from fedqueue.inbound.follows import EnqueueActivity, accept_activity, stored_follow
+from fedqueue.states import FollowerState
 from fedqueue.storage import Store
 from fedqueue.storage.actors import check_actor_name
-from fedqueue.storage.followers import PENDING
 from fedqueue.urls import Urls
 
 
@@ -30,7 +30,7 @@ async def answer_follow(
     NotFound unless `follower_uri` has a follow of `name` waiting.
     """
     follower = await store.followers.get(check_actor_name(name), follower_uri)
-    if follower.state != PENDING:
+    if follower.state != FollowerState.PENDING:
         raise NotFound(f"no pending follow of {name} by {follower_uri}")
     follow = stored_follow(urls, name, follower_uri, follower.follow_activity_id)
     answer = EnqueueActivity(

@@ -16,9 +16,9 @@ from pydantic import ConfigDict, TypeAdapter, WithJsonSchema, with_config
 from typing_extensions import TypedDict
 
 from fedqueue.outbound.waiting import WAITING_REASONS, Waiting
+from fedqueue.states import DELIVERY_STATES
 from fedqueue.storage.admin_views import (
     CIRCUIT_STATES,
-    DELIVERY_STATES,
     ActivitySummary,
     AuditEntry,
     DeliveryView,
@@ -29,7 +29,7 @@ from fedqueue.urls import Urls
 
 #: A timestamp as `datetime.isoformat()` writes it (timezone-aware UTC).
 IsoTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
-DeliveryState = Annotated[str, WithJsonSchema({"type": "string", "enum": list(DELIVERY_STATES)})]
+DeliveryStateField = Annotated[str, WithJsonSchema({"type": "string", "enum": list(DELIVERY_STATES)})]
 CircuitState = Annotated[str, WithJsonSchema({"type": "string", "enum": list(CIRCUIT_STATES)})]
 #: Deliveries per state; states with none are left out.
 Counts = Annotated[
@@ -86,7 +86,7 @@ class DeliveryJson(TypedDict):
     host: str
     actor: str
     activity_type: str
-    state: DeliveryState
+    state: DeliveryStateField
     attempts: int
     next_attempt_at: IsoTime
     last_status: int | None

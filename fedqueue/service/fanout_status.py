@@ -11,10 +11,18 @@ from fedqueue.column_rules import URI_CHARS, check_row_id, check_text
 from fedqueue.errors import NotFound
 from fedqueue.outbound.addressing import NO_RECIPIENTS
 from fedqueue.outbound.status_order import StatusQuery
-from fedqueue.service.admin_json import SHAPE, Counts, DeliveryState, IsoTime, WaitingJson, iso, waiting_json
+from fedqueue.service.admin_json import (
+    SHAPE,
+    Counts,
+    DeliveryStateField,
+    IsoTime,
+    WaitingJson,
+    iso,
+    waiting_json,
+)
+from fedqueue.states import UNFINISHED, OutboxState
 from fedqueue.storage import Store
 from fedqueue.storage.admin_views import DeliveryView
-from fedqueue.storage.deliveries import UNFINISHED
 from fedqueue.urls import Urls
 
 
@@ -24,7 +32,7 @@ class StatusDelivery(TypedDict):
     inbox: str | None
     recipient: str | None
     host: str
-    state: DeliveryState
+    state: DeliveryStateField
     attempts: int
     last_status: int | None
     last_error: str | None
@@ -88,7 +96,7 @@ async def activity_status(
     counts = page.counts
     total = sum(counts.values())
     unfinished = any(counts.get(state) for state in UNFINISHED)
-    expanded = row.state == "expanded"
+    expanded = row.state == OutboxState.EXPANDED
     status_url = urls.status(row.id)
     following = query.next_parameters(page.last) if page.last is not None else None
     return {

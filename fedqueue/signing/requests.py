@@ -1,8 +1,9 @@
 """HTTP request signatures under either scheme: the one surface callers need (pure: no network).
 
 draft-cavage lives in `signing.cavage`, RFC 9421 in `signing.rfc9421` and RFC 9530
-Content-Digest in `signing.digests`. Here: `sign_request`, `parse_request_signatures`,
-`verify_parsed` and `verify_any`, and the names callers need from the three. Everything works
+Content-Digest in `signing.digests`. Here: `sign_request` (`sign_digested` for a body hashed once),
+`parse_request_signatures`, `verify_parsed` and `verify_any`, and the names callers need from
+the three. Everything works
 on plain values (method, URL, headers, body, keys); fetching keys, time windows, replay and
 which components a request must cover are the callers' business.
 """
@@ -47,7 +48,6 @@ from fedqueue.signing.rfc9421 import (
     parse_rfc9421_signatures,
     rfc9421_signature_base,
     sign_rfc9421,
-    sign_rfc9421_request,
     verify_rfc9421,
 )
 
@@ -71,6 +71,7 @@ __all__ = [
     "check_digest",
     "content_digest_header",
     "default_algorithm",
+    "http_date",
     "parse_cavage_signature",
     "parse_request_signatures",
     "parse_rfc9421_signatures",
@@ -78,9 +79,9 @@ __all__ = [
     "rfc9421_signature_base",
     "sha256_digest_header",
     "sign_cavage",
+    "sign_digested",
     "sign_request",
     "sign_rfc9421",
-    "sign_rfc9421_request",
     "signature_field_parts",
     "signature_with_label",
     "verify_any",
@@ -146,23 +147,60 @@ def sign_request(
     `headers` lack them, Digest with a body, and Signature; rfc9421 adds Content-Digest with a
     body, Signature-Input and Signature (label sig1, created from `now`, keyid, alg).
     """
-    if now.tzinfo is None:
-        raise ValueError("now must be timezone-aware")
-    if scheme == "rfc9421":
-        return sign_rfc9421_request(method, url, headers, body, private_key, key_id, int(now.timestamp()))
     lowered = lower_headers(headers)
     added: dict[str, str] = {}
-    # Host and Date are signed, so they must be sent exactly as signed: hand them back to set.
-    if "host" not in lowered:
-        added["Host"] = lowered["host"] = authority(url)
-    if "date" not in lowered:
-        added["Date"] = lowered["date"] = format_datetime(now.astimezone(UTC), usegmt=True)
-    signed: Sequence[str] = GET_SIGNED_HEADERS
+    if scheme == "cavage":
+        # Host and Date are signed, so they must be sent exactly as signed: hand them back to set.
+        if "host" not in lowered:
+            added["Host"] = lowered["host"] = authority(url)
+        if "date" not in lowered:
+            added["Date"] = lowered["date"] = http_date(now)
+    digest = None
     if body is not None:
-        added["Digest"] = lowered["digest"] = sha256_digest_header(body)
+        digest = content_digest_header(body) if scheme == "rfc9421" else sha256_digest_header(body)
+    return added | sign_digested(scheme, method, url, lowered, digest, private_key, key_id, now)
+
+
+def sign_digested(
+    scheme: SignatureScheme,
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    digest: str | None,
+    private_key: PrivateKeyTypes,
+    key_id: str,
+    now: datetime,
+) -> dict[str, str]:
+    """The headers to add for a body whose digest is already known (None: no body), and the signature.
+
+    `digest` is the Digest value under cavage, the Content-Digest value under rfc9421, so a body
+    sent to many inboxes is hashed once. cavage signs `(request-target) host date` (which
+    `headers` must hold) and, with a body, `digest` and Content-Type if given; rfc9421 signs
+    `@method @target-uri` and, with a body, `content-digest` (label sig1, created, keyid, alg).
+    """
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    lowered = lower_headers(headers)
+    added: dict[str, str] = {}
+    if scheme == "rfc9421":
+        components: tuple[str, ...] = RFC9421_GET_COMPONENTS
+        if digest is not None:
+            added["Content-Digest"] = lowered["content-digest"] = digest
+            components = RFC9421_POST_COMPONENTS
+        alg = default_algorithm(private_key)
+        created = int(now.timestamp())
+        return added | sign_rfc9421(method, url, lowered, private_key, key_id, components, created, alg=alg)
+    signed: Sequence[str] = GET_SIGNED_HEADERS
+    if digest is not None:
+        added["Digest"] = lowered["digest"] = digest
         signed = [name for name in POST_SIGNED_HEADERS if name != "content-type" or name in lowered]
     added["Signature"] = sign_cavage(method, url, lowered, private_key, key_id, signed)
     return added
+
+
+def http_date(now: datetime) -> str:
+    """An IMF-fixdate (`Sun, 22 Nov 2026 04:00:00 GMT`), as the Date header carries it."""
+    return format_datetime(now.astimezone(UTC), usegmt=True)
 
 
 def parse_request_signatures(headers: Mapping[str, str]) -> list[ParsedSignature]:

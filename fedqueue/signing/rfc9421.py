@@ -20,7 +20,6 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes, Pub
 
 from fedqueue.errors import InvalidInput, SignatureError
 from fedqueue.signing import structured_fields as sf
-from fedqueue.signing.digests import content_digest_header
 
 Rfc9421Algorithm = Literal["rsa-v1_5-sha256", "rsa-pss-sha512", "ed25519"]
 RFC9421_ALGORITHMS: frozenset[str] = frozenset(get_args(Rfc9421Algorithm))
@@ -252,27 +251,6 @@ def sign_rfc9421(
         "Signature-Input": sf.serialize_dictionary({label: signature_input}),
         "Signature": sf.serialize_dictionary({label: sf.Item(raw)}),
     }
-
-
-def sign_rfc9421_request(
-    method: str,
-    url: str,
-    headers: Mapping[str, str],
-    body: bytes | None,
-    private_key: PrivateKeyTypes,
-    key_id: str,
-    created: int,
-) -> dict[str, str]:
-    """Headers that sign a request as Mastodon accepts it: Content-Digest (with a body) and the signature."""
-    added: dict[str, str] = {}
-    lowered = lower_headers(headers)
-    components: tuple[str, ...] = RFC9421_GET_COMPONENTS
-    if body is not None:
-        added["Content-Digest"] = lowered["content-digest"] = content_digest_header(body)
-        components = RFC9421_POST_COMPONENTS
-    alg = default_algorithm(private_key)
-    added |= sign_rfc9421(method, url, lowered, private_key, key_id, components, created, alg=alg)
-    return added
 
 
 def _sign_bytes(alg: str, private_key: PrivateKeyTypes, data: bytes) -> bytes:

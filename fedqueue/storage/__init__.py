@@ -20,7 +20,7 @@ from fedqueue.storage.histories import CoalescingStore, Decision, HistoryRow
 from fedqueue.storage.hosts import HostStore
 from fedqueue.storage.inbox import Admission, InboxEntry, InboxStore, Pulled
 from fedqueue.storage.inbox_writes import NewInbound
-from fedqueue.storage.outbox import Accepted, OutboxEntry, OutboxState, OutboxStore, Sendable, Submitted
+from fedqueue.storage.outbox import Accepted, OutboxEntry, OutboxStore, OutboxSummary, Sendable, Submitted
 from fedqueue.storage.policy import BlockStore
 from fedqueue.storage.published import PublishedStore
 from fedqueue.storage.relays import Relay, RelayStore
@@ -48,7 +48,7 @@ __all__ = [
     "LocalActor",
     "NewInbound",
     "OutboxEntry",
-    "OutboxState",
+    "OutboxSummary",
     "Pulled",
     "Relay",
     "Sendable",

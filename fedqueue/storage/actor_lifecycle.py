@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.errors import ActorGone, InvalidInput, NotFound
 from fedqueue.outbound.actor_rules import delete_inboxes
+from fedqueue.states import BACKLOG, UNFINISHED, UNSENT, DeliveryState, FollowerState, OutboxState
 from fedqueue.storage import webhook_events
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.database import Database
@@ -38,9 +39,6 @@ _remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
 
 #: Most aliases one actor may list.
 MAX_ALIASES = 20
-#: Deliveries and outbox rows still waiting to be sent.
-_WAITING = ("queued", "failed", "sending")
-_UNEXPANDED = ("pending", "expanding")
 
 
 @dataclass(frozen=True)
@@ -129,9 +127,9 @@ class ActorLifecycleStore:
                         .where(
                             _deliveries.c.actor == name,
                             _deliveries.c.webhook_id.is_(None),
-                            _deliveries.c.state.in_(("queued", "failed")),
+                            _deliveries.c.state.in_(UNSENT),
                         )
-                        .values(state="dead", last_error=reason, last_error_detail=None)
+                        .values(state=DeliveryState.DEAD, last_error=reason, last_error_detail=None)
                         .returning(_deliveries.c.id)
                     )
                 ).scalars()
@@ -139,8 +137,8 @@ class ActorLifecycleStore:
             await webhook_events.after_given_up(self._db, conn, killed, now)
             rejected = await conn.execute(
                 update(_outbox)
-                .where(_outbox.c.actor == name, _outbox.c.state == "pending")
-                .values(state="rejected", error=reason)
+                .where(_outbox.c.actor == name, _outbox.c.state == OutboxState.PENDING)
+                .values(state=OutboxState.REJECTED, error=reason)
             )
             await conn.execute(delete(_followers).where(_followers.c.actor == name))
             await conn.execute(delete(_following).where(_following.c.actor == name))
@@ -165,9 +163,9 @@ class ActorLifecycleStore:
         waiting = exists().where(
             _deliveries.c.actor == _actors.c.name,
             _deliveries.c.webhook_id.is_(None),
-            _deliveries.c.state.in_(_WAITING),
+            _deliveries.c.state.in_(UNFINISHED),
         )
-        unexpanded = exists().where(_outbox.c.actor == _actors.c.name, _outbox.c.state.in_(_UNEXPANDED))
+        unexpanded = exists().where(_outbox.c.actor == _actors.c.name, _outbox.c.state.in_(BACKLOG))
         async with self._db.transaction() as conn:
             keys = await conn.execute(
                 update(_actors)
@@ -192,7 +190,7 @@ async def _delete_inboxes(conn: AsyncConnection, name: str) -> list[str]:
     followers = (
         await conn.execute(
             select(_followers.c.inbox, _followers.c.shared_inbox)
-            .where(_followers.c.actor == name, _followers.c.state == "accepted")
+            .where(_followers.c.actor == name, _followers.c.state == FollowerState.ACCEPTED)
             .order_by(_followers.c.created_at, _followers.c.follower_uri)
         )
     ).all()

@@ -25,11 +25,11 @@ from fedqueue.column_rules import HOST_CHARS, check_row_id, check_text
 from fedqueue.errors import InvalidInput, NotFound
 from fedqueue.federation_policy import covering
 from fedqueue.outbound.circuit import HostHealth, revived
+from fedqueue.states import CANCELLABLE, RETRYABLE, UNFINISHED, DeliveryState
 from fedqueue.storage.admin_reads import AdminViews
 from fedqueue.storage.admin_views import DeliveryView, HostView
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
-from fedqueue.storage.deliveries import UNFINISHED
 from fedqueue.storage.hosts import give_up_outstanding
 from fedqueue.storage.tables import AuditRow, DeliveryRow, HostRow, OutboxRow
 from fedqueue.storage.webhook_events import after_given_up
@@ -48,10 +48,6 @@ BLOCKED = "blocked by admin (not sent)"
 BLOCKED_BEFORE = "host blocked by admin"
 #: Why the worker gives a delivery up unsent while its host is blocked.
 REFUSED_BLOCKED = "host is blocked by an admin"
-#: States a single retry may start from: anything not finished well and not in flight.
-RETRYABLE = ("queued", "failed", "dead")
-#: States a cancel may start from; a `sending` row loses its lease, so the worker's result is dropped.
-CANCELLABLE = ("queued", "sending", "failed")
 
 Progress = Callable[[int], None]
 
@@ -104,7 +100,7 @@ class AdminStore(AdminViews):
         target = f"host:{host}" if host else "all"
         total = 0
         while True:
-            conditions = [_deliveries.c.state == "dead", _not_cancelled()]
+            conditions = [_deliveries.c.state == DeliveryState.DEAD, _not_cancelled()]
             if host:
                 conditions.append(_deliveries.c.host == host)
             batch = select(_deliveries.c.id).where(*conditions).order_by(_deliveries.c.id).limit(batch_size)
@@ -116,7 +112,7 @@ class AdminStore(AdminViews):
                     break
                 await conn.execute(
                     update(_deliveries)
-                    .where(_deliveries.c.id.in_(ids), _deliveries.c.state == "dead")
+                    .where(_deliveries.c.id.in_(ids), _deliveries.c.state == DeliveryState.DEAD)
                     .values(**_requeued(now))
                 )
                 detail = {"count": len(ids), "first": ids[0], "last": ids[-1]}
@@ -141,7 +137,11 @@ class AdminStore(AdminViews):
                 update(_deliveries)
                 .where(_deliveries.c.id == delivery_id, _deliveries.c.state.in_(CANCELLABLE))
                 .values(
-                    state="dead", last_error=CANCELLED, last_status=None, lease_owner=None, lease_until=None
+                    state=DeliveryState.DEAD,
+                    last_error=CANCELLED,
+                    last_status=None,
+                    lease_owner=None,
+                    lease_until=None,
                 )
             )
             await after_given_up(self._db, conn, [delivery_id], now)
@@ -213,7 +213,9 @@ class AdminStore(AdminViews):
                 update(_deliveries).where(*_killed_by_block(covered)).values(**_requeued(now))
             )
             still_dead = await conn.execute(
-                select(func.count()).where(_deliveries.c.host == host, _deliveries.c.state == "dead")
+                select(func.count()).where(
+                    _deliveries.c.host == host, _deliveries.c.state == DeliveryState.DEAD
+                )
             )
             counts = Requeued(int(requeued.rowcount), int(still_dead.scalar() or 0))
             await record_audit(conn, who, "requeue_blocked", f"host:{host}", dataclasses.asdict(counts), now)
@@ -273,7 +275,7 @@ def _killed_by_block(hosts: list[str]) -> tuple[Any, ...]:
     """Dead deliveries of `hosts` that a block killed: at the block, refused at fan-out or by the worker."""
     return (
         _deliveries.c.host.in_(hosts),
-        _deliveries.c.state == "dead",
+        _deliveries.c.state == DeliveryState.DEAD,
         _deliveries.c.last_error.in_((BLOCKED, BLOCKED_BEFORE, REFUSED_BLOCKED)),
     )
 
@@ -284,7 +286,7 @@ def _not_cancelled() -> Any:
 
 def _requeued(now: datetime) -> dict[str, Any]:
     return {
-        "state": "queued",
+        "state": DeliveryState.QUEUED,
         "next_attempt_at": now,
         "attempts": 0,
         "lease_owner": None,

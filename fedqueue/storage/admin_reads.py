@@ -10,9 +10,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.column_rules import HOST_CHARS, NAME_CHARS, URI_CHARS, check_row_id, check_text, parse_decimal
 from fedqueue.errors import InvalidInput, NotFound
+from fedqueue.outbound.circuit import CLOSED, HALF_OPEN, OPEN
 from fedqueue.outbound.waiting import why_waiting
+from fedqueue.states import DELIVERY_STATES, FINISHED
 from fedqueue.storage.admin_views import (
-    DELIVERY_STATES,
     MAX_PAGE,
     ActivitySummary,
     AuditEntry,
@@ -22,7 +23,7 @@ from fedqueue.storage.admin_views import (
 )
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
-from fedqueue.storage.retention import PRUNED_STATES, add_pruned
+from fedqueue.storage.retention import add_pruned
 from fedqueue.storage.tables import AuditRow, DeliveryRow, HostRow, OutboxRow
 
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
@@ -54,7 +55,8 @@ def _limit(limit: int) -> int:
 
 def _count_columns() -> list[Any]:
     return [
-        func.sum(case((_deliveries.c.state == state, 1), else_=0)).label(state) for state in DELIVERY_STATES
+        func.sum(case((_deliveries.c.state == state, 1), else_=0)).label(state.value)
+        for state in DELIVERY_STATES
     ]
 
 
@@ -102,7 +104,7 @@ class AdminViews:
             rows = (await conn.execute(query)).all()
             page = rows[:limit]
             counts = await self._counts_by_outbox(conn, [row.id for row in page])
-        pruned = [f"pruned_{state}" for state in PRUNED_STATES]
+        pruned = [f"pruned_{state}" for state in FINISHED]
         items = [
             ActivitySummary(
                 outbox_id=row.id,
@@ -209,7 +211,7 @@ class AdminViews:
             .group_by(_deliveries.c.host)
             .subquery()
         )
-        circuit_rank = case((_hosts.c.circuit == "open", 0), (_hosts.c.circuit == "half_open", 1), else_=2)
+        circuit_rank = case((_hosts.c.circuit == OPEN, 0), (_hosts.c.circuit == HALF_OPEN, 1), else_=2)
         flag_rank = case((_hosts.c.blocked, 0), (_hosts.c.paused, 1), else_=2)
         query = (
             select(
@@ -247,7 +249,7 @@ class AdminViews:
         return [
             HostView(
                 host=row.host,
-                circuit=row.circuit or "closed",
+                circuit=row.circuit or CLOSED,
                 consecutive_failures=row.consecutive_failures or 0,
                 failing_since=row.first_failure_at,
                 last_failure_at=row.last_failure_at,
@@ -256,7 +258,7 @@ class AdminViews:
                 blocked=bool(row.blocked),
                 unavailable=bool(row.unavailable),
                 signature_scheme=row.signature_scheme or "unknown",
-                counts={state: int(getattr(row, state) or 0) for state in DELIVERY_STATES},
+                counts={state.value: int(getattr(row, state) or 0) for state in DELIVERY_STATES},
                 circuit_until=row.circuit_until,
                 block_reason=row.block_reason,
             )

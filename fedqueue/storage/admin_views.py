@@ -8,10 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from fedqueue.outbound.circuit import CLOSED, HALF_OPEN, OPEN
 from fedqueue.outbound.waiting import Waiting
+from fedqueue.states import SETTLED, DeliveryState, is_complete
 
-DELIVERY_STATES = ("queued", "sending", "delivered", "failed", "dead", "coalesced")
-CIRCUIT_STATES = ("closed", "half_open", "open")
+CIRCUIT_STATES = (CLOSED, HALF_OPEN, OPEN)
 MAX_PAGE = 500
 
 
@@ -32,9 +33,7 @@ class ActivitySummary:
 
     @property
     def complete(self) -> bool:
-        return self.state in ("expanded", "rejected", "duplicate") and not any(
-            self.counts.get(s, 0) for s in ("queued", "sending", "failed")
-        )
+        return self.state in SETTLED and is_complete(self.counts)
 
 
 @dataclass(frozen=True)
@@ -93,11 +92,11 @@ class HostView:
     @property
     def in_trouble(self) -> bool:
         return (
-            self.circuit != "closed"
+            self.circuit != CLOSED
             or self.consecutive_failures > 0
             or self.paused
             or self.blocked
-            or self.counts.get("dead", 0) > 0
+            or self.counts.get(DeliveryState.DEAD, 0) > 0
         )
 
 

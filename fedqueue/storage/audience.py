@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from sqlalchemy import delete, select
 
+from fedqueue.states import FollowerState
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import DeliveryRow, FollowerRow, GoneInboxRow, OutboxRow
 
@@ -28,7 +29,7 @@ class AudienceStore:
             rows = (
                 await conn.execute(
                     select(_followers.c.inbox, _followers.c.shared_inbox)
-                    .where(_followers.c.actor == actor, _followers.c.state == "accepted")
+                    .where(_followers.c.actor == actor, _followers.c.state == FollowerState.ACCEPTED)
                     .order_by(_followers.c.created_at, _followers.c.follower_uri)
                 )
             ).all()

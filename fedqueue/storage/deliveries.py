@@ -18,6 +18,7 @@ from sqlalchemy import Select, and_, bindparam, case, func, or_, select, type_co
 
 from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.outbound.record import Claimed, Result
+from fedqueue.states import UNFINISHED, UNSENT, DeliveryState
 from fedqueue.storage.column_types import UTCDateTime, utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import DeliveryRow, GoneInboxRow, HostRow
@@ -27,7 +28,6 @@ _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _hosts = HostRow.__table__  # type: ignore[attr-defined]
 _gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
 
-UNFINISHED = ("queued", "sending", "failed")
 #: What `claim` returns: the columns of `Claimed`'s fields, in their order.
 _CLAIMED = [_deliveries.c[name] for name in Claimed.__dataclass_fields__]
 _ENQUEUE_CHUNK = 500
@@ -135,7 +135,7 @@ class DeliveryStore:
             .where(
                 _deliveries.c.id == recorded["id"],
                 _deliveries.c.lease_owner == bindparam("owner"),
-                _deliveries.c.state == "sending",
+                _deliveries.c.state == DeliveryState.SENDING,
             )
             .values(lease_owner=None, lease_until=None, **{name: recorded[name] for name in _RECORDED[1:]})
         )
@@ -157,7 +157,7 @@ class DeliveryStore:
                 "object_id": item.facts.object_id,
                 "undoes": item.facts.undoes,
                 "target": item.facts.target,
-                "state": "dead" if target.dead_reason else "queued",
+                "state": DeliveryState.DEAD if target.dead_reason else DeliveryState.QUEUED,
                 "last_error": target.dead_reason,
                 "last_error_detail": target.detail,
                 "next_attempt_at": now,
@@ -168,7 +168,7 @@ class DeliveryStore:
         if not values:
             return
         async with self._db.transaction() as conn:
-            announce = any(v["state"] == "dead" for v in values) and await any_webhook(conn)
+            announce = any(v["state"] == DeliveryState.DEAD for v in values) and await any_webhook(conn)
             dead: list[int] = []
             for start in range(0, len(values), _ENQUEUE_CHUNK):
                 chunk = self._enqueued.parameters(values[start : start + _ENQUEUE_CHUNK])
@@ -176,7 +176,7 @@ class DeliveryStore:
                     await conn.execute(self._enqueue, chunk)
                     continue
                 created = await conn.execute(self._enqueue_returning, chunk)
-                dead.extend(row.id for row in created if row.state == "dead")
+                dead.extend(row.id for row in created if row.state == DeliveryState.DEAD)
             await after_given_up(self._db, conn, dead, utcnow())
 
     async def claim(
@@ -204,9 +204,9 @@ class DeliveryStore:
             .order_by(d.next_attempt_at, d.id)
             .limit(limit)
             for state, due_when in (
-                ("queued", d.next_attempt_at),
-                ("failed", d.next_attempt_at),
-                ("sending", d.lease_until),  # a lease ran out: its worker is gone
+                (DeliveryState.QUEUED, d.next_attempt_at),
+                (DeliveryState.FAILED, d.next_attempt_at),
+                (DeliveryState.SENDING, d.lease_until),  # a lease ran out: its worker is gone
             )
         ]
         branches = [self._db.skip_locked(branch) for branch in branches]
@@ -218,7 +218,9 @@ class DeliveryStore:
                     update(_deliveries)
                     .where(_deliveries.c.id.in_(due.scalar_subquery()))
                     .values(
-                        state="sending", lease_owner=owner, lease_until=now + timedelta(seconds=lease_seconds)
+                        state=DeliveryState.SENDING,
+                        lease_owner=owner,
+                        lease_until=now + timedelta(seconds=lease_seconds),
                     )
                     .returning(*_CLAIMED)
                 )
@@ -240,8 +242,8 @@ class DeliveryStore:
             .where(
                 d.inbox.is_(None),
                 or_(
-                    and_(d.state.in_(("queued", "failed")), d.next_attempt_at <= now),
-                    and_(d.state == "sending", d.lease_until <= now),
+                    and_(d.state.in_(UNSENT), d.next_attempt_at <= now),
+                    and_(d.state == DeliveryState.SENDING, d.lease_until <= now),
                 ),
             )
             .order_by(d.id)
@@ -254,7 +256,9 @@ class DeliveryStore:
                     update(_deliveries)
                     .where(d.id.in_(due.scalar_subquery()))
                     .values(
-                        state="sending", lease_owner=owner, lease_until=now + timedelta(seconds=lease_seconds)
+                        state=DeliveryState.SENDING,
+                        lease_owner=owner,
+                        lease_until=now + timedelta(seconds=lease_seconds),
                     )
                     .returning(d.id, d.outbox_id, d.recipient, d.actor, d.attempts)
                 )
@@ -274,12 +278,16 @@ class DeliveryStore:
             other = (
                 await conn.execute(select(d.id).where(d.outbox_id == row.outbox_id, d.inbox == inbox))
             ).scalar()
-            mine = and_(d.id == row.id, d.lease_owner == owner, d.state == "sending")
+            mine = and_(d.id == row.id, d.lease_owner == owner, d.state == DeliveryState.SENDING)
             if other is not None:
                 reason = f"its inbox {inbox[:200]} already gets this activity (delivery {other})"
-                values: dict[str, object] = {"state": "dead", "last_error": reason, "last_error_detail": None}
+                values: dict[str, object] = {
+                    "state": DeliveryState.DEAD,
+                    "last_error": reason,
+                    "last_error_detail": None,
+                }
             else:
-                values = {"inbox": inbox, "host": host, "state": "queued", "next_attempt_at": now}
+                values = {"inbox": inbox, "host": host, "state": DeliveryState.QUEUED, "next_attempt_at": now}
             await conn.execute(
                 update(_deliveries).where(mine).values(lease_owner=None, lease_until=None, **values)
             )
@@ -323,7 +331,9 @@ class DeliveryStore:
         if not ids:
             return
         values: dict[str, object] = {
-            "state": case((_deliveries.c.attempts == 0, "queued"), else_="failed"),
+            "state": case(
+                (_deliveries.c.attempts == 0, DeliveryState.QUEUED.value), else_=DeliveryState.FAILED.value
+            ),
             "lease_owner": None,
             "lease_until": None,
         }
@@ -335,7 +345,7 @@ class DeliveryStore:
                 .where(
                     _deliveries.c.id.in_(ids),
                     _deliveries.c.lease_owner == owner,
-                    _deliveries.c.state == "sending",
+                    _deliveries.c.state == DeliveryState.SENDING,
                 )
                 .values(**values)
             )
@@ -343,7 +353,8 @@ class DeliveryStore:
     async def next_due(self, now: datetime) -> datetime | None:
         """When the earliest claimable delivery falls due (lease end for `sending`); held hosts excluded."""
         when = case(
-            (_deliveries.c.state == "sending", _deliveries.c.lease_until), else_=_deliveries.c.next_attempt_at
+            (_deliveries.c.state == DeliveryState.SENDING, _deliveries.c.lease_until),
+            else_=_deliveries.c.next_attempt_at,
         )
         earliest = type_coerce(func.min(when), UTCDateTime())
         async with self._db.reading() as conn:

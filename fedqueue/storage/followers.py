@@ -35,6 +35,7 @@ from fedqueue.inbound.follows import (
 )
 from fedqueue.inbound.forward_rules import ForwardActivity
 from fedqueue.outbound import webhook_rules
+from fedqueue.states import UNSENT, DeliveryState, FollowerState
 from fedqueue.storage import webhook_events
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
@@ -48,8 +49,6 @@ _actors = ActorRow.__table__  # type: ignore[attr-defined]
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
 
-ACCEPTED = "accepted"
-PENDING = "pending"
 #: The columns a follow is written with.
 _FOLLOWER_COLUMNS = ("actor", "follower_uri", "inbox", "shared_inbox", "follow_activity_id", "state")
 
@@ -104,8 +103,8 @@ class _FollowerWrites:
         return cls(
             accept=accept.on_conflict_do_update(
                 index_elements=["actor", "follower_uri"],
-                set_={**{name: accept.excluded[name] for name in refreshed}, "state": ACCEPTED},
-                where=_followers.c.state != ACCEPTED,
+                set_={**{name: accept.excluded[name] for name in refreshed}, "state": FollowerState.ACCEPTED},
+                where=_followers.c.state != FollowerState.ACCEPTED,
             ).returning(_followers.c.actor, _followers.c.follower_uri),
             refresh=refresh.on_conflict_do_update(
                 index_elements=["actor", "follower_uri"],
@@ -174,7 +173,7 @@ def _follower_values(effect: AddFollower) -> dict[str, Any]:
         "inbox": effect.inbox,
         "shared_inbox": effect.shared_inbox,
         "follow_activity_id": effect.follow_activity_id,
-        "state": ACCEPTED if effect.accepted else PENDING,
+        "state": FollowerState.ACCEPTED if effect.accepted else FollowerState.PENDING,
     }
 
 
@@ -187,7 +186,7 @@ async def _remove(database: Database, conn: AsyncConnection, where: ColumnElemen
     )
     rows = removed.all()
     for row in rows:
-        if row.state == ACCEPTED:
+        if row.state == FollowerState.ACCEPTED:
             await _announce(database, conn, webhook_rules.FOLLOWER_REMOVED, row.actor, row.follower_uri)
     return len(rows)
 
@@ -274,7 +273,7 @@ class FollowerStore:
             total = await conn.execute(
                 select(func.count())
                 .select_from(_followers)
-                .where(_followers.c.actor == actor, _followers.c.state == ACCEPTED)
+                .where(_followers.c.actor == actor, _followers.c.state == FollowerState.ACCEPTED)
             )
         return int(total.scalar_one())
 
@@ -285,7 +284,7 @@ class FollowerStore:
                 select(_followers.c.follower_uri)
                 .where(
                     _followers.c.actor == actor,
-                    _followers.c.state == ACCEPTED,
+                    _followers.c.state == FollowerState.ACCEPTED,
                     _followers.c.follower_uri.contains(f"://{domain}", autoescape=True),
                 )
                 .order_by(_followers.c.follower_uri)
@@ -293,7 +292,9 @@ class FollowerStore:
             # The LIKE narrows the rows down; the rule decides (case, ports, look-alike hosts).
             return [uri for uri in rows.scalars() if resides_on(uri, domain)]
 
-    async def page(self, actor: str, *, offset: int, limit: int, state: str = ACCEPTED) -> list[Follower]:
+    async def page(
+        self, actor: str, *, offset: int, limit: int, state: str = FollowerState.ACCEPTED
+    ) -> list[Follower]:
         """Followers of `actor` in `state`, oldest follow first."""
         async with self._db.reading() as conn:
             rows = await conn.execute(
@@ -321,8 +322,8 @@ class FollowerStore:
                 (
                     await conn.execute(
                         update(_deliveries)
-                        .where(waiting, _deliveries.c.state.in_(("queued", "failed")))
-                        .values(state="dead", last_error=reason, last_error_detail=None)
+                        .where(waiting, _deliveries.c.state.in_(UNSENT))
+                        .values(state=DeliveryState.DEAD, last_error=reason, last_error_detail=None)
                         .returning(_deliveries.c.id)
                     )
                 ).scalars()
@@ -339,9 +340,9 @@ class FollowerStore:
                 .where(
                     _followers.c.actor == actor,
                     _followers.c.follower_uri == follower_uri,
-                    _followers.c.state == PENDING,
+                    _followers.c.state == FollowerState.PENDING,
                 )
-                .values(state=ACCEPTED)
+                .values(state=FollowerState.ACCEPTED)
             )
             if changed.rowcount == 0:
                 raise NotFound(f"no pending follow of {actor} by {follower_uri}")
@@ -356,7 +357,7 @@ class FollowerStore:
                 delete(_followers).where(
                     _followers.c.actor == actor,
                     _followers.c.follower_uri == follower_uri,
-                    _followers.c.state == PENDING,
+                    _followers.c.state == FollowerState.PENDING,
                 )
             )
             if removed.rowcount == 0:

@@ -17,6 +17,7 @@ from itertools import starmap
 
 from sqlalchemy import and_, bindparam, case, func, or_, select, update
 
+from fedqueue.states import DeliveryState
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import DeliveryRow, OutboxRow
 
@@ -74,7 +75,7 @@ class CoalescingStore:
                 d.attempts,
                 d.undoes,
                 d.target,
-                case((d.state == "sending", d.lease_until), else_=d.next_attempt_at).label("due"),
+                case((d.state == DeliveryState.SENDING, d.lease_until), else_=d.next_attempt_at).label("due"),
             )
             .select_from(keys)
             .join(_deliveries, and_(d.inbox == keys.c.first, d.object_id == keys.c.second))
@@ -114,13 +115,13 @@ class CoalescingStore:
             .where(
                 d.id == bindparam("c_id"),
                 or_(
-                    d.state == "queued",
-                    d.state == "failed",
-                    and_(d.state == "sending", d.lease_owner == owner),
+                    d.state == DeliveryState.QUEUED,
+                    d.state == DeliveryState.FAILED,
+                    and_(d.state == DeliveryState.SENDING, d.lease_owner == owner),
                 ),
             )
             .values(
-                state="coalesced",
+                state=DeliveryState.COALESCED,
                 coalesced_reason=bindparam("c_reason"),
                 coalesced_by=bindparam("c_by"),
                 lease_owner=None,
@@ -139,9 +140,9 @@ class CoalescingStore:
         d = _deliveries.c
         statement = (
             update(_deliveries)
-            .where(d.id == bindparam("w_id"), d.lease_owner == owner, d.state == "sending")
+            .where(d.id == bindparam("w_id"), d.lease_owner == owner, d.state == DeliveryState.SENDING)
             .values(
-                state=case((d.attempts == 0, "queued"), else_="failed"),
+                state=case((d.attempts == 0, DeliveryState.QUEUED.value), else_=DeliveryState.FAILED.value),
                 next_attempt_at=bindparam("w_until"),
                 lease_owner=None,
                 lease_until=None,

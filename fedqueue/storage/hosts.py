@@ -18,9 +18,9 @@ from sqlalchemy import bindparam, case, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.outbound.circuit import CLOSED, HALF_OPEN, OPEN, HostHealth, revived, unreachable_reason
+from fedqueue.states import UNFINISHED, DeliveryState
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
-from fedqueue.storage.deliveries import UNFINISHED
 from fedqueue.storage.tables import DeliveryRow, HostRow
 from fedqueue.storage.webhook_events import after_given_up
 
@@ -52,7 +52,9 @@ async def give_up_outstanding(
     killed = await conn.execute(
         update(_deliveries)
         .where(d.host == host, d.state.in_(UNFINISHED))
-        .values(state="dead", last_error=reason, last_status=None, lease_owner=None, lease_until=None)
+        .values(
+            state=DeliveryState.DEAD, last_error=reason, last_status=None, lease_owner=None, lease_until=None
+        )
         .returning(d.id, d.attempts, d.inbox)
     )
     ended = [Ended(row.id, row.attempts, row.inbox, reason) for row in killed]
@@ -140,7 +142,9 @@ class HostStore:
         d = _deliveries.c
         async with self._db.reading() as conn:
             found = await conn.execute(
-                select(d.inbox).where(d.host == host, d.state == "dead", d.inbox.is_not(None)).limit(1)
+                select(d.inbox)
+                .where(d.host == host, d.state == DeliveryState.DEAD, d.inbox.is_not(None))
+                .limit(1)
             )
             return found.scalar()
 

@@ -26,6 +26,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.outbound.intake import ActivityFacts
+from fedqueue.states import BACKLOG, OutboxState
 from fedqueue.storage import following
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import OutboxRow
@@ -34,7 +35,6 @@ from fedqueue.storage.webhook_events import announce_completions
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 NOTIFY_CHANNEL = "fedqueue_outbox"
 #: Rows the worker has not finished expanding: the outbox backlog.
-BACKLOG_STATES = ("pending", "expanding")
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,9 @@ class Sendable:
 
 
 @dataclass(frozen=True)
-class OutboxState:
+class OutboxSummary:
+    """One outbox row as a status reads it: who sent what, its `OutboxState`, and why it was refused."""
+
     id: int
     actor: str
     activity_id: str | None
@@ -95,7 +97,7 @@ class OutboxState:
 
     @property
     def expanding(self) -> bool:
-        return self.state in ("pending", "expanding")
+        return self.state in BACKLOG
 
 
 #: What `claim_pending` returns: the columns of `OutboxEntry`'s fields, in their order.
@@ -171,8 +173,8 @@ class OutboxStore:
             select(_outbox.c.id)
             .where(
                 or_(
-                    _outbox.c.state == "pending",
-                    and_(_outbox.c.state == "expanding", _outbox.c.lease_until <= now),
+                    _outbox.c.state == OutboxState.PENDING,
+                    and_(_outbox.c.state == OutboxState.EXPANDING, _outbox.c.lease_until <= now),
                 )
             )
             .order_by(_outbox.c.id)
@@ -185,7 +187,7 @@ class OutboxStore:
                     update(_outbox)
                     .where(_outbox.c.id.in_(claimable.scalar_subquery()))
                     .values(
-                        state="expanding",
+                        state=OutboxState.EXPANDING,
                         lease_owner=owner,
                         lease_until=now + timedelta(seconds=lease_seconds),
                         expansion_attempts=_outbox.c.expansion_attempts + 1,
@@ -205,7 +207,7 @@ class OutboxStore:
                 .where(
                     _outbox.c.id.in_(sorted(outbox_ids)),
                     _outbox.c.lease_owner == owner,
-                    _outbox.c.state == "expanding",
+                    _outbox.c.state == OutboxState.EXPANDING,
                 )
                 .values(lease_until=until)
                 .returning(_outbox.c.id)
@@ -254,7 +256,7 @@ class OutboxStore:
                 .where(_outbox.c.id.in_(sorted(outbox_ids)), _outbox.c.lease_owner == owner)
                 .values(state=state, error=error, lease_owner=None, lease_until=None, expanded_at=now)
             )
-            if state == "expanded":
+            if state == OutboxState.EXPANDED:
                 await announce_completions(self._db, conn, outbox_ids, now)
 
     async def retry_later(self, outbox_id: int, owner: str, until: datetime, error: str) -> None:
@@ -263,7 +265,9 @@ class OutboxStore:
             await conn.execute(
                 update(_outbox)
                 .where(
-                    _outbox.c.id == outbox_id, _outbox.c.lease_owner == owner, _outbox.c.state == "expanding"
+                    _outbox.c.id == outbox_id,
+                    _outbox.c.lease_owner == owner,
+                    _outbox.c.state == OutboxState.EXPANDING,
                 )
                 .values(error=error, lease_owner=None, lease_until=until)
             )
@@ -280,7 +284,7 @@ class OutboxStore:
             ).all()
         return {row.id: Sendable(row.activity, row.created_at, row.traceparent) for row in rows}
 
-    async def state(self, ref: int | str) -> OutboxState | None:
+    async def state(self, ref: int | str) -> OutboxSummary | None:
         """A row by outbox id or by activity id."""
         where = _outbox.c.id == ref if isinstance(ref, int) else _outbox.c.activity_id == ref
         async with self._db.reading() as conn:
@@ -291,7 +295,7 @@ class OutboxStore:
                     ).where(where)
                 )
             ).first()
-        return None if row is None else OutboxState(**row._asdict())
+        return None if row is None else OutboxSummary(**row._asdict())
 
     async def has_pending(self, now: datetime) -> bool:
         """Whether any row waits for expansion (pending, or expanding under an expired lease)."""
@@ -301,8 +305,8 @@ class OutboxStore:
                     select(_outbox.c.id)
                     .where(
                         or_(
-                            _outbox.c.state == "pending",
-                            and_(_outbox.c.state == "expanding", _outbox.c.lease_until <= now),
+                            _outbox.c.state == OutboxState.PENDING,
+                            and_(_outbox.c.state == OutboxState.EXPANDING, _outbox.c.lease_until <= now),
                         )
                     )
                     .limit(1)
@@ -318,6 +322,6 @@ class OutboxStore:
 
     async def backlog(self, cap: int) -> int:
         """Rows pending or expanding, counted up to `cap` (so the count costs at most `cap` index entries)."""
-        waiting = select(_outbox.c.id).where(_outbox.c.state.in_(BACKLOG_STATES)).limit(cap).subquery()
+        waiting = select(_outbox.c.id).where(_outbox.c.state.in_(BACKLOG)).limit(cap).subquery()
         async with self._db.reading() as conn:
             return int((await conn.execute(select(func.count()).select_from(waiting))).scalar_one())

@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from sqlalchemy import ColumnElement, and_, func, or_, select
 
 from fedqueue.outbound.addressing import PUBLIC_FORMS
+from fedqueue.states import UNPUBLISHED
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import OutboxRow
 
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
-#: Outbox states of rows that were refused: never published.
-_UNPUBLISHED = ("rejected", "duplicate")
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ def maybe_public() -> ColumnElement[bool]:
     mentions_public = or_(*(_outbox.c.activity.contains(f'"{form}"') for form in sorted(PUBLIC_FORMS)))
     return and_(
         _outbox.c.activity_id.is_not(None),
-        _outbox.c.state.not_in(_UNPUBLISHED),
+        _outbox.c.state.not_in(UNPUBLISHED),
         _outbox.c.forwarded.is_(False),
         mentions_public,
     )
@@ -76,7 +75,7 @@ class PublishedStore:
                     select(_outbox.c.id, _outbox.c.activity_id, _outbox.c.activity).where(
                         _outbox.c.actor == actor,
                         _outbox.c.activity_id == activity_id,
-                        _outbox.c.state.not_in(_UNPUBLISHED),
+                        _outbox.c.state.not_in(UNPUBLISHED),
                         _outbox.c.forwarded.is_(False),
                     )
                 )

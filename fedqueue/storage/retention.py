@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, bindparam, delete, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from fedqueue.states import FINISHED, SETTLED, UNSENT
 from fedqueue.storage.database import Database
 from fedqueue.storage.published import maybe_public
 from fedqueue.storage.tables import (
@@ -41,8 +42,6 @@ _events = WebhookEventRow.__table__  # type: ignore[attr-defined]
 _webhooks = WebhookRow.__table__  # type: ignore[attr-defined]
 _audit = AuditRow.__table__  # type: ignore[attr-defined]
 
-#: The delivery states whose rows are deleted after their retention, each counted on its outbox row.
-PRUNED_STATES = ("delivered", "dead", "coalesced")
 #: The tables whose rows /metrics counts (`row_counts`), by name, in the order it shows them.
 _TABLES = {
     row.__tablename__: row.__table__  # type: ignore[union-attr]
@@ -61,7 +60,6 @@ _TABLES = {
 COUNTED_TABLES = tuple(_TABLES)
 #: Below this estimate, a PostgreSQL table is counted exactly (cheap at that size).
 EXACT_COUNT_BELOW = 100_000
-_WAITING = ("queued", "failed")
 
 
 def _finished_before(state: str, before: datetime) -> ColumnElement[bool]:
@@ -72,14 +70,14 @@ def _finished_before(state: str, before: datetime) -> ColumnElement[bool]:
 
 
 def pruned_columns() -> list[Any]:
-    """The outbox row's counts of its pruned deliveries, in the order of `PRUNED_STATES`."""
-    return [_outbox.c[f"pruned_{state}"] for state in PRUNED_STATES]
+    """The outbox row's counts of its pruned deliveries, in the order of `FINISHED`."""
+    return [_outbox.c[f"pruned_{state}"] for state in FINISHED]
 
 
 def add_pruned(counts: dict[str, int], pruned: Sequence[int]) -> dict[str, int]:
     """`counts` per state with the pruned ones (`pruned_columns` values) added; states with none left out."""
     total = dict(counts)
-    for state, n in zip(PRUNED_STATES, pruned, strict=True):
+    for state, n in zip(FINISHED, pruned, strict=True):
         if n:
             total[state] = total.get(state, 0) + int(n)
     return total
@@ -116,12 +114,12 @@ class RetentionStore:
     async def webhook_events(self, before: datetime, limit: int) -> int:
         """Delete up to `limit` webhook events delivered or dead before `before`, with their delivery rows."""
         d = _deliveries.c
-        finished = [_finished_before(state, before) for state in PRUNED_STATES]
+        finished = [_finished_before(state, before) for state in FINISHED]
         batch = (select(d.id).where(d.webhook_id.is_not(None), or_(*finished)).limit(limit)).scalar_subquery()
         async with self._db.transaction() as conn:
             deleted = await conn.execute(
                 delete(_deliveries)
-                .where(d.id.in_(batch), d.state.in_(PRUNED_STATES))
+                .where(d.id.in_(batch), d.state.in_(FINISHED))
                 .returning(d.webhook_event_id)
             )
             return await _delete_events(conn, [row.webhook_event_id for row in deleted.all()])
@@ -135,7 +133,7 @@ class RetentionStore:
         d = _deliveries.c
         waiting = (
             select(d.webhook_id, func.count().label("n"))
-            .where(d.webhook_id.is_not(None), d.state.in_(_WAITING))
+            .where(d.webhook_id.is_not(None), d.state.in_(UNSENT))
             .group_by(d.webhook_id)
             .having(func.count() > most)
         )
@@ -145,14 +143,14 @@ class RetentionStore:
         for webhook_id, n in over:
             oldest = (
                 select(d.id)
-                .where(d.webhook_id == webhook_id, d.state.in_(_WAITING))
+                .where(d.webhook_id == webhook_id, d.state.in_(UNSENT))
                 .order_by(d.id)
                 .limit(min(int(n) - most, limit))
             ).scalar_subquery()
             async with self._db.transaction() as conn:
                 deleted = await conn.execute(
                     delete(_deliveries)
-                    .where(d.id.in_(oldest), d.state.in_(_WAITING))
+                    .where(d.id.in_(oldest), d.state.in_(UNSENT))
                     .returning(d.webhook_event_id)
                 )
                 count = await _delete_events(conn, [row.webhook_event_id for row in deleted.all()])
@@ -172,7 +170,7 @@ class RetentionStore:
         batch = (
             select(o.id)
             .where(
-                o.state.in_(("expanded", "rejected", "duplicate")),
+                o.state.in_(SETTLED),
                 o.created_at < before,
                 ~maybe_public(),
                 ~has_delivery,

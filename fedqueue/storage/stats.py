@@ -8,9 +8,9 @@ from typing import Any
 
 from sqlalchemy import Select, and_, case, func, select, union_all
 
+from fedqueue.states import BACKLOG, UNSENT, DeliveryState
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
-from fedqueue.storage.outbox import BACKLOG_STATES
 from fedqueue.storage.tables import DeliveryRow, HostRow, OutboxRow
 
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
@@ -18,7 +18,6 @@ _hosts = HostRow.__table__  # type: ignore[attr-defined]
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 
 #: States whose rows are still waiting for the worker.
-DUE_STATES = ("queued", "failed")
 
 
 @dataclass(frozen=True)
@@ -61,7 +60,7 @@ class StatsStore:
             oldest = (
                 await conn.execute(
                     select(func.min(_deliveries.c.next_attempt_at)).where(
-                        _deliveries.c.state.in_(DUE_STATES), _deliveries.c.next_attempt_at <= now
+                        _deliveries.c.state.in_(UNSENT), _deliveries.c.next_attempt_at <= now
                     )
                 )
             ).scalar()
@@ -107,7 +106,7 @@ class StatsStore:
         for start in starts:
             end = start + width
             columns.append(func.sum(case((and_(delivered_at >= start, delivered_at < end), 1), else_=0)))
-            for state in ("failed", "dead"):
+            for state in (DeliveryState.FAILED, DeliveryState.DEAD):
                 in_bucket = and_(_deliveries.c.state == state, attempted_at >= start, attempted_at < end)
                 columns.append(func.sum(case((in_bucket, 1), else_=0)))
         since = starts[0]
@@ -127,9 +126,9 @@ class StatsStore:
 
 def _outbox_backlog() -> Select[Any]:
     """The backlog's size, and the creation time of its lowest id (one index probe per state)."""
-    in_backlog = _outbox.c.state.in_(BACKLOG_STATES)
+    in_backlog = _outbox.c.state.in_(BACKLOG)
     firsts = union_all(
-        *(select(func.min(_outbox.c.id)).where(_outbox.c.state == state) for state in BACKLOG_STATES)
+        *(select(func.min(_outbox.c.id)).where(_outbox.c.state == state) for state in BACKLOG)
     ).scalar_subquery()
     oldest = select(func.min(_outbox.c.created_at)).where(_outbox.c.id.in_(firsts)).scalar_subquery()
     return select(func.count(), oldest).select_from(_outbox).where(in_backlog)

@@ -13,7 +13,8 @@ from typing import Any
 
 from sqlalchemy import func, literal_column, select, union_all
 
-from fedqueue.outbound.status_order import STATUS_ORDER, Position, StatusQuery
+from fedqueue.outbound.status_order import Position, StatusQuery
+from fedqueue.states import STATUS_ORDER
 from fedqueue.storage.admin_reads import delivery_view, with_host
 from fedqueue.storage.admin_views import DeliveryView
 from fedqueue.storage.column_types import utcnow
@@ -56,7 +57,7 @@ class StatusPages:
         async with self._db.reading() as conn:
             numbers = (await conn.execute(counts_query)).one()
             rows_left = numbers[: len(STATUS_ORDER)]
-            counts = {state: int(n) for state, n in zip(STATUS_ORDER, rows_left, strict=True) if n}
+            counts = {state.value: int(n) for state, n in zip(STATUS_ORDER, rows_left, strict=True) if n}
             counts = add_pruned(counts, [n or 0 for n in numbers[len(STATUS_ORDER) :]])
             states = [s for s in query.states() if counts.get(s)]
             rows = (await conn.execute(_page_query(outbox_id, states, query))).all() if states else []

@@ -29,6 +29,7 @@ from sqlalchemy import (
 from sqlmodel import Field, SQLModel
 
 from fedqueue.column_rules import HOST_CHARS, NAME_CHARS, STATE_CHARS, URI_CHARS
+from fedqueue.states import DeliveryState, FollowerState, OutboxState
 from fedqueue.storage.column_types import BigId, UTCDateTime
 
 URI = String(URI_CHARS)
@@ -117,7 +118,8 @@ class OutboxRow(SQLModel, table=True):
     activity_type: str | None = Field(default=None, sa_column=Column(NAME, nullable=True))
     object_id: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
     state: str = Field(
-        default="pending", sa_column=Column(STATE, nullable=False, server_default=text("'pending'"))
+        default=OutboxState.PENDING,
+        sa_column=Column(STATE, nullable=False, server_default=text(f"'{OutboxState.PENDING}'")),
     )
     error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     fanout_cursor: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
@@ -172,7 +174,8 @@ class DeliveryRow(SQLModel, table=True):
     activity_type: str = Field(sa_column=Column(NAME, nullable=False))
     object_id: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
     state: str = Field(
-        default="queued", sa_column=Column(STATE, nullable=False, server_default=text("'queued'"))
+        default=DeliveryState.QUEUED,
+        sa_column=Column(STATE, nullable=False, server_default=text(f"'{DeliveryState.QUEUED}'")),
     )
     attempts: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
     next_attempt_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
@@ -337,7 +340,8 @@ class FollowerRow(SQLModel, table=True):
     shared_inbox: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
     follow_activity_id: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
     state: str = Field(
-        default="accepted", sa_column=Column(STATE, nullable=False, server_default=text("'accepted'"))
+        default=FollowerState.ACCEPTED,
+        sa_column=Column(STATE, nullable=False, server_default=text(f"'{FollowerState.ACCEPTED}'")),
     )
     created_at: datetime | None = Field(default=None, sa_column=_created())
     moved_to: str | None = Field(default=None, sa_column=Column(URI, nullable=True))

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from fedqueue.outbound import webhook_rules as rules
 from fedqueue.outbound.record import Result
 from fedqueue.remote.guard import host_of
+from fedqueue.states import UNFINISHED, DeliveryState, OutboxState, is_complete
 from fedqueue.storage.database import Database
 from fedqueue.storage.retention import add_pruned, pruned_columns
 from fedqueue.storage.tables import (
@@ -42,8 +43,6 @@ _ACTOR_HOOKS = select(_webhooks.c.id, _webhooks.c.url, _webhooks.c.events).where
 _ANY_HOOK = select(_webhooks.c.id).limit(1)
 _cursors = InboxCursorRow.__table__  # type: ignore[attr-defined]
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
-
-_UNFINISHED = ("queued", "sending", "failed")
 
 
 async def emit(
@@ -84,7 +83,7 @@ async def emit(
                 host=host_of(hook.url),
                 actor=actor,
                 activity_type=kind,
-                state="queued",
+                state=DeliveryState.QUEUED,
                 next_attempt_at=now,
                 webhook_id=hook.id,
                 webhook_event_id=event_id,
@@ -105,7 +104,9 @@ async def after_record(
     ours = {(r.id, r.state, r.attempts) for r in results}
     rows = [row for row in rows if (row.id, row.state, row.attempts) in ours]
     acked = [
-        row.webhook_event_id for row in rows if row.webhook_event_id is not None and row.state == "delivered"
+        row.webhook_event_id
+        for row in rows
+        if row.webhook_event_id is not None and row.state == DeliveryState.DELIVERED
     ]
     await _advance_cursors(database, conn, acked)
     await _announce_finished(database, conn, rows, now)
@@ -149,9 +150,9 @@ async def _announce_finished(
     database: Database, conn: AsyncConnection, rows: Sequence[Row[*tuple[Any, ...]]], now: datetime
 ) -> None:
     """`delivery.dead` for each activity delivery among `rows` that is dead; `activity.complete`."""
-    finished = [row for row in rows if row.outbox_id is not None and row.state not in _UNFINISHED]
+    finished = [row for row in rows if row.outbox_id is not None and row.state not in UNFINISHED]
     for row in finished:
-        if row.state == "dead":
+        if row.state == DeliveryState.DEAD:
             data = {
                 "delivery": row.id,
                 "activity": row.activity_id,
@@ -224,7 +225,7 @@ async def _complete_if_done(database: Database, conn: AsyncConnection, outbox_id
         )
     )
     activity = (await conn.execute(query)).first()
-    if activity is None or activity.state != "expanded":
+    if activity is None or activity.state != OutboxState.EXPANDED:
         return
     if not (await conn.execute(select(_webhooks.c.id).where(_webhooks.c.actor == activity.actor))).first():
         return
@@ -237,7 +238,7 @@ async def _complete_if_done(database: Database, conn: AsyncConnection, outbox_id
             )
         ).all()
     )
-    if any(counts.get(state) for state in _UNFINISHED):
+    if not is_complete(counts):
         return
     pruned = [getattr(activity, column.name) for column in pruned_columns()]
     data = {

@@ -8,14 +8,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from fedqueue.activitystreams import ACTIVITY_JSON, AS_CONTEXT, SECURITY_CONTEXT
 from fedqueue.errors import ActorGone, InvalidInput, NotFound, Unauthorized
 from fedqueue.outbound.actor_changes import delete_actor
 from fedqueue.outbound.actor_rules import tombstone
 from fedqueue.storage import check_actor_name
 from fedqueue.web.outbox import authorize_actor
 from fedqueue.web.responses import (
-    AS_CONTEXT,
-    SECURITY_CONTEXT,
     JSONResponse,
     activity_response,
     ordered_collection,
@@ -134,7 +133,7 @@ async def webfinger(request: Request) -> Response:
         {
             "subject": f"acct:{name}@{host}",
             "aliases": [actor_url],
-            "links": [{"rel": "self", "type": "application/activity+json", "href": actor_url}],
+            "links": [{"rel": "self", "type": ACTIVITY_JSON, "href": actor_url}],
         },
         media_type="application/jrd+json",
     )

@@ -31,7 +31,8 @@ from fedqueue.service.admin_json import (
 )
 from fedqueue.service.fanout_status import ActivityStatus
 from fedqueue.service.webhooks import WebhookJson, WebhookList
-from fedqueue.storage.admin_views import DELIVERY_STATES, MAX_PAGE
+from fedqueue.states import DELIVERY_STATES
+from fedqueue.storage.admin_views import MAX_PAGE
 
 SCHEMA_REF = "#/components/schemas/{model}"
 #: Every response body; its schema is components/schemas/<class name>.

@@ -11,7 +11,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from fedqueue.storage.admin_views import DELIVERY_STATES
+from fedqueue.states import DELIVERY_STATES, DeliveryState
 from fedqueue.storage.stats import Bucket
 from fedqueue.wording import last_result, plural
 
@@ -25,12 +25,12 @@ _env = Environment(
 #: One colour per state, used by the badges, the fan-out bars and the chart alike. Each reaches
 #: at least 4.5:1 against white text (WCAG AA), so a badge is readable as well as coloured.
 STATE_COLOURS = {
-    "queued": "#546e7a",
-    "sending": "#1565c0",
-    "delivered": "#2e7d32",
-    "failed": "#a84300",
-    "dead": "#c62828",
-    "coalesced": "#7b1fa2",
+    DeliveryState.QUEUED: "#546e7a",
+    DeliveryState.SENDING: "#1565c0",
+    DeliveryState.DELIVERED: "#2e7d32",
+    DeliveryState.FAILED: "#a84300",
+    DeliveryState.DEAD: "#c62828",
+    DeliveryState.COALESCED: "#7b1fa2",
 }
 
 #: Scripts only from this origin (the live view), nothing inline; forms post only here.
@@ -96,7 +96,7 @@ def render(request: Request, template: str, status_code: int = 200, **context: A
     return response
 
 
-CHART_SERIES = ("delivered", "failed", "dead")
+CHART_SERIES = (DeliveryState.DELIVERED, DeliveryState.FAILED, DeliveryState.DEAD)
 
 
 def chart(buckets: list[Bucket], width: int = 480, height: int = 160) -> dict[str, Any]:

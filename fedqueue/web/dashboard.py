@@ -15,7 +15,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from fedqueue.errors import InvalidInput, NotFound
-from fedqueue.outbound.status_order import STATUS_ORDER, status_query
+from fedqueue.outbound.status_order import status_query
+from fedqueue.states import STATUS_ORDER
 from fedqueue.storage import Store
 from fedqueue.storage.admin_views import CIRCUIT_STATES, HostView
 from fedqueue.web.admin_auth import (
@@ -26,7 +27,7 @@ from fedqueue.web.admin_auth import (
     sentence,
     token_matches,
 )
-from fedqueue.web.console_render import chart, render
+from fedqueue.web.console_render import CHART_SERIES, chart, render
 from fedqueue.web.incoming import public_scheme
 from fedqueue.web.query_params import accepts
 from fedqueue.web.responses import settings_of, store_of
@@ -91,7 +92,7 @@ async def overview(request: Request) -> Response:
         request,
         "overview.html",
         chart=chart(buckets),
-        hour={s: sum(getattr(b, s) for b in buckets) for s in ("delivered", "failed", "dead")},
+        hour={s: sum(getattr(b, s) for b in buckets) for s in CHART_SERIES},
         troubled=[h for h in hosts if h.in_trouble],
         activities=activities,
         cursor=cursor,

@@ -11,14 +11,12 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from fedqueue.errors import FedqueueError
+from fedqueue.states import UNFINISHED, DeliveryState
 from fedqueue.web.admin_auth import COOKIE_NAME, check_csrf, session_of
 from fedqueue.web.console_render import render, set_flash
 from fedqueue.web.query_params import accepts
 from fedqueue.web.responses import store_of
 from fedqueue.wording import plural
-
-#: Pending deliveries: the ones a block makes dead and a cancel may stop.
-PENDING = ("queued", "sending", "failed")
 
 
 async def _checked_form(request: Request) -> dict[str, str]:
@@ -113,7 +111,7 @@ async def _block(request: Request, who: str) -> str:
 
 async def _unblock(request: Request, who: str) -> str:
     host = await store_of(request).admin.unblock(request.path_params["host"], who=who)
-    dead = host.counts.get("dead", 0)
+    dead = host.counts.get(DeliveryState.DEAD, 0)
     return (
         f"Host {host.host} is unblocked; its {plural(dead, 'dead delivery', 'dead deliveries')} "
         f"{'stays' if dead == 1 else 'stay'} dead until you Retry dead."
@@ -124,7 +122,7 @@ async def _unblock(request: Request, who: str) -> str:
 async def confirm_block(request: Request) -> Response:
     """What Block will do, with the button that does it."""
     host = await store_of(request).admin.host(request.path_params["host"])
-    pending = sum(host.counts.get(s, 0) for s in PENDING)
+    pending = sum(host.counts.get(s, 0) for s in UNFINISHED)
     return render(
         request,
         "confirm.html",

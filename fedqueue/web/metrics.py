@@ -11,7 +11,8 @@ from starlette.routing import Route
 from fedqueue.metrics import Metrics, counter, gauge
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.memory import CacheFigures
-from fedqueue.storage.admin_views import CIRCUIT_STATES, DELIVERY_STATES
+from fedqueue.states import DELIVERY_STATES
+from fedqueue.storage.admin_views import CIRCUIT_STATES
 from fedqueue.storage.retention import EXACT_COUNT_BELOW
 from fedqueue.web.responses import store_of
 

@@ -18,6 +18,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue import tracing
+from fedqueue.activitystreams import AS_CONTEXT
 from fedqueue.column_rules import parse_decimal
 from fedqueue.errors import Conflict, Duplicate, NotFound, Unauthorized
 from fedqueue.outbound.addressing import NO_RECIPIENTS, is_public, recipient_count, recipients, strip_hidden
@@ -27,7 +28,6 @@ from fedqueue.storage import Store, Submitted, check_actor_name
 from fedqueue.web.incoming import bearer_token, read_body
 from fedqueue.web.metrics import metrics_of
 from fedqueue.web.responses import (
-    AS_CONTEXT,
     JSONResponse,
     activity_response,
     error_response,

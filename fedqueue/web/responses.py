@@ -9,13 +9,10 @@ from starlette.convertors import IntegerConvertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import Response
 
+from fedqueue.activitystreams import ACTIVITY_JSON, AS_CONTEXT
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.urls import Urls
-
-ACTIVITY_JSON = "application/activity+json"
-AS_CONTEXT = "https://www.w3.org/ns/activitystreams"
-SECURITY_CONTEXT = "https://w3id.org/security/v1"
 
 
 class RowIdConvertor(IntegerConvertor):

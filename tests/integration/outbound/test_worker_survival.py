@@ -166,10 +166,12 @@ async def test_an_activity_whose_body_cannot_be_built_is_dead_and_other_activiti
     await store.actors.create("alice")
     accept_all(remote, ["/inbox"])
 
-    def building(activity_json: str, followers: str | None = None) -> PreparedBody:
+    def building(
+        activity_json: str, followers: str | None = None, traceparent: str | None = None
+    ) -> PreparedBody:
         if "unbuildable" in activity_json:
             raise TypeError("not serializable")
-        return prepare_body(activity_json, followers)
+        return prepare_body(activity_json, followers, traceparent)
 
     monkeypatch.setattr(dispatch, "prepare_body", building)
     bad = await insert_outbox_row(store, "alice", {**LIKE, "summary": "unbuildable"}, [remote.url("/inbox")])

@@ -8,11 +8,11 @@ from fedqueue.outbound.coalesce_rules import (
     RULES,
     Coalesced,
     Delivery,
-    DeliveryState,
     before_send,
     coalesce,
     must_wait_for,
 )
+from fedqueue.states import DeliveryState
 
 State = DeliveryState
 INBOX = "https://remote.example/inbox"

@@ -1,0 +1,107 @@
+"""The states of deliveries, outbox rows and followers, and the named sets of them (pure).
+
+This is the one place a state's name is spelled; storage, the flows and the edges import it.
+The values are what the database stores and what the outside contract shows (/work/shared/CONTRACT.md).
+
+Deliveries (`deliveries.state`, `DeliveryState`), with the code that makes each move::
+
+    fanout ──────────────────────────▶ queued, or dead (inbox gone, host given up)
+                                       storage/deliveries.enqueue
+    queued, failed ──due, claimed────▶ sending                          storage/deliveries.claim
+    sending ──lease ran out, claimed─▶ sending (its worker is gone)     storage/deliveries.claim
+    sending ──the inbox answered─────▶ delivered | failed (retried later) | dead (given up, refused)
+                                       outbound/record, storage/deliveries.record
+    sending ──given back unsent──────▶ queued (never attempted) | failed
+                                       storage/deliveries.release (shutdown, host held back),
+                                       storage/histories.wait (an earlier one must arrive first),
+                                       storage/deliveries.readdress (a recipient's inbox found)
+    queued, failed, sending ──redundant──▶ coalesced (`sending`: only by the worker holding it)
+                                       outbound/coalesce_rules, storage/histories.decide
+    queued, sending, failed ──▶ dead   admin cancel (storage/admin), host blocked or given up
+                                       (storage/hosts.give_up_outstanding)
+    queued, failed ──▶ dead            the recipient deleted itself (storage/followers.depart),
+                                       our actor deleted (storage/actor_lifecycle.delete)
+    queued, failed, dead ──admin retry──▶ queued (due now, a fresh attempt budget; storage/admin)
+
+`delivered`, `dead` and `coalesced` are `FINISHED`: only an admin retry moves a dead one again
+(a retry of all dead ones leaves the cancelled ones). An activity is complete when none of its
+deliveries is `UNFINISHED` (queued, sending or failed).
+
+Outbox rows (`outbox.state`, `OutboxState`)::
+
+    pending ──claimed──▶ expanding ──▶ expanded (its deliveries written)
+                                   ──▶ rejected (refused, or expansion failed too often)
+                                   ──▶ duplicate (its activity id was submitted before)
+    expanding ──lease ran out, or retried after a backoff──▶ expanding (claimed again)
+    pending ──its actor deleted──▶ rejected
+
+Followers (`followers.state`, `FollowerState`): `pending` until approved, then `accepted`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class DeliveryState(StrEnum):
+    """The `deliveries.state` values, in the order admin views and metrics list them."""
+
+    QUEUED = "queued"
+    SENDING = "sending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    DEAD = "dead"
+    COALESCED = "coalesced"
+
+
+#: Every delivery state, in the order of `DeliveryState`.
+DELIVERY_STATES: tuple[DeliveryState, ...] = tuple(DeliveryState)
+#: Waiting to be sent: new, or failed and waiting to retry; due once `next_attempt_at` passes.
+UNSENT: tuple[DeliveryState, ...] = (DeliveryState.QUEUED, DeliveryState.FAILED)
+#: Not settled yet: waiting or in flight. An activity is complete when none is in these.
+UNFINISHED: tuple[DeliveryState, ...] = (DeliveryState.QUEUED, DeliveryState.SENDING, DeliveryState.FAILED)
+#: Settled for good (unless an admin retries a dead one); retention prunes these rows.
+FINISHED: tuple[DeliveryState, ...] = (DeliveryState.DELIVERED, DeliveryState.DEAD, DeliveryState.COALESCED)
+#: States an admin retry may start from: anything not finished well and not in flight.
+RETRYABLE: tuple[DeliveryState, ...] = (DeliveryState.QUEUED, DeliveryState.FAILED, DeliveryState.DEAD)
+#: States an admin cancel may start from; a `sending` row loses its lease, its result is dropped.
+CANCELLABLE = UNFINISHED
+#: Status pages: failing and in-flight first, then the rest.
+STATUS_ORDER: tuple[DeliveryState, ...] = (
+    DeliveryState.FAILED,
+    DeliveryState.SENDING,
+    DeliveryState.QUEUED,
+    DeliveryState.DEAD,
+    DeliveryState.DELIVERED,
+    DeliveryState.COALESCED,
+)
+
+
+def is_complete(counts: dict[str, int]) -> bool:
+    """True when no delivery in `counts` (state -> number) is queued, sending or failed."""
+    return not any(counts.get(state, 0) for state in UNFINISHED)
+
+
+class OutboxState(StrEnum):
+    """The `outbox.state` values."""
+
+    PENDING = "pending"
+    EXPANDING = "expanding"
+    EXPANDED = "expanded"
+    REJECTED = "rejected"
+    DUPLICATE = "duplicate"
+
+
+#: Not expanded yet: waiting for a worker, or being expanded.
+BACKLOG: tuple[OutboxState, ...] = (OutboxState.PENDING, OutboxState.EXPANDING)
+#: Done with: its deliveries written, or none will ever be.
+SETTLED: tuple[OutboxState, ...] = (OutboxState.EXPANDED, OutboxState.REJECTED, OutboxState.DUPLICATE)
+#: Never published: nothing of it is in the actor's outbox collection.
+UNPUBLISHED: tuple[OutboxState, ...] = (OutboxState.REJECTED, OutboxState.DUPLICATE)
+
+
+class FollowerState(StrEnum):
+    """The `followers.state` values: a follow waits for approval, or is accepted."""
+
+    PENDING = "pending"
+    ACCEPTED = "accepted"
