@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +50,9 @@ class FedifyServer:
         return answer
 
 
-@pytest.fixture
-def fedify(tmp_path: Path) -> Iterator[FedifyServer]:
+@contextmanager
+def fedify_server(tmp_path: Path, env: dict[str, str] | None = None) -> Iterator[FedifyServer]:
+    """interop.mjs on a free loopback port (`env` added to its environment), stopped afterwards."""
     port = free_port()
     log = (tmp_path / "fedify.log").open("w")
     process = subprocess.Popen(
@@ -59,6 +61,7 @@ def fedify(tmp_path: Path) -> Iterator[FedifyServer]:
         stdout=subprocess.PIPE,
         stderr=log,
         text=True,
+        env={**os.environ, **(env or {})},
     )
     try:
         assert process.stdout is not None
@@ -73,6 +76,12 @@ def fedify(tmp_path: Path) -> Iterator[FedifyServer]:
             process.kill()
             process.communicate()
         log.close()
+
+
+@pytest.fixture
+def fedify(tmp_path: Path) -> Iterator[FedifyServer]:
+    with fedify_server(tmp_path) as server:
+        yield server
 
 
 @pytest.fixture
