@@ -1,6 +1,6 @@
 """Benchmark (not a test): does an operation cost more on a long-lived instance's database?
 
-    .venv/bin/python -m tests.bench.bench_history [--scale 1] [--rounds 5] [--ops 40] \
+    .venv/bin/python -m tests.bench.bench_history [--scale 1] [--rounds 7] [--ops 40] \
         [--postgres postgresql+asyncpg://postgres@127.0.0.1:5432/test] [--only sqlite|postgres]
 
 Per engine, two databases at head with local actor `alice`: **empty**, and **history**
@@ -17,13 +17,17 @@ The operations, in-process (the ASGI app through httpx's ASGITransport; the stor
 - **inbox POST**: a signed Create to /actors/alice/inbox (202) from a sender whose key is in
   the cached remote actors (each POST from another sender: every one reads the cache table).
 
-Rounds alternate empty, history, empty, history...: `--ops` of each operation per round, so a
-neighbour's load falls on both alike. Then `prune_once` with the default retentions (deleting
-the old nine tenths; on PostgreSQL a VACUUM ANALYZE follows, as autovacuum would) and the same
-rounds alternate empty and **pruned**. Printed per engine and operation: the median wall ms per
-operation, the process's CPU ms per operation (time.process_time: the app, the driver and, on
-SQLite, the database engine) and PostgreSQL's backends' CPU ms per operation (/proc), each as
-the median over rounds, with the ratios history/empty and pruned/empty. The load average is
+Each round runs `--ops` of each operation on one database, then on the other, operation by
+operation, the first database alternating by round: a neighbour's load falls on both alike.
+(`--scale 0` compares two empty databases: the noise floor; under a load average of 4 its
+wall ratios came out 0.77-1.00 and its CPU ratios 0.83-1.09.)
+
+Then `prune_once` with the default retentions (deleting the old nine tenths; on PostgreSQL a
+VACUUM ANALYZE follows, as autovacuum would) and the same rounds on empty and **pruned**.
+Printed per engine and operation: the median wall ms per operation, the median over rounds of
+the process's CPU ms per operation (time.process_time: the app, the driver and, on SQLite, the
+database engine) and PostgreSQL's backends' CPU ms per operation over all rounds (/proc), with
+the ratios history/empty and pruned/empty. The load average is
 printed with each engine.
 """
 
@@ -34,7 +38,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -140,8 +145,12 @@ async def timed(instance: Instance, op: str, ops: int, one: Callable[[int], Awai
         sample.pg_s += harness.postgres_cpu_seconds(database) - pg_before
 
 
-async def one_round(instance: Instance, ops: int, label: str) -> None:
-    """`ops` claims, outbox POSTs and inbox POSTs on `instance` (a new app: no key remembered)."""
+Step = Callable[[int], Awaitable[None]]
+
+
+@asynccontextmanager
+async def round_on(instance: Instance, ops: int, label: str) -> AsyncIterator[dict[str, Step]]:
+    """One round's operations on `instance`, by name (a new app: no key remembered)."""
     store = instance.store
 
     async def claim(n: int) -> None:
@@ -176,10 +185,7 @@ async def one_round(instance: Instance, ops: int, label: str) -> None:
                 answer = await client.post("/actors/alice/inbox", headers=headers, content=body)
                 assert answer.status_code == 202, answer.text
 
-            await timed(instance, "claim", ops, claim)
-            await delivered(instance)
-            await timed(instance, "outbox POST", ops, outbox)
-            await timed(instance, "inbox POST", ops, inbox_post)
+            yield dict(zip(OPERATIONS, (claim, outbox, inbox_post), strict=True))
     finally:
         await client_http.aclose()
 
@@ -231,13 +237,20 @@ HEADER = (
 
 
 async def compare(empty: Instance, other: Instance, rounds: int, ops: int, label: str) -> None:
-    """Alternate rounds on `empty` and `other` (fresh samples for both)."""
+    """Alternate `empty` and `other` per operation, the first one alternating by round (fresh samples)."""
     for instance in (empty, other):
         instance.samples = {op: Sample() for op in OPERATIONS}
     for r in range(rounds):
-        first, second = (empty, other) if r % 2 == 0 else (other, empty)
-        await one_round(first, ops, f"{label}{r}a")
-        await one_round(second, ops, f"{label}{r}b")
+        pair = (empty, other) if r % 2 == 0 else (other, empty)
+        async with (
+            round_on(pair[0], ops, f"{label}{r}a") as first,
+            round_on(pair[1], ops, f"{label}{r}b") as second,
+        ):
+            for op in OPERATIONS:
+                for instance, steps in zip(pair, (first, second), strict=True):
+                    await timed(instance, op, ops, steps[op])
+                    if op == "claim":
+                        await delivered(instance)
 
 
 async def bench_engine(engine: str, args: argparse.Namespace, workdir: Path, pair: keys.KeyPair) -> list[str]:
@@ -279,7 +292,7 @@ def parser() -> argparse.ArgumentParser:
         "--scale", type=float, default=1.0, help="history size, 1 = the issue's (0.1 for a quick run)"
     )
     parse.add_argument(
-        "--rounds", type=int, default=5, help="rounds per database, before and after the prune"
+        "--rounds", type=int, default=7, help="rounds per database, before and after the prune"
     )
     parse.add_argument("--ops", type=int, default=40, help="operations of each kind per round")
     parse.add_argument("--postgres", default=None, help="a PostgreSQL URL to also benchmark on")
