@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, and_, bindparam, delete, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.dml import ReturningDelete
 
 from fedqueue.states import FINISHED, SETTLED, UNSENT
 from fedqueue.storage.database import Database
@@ -87,20 +88,35 @@ class RetentionStore:
     def __init__(self, database: Database) -> None:
         self._db = database
 
+    def _still(self, condition: ColumnElement[bool]) -> list[ColumnElement[bool]]:
+        """`condition` checked again by a batch's DELETE, on PostgreSQL only.
+
+        There a row may change between the batch's read and its delete (READ COMMITTED); on
+        SQLite the transaction holds the write lock from its BEGIN IMMEDIATE, so nothing can.
+        And there the check made the planner read the whole state's range of ix_deliveries_due
+        for each batch instead of the batch's ids: a prune grew with the square of the history
+        (195 s for 900,000 delivered rows; docs/benchmarks.md, Cost with age).
+        """
+        return [condition] if self._db.is_postgres else []
+
+    def finished_batch(self, state: str, before: datetime, limit: int) -> ReturningDelete[Any]:
+        """The DELETE of one batch of `deliveries`, returning each deleted row's outbox id."""
+        d = _deliveries.c
+        batch = (
+            select(d.id).where(_finished_before(state, before), d.outbox_id.is_not(None)).limit(limit)
+        ).scalar_subquery()
+        return (
+            delete(_deliveries).where(d.id.in_(batch), *self._still(d.state == state)).returning(d.outbox_id)
+        )
+
     async def deliveries(self, state: str, before: datetime, limit: int) -> int:
         """Delete up to `limit` activity deliveries in `state` finished before `before`.
 
         Each is added to its outbox row's `pruned_<state>` in the same transaction.
         """
-        d = _deliveries.c
-        batch = (
-            select(d.id).where(_finished_before(state, before), d.outbox_id.is_not(None)).limit(limit)
-        ).scalar_subquery()
         column = f"pruned_{state}"
         async with self._db.transaction() as conn:
-            deleted = await conn.execute(
-                delete(_deliveries).where(d.id.in_(batch), d.state == state).returning(d.outbox_id)
-            )
+            deleted = await conn.execute(self.finished_batch(state, before, limit))
             per_activity = Counter(row.outbox_id for row in deleted.all())
             if per_activity:
                 await conn.execute(
@@ -119,7 +135,7 @@ class RetentionStore:
         async with self._db.transaction() as conn:
             deleted = await conn.execute(
                 delete(_deliveries)
-                .where(d.id.in_(batch), d.state.in_(FINISHED))
+                .where(d.id.in_(batch), *self._still(d.state.in_(FINISHED)))
                 .returning(d.webhook_event_id)
             )
             return await _delete_events(conn, [row.webhook_event_id for row in deleted.all()])
@@ -150,7 +166,7 @@ class RetentionStore:
             async with self._db.transaction() as conn:
                 deleted = await conn.execute(
                     delete(_deliveries)
-                    .where(d.id.in_(oldest), d.state.in_(UNSENT))
+                    .where(d.id.in_(oldest), *self._still(d.state.in_(UNSENT)))
                     .returning(d.webhook_event_id)
                 )
                 count = await _delete_events(conn, [row.webhook_event_id for row in deleted.all()])

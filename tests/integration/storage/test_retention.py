@@ -12,7 +12,7 @@ import json
 from datetime import datetime, timedelta
 
 import pytest
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import func, insert, select, text, update
 
 from fedqueue.cli import main
 from fedqueue.outbound.status_order import StatusQuery
@@ -156,6 +156,20 @@ async def test_row_counts_per_table_are_the_rows_there(store: Store) -> None:
     counts = await store.retention.row_counts()
     assert list(counts) == list(COUNTED_TABLES)
     assert (counts["deliveries"], counts["outbox"], counts["audit_log"]) == (7, 1, 0)
+
+
+async def test_a_prune_batch_on_sqlite_deletes_its_rows_by_id_not_by_scanning_every_finished_row(
+    store: Store,
+) -> None:
+    """Each batch's DELETE must find its rows by id: through the state's index range it read all
+    the delivered rows once per batch, and a prune grew with the square of the history."""
+    if store.database.is_postgres:
+        pytest.skip("SQLite's planner; PostgreSQL reads the batch's ids (docs/benchmarks.md, Cost with age)")
+    statement = store.retention.finished_batch("delivered", utcnow(), 1000)
+    async with store.database.reading() as conn:
+        compiled = str(statement.compile(conn.sync_connection, compile_kwargs={"literal_binds": True}))
+        plan = [row[-1] for row in (await conn.execute(text(f"EXPLAIN QUERY PLAN {compiled}"))).all()]
+    assert plan[0] == "SEARCH deliveries USING INTEGER PRIMARY KEY (rowid=?)", plan
 
 
 async def _one_day(store: Store, day: int, now: datetime) -> None:
