@@ -9,11 +9,11 @@ import pytest
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.client import HttpClient
-from fedqueue.service import webhooks
 from fedqueue.settings import Settings
 from fedqueue.states import Lane
 from fedqueue.storage import Store
 from fedqueue.storage.webhook_events import emit
+from tests.integration.outbound.test_dead_hosts import add_dead_hook
 from tests.integration.outbound.test_worker_survival import Clock
 from tests.outbound import fast, insert_outbox_row
 
@@ -63,18 +63,9 @@ async def test_a_webhook_event_is_claimed_before_a_posts_deliveries_queued_earli
     # Under the threshold: the normal lane, more deliveries than one claim takes.
     await insert_outbox_row(store, "alice", note, [f"https://f{n}.example/inbox" for n in range(300)])
     assert await worker.fanout.expand_pending() == 1
-    await webhooks.add(
-        store,
-        "alice",
-        "app",
-        "http://127.0.0.1:9/hook",
-        secret="s" * 32,
-        events=["inbox.new"],
-        allow_private=True,
-        who="test",
-    )
+    await add_dead_hook(store)
     async with store.database.transaction() as conn:
-        assert await emit(store.database, conn, "alice", "inbox.new", {"id": "x"}, clock()) == 1
+        assert await emit(store.database, conn, "alice", "delivery.dead", {"id": "x"}, clock()) == 1
 
     first = await store.deliveries.claim("w1", clock(), 60.0, worker.settings.claim_batch_size)
 
