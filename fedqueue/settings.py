@@ -61,6 +61,7 @@ class Settings(BaseSettings):
     expansion_max_attempts: int = Field(ge=1, le=100)
     expansion_retry_seconds: float = Field(gt=0)
     expansion_batch_size: int = Field(ge=1, le=10_000)
+    bulk_lane_threshold: int = Field(ge=1)
 
     outbox_max_pending: int = Field(ge=0)
 

@@ -36,11 +36,14 @@ Outbox rows (`outbox.state`, `OutboxState`)::
     pending ──its actor deleted──▶ rejected
 
 Followers (`followers.state`, `FollowerState`): `pending` until approved, then `accepted`.
+
+Lanes (`deliveries.lane`, `Lane`): set once at enqueue (outbound/lane_rules), never moved; a claim
+takes due rows of a lower lane before any of a higher one (storage/deliveries.claim).
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 
 
 class DeliveryState(StrEnum):
@@ -105,3 +108,15 @@ class FollowerState(StrEnum):
 
     PENDING = "pending"
     ACCEPTED = "accepted"
+
+
+class Lane(IntEnum):
+    """The `deliveries.lane` values: a claim serves a lower lane first, then due order within it."""
+
+    INTERACTIVE = 0
+    NORMAL = 1
+    BULK = 2
+
+
+#: Every lane, in claim order.
+LANES: tuple[Lane, ...] = tuple(Lane)

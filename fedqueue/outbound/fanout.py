@@ -49,10 +49,11 @@ from fedqueue.outbound.intake import (
     parse_inboxes,
     subject_of,
 )
+from fedqueue.outbound.lane_rules import is_actor_delete, is_direct, lane_of
 from fedqueue.outbound.outcomes import readable_error
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import FetchError, host_of
-from fedqueue.states import DeliveryState, OutboxState
+from fedqueue.states import DeliveryState, Lane, OutboxState
 from fedqueue.storage import Accepted, Enqueued, OutboxEntry, Target
 from fedqueue.storage.admin import REFUSED_BLOCKED
 from fedqueue.urls import Urls
@@ -222,7 +223,19 @@ class Fanout:
         inboxes = None if entry.inboxes is None else parse_inboxes(entry.inboxes)
         facts = await self._coalescer.resolve_undo(facts, [p.facts for p in earlier])
         targets = await self._targets(entry, activity, inboxes, facts)
-        return Plan(entry, facts, accepted, targets)
+        return Plan(entry, facts, accepted, targets, self._lane(entry, activity, facts, len(targets)))
+
+    def _lane(self, entry: OutboxEntry, activity: dict[str, Any], facts: ActivityFacts, inboxes: int) -> Lane:
+        """The lane all of this activity's deliveries wait in (`lane_rules`)."""
+        actor_uri = self._urls.actor(entry.actor)
+        wanted = recipients(activity, self._urls.followers(entry.actor), actor_uri)
+        return lane_of(
+            facts.activity_type,
+            direct=not entry.forwarded and is_direct(activity, wanted),
+            actor_delete=is_actor_delete(activity, actor_uri),
+            inboxes=inboxes,
+            threshold=self._settings.bulk_lane_threshold,
+        )
 
     async def _local_actor(self, name: str) -> None:
         """InvalidInput unless `name` is a local actor (remembered per worker once seen)."""
@@ -247,7 +260,9 @@ class Fanout:
         group = [p for p in group if p.entry.id in kept]
         if not await self._store.outbox.accept(self._owner, [p.accepted for p in group if p.accepted]):
             raise DuplicateInGroup("an activity id in the group was submitted before")
-        await self._store.deliveries.enqueue([Enqueued(p.entry.id, p.facts, p.targets) for p in group], now)
+        await self._store.deliveries.enqueue(
+            [Enqueued(p.entry.id, p.facts, p.targets, p.lane) for p in group], now
+        )
         await self._coalescer.after_enqueue([Added(p.entry.id, p.facts, p.live_inboxes) for p in group])
         await self._store.outbox.finish(
             [p.entry.id for p in group], self._owner, OutboxState.EXPANDED, self._clock()
@@ -272,7 +287,7 @@ class Fanout:
                 self._log_lost([plan])
                 return
             chunk = plan.targets[start : start + CHUNK_ROWS]
-            await self._store.deliveries.enqueue([Enqueued(entry.id, facts, chunk)], now)
+            await self._store.deliveries.enqueue([Enqueued(entry.id, facts, chunk, plan.lane)], now)
         await self._coalescer.after_enqueue([Added(entry.id, facts, plan.live_inboxes)])
         await self._store.outbox.finish([entry.id], self._owner, OutboxState.EXPANDED, self._clock())
         log.info("activity %s: %d deliveries", facts.activity_id, len(plan.targets))
@@ -405,12 +420,13 @@ class DuplicateInGroup(FedqueueError):
 
 @dataclass
 class Plan:
-    """One leased outbox row, ready to store: facts, targets, and (a raw row) its accepted activity."""
+    """One leased outbox row, ready to store: facts, targets, lane, and (a raw row) its accepted activity."""
 
     entry: OutboxEntry
     facts: ActivityFacts
     accepted: Accepted | None
     targets: list[Target]
+    lane: Lane = Lane.NORMAL
 
     @property
     def live_inboxes(self) -> list[str]:

@@ -16,7 +16,7 @@ from pydantic import ConfigDict, TypeAdapter, WithJsonSchema, with_config
 from typing_extensions import TypedDict
 
 from fedqueue.outbound.waiting import WAITING_REASONS, Waiting
-from fedqueue.states import DELIVERY_STATES
+from fedqueue.states import DELIVERY_STATES, LANES
 from fedqueue.storage.admin_views import (
     CIRCUIT_STATES,
     ActivitySummary,
@@ -30,6 +30,7 @@ from fedqueue.urls import Urls
 #: A timestamp as `datetime.isoformat()` writes it (timezone-aware UTC).
 IsoTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 DeliveryStateField = Annotated[str, WithJsonSchema({"type": "string", "enum": list(DELIVERY_STATES)})]
+LaneField = Annotated[int, WithJsonSchema({"type": "integer", "enum": [int(lane) for lane in LANES]})]
 CircuitState = Annotated[str, WithJsonSchema({"type": "string", "enum": list(CIRCUIT_STATES)})]
 #: Deliveries per state; states with none are left out.
 Counts = Annotated[
@@ -87,6 +88,8 @@ class DeliveryJson(TypedDict):
     actor: str
     activity_type: str
     state: DeliveryStateField
+    #: The priority lane it is claimed in: 0 interactive, 1 normal, 2 bulk.
+    lane: LaneField
     attempts: int
     next_attempt_at: IsoTime
     last_status: int | None
@@ -198,6 +201,7 @@ def delivery_json(item: DeliveryView) -> DeliveryJson:
         "actor": item.actor,
         "activity_type": item.activity_type,
         "state": item.state,
+        "lane": item.lane,
         "attempts": item.attempts,
         "next_attempt_at": item.next_attempt_at.isoformat(),
         "last_status": item.last_status,

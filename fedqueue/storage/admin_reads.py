@@ -320,6 +320,7 @@ def delivery_view(row: Any, now: datetime) -> DeliveryView:
         last_attempt_at=row.last_attempt_at,
         delivered_at=row.delivered_at,
         webhook_id=row.webhook_id,
+        lane=row.lane,
         waiting=why_waiting(
             state=row.state,
             next_attempt_at=row.next_attempt_at,

@@ -61,6 +61,8 @@ class DeliveryView:
     last_attempt_at: datetime | None
     delivered_at: datetime | None
     webhook_id: int | None = None
+    #: `Lane`: 0 interactive, 1 normal, 2 bulk.
+    lane: int = 1
     #: Why a queued or failed delivery is not sent now (see outbound.waiting); None otherwise.
     waiting: Waiting | None = None
 

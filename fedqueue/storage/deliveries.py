@@ -18,7 +18,7 @@ from sqlalchemy import Select, and_, bindparam, case, func, or_, select, type_co
 
 from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.outbound.record import Claimed, Result
-from fedqueue.states import UNFINISHED, UNSENT, DeliveryState
+from fedqueue.states import LANES, UNFINISHED, UNSENT, DeliveryState, Lane
 from fedqueue.storage.column_types import UTCDateTime, utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import DeliveryRow, GoneInboxRow, HostRow
@@ -43,6 +43,7 @@ _ENQUEUED = (
     "undoes",
     "target",
     "state",
+    "lane",
     "last_error",
     "last_error_detail",
     "next_attempt_at",
@@ -78,11 +79,12 @@ class Target:
 
 @dataclass(frozen=True)
 class Enqueued:
-    """An outbox row's activity and the inboxes it goes to."""
+    """An outbox row's activity, the inboxes it goes to, and the lane they wait in."""
 
     outbox_id: int
     facts: ActivityFacts
     targets: Sequence[Target]
+    lane: Lane = Lane.NORMAL
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,7 @@ class DeliveryStore:
                 "undoes": item.facts.undoes,
                 "target": item.facts.target,
                 "state": DeliveryState.DEAD if target.dead_reason else DeliveryState.QUEUED,
+                "lane": int(item.lane),
                 "last_error": target.dead_reason,
                 "last_error_detail": target.detail,
                 "next_attempt_at": now,
@@ -182,7 +185,7 @@ class DeliveryStore:
     async def claim(
         self, owner: str, now: datetime, lease_seconds: float, limit: int, skip_hosts: Sequence[str] = ()
     ) -> list[Claimed]:
-        """Lease up to `limit` due deliveries to `owner`, earliest due first.
+        """Lease up to `limit` due deliveries to `owner`: lowest lane first, then earliest due first.
 
         Due: queued or failed with next_attempt_at reached, or sending under an expired lease.
         Hosts that are paused, or whose circuit is open or probing, are skipped entirely, so
@@ -194,24 +197,30 @@ class DeliveryStore:
         eligible = [d.inbox.is_not(None), d.host.not_in(_held_hosts(now))]
         if skip_hosts:
             eligible.append(d.host.not_in(skip_hosts))
-        # One branch per state, each an ordered range of ix_deliveries_due read only as far as
-        # it takes: an OR of the states made the database gather and sort every due row first
-        # (258 ms a claim on SQLite with 100,000 due, 53 ms on PostgreSQL;
-        # docs/benchmarks/history.md, Sixth pass).
+        # One branch per (state, lane), each an ordered range of ix_deliveries_due (state, lane,
+        # next_attempt_at, id) read only as far as it takes: an OR of the states made the
+        # database gather and sort every due row first (258 ms a claim on SQLite with 100,000
+        # due, 53 ms on PostgreSQL; docs/benchmarks/history.md, Sixth pass). Expired leases are
+        # rare: one branch reads the `sending` rows in (lane, due) order, filtering lease_until.
+        order = (d.lane, d.next_attempt_at, d.id)
         branches = [
-            select(d.id, d.next_attempt_at)
-            .where(d.state == state, due_when <= now, *eligible)
-            .order_by(d.next_attempt_at, d.id)
+            select(d.id, *order[:2])
+            .where(d.state == state, d.lane == lane, d.next_attempt_at <= now, *eligible)
+            .order_by(*order)
             .limit(limit)
-            for state, due_when in (
-                (DeliveryState.QUEUED, d.next_attempt_at),
-                (DeliveryState.FAILED, d.next_attempt_at),
-                (DeliveryState.SENDING, d.lease_until),  # a lease ran out: its worker is gone
-            )
+            for state in UNSENT
+            for lane in LANES
         ]
+        branches.append(
+            select(d.id, *order[:2])
+            .where(d.state == DeliveryState.SENDING, d.lease_until <= now, *eligible)
+            .order_by(*order)
+            .limit(limit)
+        )
         branches = [self._db.skip_locked(branch) for branch in branches]
         candidates = union_all(*(select(branch.subquery()) for branch in branches)).subquery()
-        due = select(candidates.c.id).order_by(candidates.c.next_attempt_at, candidates.c.id).limit(limit)
+        c = candidates.c
+        due = select(c.id).order_by(c.lane, c.next_attempt_at, c.id).limit(limit)
         async with self._db.transaction() as conn:
             rows = (
                 await conn.execute(
@@ -222,11 +231,11 @@ class DeliveryStore:
                         lease_owner=owner,
                         lease_until=now + timedelta(seconds=lease_seconds),
                     )
-                    .returning(*_CLAIMED)
+                    .returning(_deliveries.c.lane, *_CLAIMED)
                 )
             ).all()
-        claimed = [Claimed(*row) for row in rows]
-        return sorted(claimed, key=lambda row: (row.next_attempt_at, row.id))
+        ordered = sorted(rows, key=lambda row: (row.lane, row.next_attempt_at, row.id))
+        return [Claimed(*row[1:]) for row in ordered]
 
     async def claim_unresolved(
         self, owner: str, now: datetime, lease_seconds: float, limit: int

@@ -21,7 +21,7 @@ from sqlalchemy import ColumnElement, and_, bindparam, delete, exists, func, or_
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.dml import ReturningDelete
 
-from fedqueue.states import FINISHED, SETTLED, UNSENT
+from fedqueue.states import FINISHED, LANES, SETTLED, UNSENT
 from fedqueue.storage.database import Database
 from fedqueue.storage.published import maybe_public
 from fedqueue.storage.tables import (
@@ -64,10 +64,10 @@ EXACT_COUNT_BELOW = 100_000
 
 
 def _finished_before(state: str, before: datetime) -> ColumnElement[bool]:
-    """Rows in `state` finished before `before`: a range of ix_deliveries_due (state, next_attempt_at)."""
+    """Rows in `state` finished before `before`: one range of ix_deliveries_due per lane."""
     d = _deliveries.c
     finished_at = func.coalesce(d.delivered_at, d.last_attempt_at, d.created_at)
-    return and_(d.state == state, d.next_attempt_at < before, finished_at < before)
+    return and_(d.state == state, d.lane.in_(LANES), d.next_attempt_at < before, finished_at < before)
 
 
 def pruned_columns() -> list[Any]:

@@ -20,6 +20,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    SmallInteger,
     String,
     Text,
     UniqueConstraint,
@@ -29,7 +30,7 @@ from sqlalchemy import (
 from sqlmodel import Field, SQLModel
 
 from fedqueue.column_rules import HOST_CHARS, NAME_CHARS, STATE_CHARS, URI_CHARS
-from fedqueue.states import DeliveryState, FollowerState, OutboxState
+from fedqueue.states import DeliveryState, FollowerState, Lane, OutboxState
 from fedqueue.storage.column_types import BigId, UTCDateTime
 
 URI = String(URI_CHARS)
@@ -152,8 +153,8 @@ class DeliveryRow(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("outbox_id", "inbox", name="uq_deliveries_outbox_inbox"),
         UniqueConstraint("outbox_id", "recipient", name="uq_deliveries_outbox_recipient"),
-        # Claims read each state's due rows in claim order (`DeliveryStore.claim`): no sort.
-        Index("ix_deliveries_due", "state", "next_attempt_at", "id"),
+        # Claims read each (state, lane)'s due rows in claim order (`DeliveryStore.claim`): no sort.
+        Index("ix_deliveries_due", "state", "lane", "next_attempt_at", "id"),
         # Coalescing reads one (inbox, subject) history in submission order: one index range.
         Index("ix_deliveries_inbox_object", "inbox", "object_id", "outbox_id"),
         Index("ix_deliveries_host_state", "host", "state"),
@@ -178,6 +179,11 @@ class DeliveryRow(SQLModel, table=True):
         sa_column=Column(STATE, nullable=False, server_default=text(f"'{DeliveryState.QUEUED}'")),
     )
     attempts: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
+    # `Lane`: 0 interactive, 1 normal, 2 bulk; a claim serves a lower lane first.
+    lane: int = Field(
+        default=Lane.NORMAL,
+        sa_column=Column(SmallInteger, nullable=False, server_default=str(int(Lane.NORMAL))),
+    )
     next_attempt_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
     lease_owner: str | None = Field(default=None, sa_column=Column(NAME, nullable=True))
     lease_until: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))

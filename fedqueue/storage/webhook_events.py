@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from fedqueue.outbound import webhook_rules as rules
 from fedqueue.outbound.record import Result
 from fedqueue.remote.guard import host_of
-from fedqueue.states import UNFINISHED, DeliveryState, OutboxState, is_complete
+from fedqueue.states import UNFINISHED, DeliveryState, Lane, OutboxState, is_complete
 from fedqueue.storage.database import Database
 from fedqueue.storage.retention import add_pruned, pruned_columns
 from fedqueue.storage.tables import (
@@ -84,6 +84,7 @@ async def emit(
                 actor=actor,
                 activity_type=kind,
                 state=DeliveryState.QUEUED,
+                lane=Lane.INTERACTIVE,  # an app waits on it
                 next_attempt_at=now,
                 webhook_id=hook.id,
                 webhook_event_id=event_id,
