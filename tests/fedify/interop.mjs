@@ -34,13 +34,14 @@
 //       NAME's document names URI as movedTo, and NAME sends Move(NAME -> URI) to each of its
 //       followers (fedqueue's are verified by their inbox).            -> {"ok": true, "id", "sent"}
 //   {"do": "fetchKey", "keyId": URI}
-//       Fedify's own key fetch: -> {"ok": true, "owner": URI} if it yields a key, {"error"} if not.
+//       Fedify's own key fetch, uncached (as by a server that never saw the key):
+//       -> {"ok": true, "owner": URI} if it yields a key, else {"error": HTTP STATUS | REASON}.
 //
 // Everything is on 127.0.0.1; allowPrivateAddress is for that and nothing else. Sends use
 // `immediate: true`, so a refusal (any non-2xx) comes back as {"error"} at once.
 import http from "node:http";
 import readline from "node:readline";
-import { createFederation, fetchKey, generateCryptoKeyPair, MemoryKvStore } from "@fedify/fedify";
+import { createFederation, fetchKeyDetailed, generateCryptoKeyPair, MemoryKvStore } from "@fedify/fedify";
 import {
   Accept,
   Create,
@@ -54,6 +55,7 @@ import {
   Tombstone,
   Undo,
 } from "@fedify/vocab";
+import { getDocumentLoader } from "@fedify/vocab-runtime";
 
 // carol, dave, gone, leaving: as above; fan follows fedqueue's actors; old moves to new.
 const ACTORS = ["carol", "dave", "gone", "leaving", "fan", "old", "new"];
@@ -279,11 +281,12 @@ async function run(command) {
       return { ok: true, id: move.id.href, sent };
     }
     case "fetchKey": {
-      const { key } = await fetchKey(new URL(command.keyId), CryptographicKey, {
-        documentLoader: ctx.documentLoader,
+      const { key, fetchError } = await fetchKeyDetailed(new URL(command.keyId), CryptographicKey, {
+        documentLoader: getDocumentLoader({ allowPrivateAddress: true }), // no cache: a fresh fetch
         contextLoader: ctx.contextLoader,
       });
-      return key == null ? { error: "no key" } : { ok: true, owner: key.ownerId?.href };
+      if (key != null) return { ok: true, owner: key.ownerId?.href };
+      return { error: fetchError == null ? "no key" : String(fetchError.status ?? fetchError.error) };
     }
     case "received":
       return { received };
