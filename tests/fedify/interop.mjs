@@ -2,9 +2,10 @@
 //
 //   node interop.mjs PORT
 //
-// Serves a Fedify federation on 127.0.0.1:PORT with three actors, each with an RSA-2048 key
+// Serves a Fedify federation on 127.0.0.1:PORT with seven actors, each with an RSA-2048 key
 // (so Fedify adds a Linked Data signature to what it sends): "carol" writes replies, "dave"
-// forwards what carol sends him, "leaving" and "gone" delete themselves. Prints "ready", then
+// forwards what carol sends him, "leaving" and "gone" delete themselves, "fan" follows
+// fedqueue's actors, "old" moves to "new"; each accepts every Follow. Prints "ready", then
 // reads one JSON command per line on stdin and answers one JSON line on stdout:
 //
 //   {"do": "follow", "actor": NAME, "object": URI, "inbox": URL}
@@ -57,7 +58,6 @@ import {
 } from "@fedify/vocab";
 import { getDocumentLoader } from "@fedify/vocab-runtime";
 
-// carol, dave, gone, leaving: as above; fan follows fedqueue's actors; old moves to new.
 const ACTORS = ["carol", "dave", "gone", "leaving", "fan", "old", "new"];
 const port = Number(process.argv[2]);
 const origin = `http://127.0.0.1:${port}`;
