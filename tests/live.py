@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -118,17 +119,28 @@ def running(
         log.close()
 
 
-def create_actor(live: LiveInstance, name: str, cwd: Path) -> str:
-    """`fedqueue actor create NAME` against the live instance's database; the actor's token."""
-    env = {**os.environ, "FEDQUEUE_DATABASE_URL": live.database_url, "FEDQUEUE_BASE_URL": live.origin}
+def fedqueue_command(live: LiveInstance, cwd: Path, *args: str) -> dict[str, Any]:
+    """`fedqueue ARGS` against the live instance's database and address; its JSON answer."""
+    env = {
+        **os.environ,
+        "FEDQUEUE_DATABASE_URL": live.database_url,
+        "FEDQUEUE_BASE_URL": live.origin,
+        "FEDQUEUE_ALLOW_PRIVATE_ADDRESSES": "true",
+    }
     done = subprocess.run(
-        [sys.executable, "-m", "fedqueue", "actor", "create", name],
+        [sys.executable, "-m", "fedqueue", *args],
         cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
-        check=True,
     )
-    token: str = json.loads(done.stdout)["token"]
+    assert done.returncode == 0, f"fedqueue {' '.join(args)}: {done.stderr}"
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
+
+
+def create_actor(live: LiveInstance, name: str, cwd: Path) -> str:
+    """`fedqueue actor create NAME` against the live instance's database; the actor's token."""
+    token: str = fedqueue_command(live, cwd, "actor", "create", name)["token"]
     return token

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -21,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.live import LiveInstance, create_actor, free_port, live_instance
+from tests.live import LiveInstance, create_actor, fedqueue_command, free_port, live_instance
 
 FEDIFY = Path(__file__).parent.parent / "fedify"
 INSTALLED = shutil.which("node") is not None and (FEDIFY / "node_modules" / "@fedify" / "fedify").is_dir()
@@ -164,3 +165,84 @@ def test_a_reply_fedify_forwards_for_its_author_is_accepted_under_the_author(
     [item] = pulled(instance, "alice", token)
     assert (item["type"], item["actor"], item["id"]) == ("Create", fedify.actor("carol"), forwarded["id"])
     assert item["activity"]["object"]["content"] == "a reply, relayed by a third party"
+
+
+def inbox_of(fedify: FedifyServer, name: str, kind: str) -> list[dict[str, Any]]:
+    """The activities of type `kind` the Fedify account `name` received (and so verified)."""
+    return [item for item in fedify.run(do="inbox", actor=name)["inbox"] if item["type"] == kind]
+
+
+def followed_by(instance: LiveInstance, name: str) -> list[str]:
+    """Whom fedqueue records the local actor `name` following (its `following` table)."""
+    with sqlite3.connect(instance.database_url.removeprefix("sqlite+aiosqlite:///")) as db:
+        rows = db.execute("SELECT followed_uri FROM following WHERE actor = ?", (name,)).fetchall()
+    return sorted(uri for (uri,) in rows)
+
+
+def fedify_follows(instance: LiveInstance, fedify: FedifyServer, name: str, fan: str) -> str:
+    """The Fedify account `fan` follows the local actor `name`, and takes its signed Accept."""
+    actor = f"{instance.origin}/actors/{name}"
+    followed = fedify.run(do="follow", actor=fan, object=actor, inbox=f"{actor}/inbox")
+    assert followed.get("ok"), followed
+    eventually(lambda: followers(instance, name) == 1, f"the Fedify follower of {name} is listed")
+    eventually(lambda: actor in fedify.run(do="accepts")["accepts"], f"Fedify verified {name}'s Accept")
+    return actor
+
+
+def test_a_fedify_follower_receives_the_signed_delete_of_a_deleted_actor(
+    instance: LiveInstance, fedify: FedifyServer, tmp_path: Path
+) -> None:
+    create_actor(instance, "alice", tmp_path)
+    alice = fedify_follows(instance, fedify, "alice", "fan")  # Fedify caches alice's key
+    assert fedify.run(do="fetchKey", keyId=f"{alice}#main-key") == {"ok": True, "owner": alice}
+
+    fedqueue_command(instance, tmp_path, "actor", "delete", "alice")
+
+    eventually(lambda: inbox_of(fedify, "fan", "Delete") != [], "Fedify took the Delete")
+    [delete] = inbox_of(fedify, "fan", "Delete")
+    assert (delete["actor"], delete["object"]) == (alice, alice)
+    assert httpx.get(alice, timeout=5).status_code == 410
+    # Fedify's key fetch refuses any non-2xx answer unread (the Tombstone's publicKey included):
+    # the Delete verified against the key Fedify cached when alice's Accept arrived.
+    assert fedify.run(do="fetchKey", keyId=f"{alice}#main-key") == {"error": "410"}
+
+
+def test_a_fedify_follower_receives_the_signed_move_to_an_actor_that_names_the_old_one(
+    instance: LiveInstance, fedify: FedifyServer, tmp_path: Path
+) -> None:
+    create_actor(instance, "alice", tmp_path)
+    create_actor(instance, "alice2", tmp_path)
+    alice = fedify_follows(instance, fedify, "alice", "fan")
+    alice2 = f"{instance.origin}/actors/alice2"
+    fedqueue_command(instance, tmp_path, "actor", "alias", "alice2", "--add", alice)
+
+    fedqueue_command(instance, tmp_path, "actor", "move", "alice", "--to", alice2)
+
+    eventually(lambda: inbox_of(fedify, "fan", "Move") != [], "Fedify took the Move")
+    [move] = inbox_of(fedify, "fan", "Move")
+    assert (move["actor"], move["object"], move["target"]) == (alice, alice, alice2)
+
+
+def test_a_fedify_accounts_move_makes_its_fedqueue_follower_follow_the_new_account(
+    instance: LiveInstance, fedify: FedifyServer, tmp_path: Path
+) -> None:
+    token = create_actor(instance, "alice", tmp_path)
+    alice = f"{instance.origin}/actors/alice"
+    old, new = fedify.actor("old"), fedify.actor("new")
+    posted = httpx.post(
+        f"{alice}/outbox",
+        json={"type": "Follow", "object": old, "to": [old]},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=5,
+    )
+    assert posted.status_code in (200, 201, 202), posted.text
+    eventually(lambda: followed_by(instance, "alice") == [old], "Fedify's Accept is recorded")
+    fedify.run(do="setAlias", actor="new", alias=old)
+
+    moved = fedify.run(do="move", actor="old", target=new)
+
+    assert moved.get("sent") == [alice], moved  # fedqueue's inbox answered the Move with a 2xx
+    eventually(lambda: followed_by(instance, "alice") == [new], "alice follows the new account")
+    [follow] = inbox_of(fedify, "new", "Follow")
+    assert (follow["actor"], follow["object"]) == (alice, new)
+    eventually(lambda: inbox_of(fedify, "old", "Undo") != [], "the old account got alice's Undo")

@@ -2,9 +2,10 @@
 //
 //   node interop.mjs PORT
 //
-// Serves a Fedify federation on 127.0.0.1:PORT with three actors, each with an RSA-2048 key
+// Serves a Fedify federation on 127.0.0.1:PORT with seven actors, each with an RSA-2048 key
 // (so Fedify adds a Linked Data signature to what it sends): "carol" writes replies, "dave"
-// forwards what carol sends him, "leaving" and "gone" delete themselves. Prints "ready", then
+// forwards what carol sends him, "leaving" and "gone" delete themselves, "fan" follows
+// fedqueue's actors, "old" moves to "new"; each accepts every Follow. Prints "ready", then
 // reads one JSON command per line on stdin and answers one JSON line on stdout:
 //
 //   {"do": "follow", "actor": NAME, "object": URI, "inbox": URL}
@@ -22,15 +23,42 @@
 //       this server's actors received (other than those they forward), ids as URIs.
 //   {"do": "reply", "actor": NAME, "inReplyTo": URI, "to": URI, "inbox": URL, "content": TEXT}
 //       NAME sends Create(Note inReplyTo, content) to `inbox`.  -> {"ok": true, "id": ACTIVITY}
+//   {"do": "inbox", "actor": NAME}
+//       -> {"inbox": [{"type", "id", "actor", "object", "target"}, ...]}: the Delete, Move, Follow
+//       and Undo activities NAME's inbox took, in order. Fedify calls a listener only for an
+//       activity whose signature it verified, so each one listed was verified.
+//   {"do": "followers", "actor": NAME} -> {"followers": [ACTOR, ...]}: whose Follow NAME accepted
+//       (every Follow is accepted at once, by a signed Accept).
+//   {"do": "setAlias", "actor": NAME, "alias": URI}
+//       NAME's actor document lists URI in alsoKnownAs from now on.   -> {"ok": true}
+//   {"do": "move", "actor": NAME, "target": URI}
+//       NAME's document names URI as movedTo, and NAME sends Move(NAME -> URI) to each of its
+//       followers (fedqueue's are verified by their inbox).            -> {"ok": true, "id", "sent"}
+//   {"do": "fetchKey", "keyId": URI}
+//       Fedify's own key fetch, uncached (as by a server that never saw the key):
+//       -> {"ok": true, "owner": URI} if it yields a key, else {"error": HTTP STATUS | REASON}.
 //
 // Everything is on 127.0.0.1; allowPrivateAddress is for that and nothing else. Sends use
 // `immediate: true`, so a refusal (any non-2xx) comes back as {"error"} at once.
 import http from "node:http";
 import readline from "node:readline";
-import { createFederation, generateCryptoKeyPair, MemoryKvStore } from "@fedify/fedify";
-import { Accept, Create, Delete, Follow, Note, Person, PUBLIC_COLLECTION, Tombstone } from "@fedify/vocab";
+import { createFederation, fetchKeyDetailed, generateCryptoKeyPair, MemoryKvStore } from "@fedify/fedify";
+import {
+  Accept,
+  Create,
+  CryptographicKey,
+  Delete,
+  Follow,
+  Move,
+  Note,
+  Person,
+  PUBLIC_COLLECTION,
+  Tombstone,
+  Undo,
+} from "@fedify/vocab";
+import { getDocumentLoader } from "@fedify/vocab-runtime";
 
-const ACTORS = ["carol", "dave", "gone", "leaving"];
+const ACTORS = ["carol", "dave", "gone", "leaving", "fan", "old", "new"];
 const port = Number(process.argv[2]);
 const origin = `http://127.0.0.1:${port}`;
 const keys = Object.fromEntries(
@@ -40,6 +68,23 @@ const goneActors = new Set();
 const accepts = [];
 const received = [];
 const forwards = new Map(); // forwarder -> {inbox, to, done(result)}
+const inboxes = new Map(); // actor -> [{type, id, actor, object, target}]
+const followers = new Map(); // actor -> Map(follower URI -> inbox URL)
+const aliases = new Map(); // actor -> [URI]
+const movedTo = new Map(); // actor -> URI
+
+function took(ctx, activity) {
+  if (ctx.recipient == null) return;
+  const list = inboxes.get(ctx.recipient) ?? [];
+  list.push({
+    type: activity.constructor.typeId.href.split("#").pop(),
+    id: activity.id?.href,
+    actor: activity.actorId?.href,
+    object: activity.objectId?.href,
+    target: activity.targetId?.href,
+  });
+  inboxes.set(ctx.recipient, list);
+}
 
 const federation = createFederation({ kv: new MemoryKvStore(), allowPrivateAddress: true });
 federation
@@ -54,6 +99,8 @@ federation
       preferredUsername: identifier,
       inbox: ctx.getInboxUri(identifier),
       publicKey: pairs[0].cryptographicKey,
+      aliases: (aliases.get(identifier) ?? []).map((uri) => new URL(uri)),
+      successor: movedTo.has(identifier) ? new URL(movedTo.get(identifier)) : null,
     });
   })
   .setKeyPairsDispatcher((_ctx, identifier) => (identifier in keys ? [keys[identifier]] : []));
@@ -62,6 +109,24 @@ federation
   .on(Accept, async (_ctx, accept) => {
     accepts.push(accept.actorId?.href);
   })
+  .on(Follow, async (ctx, follow) => {
+    took(ctx, follow);
+    const follower = await follow.getActor(ctx);
+    if (ctx.recipient == null || follower?.id == null || follower.inboxId == null) return;
+    const mine = followers.get(ctx.recipient) ?? new Map();
+    mine.set(follower.id.href, follower.inboxId.href);
+    followers.set(ctx.recipient, mine);
+    const me = ctx.getActorUri(ctx.recipient);
+    await ctx.sendActivity(
+      { identifier: ctx.recipient },
+      follower,
+      new Accept({ id: new URL(`${me.href}#accept-${unique()}`), actor: me, object: follow }),
+      { immediate: true },
+    );
+  })
+  .on(Undo, async (ctx, undo) => took(ctx, undo))
+  .on(Delete, async (ctx, deletion) => took(ctx, deletion))
+  .on(Move, async (ctx, move) => took(ctx, move))
   .on(Create, async (ctx, create) => {
     const waiting = ctx.recipient == null ? undefined : forwards.get(ctx.recipient);
     if (waiting === undefined) {
@@ -191,6 +256,38 @@ async function run(command) {
     }
     case "accepts":
       return { accepts };
+    case "inbox":
+      return { inbox: inboxes.get(command.actor) ?? [] };
+    case "followers":
+      return { followers: [...(followers.get(command.actor)?.keys() ?? [])] };
+    case "setAlias":
+      aliases.set(command.actor, [...(aliases.get(command.actor) ?? []), command.alias]);
+      return { ok: true };
+    case "move": {
+      movedTo.set(command.actor, command.target);
+      const actor = ctx.getActorUri(command.actor);
+      const move = new Move({
+        id: new URL(`${actor.href}#move-${unique()}`),
+        actor,
+        object: actor,
+        target: new URL(command.target),
+        tos: [PUBLIC_COLLECTION],
+      });
+      const sent = [];
+      for (const [follower, inbox] of followers.get(command.actor) ?? []) {
+        await send(command.actor, inbox, follower, move);
+        sent.push(follower);
+      }
+      return { ok: true, id: move.id.href, sent };
+    }
+    case "fetchKey": {
+      const { key, fetchError } = await fetchKeyDetailed(new URL(command.keyId), CryptographicKey, {
+        documentLoader: getDocumentLoader({ allowPrivateAddress: true }), // no cache: a fresh fetch
+        contextLoader: ctx.contextLoader,
+      });
+      if (key != null) return { ok: true, owner: key.ownerId?.href };
+      return { error: fetchError == null ? "no key" : String(fetchError.status ?? fetchError.error) };
+    }
     case "received":
       return { received };
     default:
