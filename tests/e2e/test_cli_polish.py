@@ -167,7 +167,8 @@ def test_block_says_what_it_did_and_unblock_requeue_brings_those_deliveries_back
     blocked = run_fedqueue("block", "spam.example", cwd=tmp_path, env=env)
     assert blocked.returncode == 0, blocked.stderr
     assert blocked.stdout == (
-        "spam.example: blocked; its (and its subdomains') inbox traffic is refused and the block made 2 deliveries dead\n"
+        "spam.example: blocked; its (and its subdomains') inbox traffic is refused"
+        " and the block made 2 deliveries dead\n"
         "undo: fedqueue unblock spam.example --requeue\n"
     )
     unblocked = run_fedqueue("unblock", "spam.example", "--requeue", cwd=tmp_path, env=env)
