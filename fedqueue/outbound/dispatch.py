@@ -34,7 +34,6 @@ from datetime import datetime, timedelta
 from functools import partial
 
 from fedqueue.errors import describe
-from fedqueue.followers_sync_rules import partial_followers_digest, sync_header
 from fedqueue.metrics import HOST_UNAVAILABLE, Metrics
 from fedqueue.outbound.attempts import Attempts, Job
 from fedqueue.outbound.backoff import Jitter
@@ -42,6 +41,7 @@ from fedqueue.outbound.circuit import CLOSED, HostHealth, admit, unreachable_rea
 from fedqueue.outbound.coalescer import Coalescer, Verdict
 from fedqueue.outbound.record import Claimed, refused_result
 from fedqueue.outbound.send import PreparedBody, prepare_body
+from fedqueue.outbound.sync_digests import SyncDigests
 from fedqueue.remote.client import HttpClient
 from fedqueue.remote.keyring import Keyring
 from fedqueue.settings import Settings
@@ -93,6 +93,7 @@ class Dispatcher:
         self._chains: dict[OrderKey, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._coalescer = Coalescer(store, owner, clock, settings.poll_interval_seconds)
+        self._syncs = SyncDigests(store, self._urls)
 
     @property
     def busy(self) -> bool:
@@ -129,7 +130,7 @@ class Dispatcher:
                 [(row, unbuildable[row.outbox_id]) for row in to_send if row.outbox_id in unbuildable]
             )
             to_send = [row for row in to_send if row.outbox_id not in unbuildable]
-            syncs = await self._sync_headers(
+            syncs = await self._syncs.headers(
                 {
                     (row.actor, row.host)
                     for row in to_send
@@ -267,18 +268,6 @@ class Dispatcher:
         )
         self.in_flight.difference_update(returned)
         return to_send, refused, health
-
-    async def _sync_headers(self, pairs: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
-        """FEP-8fcf's header per (local actor, remote host): the digest of the actor's followers there.
-
-        Read afresh for each batch: a stale digest would make the receiver drop a live follow.
-        """
-        headers: dict[tuple[str, str], str] = {}
-        for actor, host in pairs:
-            digest = partial_followers_digest(await self._store.followers.ids_on(actor, host))
-            url = self._urls.followers_synchronization(actor, host)
-            headers[(actor, host)] = sync_header(self._urls.followers(actor), url, digest)
-        return headers
 
     async def _load_bodies(self, actors: dict[int, str]) -> dict[int, str]:
         """Build each row's request body unless cached; the rows whose body cannot be built, with why.
