@@ -112,8 +112,9 @@ class Worker:
         self._probing: asyncio.Task[None] | None = None
 
     async def step(self) -> int:
-        """Record finished sends, expand waiting outbox rows, claim and start more; how much was done."""
-        done = await self.dispatcher.flush()
+        """Take in recorded sends and start recording finished ones (in the background), expand
+        waiting outbox rows, claim and start more; how much was done."""
+        done = self.dispatcher.harvest()
         now = self._clock()
         self._start_probes(now)
         expanded = 0
