@@ -156,7 +156,7 @@ class Attempts:
         return sent
 
     async def record(self, sent: list[Sent]) -> None:
-        """Record these attempts' outcomes (one transaction, only while the leases are ours), then host health."""
+        """Record these attempts' outcomes (one transaction, only while the leases are ours), then hosts'."""
         if sent:
             await self._record([s.result for s in sent])
             try:

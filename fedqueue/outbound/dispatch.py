@@ -271,7 +271,7 @@ class Dispatcher:
         self._attempts.close()
 
     async def aclose(self) -> None:
-        """`close` (once the recording under way, if any, has ended), and close the private webhooks' client."""
+        """`close` (once the recording under way, if any, has ended); close the private webhooks' client."""
         if self._recording is not None:
             await asyncio.wait({self._recording})
         await self._attempts.aclose()

@@ -32,7 +32,10 @@ async def test_sends_go_on_while_a_group_of_outcomes_is_being_written(
     inboxes = [remote.url(f"/users/r{i}/inbox") for i in range(DELIVERIES)]
     for i in range(DELIVERIES):
         remote.on("POST", f"/users/r{i}/inbox", lambda _r: web.Response(status=202))
-    posts = lambda: sum(1 for r in remote.requests if r.method == "POST")  # noqa: E731
+
+    def posts() -> int:
+        return sum(1 for r in remote.requests if r.method == "POST")
+
     during: list[int] = []
     original = DeliveryStore.record
 
