@@ -40,9 +40,9 @@ async def test_sends_go_on_while_a_group_of_outcomes_is_being_written(
     original = DeliveryStore.record
 
     async def slow_first_record(self: DeliveryStore, owner: str, results: Sequence[Result]) -> int:
-        if not during:  # the first group is held until more is sent, or 5 s have passed
+        if not during:  # the first group is held until more is sent, or 15 s have passed
             before = posts()
-            for _ in range(100):
+            for _ in range(300):
                 if posts() - before >= SENT_MEANWHILE:
                     break
                 await asyncio.sleep(0.05)
