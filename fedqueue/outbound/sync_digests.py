@@ -4,7 +4,7 @@ A followers-addressed delivery carries the digest of its actor's followers on th
 host. Read per claimed batch and per host, a fan-out to N followers over H hosts read every
 follower of each host in the batch again for each batch of `claim_batch_size`: the cost per
 delivery grew with the followers (a third of the sending process's time at 10,000;
-docs/benchmarks/history.md, Deployed fan-out). Here all of an actor's followers are read at
+docs/benchmarks/history.md, Tenth pass). Here all of an actor's followers are read at
 once, every host's digest is computed from them, and the lot is kept for `MAX_AGE_S`.
 
 A digest up to that old can miss a follow or an unfollow made meanwhile. The receiver then
