@@ -37,6 +37,14 @@ def partial_followers_digest(follower_ids: Iterable[str]) -> str:
     return value.to_bytes(DIGEST_BYTES, "big").hex()
 
 
+def digests_by_host(follower_ids: Iterable[str]) -> dict[str, str]:
+    """`partial_followers_digest` of the followers on each host (`host_of`'s form), from all of them."""
+    by_host: dict[str, set[str]] = {}
+    for follower_id in follower_ids:
+        by_host.setdefault(host_of(follower_id), set()).add(follower_id)
+    return {host: partial_followers_digest(ids) for host, ids in by_host.items()}
+
+
 def resides_on(actor_id: str, domain: str) -> bool:
     """Whether `actor_id` is on `domain` (a host, with its port when explicit: `host_of`'s form)."""
     return host_of(actor_id) == domain.lower()

@@ -5,9 +5,9 @@
      a webhook event is POSTed HMAC-signed with its webhook's secret (`post_webhook`), through
      a client allowing private addresses if its webhook is allowed one (and only its POSTs;
      fetches and deliveries keep the server's guard);
-  2. record (`record_finished`): every finished result in one transaction (only while the
-     lease is still ours), then host health and learned schemes in one more; then `count`
-     gives the metrics.
+  2. record (`record_finished`, or `take_finished` then `record`): every finished result in
+     one transaction (only while the lease is still ours), then host health and learned schemes
+     in one more; then `count` gives the metrics.
 
 Isolation: an unexpected error in one attempt (a signing failure, a URL the HTTP library
 refuses) becomes that delivery's outcome: `dead` with the reason, or `failed` if the database
@@ -166,8 +166,18 @@ class Attempts:
 
     async def record_finished(self) -> list[Sent]:
         """Record every finished attempt (one transaction), then host health; those recorded."""
+        sent = self.take_finished()
+        await self.record(sent)
+        return sent
+
+    def take_finished(self) -> list[Sent]:
+        """The attempts finished since the last call, handed over for `record`."""
         self._progress.clear()
         sent, self._sent = self._sent, []
+        return sent
+
+    async def record(self, sent: list[Sent]) -> None:
+        """Record these attempts' outcomes (one transaction, only while the leases are ours), then hosts'."""
         if sent:
             await self._record([s.result for s in sent])
             try:
@@ -178,7 +188,6 @@ class Attempts:
                 self._metrics.worker_error("record", exc, "could not update host health")
             else:
                 count_given_up(self._metrics, ended)
-        return sent
 
     async def wait_for_progress(self, timeout_s: float) -> None:
         """Until an attempt finishes (or `timeout_s` passes)."""

@@ -34,15 +34,15 @@ from datetime import datetime, timedelta
 from functools import partial
 
 from fedqueue.errors import describe
-from fedqueue.followers_sync_rules import partial_followers_digest, sync_header
 from fedqueue.metrics import HOST_UNAVAILABLE
-from fedqueue.outbound.attempts import Attempts, Job
+from fedqueue.outbound.attempts import Attempts, Job, Sent
 from fedqueue.outbound.backoff import Jitter
 from fedqueue.outbound.circuit import CLOSED, HostHealth, admit, unreachable_reason
 from fedqueue.outbound.coalescer import Coalescer, Verdict
 from fedqueue.outbound.context import WorkerContext
 from fedqueue.outbound.record import Claimed, refused_result
 from fedqueue.outbound.send import PreparedBody, prepare_body
+from fedqueue.outbound.sync_digests import SyncDigests
 from fedqueue.remote.client import HttpClient
 from fedqueue.states import DeliveryState
 from fedqueue.storage.admin import REFUSED_BLOCKED
@@ -88,14 +88,19 @@ class Dispatcher:
         self._chains: dict[OrderKey, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._coalescer = Coalescer(store, owner, clock, settings.poll_interval_seconds)
+        self._syncs = SyncDigests(store, self._urls)
+        #: The outcomes being written in the background (`harvest`), and whose they are.
+        self._recording: asyncio.Task[None] | None = None
+        self._recording_sent: list[Sent] = []
 
     @property
     def busy(self) -> bool:
         return bool(self.in_flight)
 
     def room(self) -> int:
-        """How many more deliveries may be claimed now."""
-        return max(0, self.max_in_flight - len(self.in_flight))
+        """How many more deliveries may be claimed now: those whose outcomes are being written
+        count no more (their sends are over), so claims go on while a group is recorded."""
+        return max(0, self.max_in_flight - len(self.in_flight) + len(self._recording_sent))
 
     def crowded_hosts(self) -> list[str]:
         """Hosts with their share of the window in flight already: the next claim skips them."""
@@ -124,7 +129,7 @@ class Dispatcher:
                 [(row, unbuildable[row.outbox_id]) for row in to_send if row.outbox_id in unbuildable]
             )
             to_send = [row for row in to_send if row.outbox_id not in unbuildable]
-            syncs = await self._sync_headers(
+            syncs = await self._syncs.headers(
                 {
                     (row.actor, row.host)
                     for row in to_send
@@ -196,9 +201,44 @@ class Dispatcher:
         )
         return admitted
 
+    def harvest(self) -> int:
+        """Pipelined recording: take in what the recording in the background has stored, and start
+        recording the sends finished since; how many were recorded since the last call.
+
+        Sends, claims and recording overlap: while one group of outcomes is being written, the
+        worker claims and starts more, and sends finish meanwhile, to be written as the next
+        group. An id stays in `in_flight` (its lease held) until its outcome is written.
+        """
+        recorded = self._take_recording() if self._recording is not None and self._recording.done() else 0
+        if self._recording is None:
+            sent = self._attempts.take_finished()
+            if sent:
+                self._recording_sent = sent
+                self._recording = asyncio.create_task(self._attempts.record(sent))
+        return recorded
+
     async def flush(self) -> int:
-        """Record every finished send (one transaction), then host health; how many were recorded."""
-        sent = await self._attempts.record_finished()
+        """Record every finished send now (after the recording under way, if any); how many were recorded."""
+        recorded = 0
+        if self._recording is not None:
+            await asyncio.wait({self._recording})
+            recorded = self._take_recording()
+        sent = self._attempts.take_finished()
+        await self._attempts.record(sent)
+        return recorded + self._recorded(sent)
+
+    def _take_recording(self) -> int:
+        """The finished background recording's outcomes, taken in (its failure raised: the step's,
+        logged; those leases run out and the deliveries are sent again)."""
+        assert self._recording is not None
+        recording, sent = self._recording, self._recording_sent
+        self._recording, self._recording_sent = None, []
+        recorded = self._recorded(sent)
+        recording.result()
+        return recorded
+
+    def _recorded(self, sent: list[Sent]) -> int:
+        """Written (or left to their leases): no longer in flight; counted in the metrics."""
         for s in sent:
             self.in_flight.discard(s.job.row.id)
             self._per_host[s.job.row.host] -= 1
@@ -207,7 +247,10 @@ class Dispatcher:
         return len(sent)
 
     async def wait_for_progress(self, timeout_s: float) -> None:
-        """Until a send finishes (or `timeout_s` passes)."""
+        """Until a send finishes or a recording ends (or `timeout_s` passes)."""
+        if self._recording is not None:
+            await asyncio.wait({self._recording}, timeout=timeout_s)
+            return
         await self._attempts.wait_for_progress(timeout_s)
 
     async def settle(self, timeout_s: float) -> None:
@@ -228,7 +271,9 @@ class Dispatcher:
         self._attempts.close()
 
     async def aclose(self) -> None:
-        """`close`, and close the private webhooks' client, if any."""
+        """`close` (once the recording under way, if any, has ended); close the private webhooks' client."""
+        if self._recording is not None:
+            await asyncio.wait({self._recording})
         await self._attempts.aclose()
 
     async def _admit(
@@ -267,18 +312,6 @@ class Dispatcher:
         )
         self.in_flight.difference_update(returned)
         return to_send, refused, health
-
-    async def _sync_headers(self, pairs: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
-        """FEP-8fcf's header per (local actor, remote host): the digest of the actor's followers there.
-
-        Read afresh for each batch: a stale digest would make the receiver drop a live follow.
-        """
-        headers: dict[tuple[str, str], str] = {}
-        for actor, host in pairs:
-            digest = partial_followers_digest(await self._store.followers.ids_on(actor, host))
-            url = self._urls.followers_synchronization(actor, host)
-            headers[(actor, host)] = sync_header(self._urls.followers(actor), url, digest)
-        return headers
 
     async def _load_bodies(self, actors: dict[int, str]) -> dict[int, str]:
         """Build each row's request body unless cached; the rows whose body cannot be built, with why.

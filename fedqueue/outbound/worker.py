@@ -4,11 +4,13 @@ Runs as `fedqueue worker` (until SIGTERM), `fedqueue worker --burst` (drain, the
 inside `fedqueue serve`. On PostgreSQL an idle worker wakes on NOTIFY from the outbox insert
 trigger, with polling as the fallback; on SQLite it polls.
 
-The loop never waits for a batch to finish: it records whatever sends have finished, claims
-more while fewer than `Dispatcher.max_in_flight` are out, and otherwise waits for the next
-send to finish. Outbox rows are expanded a batch per round for as long as claims find any
-(sends go on meanwhile); once a claim finds none, they are looked for again after a poll
-interval (while sends are in flight) or on a wake-up. A delivery claim that came back short is
+The loop never waits for a batch to finish: it starts writing whatever sends have finished
+(in the background: `Dispatcher.harvest`; one group at a time), claims more while fewer than
+`Dispatcher.max_in_flight` are out (a group being written no longer counts), and otherwise
+waits for the next send, or the group being written, to finish. Outbox rows are expanded a
+batch per round for as long as claims find any (sends go on meanwhile); once a claim finds
+none, they are looked for again after a poll interval (while sends are in flight) or on a
+wake-up. A delivery claim that came back short is
 not repeated within a poll interval either, unless new rows were expanded meanwhile or a host
 it had to skip as crowded has room again.
 
@@ -112,8 +114,9 @@ class Worker:
         self._probing: asyncio.Task[None] | None = None
 
     async def step(self) -> int:
-        """Record finished sends, expand waiting outbox rows, claim and start more; how much was done."""
-        done = await self.dispatcher.flush()
+        """Take in recorded sends and start recording finished ones (in the background), expand
+        waiting outbox rows, claim and start more; how much was done."""
+        done = self.dispatcher.harvest()
         now = self._clock()
         self._start_probes(now)
         expanded = 0

@@ -596,18 +596,27 @@ def fedify_inbox(port: int, mode: str = "inline") -> Iterator[subprocess.Popen[b
 
 
 def fedify_fanout(
-    mode: str, n: int, count_url: str, origins: Sequence[str], command: str = "fanout"
+    mode: str,
+    n: int,
+    count_url: str,
+    origins: Sequence[str],
+    command: str = "fanout",
+    first_knock: str | None = None,
 ) -> dict[str, float]:
     """Fedify's sendActivity to `n` recipients over `origins`: {"seconds", "cpu_s", "delivered"}.
 
     `command` "fanout" sends one activity to all of them, "small" one activity to each (peer.mjs).
+    `first_knock`: the scheme Fedify signs with first ("draft-cavage-http-signatures-12" or its
+    default, "rfc9421").
     """
+    env = dict(os.environ, FEDIFY_FIRST_KNOCK=first_knock) if first_knock else None
     done = subprocess.run(
         ["node", str(FEDIFY_PEER), command, mode, str(n), count_url, ",".join(origins)],
         capture_output=True,
         text=True,
         timeout=WAIT_LIMIT_S + 30,
         check=True,
+        env=env,
     )
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return result

@@ -10,7 +10,9 @@
 //   node peer.mjs fanout MODE N COUNT_URL ORIGIN[,ORIGIN...]
 //       One Create from "alice" to N recipients spread over the origins (recipient i on origin
 //       i % origins), MODE "immediate" (sendActivity's immediate option), "queue"
-//       (InProcessMessageQueue) or "parallel" (ParallelMessageQueue of 16 over it). Waits (at most
+//       (InProcessMessageQueue), "parallel" (ParallelMessageQueue of 16 over it) or "parallel32"
+//       (of 32). FEDIFY_FIRST_KNOCK=draft-cavage-http-signatures-12 makes Fedify sign its first
+//       knock with draft-cavage (its default is RFC 9421: unknown servers get two). Waits (at most
 //       120 s) until COUNT_URL has counted N more POSTs, then prints
 //       {"seconds": ..., "cpu_s": ..., "delivered": ...} as one JSON line and exits.
 //   node peer.mjs small MODE N COUNT_URL ORIGIN[,ORIGIN...]
@@ -32,11 +34,18 @@ const LIMIT_MS = 120_000;
 function queueFor(mode) {
   if (mode === "queue") return new InProcessMessageQueue();
   if (mode === "parallel") return new ParallelMessageQueue(new InProcessMessageQueue(), 16);
+  if (mode === "parallel32") return new ParallelMessageQueue(new InProcessMessageQueue(), 32);
   return undefined;
 }
 
 function federationWith(queue) {
-  const federation = createFederation({ kv: new MemoryKvStore(), queue, allowPrivateAddress: true });
+  const firstKnock = process.env.FEDIFY_FIRST_KNOCK || undefined;
+  const federation = createFederation({
+    kv: new MemoryKvStore(),
+    queue,
+    allowPrivateAddress: true,
+    firstKnock,
+  });
   return federation;
 }
 

@@ -10,6 +10,7 @@ from fedqueue.followers_sync_rules import (
     SyncHeader,
     SyncPlan,
     applies_to,
+    digests_by_host,
     in_sync,
     parse_sync_header,
     partial_followers_digest,
@@ -133,3 +134,17 @@ def test_the_plan_drops_follows_the_sender_no_longer_lists_and_undoes_the_ones_w
 
 def test_an_empty_partial_collection_drops_every_recorded_follow() -> None:
     assert plan_sync(["carol", "alice"], [], local_name) == SyncPlan(unfollowed=("alice", "carol"), stale=())
+
+
+def test_each_hosts_digest_from_all_followers_is_the_digest_of_the_followers_there() -> None:
+    ids = [
+        "https://a.example/u/1",
+        "https://A.example/u/2",
+        "https://a.example:8443/u/3",
+        "https://b.example/u/4",
+    ]
+    assert digests_by_host(ids) == {
+        "a.example": partial_followers_digest(ids[:2]),
+        "a.example:8443": partial_followers_digest([ids[2]]),
+        "b.example": partial_followers_digest([ids[3]]),
+    }

@@ -18,6 +18,7 @@ from fedqueue.settings import Settings
 from fedqueue.signing import keys
 from fedqueue.storage import NewInbound, Store
 from fedqueue.storage.column_types import utcnow
+from fedqueue.storage.followers import FollowerStore
 from fedqueue.web.app import create_app
 from tests.fediverse import AS_PUBLIC, LOCAL, RemoteActor
 from tests.helpers import asgi_client
@@ -141,3 +142,35 @@ async def test_the_digest_follows_a_follower_leaving_between_deliveries(
     await run_burst(fast(settings), store)
     [delivery] = remote.received("POST", "/inbox")
     assert sync_of(delivery)[2] == partial_followers_digest([f1]) != first
+
+
+async def test_a_fanout_over_many_batches_reads_the_followers_once_not_per_batch(
+    settings: Settings, store: Store, remote: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading a host's followers for every claimed batch made a fan-out's cost per delivery grow
+    with the followers (issue 29); every delivery still carries the digest of all of them."""
+    await store.actors.create("alice")
+    followers = [remote.url(f"/users/f{i}") for i in range(6)]
+    for uri in followers:
+        await follow(store, uri, f"{uri}/inbox")
+        remote.on("POST", f"{uri.removeprefix(remote.url(''))}/inbox", lambda _r: web.Response(status=202))
+    reads: list[str] = []
+    for name in ("ids_on", "accepted_ids"):
+        method = getattr(FollowerStore, name, None)
+        if method is not None:
+            monkeypatch.setattr(FollowerStore, name, counted(method, reads))
+    await insert_outbox_row(store, "alice", to_followers("hi"))
+    await run_burst(fast(settings, claim_batch_size=2), store)
+
+    received = [r for r in remote.requests if r.method == "POST"]
+    assert len(received) == 6
+    assert {sync_of(r)[2] for r in received} == {partial_followers_digest(followers)}
+    assert len(reads) == 1, reads
+
+
+def counted(method: Any, reads: list[str]) -> Any:
+    async def wrapper(self: FollowerStore, *args: Any) -> Any:
+        reads.append(method.__name__)
+        return await method(self, *args)
+
+    return wrapper

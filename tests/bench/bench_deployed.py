@@ -1,0 +1,322 @@
+"""Benchmark (not a test): one Create to N followers through fedqueue as deployed, Fedify in the same run.
+
+    .venv/bin/python -m tests.bench.bench_deployed [--sizes 2000 20000] [--repeat 3] [--fedify] \
+        [--engine sqlite|postgres] [--postgres postgresql+asyncpg://postgres@127.0.0.1:5432/test] \
+        [--workers 1] [--variant base=/tmp/base-tree] [--profile DIR]
+
+As a user runs it: a real `fedqueue serve` (SQLite), or on PostgreSQL the README's layout for a
+busy instance, `serve --no-worker` and `--workers` `fedqueue worker` processes. The remote side
+is `tests/bench/receiver.mjs`: `--hosts` ports of one Node `http` server (each port a host) that
+answers every POST 202 at once and serves the remote actors' documents.
+
+Per engine, one database, and the followers arrive as a real instance's do: signed Follows of
+`alice` from distinct remote actors (follower i on host i % hosts), each costing a key fetch
+and answered with an Accept that the worker delivers, so the database holds what that leaves
+behind. The sizes are reached in turn (the followers of a smaller size are kept and more
+follow). Then, per size, `--repeat` times: alice POSTs one Create to her followers through the
+outbox; the figure runs from that POST until the receiver has counted N more POSTs.
+
+Each run starts the fedqueue processes afresh (so `--variant NAME=DIR`, a source tree run with
+PYTHONPATH=DIR, interleaves with this tree's code over the same database and followers: an A/B)
+and stops them after. `--fedify`: Fedify's `sendActivity` of one Create to the same N
+recipients on the same hosts (tests/fedify/peer.mjs `fanout`, `npm ci` there first) with its
+first knock signed draft-cavage, as fedqueue's is, in each of `--fedify-modes`; runs
+interleave with fedqueue's; fedqueue ÷ Fedify's best mode is printed.
+
+CPU per delivery, from /proc: every fedqueue process (all threads; "loop" is their main
+threads) and, on PostgreSQL, the backends serving the benchmark's database; Fedify's is Node's
+`process.cpuUsage()`. Median [lowest-highest] of the runs; load average on each row.
+`--profile DIR` samples the process that sends (serve, or the first worker) with py-spy
+(`--gil`; slows it: take figures without it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from fedqueue.cli.loop import run
+from fedqueue.signing.keys import KeyPair
+from fedqueue.storage import Store
+from tests import procfs
+from tests.bench import harness
+
+RECEIVER = Path(__file__).with_name("receiver.mjs")
+ROOT = Path(__file__).parent.parent.parent
+FIRST_KNOCK = "draft-cavage-http-signatures-12"
+#: Waits for Accepts or a fan-out give up after this long.
+FANOUT_LIMIT_S = 300.0
+#: ... or once the receiver's count has not moved for this long.
+STALL_S = 15.0
+
+
+@dataclass
+class Receiver:
+    """The Node receiver: its ports (hosts) and its POST counter."""
+
+    ports: list[int]
+    pid: int
+    client: httpx.AsyncClient = field(default_factory=lambda: httpx.AsyncClient(timeout=10))
+
+    def origin(self, host: int) -> str:
+        return f"http://127.0.0.1:{self.ports[host % len(self.ports)]}"
+
+    async def count(self) -> int:
+        return int((await self.client.get(f"{self.origin(0)}/count")).text)
+
+    async def wait_count(self, target: int, limit_s: float = FANOUT_LIMIT_S) -> int:
+        """The count once it reaches `target`, or `limit_s` has passed, or it stood still for
+        `STALL_S` (polled every 20 ms)."""
+        started = moved = time.perf_counter()
+        count = await self.count()
+        while count < target and time.perf_counter() - started < limit_s:
+            await asyncio.sleep(0.02)
+            now, last = time.perf_counter(), count
+            count = await self.count()
+            if count != last:
+                moved = now
+            elif now - moved > STALL_S:
+                break
+        return count
+
+
+@contextmanager
+def receiver(hosts: int, public_pems: list[str], workdir: Path) -> Iterator[Receiver]:
+    keys_file = workdir / "keys.json"
+    keys_file.write_text(json.dumps(public_pems))
+    process = subprocess.Popen(
+        ["node", str(RECEIVER), str(hosts), str(keys_file)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        ports = json.loads(process.stdout.readline())["ports"]
+        yield Receiver(ports, process.pid)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One database and where its fedqueue processes will listen."""
+
+    url: str
+    port: int
+    token: str
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@contextmanager
+def fedqueue(instance: Instance, src: Path, workers: int) -> Iterator[list[int]]:
+    """The fedqueue processes of `src` (serve, plus `workers` worker processes if any); their pids."""
+    env = harness.fedqueue_env(instance.url, instance.base)
+    env["PYTHONPATH"] = str(src)
+    fq = [sys.executable, "-m", "fedqueue"]
+    serve = [*fq, "serve", "--port", str(instance.port)] + (["--no-worker"] if workers else [])
+    with ExitStack() as stack:
+        server = stack.enter_context(harness.running(serve, env))
+        harness.wait_listening_sync(instance.port)
+        pids = [server.pid, *procfs.child_pids(server.pid)]
+        for _ in range(workers):
+            pids.append(stack.enter_context(harness.running([*fq, "worker"], env)).pid)
+        time.sleep(1.0 if workers else 0.2)  # the workers connect and start polling
+        yield pids
+
+
+async def grow_followers(
+    instance: Instance, world: Receiver, pairs: list[KeyPair], start: int, end: int
+) -> float:
+    """Follows of alice from remote actors s{start}..s{end-1}; once their Accepts are in, Follows/s."""
+    alice = f"{instance.base}/actors/alice"
+    inbox = f"{alice}/inbox"
+    requests = [
+        harness.signed_post(
+            inbox,
+            harness.follow(world.origin(i), f"s{i}", alice),
+            f"{world.origin(i)}/users/s{i}#main-key",
+            pairs[i % len(pairs)],
+        )
+        for i in range(start, end)
+    ]
+    before = await world.count()
+    started = time.perf_counter()
+    result = await harness.flood_async(requests, 32, FANOUT_LIMIT_S)
+    answered = result.statuses.get(202, 0)
+    if answered < end - start:
+        raise RuntimeError(f"follows: {result.statuses} of {end - start}")
+    await world.wait_count(before + answered)
+    return answered / (time.perf_counter() - started)
+
+
+@dataclass
+class Figures:
+    rates: list[float] = field(default_factory=list)
+    cpu_ms: list[float] = field(default_factory=list)
+    loop_ms: list[float] = field(default_factory=list)
+    pg_ms: list[float] = field(default_factory=list)
+    loads: list[str] = field(default_factory=list)
+
+    def row(self, label: str, engine: str, n: int, versus: float | None) -> str:
+        if not self.rates:
+            return f"{label:<22} {engine:<9} {n:>6} (no run finished)"
+        ratio = f"  fedqueue/fedify {statistics.median(self.rates) / versus:.2f}" if versus else ""
+        total = [c + p for c, p in zip(self.cpu_ms, self.pg_ms, strict=True)]
+        return (
+            f"{label:<22} {engine:<9} {n:>6} {harness.spread(self.rates):>18}"
+            f" {harness.spread(total, 2):>16} {harness.spread(self.loop_ms, 2):>16}"
+            f" {harness.spread(self.pg_ms, 2):>16}  {' '.join(self.loads)}{ratio}"
+        )
+
+
+async def fanout_run(
+    instance: Instance,
+    world: Receiver,
+    n: int,
+    src: Path,
+    workers: int,
+    figures: Figures,
+    profile: Path | None,
+) -> None:
+    """One Create from alice to her N followers through the outbox, timed until all N are received."""
+    note = {
+        "type": "Note",
+        "content": "hello",
+        "to": ["https://www.w3.org/ns/activitystreams#Public"],
+        "cc": [f"{instance.base}/actors/alice/followers"],
+    }
+    headers = {"Authorization": f"Bearer {instance.token}", "Content-Type": "application/activity+json"}
+    with fedqueue(instance, src, workers) as pids:
+        meter = harness.CpuMeter(pids, harness.database_name(instance.url))
+        before = await world.count()
+        sender = pids[-1] if workers else pids[0]
+        with harness.profiled(sender, profile), meter.measure() as cpu:
+            started = time.perf_counter()
+            answer = await world.client.post(
+                f"{instance.base}/actors/alice/outbox", content=json.dumps(note), headers=headers
+            )
+            answer.raise_for_status()
+            count = await world.wait_count(before + n)
+            seconds = time.perf_counter() - started
+    done = count - before
+    if done < n:
+        print(f"# only {done} of {n} received within {FANOUT_LIMIT_S:.0f} s", flush=True)
+    print(f"#   {src}: {done / seconds:.0f}/s, {(cpu[0] + cpu[1]) / done * 1000:.2f} ms", flush=True)
+    figures.rates.append(done / seconds)
+    figures.cpu_ms.append(cpu[0] / done * 1000)
+    figures.pg_ms.append(cpu[1] / done * 1000)
+    figures.loop_ms.append(cpu[2] / done * 1000)
+    figures.loads.append(f"{os.getloadavg()[0]:.1f}")
+
+
+def fedify_run(world: Receiver, n: int, mode: str, figures: Figures) -> None:
+    try:
+        result = harness.fedify_fanout(
+            mode,
+            n,
+            f"{world.origin(0)}/count",
+            [world.origin(h) for h in range(len(world.ports))],
+            first_knock=FIRST_KNOCK,
+        )
+    except subprocess.CalledProcessError as exc:
+        print(f"# fedify {mode} {n} failed: {exc.stderr.strip()[-300:]}", flush=True)
+        return
+    print(f"#   fedify {mode}: {result['delivered'] / result['seconds']:.0f}/s", flush=True)
+    figures.rates.append(result["delivered"] / result["seconds"])
+    figures.cpu_ms.append(result["cpu_s"] / result["delivered"] * 1000)
+    figures.pg_ms.append(0.0)
+    figures.loop_ms.append(0.0)
+    figures.loads.append(f"{os.getloadavg()[0]:.1f}")
+
+
+async def engine_runs(engine: str, args: argparse.Namespace, workdir: Path) -> None:
+    pairs = harness.key_pool(8)
+    variants: list[tuple[str, Path]] = [(name, Path(src)) for name, src in args.variant] + [
+        ("fedqueue", ROOT)
+    ]
+    workers = args.workers if engine == "postgres" else 0
+    with receiver(args.hosts, [p.public_pem for p in pairs], workdir) as world:
+        url = await harness.fresh_database(engine, args.postgres, workdir)
+        store = Store.open(url)
+        try:
+            token = (await store.actors.create("alice")).token
+        finally:
+            await store.close()
+        instance = Instance(url, harness.free_port(), token)
+        followers = 0
+        try:
+            for n in sorted(args.sizes):
+                with fedqueue(instance, ROOT, workers):
+                    rate = await grow_followers(instance, world, pairs, followers, n)
+                print(f"# {n - followers} more followers by signed Follows: {rate:.0f}/s", flush=True)
+                followers = n
+                figures = {name: Figures() for name, _ in variants}
+                fedify = {mode: Figures() for mode in args.fedify_modes} if args.fedify else {}
+                for _ in range(args.repeat):
+                    for name, src in variants:
+                        profile = args.profile / f"deployed-{engine}-{name}-{n}.txt" if args.profile else None
+                        await fanout_run(instance, world, n, src, workers, figures[name], profile)
+                    for mode, modes in fedify.items():
+                        await asyncio.to_thread(fedify_run, world, n, mode, modes)
+                best = max((statistics.median(f.rates) for f in fedify.values() if f.rates), default=None)
+                for mode, modes in fedify.items():
+                    print(modes.row(f"fedify {mode}", "node", n, None), flush=True)
+                layout = f"{engine}" + (f"+{workers}w" if workers else "")
+                for name, _ in variants:
+                    print(figures[name].row(name, layout, n, best), flush=True)
+        finally:
+            await world.client.aclose()
+            await harness.drop_database(url)
+
+
+async def main(args: argparse.Namespace) -> None:
+    print(harness.machine_line(), flush=True)
+    print(
+        f"{'variant':<22} {'engine':<9} {'N':>6} {'deliveries/s':>18} {'cpu ms/delivery':>16}"
+        f" {'of it loop':>16} {'of it pg':>16}  load (1 min, each run)"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        for engine in harness.engines(args.postgres, args.engine):
+            await engine_runs(engine, args, Path(tmp))
+
+
+def variant(text: str) -> tuple[str, str]:
+    name, _, src = text.partition("=")
+    return name, src
+
+
+def parser() -> argparse.ArgumentParser:
+    parse = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parse.add_argument("--sizes", type=int, nargs="+", default=[2000, 20000])
+    parse.add_argument("--repeat", type=int, default=3, help="runs per figure (median, lowest-highest)")
+    parse.add_argument("--hosts", type=int, default=50)
+    parse.add_argument("--workers", type=int, default=1, help="PostgreSQL: worker processes beside serve")
+    parse.add_argument("--engine", choices=["sqlite", "postgres"], default=None, help="only this engine")
+    parse.add_argument("--postgres", default=None, help="a PostgreSQL URL to also benchmark on")
+    parse.add_argument("--fedify", action="store_true", help="also run Fedify's sendActivity")
+    parse.add_argument("--fedify-modes", nargs="+", default=["immediate", "parallel32"])
+    parse.add_argument(
+        "--variant", type=variant, action="append", default=[], help="NAME=DIR: also run this source tree"
+    )
+    parse.add_argument("--profile", type=Path, default=None, help="py-spy profiles here (slows it)")
+    return parse
+
+
+if __name__ == "__main__":
+    run(main(parser().parse_args()))
+    sys.exit(0)
