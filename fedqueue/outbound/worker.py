@@ -64,6 +64,10 @@ STEP_BACKOFF_CAP_S = 60.0
 BURST_STEP_FAILURES = 5
 #: Given-up hosts whose daily probe is due are looked for this often (one read of the hosts table).
 PROBE_CHECK_S = 60.0
+#: A busy worker looks for new outbox rows this often at most (an idle one waits a poll interval
+#: or a wake-up): an Accept queued during a large fan-out is expanded, then claimed first (its
+#: lane), within this, not a whole poll interval later. One indexed read of the outbox each time.
+BUSY_OUTBOX_CHECK_S = 0.25
 
 
 class WorkerFailing(FedqueueError):
@@ -99,6 +103,7 @@ class Worker:
         self.fanout = Fanout(context, directory)
         self.readdresser = Readdresser(context, directory)
         self._poll = timedelta(seconds=settings.poll_interval_seconds)
+        self._busy_poll = min(self._poll, timedelta(seconds=BUSY_OUTBOX_CHECK_S))
         self._step_pauses = RetrySchedule(
             settings.poll_interval_seconds, STEP_BACKOFF_CAP_S, BURST_STEP_FAILURES
         )
@@ -122,8 +127,9 @@ class Worker:
         expanded = 0
         if not self.dispatcher.busy or now >= self._next_expansion:
             expanded = await self.fanout.expand_pending() + await self.readdresser.readdress_due()
-            # Rows found: there may be more, so look again next round; none: after a poll interval.
-            self._next_expansion = now if expanded else now + self._poll
+            # Rows found: there may be more, so look again next round; none: a busy worker looks
+            # again soon (what it finds goes ahead of the bulk it is sending), an idle one waits.
+            self._next_expansion = now if expanded else now + self._busy_poll
             if expanded:
                 self._next_claim = now  # their deliveries are due now
         return done + expanded + await self._claim()
