@@ -53,6 +53,7 @@ from fedqueue.signing.keys import KeyPair
 from fedqueue.storage import Store
 from tests import procfs
 from tests.bench import harness
+from tests.node import NODE
 
 RECEIVER = Path(__file__).with_name("receiver.mjs")
 ROOT = Path(__file__).parent.parent.parent
@@ -98,7 +99,7 @@ def receiver(hosts: int, public_pems: list[str], workdir: Path) -> Iterator[Rece
     keys_file = workdir / "keys.json"
     keys_file.write_text(json.dumps(public_pems))
     process = subprocess.Popen(
-        ["node", str(RECEIVER), str(hosts), str(keys_file)], stdout=subprocess.PIPE, text=True
+        [NODE, str(RECEIVER), str(hosts), str(keys_file)], stdout=subprocess.PIPE, text=True
     )
     try:
         assert process.stdout is not None

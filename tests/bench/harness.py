@@ -47,6 +47,7 @@ from fedqueue.signing.requests import sha256_digest_header
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.migrate import upgrade_to_head
 from fedqueue.storage.tables import DeliveryRow, InboundActivityRow, InboxItemRow, OutboxRow, RemoteActorRow
+from tests.node import NODE
 from tests.procfs import cpu_seconds, main_thread_cpu_seconds
 
 FEDQUEUE = str(Path(sys.executable).with_name("fedqueue"))
@@ -590,7 +591,7 @@ def fedify_installed() -> bool:
 @contextmanager
 def fedify_inbox(port: int, mode: str = "inline") -> Iterator[subprocess.Popen[bytes]]:
     """Fedify's inbox for `alice` on 127.0.0.1:`port`, in its own Node process (`mode`: peer.mjs)."""
-    with running(["node", str(FEDIFY_PEER), "inbox", str(port), mode]) as process:
+    with running([NODE, str(FEDIFY_PEER), "inbox", str(port), mode]) as process:
         wait_listening_sync(port)
         yield process
 
@@ -611,7 +612,7 @@ def fedify_fanout(
     """
     env = dict(os.environ, FEDIFY_FIRST_KNOCK=first_knock) if first_knock else None
     done = subprocess.run(
-        ["node", str(FEDIFY_PEER), command, mode, str(n), count_url, ",".join(origins)],
+        [NODE, str(FEDIFY_PEER), command, mode, str(n), count_url, ",".join(origins)],
         capture_output=True,
         text=True,
         timeout=WAIT_LIMIT_S + 30,

@@ -23,9 +23,10 @@ import httpx
 import pytest
 
 from tests.live import LiveInstance, create_actor, fedqueue_command, free_port, live_instance
+from tests.node import NODE
 
 FEDIFY = Path(__file__).parent.parent / "fedify"
-INSTALLED = shutil.which("node") is not None and (FEDIFY / "node_modules" / "@fedify" / "fedify").is_dir()
+INSTALLED = shutil.which(NODE) is not None and (FEDIFY / "node_modules" / "@fedify" / "fedify").is_dir()
 REQUIRED = os.environ.get("FEDQUEUE_REQUIRE_FEDIFY") == "1"
 
 pytestmark = pytest.mark.skipif(
@@ -57,7 +58,7 @@ def fedify_server(tmp_path: Path, env: dict[str, str] | None = None) -> Iterator
     port = free_port()
     log = (tmp_path / "fedify.log").open("w")
     process = subprocess.Popen(
-        ["node", str(FEDIFY / "interop.mjs"), str(port)],
+        [NODE, str(FEDIFY / "interop.mjs"), str(port)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=log,
