@@ -2,7 +2,8 @@
 
 Runs as `fedqueue worker` (until SIGTERM), `fedqueue worker --burst` (drain, then exit) and
 inside `fedqueue serve`. On PostgreSQL an idle worker wakes on NOTIFY from the outbox insert
-trigger, with polling as the fallback; on SQLite it polls.
+trigger, with polling as the fallback; on SQLite it wakes when its own process commits an
+outbox row (`serve`'s outbox POST, an Accept), and polls for rows other processes add.
 
 The loop never waits for a batch to finish: it starts writing whatever sends have finished
 (in the background: `Dispatcher.harvest`; one group at a time), claims more while fewer than
@@ -223,6 +224,9 @@ class Worker:
         try:
             async with self.store.outbox.notifications() as wake:
                 while not stop.is_set():
+                    # Cleared before the step looks, not when it idles: a row inserted while the
+                    # step runs leaves the Event set, and the idle wait below ends at once.
+                    wake.clear()
                     step = asyncio.create_task(self._guarded_step())
                     await self._until(stop, step)
                     if not step.done():
@@ -273,10 +277,13 @@ class Worker:
         """Until `stop` or `wake` is set, or `timeout_s` (default: the poll interval) passes."""
         waiters = [asyncio.create_task(stop.wait())]
         if wake is not None:
-            wake.clear()
             waiters.append(asyncio.create_task(wake.wait()))
         try:
-            await asyncio.wait(waiters, timeout=timeout_s or self.settings.poll_interval_seconds)
+            await asyncio.wait(
+                waiters,
+                timeout=timeout_s or self.settings.poll_interval_seconds,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
         finally:
             for waiter in waiters:
                 waiter.cancel()

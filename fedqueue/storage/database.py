@@ -7,7 +7,7 @@ import json
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -46,7 +46,7 @@ from sqlalchemy.util import greenlet_spawn
 from fedqueue.column_rules import text_problem
 from fedqueue.errors import FedqueueError, InvalidInput, SettingsError
 from fedqueue.storage.rows import Rows
-from fedqueue.storage.write_counts import count_committed_writes
+from fedqueue.storage.write_counts import committed_writes, count_committed_writes
 
 _Built = TypeVar("_Built")
 _Row = TypeVar("_Row", bound=tuple[Any, ...])
@@ -109,6 +109,14 @@ class DriverStatement:
         ]
 
 
+@dataclass
+class _Watch:
+    """`listening` waiters of one table (SQLite), and its committed-write count they last saw."""
+
+    seen: int
+    events: set[asyncio.Event] = field(default_factory=set)
+
+
 class Database:
     """An async engine plus the few facts callers need about its dialect."""
 
@@ -120,6 +128,8 @@ class Database:
         self.is_sqlite = engine.dialect.name == "sqlite"
         self._writer: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self._built: dict[Callable[[Database], Any], Any] = {}
+        #: SQLite: the tables `listening` waiters watch, with their write counts last seen.
+        self._watched: dict[Table, _Watch] = {}
         count_committed_writes(engine)
 
     @classmethod
@@ -178,6 +188,7 @@ class Database:
                     await conn.rollback()
                     raise
                 await conn.commit()
+            self._wake_watchers()
 
     @asynccontextmanager
     async def _one_writer(self) -> AsyncIterator[None]:
@@ -289,12 +300,23 @@ class Database:
         return {name: int(n) for name, n in estimates.all() if n >= at_least}
 
     @asynccontextmanager
-    async def listening(self, channel: str) -> AsyncIterator[asyncio.Event | None]:
-        """On PostgreSQL, an Event set on every NOTIFY on `channel` (LISTEN); None elsewhere."""
-        if not self.is_postgres:
-            yield None
-            return
+    async def listening(self, channel: str, table: Table) -> AsyncIterator[asyncio.Event]:
+        """An Event set whenever rows of `table` may have been added.
+
+        On PostgreSQL: on every NOTIFY on `channel` (LISTEN; the table's trigger sends it, so
+        rows from any process or any app's transaction count). On SQLite: after each commit of
+        this process's `transaction()` that inserted into or deleted from `table` (rows another
+        process adds are found by polling). A spurious wake-up costs the waiter one look.
+        """
         wake = asyncio.Event()
+        if not self.is_postgres:
+            watch = self._watched.setdefault(table, _Watch(committed_writes(table, ())))
+            watch.events.add(wake)
+            try:
+                yield wake
+            finally:
+                watch.events.discard(wake)
+            return
 
         def on_notify(*_args: Any) -> None:
             wake.set()
@@ -307,6 +329,15 @@ class Database:
                 yield wake
             finally:
                 await driver.remove_listener(channel, on_notify)
+
+    def _wake_watchers(self) -> None:
+        """After a commit: set the `listening` Events of the tables it added rows to (SQLite)."""
+        for table, watch in self._watched.items():
+            written = committed_writes(table, ())
+            if written != watch.seen:
+                watch.seen = written
+                for event in watch.events:
+                    event.set()
 
     def built(self, build: Callable[[Database], _Built]) -> _Built:
         """`build(self)`, made once per database: statements built for its dialect, kept."""

@@ -315,9 +315,9 @@ class OutboxStore:
         return row is not None
 
     @asynccontextmanager
-    async def notifications(self) -> AsyncIterator[asyncio.Event | None]:
-        """On PostgreSQL, an Event set whenever a row is inserted (LISTEN); None elsewhere."""
-        async with self._db.listening(NOTIFY_CHANNEL) as wake:
+    async def notifications(self) -> AsyncIterator[asyncio.Event]:
+        """An Event set whenever a row may have been inserted (`Database.listening`)."""
+        async with self._db.listening(NOTIFY_CHANNEL, _outbox) as wake:
             yield wake
 
     async def backlog(self, cap: int) -> int:
