@@ -9,9 +9,11 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from fedqueue.inbound import ld_signatures
 from fedqueue.settings import Settings
-from fedqueue.storage import Store
+from fedqueue.storage import Relay, Store
 from fedqueue.storage.column_types import utcnow
+from fedqueue.storage.relays import PENDING
 from fedqueue.storage.tables import DeliveryRow, OutboxRow
 from tests.conftest import ADMIN_TOKEN
 from tests.loopback import LoopbackServer
@@ -125,3 +127,33 @@ async def test_deleting_cancels_queued_deliveries_with_the_reason(
     async with store.database.reading() as conn:
         states = [(row.state, row.last_error) for row in await conn.execute(select(_deliveries))]
     assert ("dead", "cancelled: the actor alice was deleted") in states
+
+
+async def test_the_delete_reaches_accepted_relays_and_carries_an_ld_signature_that_verifies(
+    client: httpx.AsyncClient, settings: Settings, store: Store, remote: LoopbackServer
+) -> None:
+    alice = (await store.actors.create("alice")).actor
+    await add_follower(store, "alice", remote.url("/users/f0"), remote.url("/f0"))
+    for name, accepted in (("relay", True), ("pending-relay", False)):
+        follow_id = f"http://127.0.0.1:8000/actor/relay-follows/{name}"
+        relay = Relay(
+            remote.url(f"/{name}"), remote.url(f"/{name}/inbox"), follow_id, PENDING, utcnow(), None
+        )
+        await store.relays.add(relay, who="test")
+        if accepted:
+            await store.relays.answered(relay.uri, follow_id, True, utcnow())
+    accept_all(remote, ["/f0", "/relay/inbox"])
+
+    assert (await client.delete("/admin/actors/alice", headers=ADMIN)).status_code == 200
+    delete_row = (await outbox_rows(store))[-1]
+    assert json.loads(str(delete_row["inboxes"])) == [remote.url("/f0"), remote.url("/relay/inbox")]
+    await run_burst(fast(settings), store)
+    [request] = remote.received("POST", "/relay/inbox")
+    body = verify_delivery(remote, request, ALICE, alice.public_key_pem)
+    assert (body["type"], body["signature"]["creator"]) == ("Delete", f"{ALICE}#main-key")
+    budget = ld_signatures.Budget.unbounded()
+    ld_signatures.verify(body, alice.public_key_pem, budget)  # as the inbox checks a forwarded one
+    with pytest.raises(ld_signatures.Forged):
+        ld_signatures.verify(
+            {**body, "object": "http://127.0.0.1:8000/actors/bob"}, alice.public_key_pem, budget
+        )
