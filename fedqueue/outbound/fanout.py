@@ -85,8 +85,9 @@ class Fanout:
         self._coalescer = Coalescer(store, owner, clock, settings.poll_interval_seconds)
         self._metrics = context.metrics
         #: Local actors seen to exist and not deleted. A deletion rejects the actor's pending rows
-        #: in its transaction; a row an app INSERTs for it later is refused by a worker that had
-        #: not seen the actor yet, and signed with its key (until the key goes) by one that had.
+        #: in its transaction; a row an app INSERTs for it later is refused (`rejected`, "actor
+        #: ... was deleted"): the actors of each claimed group that are known here are checked
+        #: again first, in one statement (`_forget_deleted`).
         self._known_actors: set[str] = set()
         #: A failed expansion is tried again after base * 2**(n-1) seconds, at most max_attempts times.
         self._retries = RetrySchedule(
@@ -108,6 +109,7 @@ class Fanout:
         )
         if not entries:
             return 0
+        await self._forget_deleted({entry.actor for entry in entries})
         async with self._lease_kept([entry.id for entry in entries]):
             plans: list[Plan] = []
             for entry in entries:
@@ -236,6 +238,10 @@ class Fanout:
             inboxes=inboxes,
             threshold=self._settings.bulk_lane_threshold,
         )
+
+    async def _forget_deleted(self, actors: set[str]) -> None:
+        """Forget the known actors among `actors` that were deleted since (by any process)."""
+        self._known_actors -= await self._store.actors.deleted_among(actors & self._known_actors)
 
     async def _local_actor(self, name: str) -> None:
         """InvalidInput unless `name` is a local actor (remembered per worker once seen)."""

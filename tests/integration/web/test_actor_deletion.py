@@ -10,6 +10,9 @@ import pytest
 from sqlalchemy import select
 
 from fedqueue.inbound import ld_signatures
+from fedqueue.metrics import Metrics
+from fedqueue.outbound.worker import Worker
+from fedqueue.remote.client import HttpClient
 from fedqueue.settings import Settings
 from fedqueue.storage import Relay, Store
 from fedqueue.storage.column_types import utcnow
@@ -157,3 +160,31 @@ async def test_the_delete_reaches_accepted_relays_and_carries_an_ld_signature_th
         ld_signatures.verify(
             {**body, "object": "http://127.0.0.1:8000/actors/bob"}, alice.public_key_pem, budget
         )
+
+
+async def test_a_worker_that_knew_the_actor_refuses_rows_inserted_after_its_deletion_and_goes_on(
+    client: httpx.AsyncClient, settings: Settings, store: Store, remote: LoopbackServer
+) -> None:
+    await store.actors.create("alice")
+    await store.actors.create("bob")
+    await add_follower(store, "alice", remote.url("/users/f0"), remote.url("/f0"))
+    http = HttpClient(settings)
+    try:
+        worker = Worker(fast(settings), store, http, metrics=Metrics())
+        await insert_outbox_row(store, "alice", {"type": "Note", "content": "before"}, [remote.url("/f0")])
+        assert await worker.fanout.expand_pending() == 1  # the worker has seen alice now
+
+        assert (await client.delete("/admin/actors/alice", headers=ADMIN)).status_code == 200
+        late = await insert_outbox_row(
+            store, "alice", {"type": "Note", "content": "after"}, [remote.url("/f0")]
+        )
+        other = await insert_outbox_row(store, "bob", {"type": "Note", "content": "hi"}, [remote.url("/f0")])
+        assert await worker.fanout.expand_pending() == 3  # alice's Delete, the late row, bob's
+    finally:
+        await http.aclose()
+    rows = {row["id"]: row for row in await outbox_rows(store)}
+    assert (rows[late]["state"], rows[late]["error"]) == ("rejected", "actor 'alice' was deleted")
+    assert await store.deliveries.for_outbox(late) == []
+    assert rows[other]["state"] == "expanded"
+    [delete_row] = [row for row in rows.values() if row["activity_type"] == "Delete"]
+    assert delete_row["state"] == "expanded"
