@@ -55,7 +55,6 @@ from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import FetchError, host_of
 from fedqueue.states import DeliveryState, Lane, OutboxState
 from fedqueue.storage import Accepted, Enqueued, OutboxEntry, Target
-from fedqueue.storage.admin import REFUSED_BLOCKED
 from fedqueue.urls import Urls
 from fedqueue.wording import plural
 
@@ -334,11 +333,10 @@ class Fanout:
         refusal = refused.get(target.host)
         if refusal is None:
             return None
-        reason = REFUSED_BLOCKED if refusal.why == "blocked" else refusal.reason
         self._metrics.delivery_outcome(
             "dead", attempts=0, inbox=target.inbox, error=refusal.reason, reason=FEDERATION_POLICY
         )
-        return replace(target, dead_reason=reason, detail=refusal.reason)
+        return replace(target, dead_reason=refusal.last_error, detail=refusal.reason)
 
     def _dead_at_once(self, target: Target, gone: set[str], unreachable: dict[str, str]) -> Target:
         """`target`, dead if its inbox is gone or its host given up (counted, reason host_unavailable)."""
