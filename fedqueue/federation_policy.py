@@ -18,6 +18,8 @@ FederationMode = Literal["blocklist", "allowlist"]
 NOT_ALLOWED = "is not on this server's allowlist"
 #: What a blocked host is told (the admin's reason stays in the console and the audit log).
 BLOCKED = "is blocked here"
+#: A dead delivery's `last_error` when its host is blocked (how `unblock --requeue` finds them).
+REFUSED_BLOCKED = "host is blocked by an admin"
 
 Why = Literal["blocked", "not_allowed"]
 
@@ -36,6 +38,11 @@ class Refusal:
     def answer(self) -> str:
         """One line for the host itself (a 403's reason)."""
         return f"host {self.host} {BLOCKED if self.why == 'blocked' else NOT_ALLOWED}"
+
+    @property
+    def last_error(self) -> str:
+        """A refused delivery's `last_error`: REFUSED_BLOCKED for a block, else `reason` (the detail)."""
+        return REFUSED_BLOCKED if self.why == "blocked" else self.reason
 
     @property
     def reason(self) -> str:

@@ -13,12 +13,19 @@ was forwarded, and it is accepted only if one of these holds, in order:
 
 Only activities authenticated by the actor's own key (HTTP or LD signature) may be forwarded
 again: a re-fetched copy is not what the actor signed, so it is stored but not passed on.
+
+An Announce (a relay's, or anyone's) that embeds an object from another origin vouches only for
+itself, not for what it embeds: the embedded object is checked as a forwarded activity is. An
+embedded activity by the same two ways (its actor's LD signature, else its object re-fetched);
+an embedded object by its copy re-fetched from its own origin. When neither works the Announce
+is stored with only the object's id, so nothing unverified is stored as that origin's word.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -29,6 +36,8 @@ from fedqueue.inbound.receive_rules import Activity, parse_activity, same_origin
 from fedqueue.inbound.signature_schemes import ParsedSignature
 from fedqueue.inbound.verify import KeyResolver, verify_signature
 from fedqueue.signing.requests import SignatureError
+
+log = logging.getLogger("fedqueue.inbox")
 
 #: url -> the JSON object served there; raises FedqueueError (e.g. FetchError) when it cannot be had.
 DocumentFetcher = Callable[[str], Awaitable[dict[str, Any]]]
@@ -80,25 +89,76 @@ async def authenticate(
         with contextlib.suppress(SignatureError):
             verdict = await verify_signature(others, resolve, activity.actor)
     if verdict.owner == activity.actor:
-        return Authenticated(activity, verdict.key_id, forwardable=True)
+        authenticated = Authenticated(activity, verdict.key_id, forwardable=True)
+    else:
+        try:
+            vouched, ld_key_id = await _vouched(activity, resolve, fetch, check_ld, max_depth)
+        except NotAuthenticated as exc:
+            raise NotAuthenticated(
+                f"activity of {activity.actor} was forwarded by {verdict.owner} (key {verdict.key_id} belongs"
+                f" to {verdict.owner}, not to the activity's actor) and could not be authenticated: {exc}"
+            ) from None
+        authenticated = Authenticated(
+            vouched,
+            ld_key_id or verdict.key_id,
+            forwardable=ld_key_id is not None,
+            forwarded_by=verdict.owner,
+            signed_with=verdict.key_id if ld_key_id is not None else None,
+        )
+    return await _announced_checked(authenticated, resolve, fetch, check_ld, max_depth)
+
+
+async def _vouched(
+    activity: Activity, resolve: KeyResolver, fetch: DocumentFetcher, check_ld: LdCheck, max_depth: int
+) -> tuple[Activity, str | None]:
+    """The activity as its actor vouches for it, whoever delivered it: as it came with the LD
+    signature's key id, else its re-fetched copy with None; NotAuthenticated with both reasons."""
     reasons: list[str] = []
     try:
-        key_id = await _ld_signed(activity, resolve, check_ld)
-        return Authenticated(
-            activity, key_id, forwardable=True, forwarded_by=verdict.owner, signed_with=verdict.key_id
-        )
+        return activity, await _ld_signed(activity, resolve, check_ld)
     except (ld_signatures.Unusable, ld_signatures.Forged, SignatureError) as exc:
         reasons.append(f"Linked Data signature: {exc}")
     try:
-        copy = await _refetched(activity, fetch, max_depth)
-        return Authenticated(copy, verdict.key_id, forwardable=False, forwarded_by=verdict.owner)
+        return await _refetched(activity, fetch, max_depth), None
     except FedqueueError as exc:
         reasons.append(f"re-fetch: {exc}")
-    raise NotAuthenticated(
-        f"activity of {activity.actor} was forwarded by {verdict.owner} (key {verdict.key_id} belongs to"
-        f" {verdict.owner}, not to the activity's actor) and could not be authenticated: "
-        + "; ".join(reasons)
-    )
+    raise NotAuthenticated("; ".join(reasons))
+
+
+async def _announced_checked(
+    authenticated: Authenticated,
+    resolve: KeyResolver,
+    fetch: DocumentFetcher,
+    check_ld: LdCheck,
+    max_depth: int,
+) -> Authenticated:
+    """An Announce whose embedded object comes from another origin, with that object as its
+    origin vouches for it (see the module's docstring); any other activity as it is."""
+    activity = authenticated.activity
+    embedded = activity.doc.get("object")
+    if activity.type != "Announce" or not isinstance(embedded, dict):
+        return authenticated
+    object_id = embedded.get("id")
+    if isinstance(object_id, str) and same_origin(object_id, activity.actor):
+        return authenticated
+    try:
+        if not isinstance(object_id, str):
+            raise SignatureError("the embedded object has no id")
+        if "actor" in embedded:
+            inner = parse_activity(
+                json.dumps(embedded).encode("utf-8"), max_depth=max_depth, anonymous_seed=activity.id
+            )
+            vouched, ld_key_id = await _vouched(inner, resolve, fetch, check_ld, max_depth)
+            if ld_key_id is not None:
+                return authenticated  # signed by its own actor: stored (and forwardable) as it came
+            trusted: Any = vouched.doc
+        else:
+            trusted = await _fetched(object_id, fetch)
+    except FedqueueError as exc:
+        log.info("Announce %s: the embedded %s is stored as its id only: %s", activity.id, object_id, exc)
+        trusted = object_id
+    copy = _with_object(activity, trusted, max_depth)
+    return replace(authenticated, activity=copy, forwardable=False)
 
 
 async def _ld_signed(activity: Activity, resolve: KeyResolver, check_ld: LdCheck) -> str:
@@ -123,17 +183,28 @@ def _object_id(activity: Activity) -> str:
     return object_id
 
 
-async def _refetched(activity: Activity, fetch: DocumentFetcher, max_depth: int) -> Activity:
-    """The activity with its object replaced by the copy its origin serves, checked against the actor."""
-    object_id = _object_id(activity)
+async def _fetched(object_id: str, fetch: DocumentFetcher) -> dict[str, Any]:
+    """The document its origin serves at `object_id`, checked to have that id."""
     fetched = await fetch(object_id)
     if fetched.get("id") != object_id:
         raise SignatureError(f"{object_id} serves a document with another id")
+    return fetched
+
+
+async def _refetched(activity: Activity, fetch: DocumentFetcher, max_depth: int) -> Activity:
+    """The activity with its object replaced by the copy its origin serves, checked against the actor."""
+    object_id = _object_id(activity)
+    fetched = await _fetched(object_id, fetch)
     author = fetched.get("attributedTo")
     author_id = author.get("id") if isinstance(author, dict) else author
     if author_id != activity.actor:
         raise SignatureError(f"{object_id} is not attributed to {activity.actor}")
-    doc = {**activity.doc, "object": fetched}
+    return _with_object(activity, fetched, max_depth)
+
+
+def _with_object(activity: Activity, target: Any, max_depth: int) -> Activity:
+    """The activity with `target` as its object, less its LD signature (which no longer matches)."""
+    doc = {**activity.doc, "object": target}
     doc.pop("signature", None)
     text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
     # The same rules as any body (depth, ids on the actor's origin, column_rules text).

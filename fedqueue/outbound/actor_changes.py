@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import secrets
 
+from cryptography.hazmat.primitives.asymmetric import rsa
+
 from fedqueue.column_rules import URI_CHARS, check_text
 from fedqueue.errors import InvalidInput
+from fedqueue.inbound import ld_signatures
 from fedqueue.outbound import actor_rules
 from fedqueue.remote.client import SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory
@@ -22,11 +25,19 @@ DELETED_REASON = "cancelled: the actor {name} was deleted"
 
 
 async def delete_actor(store: Store, urls: Urls, name: str, who: str) -> Deletion:
-    """Delete the local actor `name`; its Delete is queued for everyone who heard from it."""
+    """Delete the local actor `name`; its Delete is queued for everyone who heard from it.
+
+    The Delete carries the actor's LD signature, as Mastodon's does: a relay or a server that
+    passes it on cannot sign it as the actor, and a receiver can check it all the same.
+    """
     await store.actors.live(name)
+    now = utcnow()
     activity = actor_rules.actor_delete(urls, name, secrets.token_urlsafe(16))
+    key = await store.actors.signing_key(name)
+    if isinstance(key, rsa.RSAPrivateKey):  # RsaSignature2017 is RSA's only
+        activity = ld_signatures.sign(activity, urls.key_id(name), key, now)
     reason = DELETED_REASON.format(name=name)
-    return await store.actor_lifecycle.delete(name, activity, reason, who, utcnow())
+    return await store.actor_lifecycle.delete(name, activity, reason, who, now)
 
 
 def check_uri(uri: str, what: str) -> str:

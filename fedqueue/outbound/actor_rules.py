@@ -6,15 +6,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from fedqueue.activitystreams import AS_CONTEXT, PUBLIC
+from fedqueue.activitystreams import AS_CONTEXT, PUBLIC, SECURITY_CONTEXT
 from fedqueue.urls import Urls
 
 
 def actor_delete(urls: Urls, name: str, token: str) -> dict[str, Any]:
-    """The Delete of the local actor `name` itself (Mastodon's shape: object is the actor's id)."""
+    """The Delete of the local actor `name` itself (Mastodon's shape: object is the actor's id),
+    before its LD signature (`ld_signatures.sign`), whose terms the security context defines."""
     actor = urls.actor(name)
     return {
-        "@context": AS_CONTEXT,
+        "@context": [AS_CONTEXT, SECURITY_CONTEXT],
         "id": urls.activity(name, token),
         "type": "Delete",
         "actor": actor,
@@ -71,9 +72,13 @@ def names_alias(document: Mapping[str, Any], uri: str) -> bool:
 
 
 def delete_inboxes(
-    followers: Sequence[tuple[str, str | None]], delivered: Iterable[str], shared_of: Mapping[str, str]
+    followers: Sequence[tuple[str, str | None]],
+    relays: Iterable[str],
+    delivered: Iterable[str],
+    shared_of: Mapping[str, str],
 ) -> list[str]:
-    """Every inbox an actor's Delete goes to: its followers' and every one it delivered to.
+    """Every inbox an actor's Delete goes to: its followers', the accepted relays' and every one
+    it delivered to, in that order (as Mastodon's `delete_account_service.rb`).
 
     A shared inbox is preferred wherever one is known (as Mastodon's `preferred_inbox_url`):
     the Delete concerns every account on that server, so one copy per server is enough.
@@ -81,6 +86,8 @@ def delete_inboxes(
     chosen: dict[str, None] = {}
     for inbox, shared in followers:
         chosen.setdefault(shared or inbox, None)
+    for inbox in relays:
+        chosen.setdefault(inbox, None)
     for inbox in delivered:
         chosen.setdefault(shared_of.get(inbox, inbox), None)
     return list(chosen)

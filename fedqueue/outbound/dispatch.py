@@ -4,7 +4,10 @@ The worker hands every claimed batch to `submit` and calls `flush` whenever send
 finished; sends never wait for a batch to complete, so the next claim and the recording of
 earlier results overlap with the POSTs still on the wire.
 
-  1. admit (`submit`): blocked hosts refused, open circuits get one probe, recovering hosts
+  1. admit (`submit`): hosts the federation policy refuses (blocked, covered by a block of
+     their domain, off the allowlist: matched in memory, so what was queued before a block or
+     a restart into allowlist mode is not sent) and blocked hosts refused, open circuits get
+     one probe, recovering hosts
      as many as their allowance minus what is already in flight to them;
   2. build: each activity's request body (cached per outbox row) and, on a followers-addressed
      one, its `Collection-Synchronization` header;
@@ -29,12 +32,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import partial
 
 from fedqueue.errors import describe
-from fedqueue.metrics import HOST_UNAVAILABLE
+from fedqueue.metrics import FEDERATION_POLICY, HOST_UNAVAILABLE
 from fedqueue.outbound.attempts import Attempts, Job, Sent
 from fedqueue.outbound.backoff import Jitter
 from fedqueue.outbound.circuit import CLOSED, HostHealth, admit, unreachable_reason
@@ -115,7 +118,8 @@ class Dispatcher:
         self.in_flight.update(row.id for row in claimed)
         started: set[int] = set()
         try:
-            to_send, refused, health = await self._admit(claimed)
+            await self._refuse_by_policy(claimed)
+            to_send, refused, health = await self._admit([row for row in claimed if row.id in self.in_flight])
             await self._refuse([(row, why) for row, why in refused if why == REFUSED_BLOCKED])
             await self._refuse(
                 [(row, why) for row, why in refused if why != REFUSED_BLOCKED], HOST_UNAVAILABLE
@@ -158,13 +162,39 @@ class Dispatcher:
             raise
         return len(claimed)
 
-    async def _refuse(self, rows: Sequence[tuple[Claimed, str]], label: str | None = None) -> None:
-        """Give rows up without an attempt (`dead`, with the reason): record and count them (`label`:
-        the metrics' reason)."""
+    async def _refuse_by_policy(self, claimed: Sequence[Claimed]) -> None:
+        """Give up the activities' deliveries to hosts the federation policy refuses, with its reason.
+
+        The policy is the one the fan-out applies, read from memory (`BlockStore`); webhook
+        events go to the app's own endpoints, which it does not cover.
+        """
+        settings = self._settings
+        policy = await self._store.blocks.policy(settings.federation_mode, settings.allowed_domains)
+        refusals = {host: policy.refusal(host) for host in {row.host for row in claimed}}
+        refused = [
+            (row, refusal)
+            for row in claimed
+            if row.webhook_event_id is None and (refusal := refusals[row.host]) is not None
+        ]
+        await self._refuse(
+            [(row, refusal.last_error) for row, refusal in refused],
+            FEDERATION_POLICY,
+            {row.id: refusal.reason for row, refusal in refused},
+        )
+
+    async def _refuse(
+        self,
+        rows: Sequence[tuple[Claimed, str]],
+        label: str | None = None,
+        details: Mapping[int, str] | None = None,
+    ) -> None:
+        """Give rows up without an attempt (`dead`, with the reason and any of `details`, by
+        delivery id): record and count them (`label`: the metrics' reason)."""
         if not rows:
             return
+        details = details or {}
         await self._store.deliveries.record(
-            self._owner, [refused_result(row, reason) for row, reason in rows]
+            self._owner, [refused_result(row, reason, details.get(row.id)) for row, reason in rows]
         )
         self.in_flight.difference_update(row.id for row, _ in rows)
         for row, reason in rows:
@@ -173,7 +203,7 @@ class Dispatcher:
                 attempts=row.attempts,
                 delivery_id=row.id,
                 inbox=row.inbox,
-                error=reason,
+                error=details.get(row.id, reason),
                 reason=label,
             )
 

@@ -55,7 +55,6 @@ from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import FetchError, host_of
 from fedqueue.states import DeliveryState, Lane, OutboxState
 from fedqueue.storage import Accepted, Enqueued, OutboxEntry, Target
-from fedqueue.storage.admin import REFUSED_BLOCKED
 from fedqueue.urls import Urls
 from fedqueue.wording import plural
 
@@ -85,8 +84,9 @@ class Fanout:
         self._coalescer = Coalescer(store, owner, clock, settings.poll_interval_seconds)
         self._metrics = context.metrics
         #: Local actors seen to exist and not deleted. A deletion rejects the actor's pending rows
-        #: in its transaction; a row an app INSERTs for it later is refused by a worker that had
-        #: not seen the actor yet, and signed with its key (until the key goes) by one that had.
+        #: in its transaction; a row an app INSERTs for it later is refused (`rejected`, "actor
+        #: ... was deleted"): the actors of each claimed group that are known here are checked
+        #: again first, in one statement (`_forget_deleted`).
         self._known_actors: set[str] = set()
         #: A failed expansion is tried again after base * 2**(n-1) seconds, at most max_attempts times.
         self._retries = RetrySchedule(
@@ -108,6 +108,7 @@ class Fanout:
         )
         if not entries:
             return 0
+        await self._forget_deleted({entry.actor for entry in entries})
         async with self._lease_kept([entry.id for entry in entries]):
             plans: list[Plan] = []
             for entry in entries:
@@ -237,6 +238,10 @@ class Fanout:
             threshold=self._settings.bulk_lane_threshold,
         )
 
+    async def _forget_deleted(self, actors: set[str]) -> None:
+        """Forget the known actors among `actors` that were deleted since (by any process)."""
+        self._known_actors -= await self._store.actors.deleted_among(actors & self._known_actors)
+
     async def _local_actor(self, name: str) -> None:
         """InvalidInput unless `name` is a local actor (remembered per worker once seen)."""
         if name in self._known_actors:
@@ -328,11 +333,10 @@ class Fanout:
         refusal = refused.get(target.host)
         if refusal is None:
             return None
-        reason = REFUSED_BLOCKED if refusal.why == "blocked" else refusal.reason
         self._metrics.delivery_outcome(
             "dead", attempts=0, inbox=target.inbox, error=refusal.reason, reason=FEDERATION_POLICY
         )
-        return replace(target, dead_reason=reason, detail=refusal.reason)
+        return replace(target, dead_reason=refusal.last_error, detail=refusal.reason)
 
     def _dead_at_once(self, target: Target, gone: set[str], unreachable: dict[str, str]) -> Target:
         """`target`, dead if its inbox is gone or its host given up (counted, reason host_unavailable)."""

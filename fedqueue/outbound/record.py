@@ -98,8 +98,8 @@ def result_of(
     return replace(base, next_attempt_at=outcome.at, last_error=outcome.reason)
 
 
-def refused_result(row: Claimed, reason: str) -> Result:
-    """A delivery given up without an attempt (its host is blocked)."""
+def refused_result(row: Claimed, reason: str, detail: str | None = None) -> Result:
+    """A delivery given up without an attempt (e.g. its host is refused), `detail` behind `reason`."""
     return Result(
         id=row.id,
         state=DeliveryState.DEAD,
@@ -109,6 +109,7 @@ def refused_result(row: Claimed, reason: str) -> Result:
         last_error=reason,
         attempted_at=None,
         inbox=row.inbox,
+        last_error_detail=detail,
     )
 
 

@@ -6,7 +6,9 @@ a parsed one costs a fraction of that. `fedqueue serve` hands one `Keyring` to b
 actors, and recipient fetches as the instance actor).
 
 Nothing is ever evicted: a local actor's key never changes after `actor create` (there is no
-key rotation and no actor deletion), so a parsed key stays right for the life of the process.
+key rotation), so a parsed key stays right for the life of the process. A deleted actor's key
+still signs its Delete; that nothing else of its is signed is the fan-out's check
+(`Fanout._forget_deleted`), not this cache's.
 """
 
 from __future__ import annotations

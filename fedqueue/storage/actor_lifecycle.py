@@ -21,12 +21,14 @@ from fedqueue.states import BACKLOG, UNFINISHED, UNSENT, DeliveryState, Follower
 from fedqueue.storage import webhook_events
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.database import Database
+from fedqueue.storage.relays import ACCEPTED
 from fedqueue.storage.tables import (
     ActorRow,
     DeliveryRow,
     FollowerRow,
     FollowingRow,
     OutboxRow,
+    RelayRow,
     RemoteActorRow,
 )
 
@@ -36,6 +38,7 @@ _followers = FollowerRow.__table__  # type: ignore[attr-defined]
 _following = FollowingRow.__table__  # type: ignore[attr-defined]
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 _remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
+_relays = RelayRow.__table__  # type: ignore[attr-defined]
 
 #: Most aliases one actor may list.
 MAX_ALIASES = 20
@@ -112,8 +115,8 @@ class ActorLifecycleStore:
         self, name: str, activity: dict[str, Any], reason: str, who: str, now: datetime
     ) -> Deletion:
         """Delete the actor: its token stops working, what it had queued is cancelled with
-        `reason`, and its Delete (`activity`) is queued for its followers' inboxes and every
-        inbox it delivered to. Its key stays until that Delete is delivered or given up."""
+        `reason`, and its Delete (`activity`) is queued for its followers' inboxes, the accepted
+        relays' and every inbox it delivered to. Its key stays until that Delete is delivered or given up."""
         async with self._db.transaction() as conn:
             await _live_row(conn, name)
             await conn.execute(
@@ -208,7 +211,13 @@ async def _delete_inboxes(conn: AsyncConnection, name: str) -> list[str]:
             .order_by(_deliveries.c.inbox)
         )
     ).all()
+    relays = (
+        await conn.execute(select(_relays.c.inbox).where(_relays.c.state == ACCEPTED).order_by(_relays.c.uri))
+    ).scalars()
     shared_of = {row.inbox: row.shared_inbox for row in delivered if row.shared_inbox}
     return delete_inboxes(
-        [(row.inbox, row.shared_inbox) for row in followers], [row.inbox for row in delivered], shared_of
+        [(row.inbox, row.shared_inbox) for row in followers],
+        list(relays),
+        [row.inbox for row in delivered],
+        shared_of,
     )

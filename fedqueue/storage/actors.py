@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -61,6 +62,10 @@ def _loads(public_pem: str) -> bool:
 class ActorStore:
     def __init__(self, database: Database) -> None:
         self._db = database
+        # Built once, the same SQL for any number of names (read for every claimed group of rows).
+        self._deleted = select(_actors.c.name).where(
+            database.one_of(_actors.c.name, "names"), _actors.c.deleted_at.is_not(None)
+        )
 
     async def create(self, name: str, who: str | None = None) -> CreatedActor:
         """A new actor with a fresh RSA-2048 key pair; the token is returned once, stored hashed.
@@ -131,6 +136,13 @@ class ActorStore:
         async with self._db.reading() as conn:
             live = select(_actors.c.name).where(_actors.c.deleted_at.is_(None)).order_by(_actors.c.name)
             return list((await conn.execute(live)).scalars())
+
+    async def deleted_among(self, names: Collection[str]) -> set[str]:
+        """Those of `names` that are deleted actors (one statement, however many names)."""
+        if not names:
+            return set()
+        async with self._db.reading() as conn:
+            return set((await conn.execute(self._deleted, {"names": sorted(names)})).scalars())
 
     async def without_usable_keys(self) -> list[str]:
         """Names of the actors whose key pair is missing or whose public key does not load."""

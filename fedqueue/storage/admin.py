@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.column_rules import HOST_CHARS, check_row_id, check_text
 from fedqueue.errors import InvalidInput, NotFound
-from fedqueue.federation_policy import covering
+from fedqueue.federation_policy import REFUSED_BLOCKED, covering
 from fedqueue.outbound.circuit import HostHealth, revived
 from fedqueue.states import CANCELLABLE, RETRYABLE, UNFINISHED, DeliveryState
 from fedqueue.storage.admin_reads import AdminViews
@@ -46,8 +46,6 @@ REASON_CHARS = 500
 BLOCKED = "blocked by admin (not sent)"
 #: What earlier versions stored for BLOCKED; still recognised, so their blocks can be requeued.
 BLOCKED_BEFORE = "host blocked by admin"
-#: Why the worker gives a delivery up unsent while its host is blocked.
-REFUSED_BLOCKED = "host is blocked by an admin"
 
 Progress = Callable[[int], None]
 

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 from aiohttp import web
+from sqlalchemy import insert
 
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.worker import Worker
@@ -19,6 +20,7 @@ from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage import policy as block_memory
 from fedqueue.storage.admin import BLOCKED, REFUSED_BLOCKED
+from fedqueue.storage.tables import HostRow
 from fedqueue.web.app import create_app
 from tests.fediverse import RemoteActor, post, refused_with
 from tests.helpers import asgi_client
@@ -26,10 +28,20 @@ from tests.loopback import LoopbackServer
 from tests.outbound import fast, insert_outbox_row, run_burst
 
 PATH = "/actors/alice/inbox"
+_hosts = HostRow.__table__  # type: ignore[attr-defined]
 
 
 def like(n: int) -> dict[str, str]:
     return {"type": "Like", "object": f"https://example.org/notes/{n}"}
+
+
+@pytest.fixture
+async def other() -> AsyncIterator[LoopbackServer]:
+    server = await LoopbackServer().start()
+    try:
+        yield server
+    finally:
+        await server.stop()
 
 
 @pytest.fixture
@@ -151,3 +163,48 @@ async def test_the_block_list_is_read_once_not_per_request(
     for _ in range(10):
         assert (await post(client, PATH, bob.signed(PATH, bob.note_to("alice")))).status_code == 202
     assert store.blocks.reads - before == 2
+
+
+async def test_after_a_restart_into_allowlist_mode_deliveries_queued_before_go_only_to_allowed_hosts(
+    settings: Settings, store: Store, remote: LoopbackServer, other: LoopbackServer
+) -> None:
+    await store.actors.create("alice")
+    for server in (remote, other):
+        server.on("POST", "/inbox", lambda _r: web.Response(status=202))
+    row = await insert_outbox_row(store, "alice", like(1), [remote.url("/inbox"), other.url("/inbox")])
+    http = HttpClient(settings)
+    try:  # queued by a worker in blocklist mode, sent by one started in allowlist mode
+        assert await Worker(fast(settings), store, http, metrics=Metrics()).fanout.expand_pending() == 1
+    finally:
+        await http.aclose()
+    allowlist = fast(settings, federation_mode="allowlist", federation_allowlist=f"127.0.0.1:{remote.port}")
+    await run_burst(allowlist, store, timeout_s=30)
+    by_inbox = {d.inbox: d for d in await store.deliveries.for_outbox(row)}
+    assert by_inbox[remote.url("/inbox")].state == "delivered"
+    refused = by_inbox[other.url("/inbox")]
+    assert (refused.state, refused.attempts, refused.last_error) == (
+        "dead",
+        0,
+        f"host 127.0.0.1:{other.port} is not on this server's allowlist (federation_mode = allowlist)",
+    )
+    assert other.received("POST", "/inbox") == []
+
+
+async def test_queued_deliveries_to_a_subdomain_of_a_blocked_domain_die_unsent_with_the_blocks_reason(
+    settings: Settings, store: Store, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await store.actors.create("alice")
+    row = await insert_outbox_row(store, "alice", like(1), ["https://a.spam.example/inbox"])
+    assert await worker.fanout.expand_pending() == 1
+    # A block whose own kill missed them (made by a version whose blocks covered no subdomains).
+    async with store.database.transaction() as conn:
+        await conn.execute(
+            insert(_hosts).values(host="spam.example", blocked=True, block_reason="spam waves")
+        )
+    monkeypatch.setattr(block_memory, "BLOCKS_MEMORY_S", 0.0)
+    await run_burst(fast(settings), store, timeout_s=30)
+    [dead] = await store.deliveries.for_outbox(row)
+    assert (dead.state, dead.attempts, dead.last_error) == ("dead", 0, REFUSED_BLOCKED)
+    assert dead.last_error_detail == (
+        "host a.spam.example is blocked by an admin (covered by the block of spam.example): spam waves"
+    )

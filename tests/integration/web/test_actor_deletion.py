@@ -9,9 +9,14 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from fedqueue.inbound import ld_signatures
+from fedqueue.metrics import Metrics
+from fedqueue.outbound.worker import Worker
+from fedqueue.remote.client import HttpClient
 from fedqueue.settings import Settings
-from fedqueue.storage import Store
+from fedqueue.storage import Relay, Store
 from fedqueue.storage.column_types import utcnow
+from fedqueue.storage.relays import PENDING
 from fedqueue.storage.tables import DeliveryRow, OutboxRow
 from tests.conftest import ADMIN_TOKEN
 from tests.loopback import LoopbackServer
@@ -125,3 +130,61 @@ async def test_deleting_cancels_queued_deliveries_with_the_reason(
     async with store.database.reading() as conn:
         states = [(row.state, row.last_error) for row in await conn.execute(select(_deliveries))]
     assert ("dead", "cancelled: the actor alice was deleted") in states
+
+
+async def test_the_delete_reaches_accepted_relays_and_carries_an_ld_signature_that_verifies(
+    client: httpx.AsyncClient, settings: Settings, store: Store, remote: LoopbackServer
+) -> None:
+    alice = (await store.actors.create("alice")).actor
+    await add_follower(store, "alice", remote.url("/users/f0"), remote.url("/f0"))
+    for name, accepted in (("relay", True), ("pending-relay", False)):
+        follow_id = f"http://127.0.0.1:8000/actor/relay-follows/{name}"
+        relay = Relay(
+            remote.url(f"/{name}"), remote.url(f"/{name}/inbox"), follow_id, PENDING, utcnow(), None
+        )
+        await store.relays.add(relay, who="test")
+        if accepted:
+            await store.relays.answered(relay.uri, follow_id, True, utcnow())
+    accept_all(remote, ["/f0", "/relay/inbox"])
+
+    assert (await client.delete("/admin/actors/alice", headers=ADMIN)).status_code == 200
+    delete_row = (await outbox_rows(store))[-1]
+    assert json.loads(str(delete_row["inboxes"])) == [remote.url("/f0"), remote.url("/relay/inbox")]
+    await run_burst(fast(settings), store)
+    [request] = remote.received("POST", "/relay/inbox")
+    body = verify_delivery(remote, request, ALICE, alice.public_key_pem)
+    assert (body["type"], body["signature"]["creator"]) == ("Delete", f"{ALICE}#main-key")
+    budget = ld_signatures.Budget.unbounded()
+    ld_signatures.verify(body, alice.public_key_pem, budget)  # as the inbox checks a forwarded one
+    with pytest.raises(ld_signatures.Forged):
+        ld_signatures.verify(
+            {**body, "object": "http://127.0.0.1:8000/actors/bob"}, alice.public_key_pem, budget
+        )
+
+
+async def test_a_worker_that_knew_the_actor_refuses_rows_inserted_after_its_deletion_and_goes_on(
+    client: httpx.AsyncClient, settings: Settings, store: Store, remote: LoopbackServer
+) -> None:
+    await store.actors.create("alice")
+    await store.actors.create("bob")
+    await add_follower(store, "alice", remote.url("/users/f0"), remote.url("/f0"))
+    http = HttpClient(settings)
+    try:
+        worker = Worker(fast(settings), store, http, metrics=Metrics())
+        await insert_outbox_row(store, "alice", {"type": "Note", "content": "before"}, [remote.url("/f0")])
+        assert await worker.fanout.expand_pending() == 1  # the worker has seen alice now
+
+        assert (await client.delete("/admin/actors/alice", headers=ADMIN)).status_code == 200
+        late = await insert_outbox_row(
+            store, "alice", {"type": "Note", "content": "after"}, [remote.url("/f0")]
+        )
+        other = await insert_outbox_row(store, "bob", {"type": "Note", "content": "hi"}, [remote.url("/f0")])
+        assert await worker.fanout.expand_pending() == 3  # alice's Delete, the late row, bob's
+    finally:
+        await http.aclose()
+    rows = {row["id"]: row for row in await outbox_rows(store)}
+    assert (rows[late]["state"], rows[late]["error"]) == ("rejected", "actor 'alice' was deleted")
+    assert await store.deliveries.for_outbox(late) == []
+    assert rows[other]["state"] == "expanded"
+    [delete_row] = [row for row in rows.values() if row["activity_type"] == "Delete"]
+    assert delete_row["state"] == "expanded"
