@@ -603,16 +603,17 @@ def fedify_fanout(
     origins: Sequence[str],
     command: str = "fanout",
     first_knock: str | None = None,
+    node: str = NODE,
 ) -> dict[str, float]:
     """Fedify's sendActivity to `n` recipients over `origins`: {"seconds", "cpu_s", "delivered"}.
 
     `command` "fanout" sends one activity to all of them, "small" one activity to each (peer.mjs).
     `first_knock`: the scheme Fedify signs with first ("draft-cavage-http-signatures-12" or its
-    default, "rfc9421").
+    default, "rfc9421"). `node`: the Node.js executable (tests/node.py's by default).
     """
     env = dict(os.environ, FEDIFY_FIRST_KNOCK=first_knock) if first_knock else None
     done = subprocess.run(
-        [NODE, str(FEDIFY_PEER), command, mode, str(n), count_url, ",".join(origins)],
+        [node, str(FEDIFY_PEER), command, mode, str(n), count_url, ",".join(origins)],
         capture_output=True,
         text=True,
         timeout=WAIT_LIMIT_S + 30,
