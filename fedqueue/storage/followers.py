@@ -163,7 +163,9 @@ async def add_followers(database: Database, conn: AsyncConnection, effects: Sequ
                 await _announce(database, conn, webhook_rules.FOLLOWER_ADDED, actor, uri)
         if added:  # a follower that moved here: its old account is no longer delivered to
             moved = [and_(_followers.c.actor == actor, _followers.c.moved_to == uri) for actor, uri in added]
-            await _remove(database, conn, or_(*moved))
+            # IS NOT NULL first: the search stays within ix_followers_moved_to (only followers
+            # that moved), not every follower of the actor.
+            await _remove(database, conn, and_(_followers.c.moved_to.is_not(None), or_(*moved)))
 
 
 def _follower_values(effect: AddFollower) -> dict[str, Any]:

@@ -339,6 +339,16 @@ class FollowerRow(SQLModel, table=True):
     """
 
     __tablename__ = "followers"
+    __table_args__ = (
+        Index("ix_followers_follower_uri", "follower_uri"),
+        Index(
+            "ix_followers_moved_to",
+            "actor",
+            "moved_to",
+            sqlite_where=text("moved_to IS NOT NULL"),
+            postgresql_where=text("moved_to IS NOT NULL"),
+        ),
+    )
 
     actor: str = Field(sa_column=Column(NAME, primary_key=True))
     follower_uri: str = Field(sa_column=Column(URI, primary_key=True))
