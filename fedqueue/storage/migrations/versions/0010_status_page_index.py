@@ -8,7 +8,7 @@ counts per state are read from the index alone.
 
 Revision ID: 0010
 Revises: 0009
-Create Date: 2026-11-26
+Create Date: 2026-11-25
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ change, so each deletion adds its rows to `outbox.pruned_<state>` in the same tr
 
 Revision ID: 0012
 Revises: 0011
-Create Date: 2026-11-27
+Create Date: 2026-11-25
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ lasts). `also_known_as` is a JSON array of URIs. `followers.moved_to` records a 
 
 Revision ID: 0013
 Revises: 0012
-Create Date: 2026-11-26
+Create Date: 2026-11-25
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Revision ID: 0014
 Revises: 0013
-Create Date: 2026-11-27
+Create Date: 2026-11-25
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ each delivery's send (`fedqueue.tracing`). NULL: no trace.
 
 Revision ID: 0015
 Revises: 0014
-Create Date: 2026-11-28
+Create Date: 2026-11-25
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ lower lane first (`DeliveryStore.claim`); rows queued before this revision are n
 
 Revision ID: 0016
 Revises: 0015
-Create Date: 2026-11-29
+Create Date: 2026-11-25
 """
 
 from __future__ import annotations
