@@ -626,8 +626,9 @@ def fedify_fanout(
     return result
 
 
-#: Open files Fedify's process may hold: `immediate` opens a socket per recipient at once, and
-#: at 50,000 recipients the usual limit (20,000 here) failed it with EMFILE.
+#: Open files Fedify's process asks for: `immediate` opens a socket per recipient at once, and
+#: at 50,000 recipients it fails with EMFILE where the hard limit is lower (20,000 on the
+#: benchmark machine, which a sandboxed root cannot raise): its queue modes are then its best.
 FEDIFY_OPEN_FILES = 200_000
 
 
