@@ -137,3 +137,13 @@ async def remote() -> AsyncIterator[LoopbackServer]:
         yield server
     finally:
         await server.stop()
+
+
+@pytest.fixture
+async def other() -> AsyncIterator[LoopbackServer]:
+    """A second remote server (another port: another host, as hosts are tracked)."""
+    server = await LoopbackServer().start()
+    try:
+        yield server
+    finally:
+        await server.stop()

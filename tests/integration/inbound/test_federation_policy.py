@@ -36,15 +36,6 @@ def like(n: int) -> dict[str, str]:
 
 
 @pytest.fixture
-async def other() -> AsyncIterator[LoopbackServer]:
-    server = await LoopbackServer().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
-@pytest.fixture
 async def worker(settings: Settings, store: Store) -> AsyncIterator[Worker]:
     client = HttpClient(settings)
     try:

@@ -8,7 +8,6 @@ bob vouches for it (his LD signature, or the copy his server serves), else as it
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -26,17 +25,9 @@ _inbound = InboundActivityRow.__table__  # type: ignore[attr-defined]
 
 
 @pytest.fixture
-async def relay_server() -> AsyncIterator[LoopbackServer]:
-    server = await LoopbackServer().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
-@pytest.fixture
-def relay(relay_server: LoopbackServer) -> RemoteActor:
-    return RemoteActor(relay_server, name="relay").publish()
+def relay(other: LoopbackServer) -> RemoteActor:
+    """The relay, on a host of its own."""
+    return RemoteActor(other, name="relay").publish()
 
 
 async def follow_relay(store: Store, relay: RemoteActor, *, accepted: bool) -> None:

@@ -6,7 +6,6 @@ Forgeries are charged to the address they come from, never to the host they name
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -47,15 +46,6 @@ def client_from(app: Starlette, address: str) -> httpx.AsyncClient:
 def forger_of(actor: RemoteActor) -> RemoteActor:
     """Someone naming `actor`'s keyId and actor, but signing with a key of their own."""
     return dataclasses.replace(actor, pair=keys.generate_key_pair())
-
-
-@pytest.fixture
-async def other() -> AsyncIterator[LoopbackServer]:
-    server = await LoopbackServer().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 async def statuses(client: httpx.AsyncClient, actor: RemoteActor, count: int) -> list[int]:

@@ -4,7 +4,6 @@ and the partial followers collection it names, fetched with real signatures over
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -27,16 +26,6 @@ from tests.outbound import fast, insert_outbox_row, run_burst
 
 ALICE = f"{LOCAL}/actors/alice"
 HEADER = re.compile(r'^collectionId="([^"]*)", url="([^"]*)", digest="([0-9a-f]{64})"$')
-
-
-@pytest.fixture
-async def other() -> AsyncIterator[LoopbackServer]:
-    """A second remote server (another port: another host, as hosts are tracked)."""
-    server = await LoopbackServer().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 async def follow(store: Store, uri: str, inbox: str) -> None:
