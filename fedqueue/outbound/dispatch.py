@@ -118,8 +118,8 @@ class Dispatcher:
         self.in_flight.update(row.id for row in claimed)
         started: set[int] = set()
         try:
-            await self._refuse_by_policy(claimed)
-            to_send, refused, health = await self._admit([row for row in claimed if row.id in self.in_flight])
+            allowed = await self._refuse_by_policy(claimed)
+            to_send, refused, health = await self._admit(allowed)
             await self._refuse([(row, why) for row, why in refused if why == REFUSED_BLOCKED])
             await self._refuse(
                 [(row, why) for row, why in refused if why != REFUSED_BLOCKED], HOST_UNAVAILABLE
@@ -162,8 +162,9 @@ class Dispatcher:
             raise
         return len(claimed)
 
-    async def _refuse_by_policy(self, claimed: Sequence[Claimed]) -> None:
-        """Give up the activities' deliveries to hosts the federation policy refuses, with its reason.
+    async def _refuse_by_policy(self, claimed: Sequence[Claimed]) -> list[Claimed]:
+        """Give up the activities' deliveries to hosts the federation policy refuses, with its
+        reason; the rows it leaves.
 
         The policy is the one the fan-out applies, read from memory (`BlockStore`); webhook
         events go to the app's own endpoints, which it does not cover.
@@ -181,6 +182,8 @@ class Dispatcher:
             FEDERATION_POLICY,
             {row.id: refusal.reason for row, refusal in refused},
         )
+        gone = {row.id for row, _ in refused}
+        return [row for row in claimed if row.id not in gone]
 
     async def _refuse(
         self,
