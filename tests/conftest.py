@@ -19,10 +19,14 @@ import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
+from fedqueue.metrics import Metrics
+from fedqueue.outbound.worker import Worker
+from fedqueue.remote.client import HttpClient
 from fedqueue.settings import Settings, load_settings
 from fedqueue.storage import Store
 from fedqueue.storage.migrate import upgrade_to_head
 from tests.loopback import LoopbackServer
+from tests.outbound import fast
 
 pytest_plugins = ["tests.fediverse"]
 
@@ -137,6 +141,16 @@ async def remote() -> AsyncIterator[LoopbackServer]:
         yield server
     finally:
         await server.stop()
+
+
+@pytest.fixture
+async def worker(settings: Settings, store: Store) -> AsyncIterator[Worker]:
+    """A worker with fast retries, to run round by round (test files may define their own)."""
+    client = HttpClient(settings)
+    try:
+        yield Worker(fast(settings), store, client, metrics=Metrics())
+    finally:
+        await client.aclose()
 
 
 @pytest.fixture

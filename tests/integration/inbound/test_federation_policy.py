@@ -4,7 +4,6 @@ and the allowlist mode (nothing fetched from, delivered to or accepted from othe
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -33,15 +32,6 @@ _hosts = HostRow.__table__  # type: ignore[attr-defined]
 
 def like(n: int) -> dict[str, str]:
     return {"type": "Like", "object": f"https://example.org/notes/{n}"}
-
-
-@pytest.fixture
-async def worker(settings: Settings, store: Store) -> AsyncIterator[Worker]:
-    client = HttpClient(settings)
-    try:
-        yield Worker(fast(settings), store, client, metrics=Metrics())
-    finally:
-        await client.aclose()
 
 
 async def test_a_subdomain_of_a_blocked_domain_is_refused_with_403_before_any_fetch(

@@ -4,13 +4,10 @@ Accept, and public activities (only those) also go to the relay's inbox."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
 import httpx
-import pytest
 from aiohttp import web
 
-from fedqueue.metrics import Metrics
 from fedqueue.outbound.relays import PUBLIC, add_relay, remove_relay
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.client import HttpClient
@@ -22,16 +19,7 @@ from fedqueue.storage.column_types import utcnow
 from fedqueue.urls import Urls
 from tests.fediverse import LOCAL, RemoteActor, post
 from tests.loopback import LoopbackServer
-from tests.outbound import fast, insert_outbox_row
-
-
-@pytest.fixture
-async def worker(settings: Settings, store: Store) -> AsyncIterator[Worker]:
-    client = HttpClient(settings)
-    try:
-        yield Worker(fast(settings), store, client, metrics=Metrics())
-    finally:
-        await client.aclose()
+from tests.outbound import insert_outbox_row
 
 
 def note(to: list[str]) -> dict[str, object]:
