@@ -14,7 +14,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Select, and_, bindparam, case, func, or_, select, type_coerce, union_all, update
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Select,
+    Update,
+    and_,
+    bindparam,
+    case,
+    func,
+    or_,
+    select,
+    type_coerce,
+    union_all,
+    update,
+)
 
 from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.outbound.record import Claimed, Result
@@ -115,16 +129,63 @@ class Unresolved:
     attempts: int
 
 
-def _held_hosts(now: datetime) -> Select[tuple[str]]:
+def _held_hosts(now: datetime | ColumnElement[datetime]) -> Select[tuple[str]]:
     """Hosts whose deliveries wait: paused, or circuit open (or probing) until a later time."""
     return select(_hosts.c.host).where(
         or_(_hosts.c.paused, and_(_hosts.c.circuit != "closed", _hosts.c.circuit_until > now))
     )
 
 
+def _claim_statement(database: Database, skipping: bool) -> Update:
+    """`DeliveryStore.claim`'s statement, built once (bound: now, owner, lease_until, limit and,
+    if `skipping`, the hosts to skip): building it for every claim cost more than running it."""
+    d = _deliveries.c
+    now = bindparam("now", type_=d.next_attempt_at.type)
+    limit = bindparam("limit", type_=Integer())
+    eligible = [d.inbox.is_not(None), d.host.not_in(_held_hosts(now))]
+    if skipping:
+        eligible.append(d.host.not_in(bindparam("skip", expanding=True)))
+    # One branch per (state, lane), each an ordered range of ix_deliveries_due (state, lane,
+    # next_attempt_at, id) read only as far as it takes: an OR of the states made the
+    # database gather and sort every due row first (258 ms a claim on SQLite with 100,000
+    # due, 53 ms on PostgreSQL; docs/benchmarks/history.md, Sixth pass). Expired leases are
+    # rare: one branch reads the `sending` rows in (lane, due) order, filtering lease_until.
+    order = (d.lane, d.next_attempt_at, d.id)
+    branches = [
+        select(d.id, *order[:2])
+        .where(d.state == state, d.lane == lane, d.next_attempt_at <= now, *eligible)
+        .order_by(*order)
+        .limit(limit)
+        for state in UNSENT
+        for lane in LANES
+    ]
+    branches.append(
+        select(d.id, *order[:2])
+        .where(d.state == DeliveryState.SENDING, d.lease_until <= now, *eligible)
+        .order_by(*order)
+        .limit(limit)
+    )
+    branches = [database.skip_locked(branch) for branch in branches]
+    candidates = union_all(*(select(branch.subquery()) for branch in branches)).subquery()
+    c = candidates.c
+    due = select(c.id).order_by(c.lane, c.next_attempt_at, c.id).limit(limit)
+    return (
+        update(_deliveries)
+        .where(_deliveries.c.id.in_(due.scalar_subquery()))
+        .values(
+            state=DeliveryState.SENDING,
+            lease_owner=bindparam("owner", type_=d.lease_owner.type),
+            lease_until=bindparam("lease_until", type_=d.lease_until.type),
+        )
+        .returning(_deliveries.c.lane, *_CLAIMED)
+    )
+
+
 class DeliveryStore:
     def __init__(self, database: Database) -> None:
         self._db = database
+        self._claim_all = _claim_statement(database, skipping=False)
+        self._claim_skipping = _claim_statement(database, skipping=True)
         # Built once for this engine (bound parameters only): the worker's every batch runs them.
         self._enqueued = database.rows(_deliveries, _ENQUEUED)
         # Either unique key may exist already: (outbox_id, inbox), or (outbox_id, recipient).
@@ -193,47 +254,17 @@ class DeliveryStore:
         enough in flight to them). On PostgreSQL the rows are locked with SKIP LOCKED, so
         concurrent workers claim disjoint sets.
         """
-        d = _deliveries.c
-        eligible = [d.inbox.is_not(None), d.host.not_in(_held_hosts(now))]
+        statement = self._claim_skipping if skip_hosts else self._claim_all
+        parameters = {
+            "now": now,
+            "owner": owner,
+            "lease_until": now + timedelta(seconds=lease_seconds),
+            "limit": limit,
+        }
         if skip_hosts:
-            eligible.append(d.host.not_in(skip_hosts))
-        # One branch per (state, lane), each an ordered range of ix_deliveries_due (state, lane,
-        # next_attempt_at, id) read only as far as it takes: an OR of the states made the
-        # database gather and sort every due row first (258 ms a claim on SQLite with 100,000
-        # due, 53 ms on PostgreSQL; docs/benchmarks/history.md, Sixth pass). Expired leases are
-        # rare: one branch reads the `sending` rows in (lane, due) order, filtering lease_until.
-        order = (d.lane, d.next_attempt_at, d.id)
-        branches = [
-            select(d.id, *order[:2])
-            .where(d.state == state, d.lane == lane, d.next_attempt_at <= now, *eligible)
-            .order_by(*order)
-            .limit(limit)
-            for state in UNSENT
-            for lane in LANES
-        ]
-        branches.append(
-            select(d.id, *order[:2])
-            .where(d.state == DeliveryState.SENDING, d.lease_until <= now, *eligible)
-            .order_by(*order)
-            .limit(limit)
-        )
-        branches = [self._db.skip_locked(branch) for branch in branches]
-        candidates = union_all(*(select(branch.subquery()) for branch in branches)).subquery()
-        c = candidates.c
-        due = select(c.id).order_by(c.lane, c.next_attempt_at, c.id).limit(limit)
+            parameters["skip"] = list(skip_hosts)
         async with self._db.transaction() as conn:
-            rows = (
-                await conn.execute(
-                    update(_deliveries)
-                    .where(_deliveries.c.id.in_(due.scalar_subquery()))
-                    .values(
-                        state=DeliveryState.SENDING,
-                        lease_owner=owner,
-                        lease_until=now + timedelta(seconds=lease_seconds),
-                    )
-                    .returning(_deliveries.c.lane, *_CLAIMED)
-                )
-            ).all()
+            rows = (await conn.execute(statement, parameters)).all()
         ordered = sorted(rows, key=lambda row: (row.lane, row.next_attempt_at, row.id))
         return [Claimed(*row[1:]) for row in ordered]
 
