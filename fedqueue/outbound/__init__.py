@@ -6,7 +6,7 @@ delivery row per (activity, inbox), each ending `delivered`, `dead` or `coalesce
 The flow, in order: `intake` (what is acceptable) → `fanout` (one delivery per inbox, with
 `addressing`) → `coalescer` (the `coalesce_rules` after fan-out and before sending) →
 `worker` (claims under a lease) → `dispatch` (admission by `circuit`, bodies, chains) →
-`attempts` (`scheme_discovery` with `scheme_rules`) → `send` (sign on `remote.signing_threads`,
+`attempts` (`scheme_discovery` with `scheme_rules`) → `send` (sign on `remote.signing_process`,
 POST) → `record` (`outcomes`, `backoff`, host health). `service.fanout_status` reads where one
 activity's fan-out stands.
 """

@@ -34,9 +34,9 @@ from fedqueue.outbound.context import WorkerContext
 from fedqueue.outbound.outcomes import Attempt
 from fedqueue.outbound.record import Claimed, Result, health_changes, result_of
 from fedqueue.outbound.scheme_discovery import SchemeBook
-from fedqueue.outbound.send import PreparedBody, post_knocking, post_webhook, signing_threads
+from fedqueue.outbound.send import PreparedBody, post_knocking, post_webhook
 from fedqueue.remote.client import HttpClient
-from fedqueue.remote.signing_threads import SigningThreads
+from fedqueue.remote.signing_process import SigningProcess
 from fedqueue.settings import Settings
 from fedqueue.states import DeliveryState
 from fedqueue.storage import StorageUnavailable
@@ -135,7 +135,7 @@ class Attempts:
         self.policy = circuit_policy(settings)
         self._sent: list[Sent] = []
         self._progress = asyncio.Event()
-        self._signing: SigningThreads | None = None
+        self._signing = SigningProcess()
         #: For POSTs to webhooks allowed a private address while the server's client is not
         #: (FEDQUEUE_ALLOW_PRIVATE_ADDRESSES=false): made on first need.
         self._private_settings = (
@@ -196,15 +196,10 @@ class Attempts:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._progress.wait(), timeout_s)
 
-    def close(self) -> None:
-        """Let the signing threads go (a later send starts new ones)."""
-        if self._signing is not None:
-            self._signing.close()
-            self._signing = None
-
     async def aclose(self) -> None:
-        """`close`, and close the private webhooks' client if one was made (a later send makes another)."""
-        self.close()
+        """End the signing process and close the private webhooks' client if one was made (a later
+        send starts or makes another)."""
+        await self._signing.aclose()
         private, self._private = self._private, None
         if private is not None:
             await private.aclose()
@@ -260,11 +255,6 @@ class Attempts:
             except Exception as exc:
                 self._metrics.worker_error("record", exc, "delivery %s: outcome not recorded", result.id)
 
-    def _signer(self) -> SigningThreads:
-        if self._signing is None:
-            self._signing = signing_threads()
-        return self._signing
-
     async def _attempt(self, job: Job) -> Attempt:
         """One attempt: a webhook event POSTed with its HMAC, or an activity under the host's scheme."""
         row = job.row
@@ -286,7 +276,7 @@ class Attempts:
             job.body,
             identity,
             self._clock,
-            self._signer(),
+            self._signing,
             sync=job.sync,
         )
         return await self.schemes.deliver(row.host, job.health, knock)

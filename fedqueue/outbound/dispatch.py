@@ -299,12 +299,9 @@ class Dispatcher:
         if tasks:
             await asyncio.wait(tasks)
 
-    def close(self) -> None:
-        """Let the signing threads go (a later send starts new ones)."""
-        self._attempts.close()
-
     async def aclose(self) -> None:
-        """`close` (once the recording under way, if any, has ended); close the private webhooks' client."""
+        """Once the recording under way (if any) has ended: end the signing process, close the
+        private webhooks' client (a later send starts or makes them again)."""
         if self._recording is not None:
             await asyncio.wait({self._recording})
         await self._attempts.aclose()

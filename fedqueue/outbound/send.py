@@ -1,13 +1,12 @@
 """Sending one delivery: the request body (built once per activity), the signature, the POST(s).
 
-Signing is behind one function, `sign_delivery`, which takes the scheme (draft-cavage or
-RFC 9421). `post_knocking` is the double knock: when the answer refuses the signature (or
-crashes on an RFC 9421 discovery knock), the same delivery is re-signed with the other scheme
-and sent again at once, within one attempt.
+Signing takes the scheme (draft-cavage or RFC 9421). `post_knocking` is the double knock: when
+the answer refuses the signature (or crashes on an RFC 9421 discovery knock), the same delivery
+is re-signed with the other scheme and sent again at once, within one attempt.
 Which scheme goes first is the business of `fedqueue.outbound.scheme_rules` and the dispatcher.
 
-The worker signs on `SigningThreads` (pass `signer`): an RSA signature costs about as much
-CPU as the rest of a delivery, and OpenSSL computes it without holding the GIL.
+The worker signs on a `SigningProcess` (pass `signer`): an RSA signature costs about as much
+CPU as the rest of a delivery, and a process of its own makes it beside the event loop.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from functools import partial
 
 from fedqueue.activitystreams import ACTIVITY_JSON
 from fedqueue.followers_sync_rules import HEADER as SYNC_HEADER
@@ -24,31 +22,19 @@ from fedqueue.outbound import webhook_rules
 from fedqueue.outbound.addressing import addresses, strip_hidden
 from fedqueue.outbound.outcomes import Attempt, readable_error
 from fedqueue.outbound.scheme_rules import knocks_again
-from fedqueue.remote.client import (
-    HttpClient,
-    SendFailed,
-    SigningIdentity,
-    signed_headers,
-)
+from fedqueue.remote.client import HttpClient, SendFailed, SigningIdentity, unsigned_request
 from fedqueue.remote.http1 import Answer
-from fedqueue.remote.signing_threads import SigningThreads
+from fedqueue.remote.signing_process import SignerUnavailable, SigningProcess
 from fedqueue.signing.requests import (
     SignatureError,
     SignatureScheme,
     content_digest_header,
     sha256_digest_header,
 )
+from fedqueue.signing.unsigned import sign_bytes
 
 #: How much of a refusing server's body is kept on the delivery row.
 BODY_HEAD_BYTES = 512
-#: Threads that sign deliveries: two kept a 2-core machine's event loop and signing both busy
-#: (docs/benchmarks/history.md, Single-host fan-out); the event loop, not signing, is the limit beyond that.
-SIGNING_THREADS = 2
-
-
-def signing_threads() -> SigningThreads:
-    """Threads to sign deliveries on (`post(..., signer=)`); close them when done."""
-    return SigningThreads(SIGNING_THREADS)
 
 
 @dataclass(frozen=True)
@@ -84,24 +70,6 @@ def prepare_body(
     )
 
 
-def sign_delivery(
-    inbox: str, prepared: PreparedBody, identity: SigningIdentity, now: datetime, scheme: SignatureScheme
-) -> dict[str, str]:
-    """The headers of a delivery POST signed under `scheme` (digests from `prepared`, not recomputed)."""
-    headers = signed_headers(
-        "POST",
-        inbox,
-        identity,
-        now,
-        digest=prepared.digest,
-        content_digest=prepared.content_digest,
-        content_type=ACTIVITY_JSON,
-        scheme=scheme,
-    )
-    headers["accept"] = ACTIVITY_JSON
-    return headers
-
-
 async def post(
     client: HttpClient,
     inbox: str,
@@ -109,7 +77,7 @@ async def post(
     identity: SigningIdentity,
     now: datetime,
     scheme: SignatureScheme = "cavage",
-    signer: SigningThreads | None = None,
+    signer: SigningProcess | None = None,
     sync: str | None = None,
 ) -> Attempt:
     """POST one delivery signed under `scheme` (on `signer`, if given); every failure becomes an Attempt.
@@ -117,15 +85,30 @@ async def post(
     `sync`: a `Collection-Synchronization` value (FEP-8fcf), sent beside the signature, not in it.
     """
     try:
+        request = unsigned_request(
+            "POST",
+            inbox,
+            identity,
+            now,
+            digest=prepared.digest,
+            content_digest=prepared.content_digest,
+            content_type=ACTIVITY_JSON,
+            scheme=scheme,
+        )
+        unsigned = request.unsigned
         if signer is None:
-            headers = sign_delivery(inbox, prepared, identity, now, scheme)
+            signature = sign_bytes(unsigned.algorithm, identity.private_key, unsigned.base)
         else:
-            headers = await signer.run(partial(sign_delivery, inbox, prepared, identity, now, scheme))
+            signature = await signer.sign(identity.private_key, unsigned.algorithm, unsigned.base)
+        headers = request.signed(signature)
+        headers["accept"] = ACTIVITY_JSON
         if sync is not None:
             headers[SYNC_HEADER.lower()] = sync
         answer = await client.post(inbox, prepared.body, headers, head_bytes=BODY_HEAD_BYTES)
     except SignatureError as exc:
         return Attempt(status=None, error=str(exc), permanent=True, scheme=scheme)
+    except SignerUnavailable as exc:
+        return Attempt(status=None, error=str(exc), permanent=False, scheme=scheme)
     except SendFailed as exc:
         raw = str(exc)
         readable = readable_error(raw, client.settings.total_timeout_seconds)
@@ -162,7 +145,7 @@ async def post_knocking(
     prepared: PreparedBody,
     identity: SigningIdentity,
     clock: Callable[[], datetime],
-    signer: SigningThreads | None,
+    signer: SigningProcess | None,
     first: SignatureScheme,
     second: SignatureScheme | None,
     discovering: bool,

@@ -41,7 +41,15 @@ from fedqueue.remote.pool import Pool
 from fedqueue.remote.signing_threads import SigningThreads
 from fedqueue.remote.transport import Transport
 from fedqueue.settings import Settings
-from fedqueue.signing.requests import SignatureScheme, authority, http_date, sign_digested
+from fedqueue.signing.requests import (
+    SignatureScheme,
+    Unsigned,
+    authority,
+    http_date,
+    signing_algorithm,
+    unsigned_digested,
+)
+from fedqueue.signing.unsigned import sign_bytes
 
 #: Threads that sign GETs (`HttpClient.signing`): a key fetch's signature then costs the event
 #: loop nothing. Each signature takes the GIL twice (around OpenSSL's work) and waits for it up
@@ -116,8 +124,7 @@ class HttpClient:
         self.max_document_bytes = settings.max_document_bytes
         self._total_timeout_s = settings.total_timeout_seconds
         self._transport = transport or new_transport(settings, self.user_agent, self.metrics)
-        # Each fetch's signature holds a request: handed back alone, not with its chunk's.
-        self.signing = SigningThreads(FETCH_SIGNING_THREADS, chunk=1)
+        self.signing = SigningThreads(FETCH_SIGNING_THREADS)
 
     async def post(self, url: str, content: bytes, headers: dict[str, str], *, head_bytes: int) -> Answer:
         """POST `content` (guarded, with the total timeout): the answer, or SendFailed saying why.
@@ -206,18 +213,57 @@ def signed_headers(
     content_type: str | None = None,
     scheme: SignatureScheme = "cavage",
 ) -> dict[str, str]:
-    """Host and Date, the body's headers, and a signature over them under `scheme`.
+    """Host and Date, the body's headers, and a signature over them under `scheme` (`unsigned_request`)."""
+    request = unsigned_request(
+        method,
+        url,
+        identity,
+        now,
+        digest=digest,
+        content_digest=content_digest,
+        content_type=content_type,
+        scheme=scheme,
+    )
+    unsigned = request.unsigned
+    return request.signed(sign_bytes(unsigned.algorithm, identity.private_key, unsigned.base))
+
+
+@dataclass(frozen=True)
+class UnsignedRequest:
+    """A request's headers (lower-case names) with its signature still to be made."""
+
+    headers: dict[str, str]
+    unsigned: Unsigned
+
+    def signed(self, signature: bytes) -> dict[str, str]:
+        """Every header, the signature's included, given the signature over `unsigned.base`."""
+        return self.headers | {name.lower(): value for name, value in self.unsigned.signed(signature).items()}
+
+
+def unsigned_request(
+    method: str,
+    url: str,
+    identity: SigningIdentity,
+    now: datetime,
+    *,
+    digest: str | None = None,
+    content_digest: str | None = None,
+    content_type: str | None = None,
+    scheme: SignatureScheme = "cavage",
+) -> UnsignedRequest:
+    """Host and Date, the body's headers, and what a signature over them under `scheme` signs.
 
     cavage: `Digest` and Content-Type for a body, then `Signature` (rsa-sha256) over
     `(request-target) host date [digest content-type]`. rfc9421: `Content-Digest` and
     Content-Type for a body, then `Signature-Input`/`Signature` (label sig1, `created`, keyid,
     alg) over `@method @target-uri [content-digest]`, as Mastodon accepts them.
     The digests are passed in so that a body sent to many inboxes is hashed once, not per inbox.
+    SignatureError if the identity's key cannot sign under `scheme`.
     """
     headers = {"host": authority(url), "date": http_date(now)}
     body_digest = content_digest if scheme == "rfc9421" else digest
     if body_digest is not None:
         headers["content-type"] = content_type or ACTIVITY_JSON
-    key = identity.private_key
-    added = sign_digested(scheme, method, url, headers, body_digest, key, identity.key_id, now)
-    return headers | {name.lower(): value for name, value in added.items()}
+    algorithm = signing_algorithm(scheme, identity.private_key)
+    unsigned = unsigned_digested(scheme, method, url, headers, body_digest, identity.key_id, now, algorithm)
+    return UnsignedRequest(headers, unsigned)

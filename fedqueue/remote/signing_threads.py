@@ -1,12 +1,11 @@
-"""Threads that sign requests (deliveries, key and actor fetches) while the event loop goes on.
+"""Threads that sign key and actor fetches while the event loop goes on.
 
-An RSA-2048 signature costs a few hundred microseconds of CPU, about as much as the rest of
-a delivery. OpenSSL computes it without holding the GIL, so signing on other threads puts a
-second core to work. A `concurrent.futures` pool costs a lock, a condition and a future per
-call; here the calls made during one pass of the event loop are handed over together in
-chunks of `CHUNK`, which the threads take in turn, and each chunk's results come back in one
-callback. Chunks stay small so that the first POSTs of a large batch need not wait for the
-whole batch to be signed.
+An RSA-2048 signature costs a few hundred microseconds of CPU. OpenSSL computes it without
+holding the GIL, so signing on other threads puts a second core to work. A
+`concurrent.futures` pool costs a lock, a condition and a future per call; here each call made
+during one pass of the event loop is queued for the threads as it is, and each result comes
+back as soon as it is made (a fetch's signature holds a request). Deliveries, which come by
+the thousand, are signed in a process of their own instead (`signing_process`).
 """
 
 from __future__ import annotations
@@ -19,23 +18,16 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
-#: Calls handed over (and results handed back) together.
-CHUNK = 8
 _Call = tuple[Callable[[], Any], "asyncio.Future[Any]"]
-_Batch = tuple[asyncio.AbstractEventLoop, list[_Call]]
+_Handed = tuple[asyncio.AbstractEventLoop, _Call]
 
 
 class SigningThreads:
-    """Runs short CPU-bound calls on `count` daemon threads; `close` ends them.
+    """Runs short CPU-bound calls on `count` daemon threads; `close` ends them."""
 
-    `chunk`: calls handed over, and results handed back, together (1: each result as soon as
-    it is made, for calls that each hold a request).
-    """
-
-    def __init__(self, count: int, chunk: int = CHUNK) -> None:
+    def __init__(self, count: int) -> None:
         self._count = count
-        self._chunk = chunk
-        self._batches: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
+        self._calls: queue.SimpleQueue[_Handed | None] = queue.SimpleQueue()
         self._waiting: list[_Call] = []
         self._threads: list[threading.Thread] = []
 
@@ -52,7 +44,7 @@ class SigningThreads:
 
     def close(self) -> None:
         for _ in self._threads:
-            self._batches.put(None)
+            self._calls.put(None)
         self._threads = []
 
     def _start(self) -> None:
@@ -65,27 +57,24 @@ class SigningThreads:
 
     def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
         calls, self._waiting = self._waiting, []
-        for start in range(0, len(calls), self._chunk):
-            self._batches.put((loop, calls[start : start + self._chunk]))
+        for call in calls:
+            self._calls.put((loop, call))
 
     def _work(self) -> None:
-        while (batch := self._batches.get()) is not None:
-            loop, calls = batch
-            outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
-            for call, future in calls:
-                try:
-                    outcomes.append((future, call(), None))
-                except Exception as exc:  # handed to the awaiting coroutine
-                    outcomes.append((future, None, exc))
+        while (handed := self._calls.get()) is not None:
+            loop, (call, future) = handed
+            try:
+                result, error = call(), None
+            except Exception as exc:  # handed to the awaiting coroutine
+                result, error = None, exc
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
-                loop.call_soon_threadsafe(_settle, outcomes)
+                loop.call_soon_threadsafe(_settle, future, result, error)
 
 
-def _settle(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
-    for future, result, error in outcomes:
-        if future.cancelled():
-            continue
-        if error is None:
-            future.set_result(result)
-        else:
-            future.set_exception(error)
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is None:
+        future.set_result(result)
+    else:
+        future.set_exception(error)

@@ -24,6 +24,7 @@ from fedqueue.signing.digests import (
     CONTENT_DIGEST_ALGORITHMS,
     match_digests,
 )
+from fedqueue.signing.unsigned import Unsigned
 
 #: What fedqueue signs on a POST, in Mastodon's order.
 POST_SIGNED_HEADERS = ("(request-target)", "host", "date", "digest", "content-type")
@@ -107,11 +108,19 @@ def sign_cavage(
     """The `Signature` header value (rsa-sha256) over `signed` of the lower-cased `headers`."""
     if not isinstance(private_key, rsa.RSAPrivateKey):
         raise SignatureError("draft-cavage signing needs an RSA key")
+    return unsigned_cavage(method, url, headers, key_id, signed).sign_with(private_key)["Signature"]
+
+
+def unsigned_cavage(
+    method: str, url: str, headers: Mapping[str, str], key_id: str, signed: Sequence[str]
+) -> Unsigned:
+    """The signing string over `signed` of the lower-cased `headers`, and its `Signature` framing."""
     base = cavage_signing_string(method, url, headers, signed)
-    raw = private_key.sign(base.encode(), padding.PKCS1v15(), hashes.SHA256())
-    return (
-        f'keyId="{key_id}",algorithm="rsa-sha256",headers="{" ".join(signed)}",'
-        f'signature="{base64.b64encode(raw).decode()}"'
+    return Unsigned(
+        base.encode(),
+        "rsa-v1_5-sha256",
+        prefix=f'keyId="{key_id}",algorithm="rsa-sha256",headers="{" ".join(signed)}",signature="',
+        suffix='"',
     )
 
 

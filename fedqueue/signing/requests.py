@@ -11,10 +11,12 @@ which components a request must cover are the callers' business.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from typing import Literal, TypeAlias
 
+from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes, PublicKeyTypes
 
 from fedqueue.errors import SignatureError
@@ -29,6 +31,7 @@ from fedqueue.signing.cavage import (
     request_target,
     sha256_digest_header,
     sign_cavage,
+    unsigned_cavage,
     verify_cavage,
 )
 from fedqueue.signing.digests import (
@@ -48,8 +51,10 @@ from fedqueue.signing.rfc9421 import (
     parse_rfc9421_signatures,
     rfc9421_signature_base,
     sign_rfc9421,
+    unsigned_rfc9421,
     verify_rfc9421,
 )
+from fedqueue.signing.unsigned import SigningAlgorithm, Unsigned
 
 __all__ = [
     "CAVAGE_ALGORITHMS",
@@ -65,6 +70,8 @@ __all__ = [
     "Rfc9421Signature",
     "SignatureError",
     "SignatureScheme",
+    "SigningAlgorithm",
+    "Unsigned",
     "authority",
     "cavage_signing_string",
     "check_content_digest",
@@ -84,6 +91,8 @@ __all__ = [
     "sign_rfc9421",
     "signature_field_parts",
     "signature_with_label",
+    "signing_algorithm",
+    "unsigned_digested",
     "verify_any",
     "verify_cavage",
     "verify_parsed",
@@ -178,6 +187,31 @@ def sign_digested(
     `headers` must hold) and, with a body, `digest` and Content-Type if given; rfc9421 signs
     `@method @target-uri` and, with a body, `content-digest` (label sig1, created, keyid, alg).
     """
+    algorithm = signing_algorithm(scheme, private_key)
+    unsigned = unsigned_digested(scheme, method, url, headers, digest, key_id, now, algorithm)
+    return unsigned.sign_with(private_key)
+
+
+def signing_algorithm(scheme: SignatureScheme, private_key: PrivateKeyTypes) -> SigningAlgorithm:
+    """What `private_key` signs with under `scheme`; SignatureError if the scheme cannot use it."""
+    if scheme == "rfc9421":
+        return default_algorithm(private_key)
+    if not isinstance(private_key, rsa.RSAPrivateKey):
+        raise SignatureError("draft-cavage signing needs an RSA key")
+    return "rsa-v1_5-sha256"
+
+
+def unsigned_digested(
+    scheme: SignatureScheme,
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    digest: str | None,
+    key_id: str,
+    now: datetime,
+    algorithm: SigningAlgorithm,
+) -> Unsigned:
+    """`sign_digested`'s signature still to be made under `algorithm` (`signing_algorithm`)."""
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
     lowered = lower_headers(headers)
@@ -187,15 +221,15 @@ def sign_digested(
         if digest is not None:
             added["Content-Digest"] = lowered["content-digest"] = digest
             components = RFC9421_POST_COMPONENTS
-        alg = default_algorithm(private_key)
         created = int(now.timestamp())
-        return added | sign_rfc9421(method, url, lowered, private_key, key_id, components, created, alg=alg)
-    signed: Sequence[str] = GET_SIGNED_HEADERS
-    if digest is not None:
-        added["Digest"] = lowered["digest"] = digest
-        signed = [name for name in POST_SIGNED_HEADERS if name != "content-type" or name in lowered]
-    added["Signature"] = sign_cavage(method, url, lowered, private_key, key_id, signed)
-    return added
+        unsigned = unsigned_rfc9421(method, url, lowered, key_id, components, created, algorithm)
+    else:
+        signed: Sequence[str] = GET_SIGNED_HEADERS
+        if digest is not None:
+            added["Digest"] = lowered["digest"] = digest
+            signed = [name for name in POST_SIGNED_HEADERS if name != "content-type" or name in lowered]
+        unsigned = unsigned_cavage(method, url, lowered, key_id, signed)
+    return replace(unsigned, added=added | unsigned.added)
 
 
 def http_date(now: datetime) -> str:

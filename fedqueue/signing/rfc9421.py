@@ -20,8 +20,9 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes, Pub
 
 from fedqueue.errors import InvalidInput, SignatureError
 from fedqueue.signing import structured_fields as sf
+from fedqueue.signing.unsigned import PSS_SHA512, SigningAlgorithm, Unsigned, key_kind
 
-Rfc9421Algorithm = Literal["rsa-v1_5-sha256", "rsa-pss-sha512", "ed25519"]
+Rfc9421Algorithm = SigningAlgorithm
 RFC9421_ALGORITHMS: frozenset[str] = frozenset(get_args(Rfc9421Algorithm))
 #: Covered on a request with a body. Mastodon (PR #34814, app/lib/signed_request.rb) requires
 #: @method, @target-uri and, on a POST, content-digest; anything more is one more thing a proxy
@@ -34,7 +35,6 @@ DEFAULT_LABEL = "sig1"
 _STRING_PARAMS = ("keyid", "alg", "nonce", "tag")
 _INTEGER_PARAMS = ("created", "expires")
 _DEFAULT_PORTS = {"http": ":80", "https": ":443"}
-_PSS = padding.PSS(mgf=padding.MGF1(hashes.SHA512()), salt_length=64)  # RFC 9421 3.3.1
 
 
 @dataclass(frozen=True)
@@ -204,16 +204,7 @@ def default_algorithm(key: PrivateKeyTypes | PublicKeyTypes) -> Rfc9421Algorithm
         return "rsa-v1_5-sha256"
     if isinstance(key, ed25519.Ed25519PrivateKey | ed25519.Ed25519PublicKey):
         return "ed25519"
-    raise SignatureError(f"RFC 9421 signatures need an RSA or Ed25519 key, not {_kind(key)}")
-
-
-def _kind(key: PrivateKeyTypes | PublicKeyTypes) -> str:
-    """A key's kind for messages; cryptography's class names are internal (e.g. ECPublicKey)."""
-    if isinstance(key, rsa.RSAPrivateKey | rsa.RSAPublicKey):
-        return "an RSA key"
-    if isinstance(key, ed25519.Ed25519PrivateKey | ed25519.Ed25519PublicKey):
-        return "an Ed25519 key"
-    return f"a key of type {type(key).__name__.removesuffix('PublicKey').removesuffix('PrivateKey')}"
+    raise SignatureError(f"RFC 9421 signatures need an RSA or Ed25519 key, not {key_kind(key)}")
 
 
 def sign_rfc9421(
@@ -232,13 +223,47 @@ def sign_rfc9421(
     tag: str | None = None,
 ) -> dict[str, str]:
     """`Signature-Input` and `Signature` for `components`; `alg=None` leaves the parameter out."""
+    unsigned = unsigned_rfc9421(
+        method,
+        url,
+        headers,
+        key_id,
+        components,
+        created,
+        alg or default_algorithm(private_key),
+        label=label,
+        alg_param=alg is not None,
+        expires=expires,
+        nonce=nonce,
+        tag=tag,
+    )
+    return unsigned.sign_with(private_key)
+
+
+def unsigned_rfc9421(
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    key_id: str,
+    components: Sequence[str],
+    created: int,
+    algorithm: Rfc9421Algorithm,
+    *,
+    label: str = DEFAULT_LABEL,
+    alg_param: bool = True,
+    expires: int | None = None,
+    nonce: str | None = None,
+    tag: str | None = None,
+) -> Unsigned:
+    """The signature base for `components` under `algorithm`, and its two headers' framing
+    (`alg_param=False` leaves the `alg` parameter out of Signature-Input)."""
     if not sf.is_key(label):
         raise SignatureError(f"{label!r} cannot be a signature label")
     # Parameter order follows RFC 9421's own examples (4.3, B.2), so its vectors reproduce.
     candidates: list[tuple[str, sf.BareItem | None]] = [
         ("created", created),
         ("keyid", key_id),
-        ("alg", alg),
+        ("alg", algorithm if alg_param else None),
         ("expires", expires),
         ("nonce", nonce),
         ("tag", tag),
@@ -246,22 +271,14 @@ def sign_rfc9421(
     params = tuple((name, value) for name, value in candidates if value is not None)
     signature_input = sf.InnerList(tuple(sf.Item(name) for name in components), params)
     base = rfc9421_signature_base(method, url, headers, signature_input)
-    raw = _sign_bytes(alg or default_algorithm(private_key), private_key, base)
-    return {
-        "Signature-Input": sf.serialize_dictionary({label: signature_input}),
-        "Signature": sf.serialize_dictionary({label: sf.Item(raw)}),
-    }
-
-
-def _sign_bytes(alg: str, private_key: PrivateKeyTypes, data: bytes) -> bytes:
-    if alg == "ed25519" and isinstance(private_key, ed25519.Ed25519PrivateKey):
-        return private_key.sign(data)
-    if isinstance(private_key, rsa.RSAPrivateKey):
-        if alg == "rsa-v1_5-sha256":
-            return private_key.sign(data, padding.PKCS1v15(), hashes.SHA256())
-        if alg == "rsa-pss-sha512":
-            return private_key.sign(data, _PSS, hashes.SHA512())
-    raise SignatureError(f"{_kind(private_key)} does not fit algorithm {alg}")
+    # serialize_dictionary({label: Item(raw)}) is `label=:<base64>:`.
+    return Unsigned(
+        base,
+        algorithm,
+        prefix=f"{label}=:",
+        suffix=":",
+        added={"Signature-Input": sf.serialize_dictionary({label: signature_input})},
+    )
 
 
 def verify_rfc9421(
@@ -294,8 +311,8 @@ def verify_rfc9421(
         elif alg == "rsa-v1_5-sha256" and isinstance(public_key, rsa.RSAPublicKey):
             public_key.verify(signature.signature, base, padding.PKCS1v15(), hashes.SHA256())
         elif alg == "rsa-pss-sha512" and isinstance(public_key, rsa.RSAPublicKey):
-            public_key.verify(signature.signature, base, _PSS, hashes.SHA512())
+            public_key.verify(signature.signature, base, PSS_SHA512, hashes.SHA512())
         else:
-            raise SignatureError(f"{_kind(public_key)} does not fit algorithm {alg}")
+            raise SignatureError(f"{key_kind(public_key)} does not fit algorithm {alg}")
     except InvalidSignature:
         raise SignatureError(f"signature {signature.label} does not verify against the key") from None

@@ -31,10 +31,11 @@ from pathlib import Path
 from sqlalchemy import text
 
 from fedqueue.cli.loop import run
-from fedqueue.outbound.send import post, prepare_body, signing_threads
+from fedqueue.outbound.send import post, prepare_body
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.client import HttpClient
 from fedqueue.remote.keyring import Keyring
+from fedqueue.remote.signing_process import SigningProcess
 from fedqueue.settings import Settings, load_settings
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
@@ -76,7 +77,7 @@ async def _raw_run(settings: Settings, origin: str, n: int) -> float:
         started = time.perf_counter()
         limit = asyncio.Semaphore(settings.max_concurrency)
 
-        signer = signing_threads()
+        signer = SigningProcess()
 
         async def one(i: int) -> None:
             async with limit:
@@ -87,7 +88,7 @@ async def _raw_run(settings: Settings, origin: str, n: int) -> float:
         try:
             await asyncio.gather(*(one(i) for i in range(n)))
         finally:
-            signer.close()
+            await signer.aclose()
         return time.perf_counter() - started
     finally:
         await client.aclose()

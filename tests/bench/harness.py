@@ -49,7 +49,7 @@ from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.migrate import upgrade_to_head
 from fedqueue.storage.tables import DeliveryRow, InboundActivityRow, InboxItemRow, OutboxRow, RemoteActorRow
 from tests.node import NODE
-from tests.procfs import cpu_seconds, main_thread_cpu_seconds
+from tests.procfs import cpu_seconds, main_thread_cpu_seconds, signing_cpu_seconds
 
 FEDQUEUE = str(Path(sys.executable).with_name("fedqueue"))
 #: Every wait for a process or a count gives up after this long.
@@ -285,13 +285,14 @@ def postgres_cpu_seconds(database: str) -> float:
 
 @dataclass
 class CpuMeter:
-    """CPU seconds used by some processes (and a database's PostgreSQL backends) between two reads."""
+    """CPU seconds used by some processes (their signing processes included) and a database's
+    PostgreSQL backends, between two reads."""
 
     pids: Sequence[int]
     database: str | None = None
 
     def read(self) -> tuple[float, float, float]:
-        own = sum(cpu_seconds(pid) for pid in self.pids)
+        own = sum(cpu_seconds(pid) + signing_cpu_seconds(pid) for pid in self.pids)
         main = sum(main_thread_cpu_seconds(pid) for pid in self.pids)
         return own, postgres_cpu_seconds(self.database) if self.database else 0.0, main
 

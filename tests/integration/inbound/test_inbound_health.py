@@ -92,7 +92,7 @@ async def test_after_a_successful_probe_a_failing_host_gets_its_backlog_graduall
         await worker_round(worker)
         assert len(remote.received("POST", "/users/bob/inbox")) == 1 + 2
     finally:
-        worker.dispatcher.close()
+        await worker.dispatcher.aclose()
         await http.aclose()
 
 

@@ -86,7 +86,7 @@ async def test_resuming_a_recovering_host_sends_at_most_its_recovery_allowance_i
         await worker_round(worker)
         assert len(remote.received("POST", INBOX)) == 2
     finally:
-        worker.dispatcher.close()
+        await worker.dispatcher.aclose()
         await http.aclose()
     await run_burst(quick, store)
     assert len(remote.received("POST", INBOX)) == 5

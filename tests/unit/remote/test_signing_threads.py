@@ -8,7 +8,7 @@ from functools import partial
 
 import pytest
 
-from fedqueue.remote.signing_threads import CHUNK, SigningThreads
+from fedqueue.remote.signing_threads import SigningThreads
 
 
 async def test_every_call_runs_on_a_signing_thread_and_returns_its_own_result() -> None:
@@ -17,10 +17,10 @@ async def test_every_call_runs_on_a_signing_thread_and_returns_its_own_result() 
 
     threads = SigningThreads(2)
     try:
-        names = await asyncio.gather(*(threads.run(partial(where, n)) for n in range(CHUNK * 5 + 3)))
+        names = await asyncio.gather(*(threads.run(partial(where, n)) for n in range(43)))
     finally:
         threads.close()
-    assert [n for n, _name in names] == list(range(CHUNK * 5 + 3))
+    assert [n for n, _name in names] == list(range(43))
     assert {name for _n, name in names} <= {"fedqueue-sign-0", "fedqueue-sign-1"}
 
 
@@ -68,10 +68,10 @@ def test_a_call_whose_awaiter_is_gone_is_dropped() -> None:
         threads.close()
 
 
-async def test_with_chunks_of_one_a_result_does_not_wait_for_the_calls_handed_over_with_it() -> None:
+async def test_a_result_does_not_wait_for_the_calls_handed_over_with_it() -> None:
     """A key fetch's signature holds a request: it comes back as soon as it is made."""
     gate = threading.Event()
-    threads = SigningThreads(1, chunk=1)
+    threads = SigningThreads(1)
     try:
         first = asyncio.ensure_future(threads.run(lambda: 1))
         blocked = asyncio.ensure_future(threads.run(lambda: gate.wait(10)))

@@ -1,0 +1,247 @@
+"""A process of its own that signs the worker's deliveries, beside the event loop.
+
+An RSA-2048 signature costs about as much CPU as the rest of a delivery. On threads (as
+`signing_threads` still does for fetches) every signature takes the GIL back from the busy
+event loop once it is made, and those handovers cost about a quarter as much CPU again as the
+signature itself (docs/benchmarks/history.md, Twelfth pass). A child process has no GIL to
+share: the loop builds each signature base (`signing.unsigned.Unsigned`), the child makes the
+key operation, the loop frames the headers.
+
+The child is `python -m fedqueue.remote.signing_process`, started on the first signature and
+spoken to over its standard input and output in frames: a 4-byte big-endian length, then
+records (`struct`, big-endian; both ends are this module).
+- to the child: `K` handle, then a PKCS#8 DER private key (sent once per key); `F` (forget every
+  key); `S` number, handle, algorithm (its index in `ALGORITHMS`), then the bytes to sign;
+- back, one frame per frame that held signs: for each, its number, whether it failed, then
+  the signature or the error message.
+Requests made in one pass of the event loop are written together, `CHUNK` to a frame, so that
+the first POSTs of a large batch need not wait for the whole batch to be signed. The child
+ends when its standard input closes: when `aclose` closes it, or when the worker dies.
+
+If the child dies, the signatures waiting for it fail with `SignerUnavailable` (their
+deliveries are tried again later) and the next signature starts a new child.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import struct
+import sys
+from typing import get_args
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
+
+from fedqueue.errors import FedqueueError, SignatureError
+from fedqueue.signing.unsigned import SigningAlgorithm, sign_bytes
+
+#: Sign requests written to the child in one frame (and answered in one).
+CHUNK = 8
+#: Keys the child holds at most; past it, it forgets them all and is sent each again on use.
+MAX_KEYS = 1024
+#: How long `aclose` waits for the child to end on its own before killing it.
+EXIT_WAIT_S = 2.0
+#: The algorithms a sign record names, by their index.
+ALGORITHMS: tuple[SigningAlgorithm, ...] = get_args(SigningAlgorithm)
+_LENGTH = struct.Struct(">I")
+_KEY = struct.Struct(">cII")  # b"K", handle, length of the DER that follows
+_SIGN = struct.Struct(">cQIBI")  # b"S", number, handle, algorithm, length of the data that follows
+_ANSWER = struct.Struct(">Q?I")  # number, failed, length of the signature or message that follows
+
+
+class SignerUnavailable(FedqueueError):
+    """The signing process ended (or could not start) before it answered: try again later."""
+
+
+def _frame(records: list[bytes]) -> bytes:
+    body = b"".join(records)
+    return _LENGTH.pack(len(body)) + body
+
+
+def _key_record(handle: int, der: bytes) -> bytes:
+    return _KEY.pack(b"K", handle, len(der)) + der
+
+
+def _sign_record(number: int, handle: int, algorithm: SigningAlgorithm, data: bytes) -> bytes:
+    return _SIGN.pack(b"S", number, handle, ALGORITHMS.index(algorithm), len(data)) + data
+
+
+class SigningProcess:
+    """Signs on a child process, started on first use; `aclose` ends it."""
+
+    def __init__(self) -> None:
+        self._process: asyncio.subprocess.Process | None = None
+        self._starting: asyncio.Lock | None = None
+        self._reader: asyncio.Task[None] | None = None
+        #: id(key) -> (the key, kept so that the id is not reused; its handle in the child).
+        self._handles: dict[int, tuple[PrivateKeyTypes, int]] = {}
+        self._numbers = itertools.count()
+        self._handle_numbers = itertools.count()
+        self._pending: dict[int, asyncio.Future[bytes]] = {}
+        #: Records of this pass of the event loop, written together by `_hand_over`.
+        self._waiting: list[bytes] = []
+        #: How many of them are signs.
+        self._signs = 0
+
+    async def sign(self, private_key: PrivateKeyTypes, algorithm: SigningAlgorithm, data: bytes) -> bytes:
+        """`data` signed with `private_key` under `algorithm`, by the child.
+
+        SignatureError if the key does not fit the algorithm; SignerUnavailable if the child ended first.
+        """
+        process = self._process if self._process is not None else await self._start()
+        loop = asyncio.get_running_loop()
+        if not self._waiting:
+            loop.call_soon(self._hand_over, process)
+        handle = self._handle(private_key)
+        number = next(self._numbers)
+        future: asyncio.Future[bytes] = loop.create_future()
+        self._pending[number] = future
+        self._waiting.append(_sign_record(number, handle, algorithm, data))
+        self._signs += 1
+        try:
+            return await future
+        finally:
+            self._pending.pop(number, None)
+
+    async def aclose(self) -> None:
+        """End the child (it exits once its input closes; killed if it has not within `EXIT_WAIT_S`)."""
+        process, reader = self._process, self._reader
+        self._process = self._reader = None
+        if process is None or reader is None:
+            return
+        self._ended(SignerUnavailable("the signing process was closed"))
+        assert process.stdin is not None
+        process.stdin.close()
+        try:
+            await asyncio.wait_for(process.wait(), EXIT_WAIT_S)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+        await reader
+
+    async def _start(self) -> asyncio.subprocess.Process:
+        """The running child, started by the first caller (the others wait for it)."""
+        if self._starting is None:
+            self._starting = asyncio.Lock()
+        async with self._starting:
+            if self._process is not None:
+                return self._process
+            try:
+                process = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    __name__,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                )
+            except OSError as exc:
+                raise SignerUnavailable(f"the signing process could not start: {exc}") from None
+            self._process = process
+            self._handles.clear()
+            self._reader = asyncio.create_task(self._read(process))
+            return process
+
+    def _handle(self, private_key: PrivateKeyTypes) -> int:
+        """The child's handle for `private_key`, sending the key first if the child lacks it."""
+        known = self._handles.get(id(private_key))
+        if known is not None:
+            return known[1]
+        if len(self._handles) >= MAX_KEYS:
+            self._handles.clear()
+            self._waiting.append(b"F")
+        handle = next(self._handle_numbers)
+        der = private_key.private_bytes(
+            serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        self._handles[id(private_key)] = (private_key, handle)
+        self._waiting.append(_key_record(handle, der))
+        return handle
+
+    def _hand_over(self, process: asyncio.subprocess.Process) -> None:
+        records, self._waiting, self._signs = self._waiting, [], 0
+        if process is not self._process or process.stdin is None or process.stdin.is_closing():
+            return  # it ended meanwhile: `_ended` failed these signatures' futures
+        frames: list[bytes] = []
+        start = signs = 0
+        for end, record in enumerate(records, 1):
+            signs += record[:1] == b"S"
+            if signs == CHUNK or end == len(records):
+                frames.append(_frame(records[start:end]))
+                start, signs = end, 0
+        process.stdin.write(b"".join(frames))
+
+    async def _read(self, process: asyncio.subprocess.Process) -> None:
+        """Settle each signature as its frame comes back; when the child ends, fail the rest."""
+        assert process.stdout is not None
+        stdout = process.stdout
+        try:
+            while True:
+                (size,) = _LENGTH.unpack(await stdout.readexactly(_LENGTH.size))
+                body = await stdout.readexactly(size)
+                at = 0
+                while at < size:
+                    number, failed, length = _ANSWER.unpack_from(body, at)
+                    at += _ANSWER.size + length
+                    value = body[at - length : at]
+                    future = self._pending.get(number)
+                    if future is None or future.done():
+                        continue
+                    if failed:
+                        future.set_exception(SignatureError(value.decode()))
+                    else:
+                        future.set_result(value)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        if self._process is process:
+            self._process = None
+            self._ended(SignerUnavailable("the signing process ended"))
+            await process.wait()
+
+    def _ended(self, error: SignerUnavailable) -> None:
+        """Fail every signature still waiting for the child with `error`."""
+        self._waiting, self._signs = [], 0
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(error)
+        self._pending.clear()
+
+
+def _serve() -> None:
+    """The child: sign what comes in on standard input until it closes."""
+    keys: dict[int, PrivateKeyTypes] = {}
+    requests_in, answers_out = sys.stdin.buffer, sys.stdout.buffer
+    while len(head := requests_in.read(_LENGTH.size)) == _LENGTH.size:
+        (size,) = _LENGTH.unpack(head)
+        body = requests_in.read(size)
+        answers: list[bytes] = []
+        at = 0
+        while at < size:
+            kind = body[at : at + 1]
+            if kind == b"F":
+                keys.clear()
+                at += 1
+            elif kind == b"K":
+                _, handle, length = _KEY.unpack_from(body, at)
+                at += _KEY.size + length
+                keys[handle] = serialization.load_der_private_key(
+                    body[at - length : at], None, unsafe_skip_rsa_key_validation=True
+                )
+            else:
+                _, number, handle, algorithm, length = _SIGN.unpack_from(body, at)
+                at += _SIGN.size + length
+                data = body[at - length : at]
+                try:
+                    value, failed = sign_bytes(ALGORITHMS[algorithm], keys[handle], data), False
+                except Exception as exc:  # told to the waiting delivery
+                    value, failed = (str(exc) or type(exc).__name__).encode(), True
+                answers.append(_ANSWER.pack(number, failed, len(value)) + value)
+        if answers:
+            answers_out.write(_frame(answers))
+            answers_out.flush()
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt, BrokenPipeError):
+        _serve()
