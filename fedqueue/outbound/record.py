@@ -78,24 +78,29 @@ def result_of(
         outcome = classify_error(
             attempt.error or "failed", attempts, now, schedule, jitter, permanent=attempt.permanent
         )
-    base = Result(
-        id=row.id,
-        state=DeliveryState.FAILED,
-        attempts=attempts,
-        next_attempt_at=now,
-        last_status=attempt.status,
-        last_error=None,
-        attempted_at=now,
-        inbox=row.inbox,
-        last_error_detail=attempt.error_detail if attempt.status is None else None,
-    )
+    # One Result built per attempt (this runs for every delivery): the outcome's fields first.
+    state, next_attempt_at, last_error, gone = DeliveryState.FAILED, now, None, False
     if isinstance(outcome, Delivered):
-        return replace(base, state=DeliveryState.DELIVERED, delivered_at=now)
-    if isinstance(outcome, Dead):
+        state = DeliveryState.DELIVERED
+    elif isinstance(outcome, Dead):
+        state, last_error = DeliveryState.DEAD, outcome.reason
         # A 410 from a webhook URL says nothing about any actor's inbox: only inboxes are marked gone.
         gone = outcome.gone and row.webhook_event_id is None
-        return replace(base, state=DeliveryState.DEAD, last_error=outcome.reason, gone=gone)
-    return replace(base, next_attempt_at=outcome.at, last_error=outcome.reason)
+    else:
+        next_attempt_at, last_error = outcome.at, outcome.reason
+    return Result(
+        id=row.id,
+        state=state,
+        attempts=attempts,
+        next_attempt_at=next_attempt_at,
+        last_status=attempt.status,
+        last_error=last_error,
+        attempted_at=now,
+        delivered_at=now if state == DeliveryState.DELIVERED else None,
+        inbox=row.inbox,
+        gone=gone,
+        last_error_detail=attempt.error_detail if attempt.status is None else None,
+    )
 
 
 def refused_result(row: Claimed, reason: str, detail: str | None = None) -> Result:
