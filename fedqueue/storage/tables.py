@@ -43,6 +43,12 @@ def _created() -> Column[datetime]:
     return Column(UTCDateTime(), nullable=False, server_default=func.current_timestamp())
 
 
+def _where_set(name: str, *columns: str, unique: bool = False) -> Index:
+    """An index of only the rows whose last column is set: a row where it is NULL costs it nothing."""
+    only_set = text(f"{columns[-1]} IS NOT NULL")
+    return Index(name, *columns, unique=unique, sqlite_where=only_set, postgresql_where=only_set)
+
+
 class ActorRow(SQLModel, table=True):
     """A local actor: its key pair and the hash of its outbox bearer token.
 
@@ -152,7 +158,17 @@ class DeliveryRow(SQLModel, table=True):
     __tablename__ = "deliveries"
     __table_args__ = (
         UniqueConstraint("outbox_id", "inbox", name="uq_deliveries_outbox_inbox"),
-        UniqueConstraint("outbox_id", "recipient", name="uq_deliveries_outbox_recipient"),
+        # Mostly-NULL keys are indexed only where set (migration 0018): an activity delivery has
+        # no recipient (its inbox is known), webhook or event, so its writes (fan-out, claim,
+        # record, prune) skip these. Every read by them has `col = ?` or `col IS NOT NULL`,
+        # which a partial index serves on both engines; the fan-out's ON CONFLICT DO NOTHING
+        # names no target, so it still skips a duplicate (outbox_id, recipient). NULLs never
+        # conflicted in a unique key, so the constraint allows what it did before.
+        _where_set("uq_deliveries_outbox_recipient", "outbox_id", "recipient", unique=True),
+        # Removing a webhook deletes its rows (ON DELETE CASCADE), and so does a webhook event's
+        # deletion (`retention`): without these, each one read the whole table.
+        _where_set("ix_deliveries_webhook_id", "webhook_id"),
+        _where_set("ix_deliveries_webhook_event_id", "webhook_event_id"),
         # Claims read each (state, lane)'s due rows in claim order (`DeliveryStore.claim`): no sort.
         Index("ix_deliveries_due", "state", "lane", "next_attempt_at", "id"),
         # Coalescing reads one (inbox, subject) history in submission order: one index range.
@@ -199,7 +215,7 @@ class DeliveryRow(SQLModel, table=True):
     delivered_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
     webhook_id: int | None = Field(
         default=None,
-        sa_column=Column(BigId, ForeignKey("webhooks.id", ondelete="CASCADE"), nullable=True, index=True),
+        sa_column=Column(BigId, ForeignKey("webhooks.id", ondelete="CASCADE"), nullable=True),
     )
     webhook_event_id: int | None = Field(
         default=None,
@@ -341,13 +357,7 @@ class FollowerRow(SQLModel, table=True):
     __tablename__ = "followers"
     __table_args__ = (
         Index("ix_followers_follower_uri", "follower_uri"),
-        Index(
-            "ix_followers_moved_to",
-            "actor",
-            "moved_to",
-            sqlite_where=text("moved_to IS NOT NULL"),
-            postgresql_where=text("moved_to IS NOT NULL"),
-        ),
+        _where_set("ix_followers_moved_to", "actor", "moved_to"),
     )
 
     actor: str = Field(sa_column=Column(NAME, primary_key=True))
