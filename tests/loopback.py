@@ -139,6 +139,20 @@ class SilentServer:
             await self._server.wait_closed()
 
 
+async def read_request(reader: asyncio.StreamReader) -> bytes:
+    """One request: its head, and its body as long as its Content-Length says."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(
+        (
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        ),
+        0,
+    )
+    return head + await reader.readexactly(length)
+
+
 #: What a scripted server writes for request n (0-based, across connections); None: close at once.
 Script = Callable[[int], bytes | None]
 
@@ -163,16 +177,7 @@ class ScriptedServer:
         self.connections += 1
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next(
-                    (
-                        int(line.split(b":")[1])
-                        for line in head.split(b"\r\n")
-                        if line.lower().startswith(b"content-length:")
-                    ),
-                    0,
-                )
-                self.requests.append(head + await reader.readexactly(length))
+                self.requests.append(await read_request(reader))
                 answer = self.script(len(self.requests) - 1)
                 self._busy += 1
                 self.most_at_once = max(self.most_at_once, self._busy)
@@ -197,6 +202,80 @@ class ScriptedServer:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+
+
+@dataclass
+class GatedServer:
+    """Holds each request until the test answers it (`answer`, by its path), then answers 202.
+
+    `arrived` lists the paths of the requests in the order they came: which were in flight at
+    once, and which went out next when one was answered. `hung_up_at` has the loop time at
+    which each connection the client closed was seen to close.
+    """
+
+    arrived: list[str] = field(default_factory=list)
+    hung_up_at: list[float] = field(default_factory=list)
+    port: int = 0
+    _answers: dict[str, asyncio.Event] = field(default_factory=dict)
+    #: Notified as a request arrives or a connection is hung up.
+    _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    _handlers: set[asyncio.Task[Any]] = field(default_factory=set)
+    _server: asyncio.Server | None = None
+
+    def url(self, path: str, host: str = "127.0.0.1") -> str:
+        return f"http://{host}:{self.port}{path}"
+
+    def answer(self, path: str) -> None:
+        """Answer the request for `path`, now if it has come, else as soon as it does."""
+        self._answer(path).set()
+
+    async def arrivals(self, count: int, settle_s: float = 0.05) -> list[str]:
+        """`arrived` once it has `count` paths (within 5 s) and `settle_s` passed with no more."""
+        await self.until(lambda: len(self.arrived) >= count)
+        await asyncio.sleep(settle_s)
+        return list(self.arrived)
+
+    async def until(self, ready: Callable[[], bool]) -> None:
+        """Wait until `ready()`, looked at as requests arrive and connections close (within 5 s)."""
+        async with asyncio.timeout(5), self._changed:
+            await self._changed.wait_for(ready)
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    def _answer(self, path: str) -> asyncio.Event:
+        return self._answers.setdefault(path, asyncio.Event())
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
+        try:
+            while True:
+                path = (await read_request(reader)).split(b" ", 2)[1].decode()
+                self.arrived.append(path)
+                await self._notify()
+                await self._answer(path).wait()
+                writer.write(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            self.hung_up_at.append(asyncio.get_running_loop().time())
+            await self._notify()
+        finally:
+            writer.close()
+
+    async def start(self) -> GatedServer:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for handler in self._handlers:
+                handler.cancel()
+            await asyncio.gather(*self._handlers, return_exceptions=True)
 
 
 async def serving(script: Script, **options: float) -> ScriptedServer:

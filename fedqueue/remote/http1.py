@@ -162,7 +162,8 @@ class Connection(asyncio.Protocol):
         self.answered = False
         #: The current answer's headers among `KEPT_HEADERS`, as sent (Latin-1).
         self.headers: dict[bytes, str] = {}
-        self.idle_timer: asyncio.TimerHandle | None = None
+        #: When it was last put back idle, in the event loop's time (`Pool`).
+        self.idle_since = 0.0
         self._parser = httptools.HttpResponseParser(self)
         #: From a request's write until its answer is whole: bytes coming at any other time are out of step.
         self._busy = False
@@ -311,7 +312,7 @@ class Connection(asyncio.Protocol):
         return chunk
 
     def close(self) -> None:
-        """Drop the connection; an idle one stays listed until its timer takes it out (`Pool`)."""
+        """Drop the connection; an idle one stays listed until the pool's sweep takes it out."""
         self.closed = True
         if self.transport is not None:
             self.transport.abort()

@@ -4,8 +4,9 @@ What a pool does:
 - at most `per_host` POSTs and, apart from them, `per_host` GETs (until their body is read) in
   flight per origin, and `total` requests overall: a key fetch for an inbound request never
   waits behind deliveries filling the cap of the host it comes from;
-- connections kept per origin (scheme, host, port) while idle for up to `KEEPALIVE_S`, one
-  request at a time each (`http1.Connection`); a kept connection the server closed meanwhile
+- connections kept per origin (scheme, host, port), one request at a time each
+  (`http1.Connection`), and closed once idle for `KEEPALIVE_S` (within `SWEEP_S` more: one
+  timer sweeps them all, `Pool._sweep`); a kept connection the server closed meanwhile
   is replaced, and the request sent once more on a new one, only when the server sent nothing
   back on it or a 408 (it timed the connection out as the request crossed it);
 - the address guard at its door (`check_url`), and names resolved by `resolver.GuardedResolver`
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections import Counter
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TypeVar
@@ -32,8 +33,11 @@ from fedqueue.remote.transport import Fetched
 
 T = TypeVar("T")
 
-#: An idle kept connection is closed after this long.
+#: An idle kept connection is closed once idle this long, by the next sweep (`SWEEP_S`).
 KEEPALIVE_S = 15.0
+#: The least time between two sweeps of the idle connections: one is closed between
+#: `KEEPALIVE_S` and `KEEPALIVE_S + SWEEP_S` after it was last used.
+SWEEP_S = 1.0
 #: The status of an idle connection timed out by its server (RFC 9110, 15.5.9).
 REQUEST_TIMEOUT = 408
 
@@ -43,42 +47,110 @@ _Lane = tuple[str, Origin]
 
 
 class Caps:
-    """At most `per_lane` holders per lane and `total` overall; waiters are served in order."""
+    """At most `per_lane` holders per lane and `total` overall; waiters are served in order.
+
+    A request takes a place in its lane, then one of the total's, as from two semaphores: while
+    it waits for the total it holds its lane's place, and a full lane keeps no other lane waiting.
+    `take` is the fast path, both places at once without awaiting; `wait` queues for them.
+
+    A released place is handed to the first waiter for it, never left free while someone waits:
+    so a lane with room has no waiters, nor has the total when it has room, and `take` needs
+    only the counts. A waiter cancelled before it is handed a place takes none; one cancelled
+    just after passes its place on (as `asyncio.Semaphore` does). A lane is dropped once nobody
+    holds or waits for it, so lanes cost memory only while in use.
+    """
 
     def __init__(self, total: int, per_lane: int) -> None:
-        self._total = asyncio.Semaphore(total)
         self._per_lane = per_lane
-        self._lanes: dict[_Lane, asyncio.Semaphore] = {}
-        #: Holders and waiters per lane: a lane's semaphore is dropped once nobody uses it.
-        self._users: Counter[_Lane] = Counter()
+        #: Places of the total not held.
+        self._free = total
+        #: Holders of each lane's places (waiters for the total among them), while any.
+        self._held: dict[_Lane, int] = {}
+        #: Waiters for a lane's place (while any), and for one of the total's, first come first.
+        self._lane_waiters: dict[_Lane, deque[asyncio.Future[None]]] = {}
+        self._total_waiters: deque[asyncio.Future[None]] = deque()
+
+    def take(self, lane: _Lane) -> bool:
+        """Take a place in `lane` and one of the total's if both have room now; else take none."""
+        held = self._held.get(lane, 0)
+        if held < self._per_lane and self._free:
+            self._held[lane] = held + 1
+            self._free -= 1
+            return True
+        return False
+
+    async def wait(self, lane: _Lane) -> None:
+        """Take a place in `lane`, then one of the total's, each waiting in line if it must."""
+        held = self._held.get(lane, 0)
+        if held < self._per_lane:
+            self._held[lane] = held + 1
+        else:
+            waiters = self._lane_waiters.setdefault(lane, deque())
+            try:
+                await _handed(waiters, lambda: self._release_lane(lane))
+            finally:
+                if not waiters and self._lane_waiters.get(lane) is waiters:
+                    del self._lane_waiters[lane]
+        try:
+            if self._free:
+                self._free -= 1
+            else:
+                await _handed(self._total_waiters, self._release_total)
+        except BaseException:
+            self._release_lane(lane)
+            raise
 
     async def acquire(self, lane: _Lane) -> None:
-        semaphore = self._lanes.get(lane)
-        if semaphore is None:
-            semaphore = self._lanes[lane] = asyncio.Semaphore(self._per_lane)
-        self._users[lane] += 1
-        try:
-            await semaphore.acquire()
-        except BaseException:
-            self._leave(lane)
-            raise
-        try:
-            await self._total.acquire()
-        except BaseException:
-            semaphore.release()
-            self._leave(lane)
-            raise
+        """Take a place in `lane` and one of the total's (`take`, else `wait`)."""
+        if not self.take(lane):
+            await self.wait(lane)
 
     def release(self, lane: _Lane) -> None:
-        self._total.release()
-        self._lanes[lane].release()
-        self._leave(lane)
+        """Give back the places `take` or `wait` took, each to the first waiter for it if any."""
+        self._release_total()
+        self._release_lane(lane)
 
-    def _leave(self, lane: _Lane) -> None:
-        self._users[lane] -= 1
-        if not self._users[lane]:
-            del self._users[lane]
-            del self._lanes[lane]
+    def _release_total(self) -> None:
+        waiters = self._total_waiters
+        if not (waiters and _hand_over(waiters)):
+            self._free += 1
+
+    def _release_lane(self, lane: _Lane) -> None:
+        waiters = self._lane_waiters.get(lane)
+        if waiters and _hand_over(waiters):
+            return
+        held = self._held[lane] - 1
+        if held:
+            self._held[lane] = held
+        else:
+            del self._held[lane]
+
+
+async def _handed(waiters: deque[asyncio.Future[None]], give_back: Callable[[], None]) -> None:
+    """Wait in line in `waiters` until a release hands over its place (`_hand_over`).
+
+    Cancelled before that, take no place; cancelled as it was handed one, `give_back` it.
+    """
+    waiter = asyncio.get_running_loop().create_future()
+    waiters.append(waiter)
+    try:
+        await waiter
+    except BaseException:
+        if waiter.done() and not waiter.cancelled():
+            give_back()
+        elif waiter in waiters:
+            waiters.remove(waiter)
+        raise
+
+
+def _hand_over(waiters: deque[asyncio.Future[None]]) -> bool:
+    """Wake the first of `waiters` still waiting, with the place being released; False if none is."""
+    while waiters:
+        waiter = waiters.popleft()
+        if not waiter.done():
+            waiter.set_result(None)
+            return True
+    return False
 
 
 class Pool:
@@ -102,17 +174,28 @@ class Pool:
         self._allow_private = allow_private
         self._resolver = GuardedResolver(allow_private=allow_private)
         self._tls = tls
+        #: Idle connections per origin, the longest idle first (`_kept` takes the last).
         self._idle: dict[Origin, list[Connection]] = {}
+        #: The next sweep of `_idle`, armed while any connection is idle (`_keep`, `_sweep`).
+        self._sweep_timer: asyncio.TimerHandle | None = None
         self._closed = False
 
     async def post(self, url: str, body: bytes, headers: dict[str, str], head_limit: int) -> Answer:
         """POST `body` to `url` and read the answer; `check_url`'s refusals are raised first."""
-        async with self._capped("POST", url, headers, body) as (origin, request):
+        origin, request = self._request("POST", url, headers, body)
+        lane = ("POST", origin)
+        # The hot path: `_capped`'s work without its context manager, the caps' fast path first.
+        caps = self._caps
+        if not caps.take(lane):
+            await caps.wait(lane)
+        try:
             connection, answer = await self._on_a_connection(
                 origin, lambda kept: kept.exchange(request, head_limit)
             )
             self._done_with(connection)
             return answer
+        finally:
+            caps.release(lane)
 
     @asynccontextmanager
     async def get(self, url: str, headers: dict[str, str]) -> AsyncIterator[Fetched]:
@@ -122,30 +205,37 @@ class Pool:
         The connection is kept afterwards only if the whole answer has arrived by the end of the
         block: one whose body was left unread in mid-flow is closed, never reused out of step.
         """
-        async with self._capped("GET", url, headers, None) as (origin, request):
+        origin, request = self._request("GET", url, headers, None)
+        async with self._capped(("GET", origin)):
             connection, status = await self._on_a_connection(origin, lambda kept: kept.fetch(request))
             try:
                 yield Fetched(status, connection.headers, connection.next_chunk)
             finally:
                 self._done_with(connection)
 
-    @asynccontextmanager
-    async def _capped(
+    def _request(
         self, method: str, url: str, headers: dict[str, str], body: bytes | None
-    ) -> AsyncIterator[tuple[Origin, bytes]]:
-        """The request's origin and bytes, `url` checked first, holding a place in the caps."""
+    ) -> tuple[Origin, bytes]:
+        """The request's origin and bytes, `url` checked first."""
         check_url(url, allow_private=self._allow_private)
         target = target_of(url)
-        request = request_bytes(method, target, headers, body, self.user_agent)
-        lane = (method, target.origin)
+        return target.origin, request_bytes(method, target, headers, body, self.user_agent)
+
+    @asynccontextmanager
+    async def _capped(self, lane: _Lane) -> AsyncIterator[None]:
+        """Holding a place in the caps for `lane`."""
         await self._caps.acquire(lane)
         try:
-            yield target.origin, request
+            yield
         finally:
             self._caps.release(lane)
 
     async def close(self) -> None:
+        """Close the idle connections and stop their sweep; none is kept afterwards."""
         self._closed = True
+        if self._sweep_timer is not None:
+            self._sweep_timer.cancel()
+            self._sweep_timer = None
         for connections in self._idle.values():
             for connection in connections:
                 connection.close()
@@ -197,9 +287,6 @@ class Pool:
         connections = self._idle.get(origin)
         while connections:
             connection = connections.pop()
-            if connection.idle_timer is not None:
-                connection.idle_timer.cancel()
-                connection.idle_timer = None
             if not connection.closed:
                 if not connections:
                     del self._idle[origin]
@@ -208,17 +295,42 @@ class Pool:
         return None
 
     def _keep(self, connection: Connection) -> None:
-        self._idle.setdefault(connection.origin, []).append(connection)
-        connection.idle_timer = asyncio.get_running_loop().call_later(KEEPALIVE_S, self._expire, connection)
+        """List `connection` as idle since now; the sweep, if none is armed, is due when it expires.
 
-    def _expire(self, connection: Connection) -> None:
-        connections = self._idle.get(connection.origin, [])
-        if connection in connections:
-            connections.remove(connection)
-            if not connections:
-                del self._idle[connection.origin]
-        connection.idle_timer = None
-        connection.close()
+        One timer for the pool rather than one per connection put back: arming and cancelling a
+        timer for each request cost the event loop more than the rest of keeping the connection.
+        """
+        loop = asyncio.get_running_loop()
+        connection.idle_since = loop.time()
+        self._idle.setdefault(connection.origin, []).append(connection)
+        if self._sweep_timer is None:
+            self._sweep_timer = loop.call_at(connection.idle_since + KEEPALIVE_S, self._sweep)
+
+    def _sweep(self) -> None:
+        """Close the connections idle for `KEEPALIVE_S` or more, and arm the next sweep while any
+        stay idle: when the longest idle of them expires, but not within `SWEEP_S` of this one.
+
+        Each origin's list is in the order its connections went idle (`_keep` appends, `_kept`
+        takes the last), so the expired ones are at its start, and its first is its longest idle.
+        A connection the server closed while idle stays listed until it expires, as `_kept`
+        passes it by.
+        """
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        oldest = now
+        for origin, connections in list(self._idle.items()):
+            expired = 0
+            while expired < len(connections) and connections[expired].idle_since + KEEPALIVE_S <= now:
+                connections[expired].close()
+                expired += 1
+            del connections[:expired]
+            if connections:
+                oldest = min(oldest, connections[0].idle_since)
+            else:
+                del self._idle[origin]
+        self._sweep_timer = None
+        if self._idle:
+            self._sweep_timer = loop.call_at(max(oldest + KEEPALIVE_S, now + SWEEP_S), self._sweep)
 
     async def _connect(self, origin: Origin) -> Connection:
         scheme, host, port = origin
