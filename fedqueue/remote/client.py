@@ -130,15 +130,41 @@ class HttpClient:
         """POST `content` (guarded, with the total timeout): the answer, or SendFailed saying why.
 
         Of a non-2xx answer's body only the first `head_bytes` are read.
+
+        The total timeout is `asyncio.timeout`'s, unrolled: its object, its two coroutines and
+        its rescheduled timer were a measurable part of the client's work for each POST. As
+        there, a timer cancels the task, and on the way out a cancellation that was only the
+        timer's (`uncancel` back to the count at the start) is a timeout; one from outside, or
+        an enclosing timeout's, goes on as CancelledError.
         """
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task(loop)
+        assert task is not None, "HttpClient.post runs in a task"
+        cancelling = task.cancelling()
+        expired = False
+
+        def expire() -> None:
+            nonlocal expired
+            expired = True
+            task.cancel()
+
+        deadline = loop.call_at(loop.time() + self._total_timeout_s, expire)
         try:
-            async with asyncio.timeout(self._total_timeout_s):
+            try:
                 return await self._transport.post(url, content, headers, head_bytes)  # guarded at its door
+            finally:
+                deadline.cancel()
+                timed_out = expired and task.uncancel() <= cancelling
+        except asyncio.CancelledError:
+            if not timed_out:
+                raise
+            failure: Exception = TimeoutError()
         except FetchError as exc:  # not an http(s) URL
             raise SendFailed(str(exc), permanent=True) from None
         except CLIENT_ERRORS as exc:
-            permanent = forbidden_cause(exc) is not None or isinstance(exc, BadRequestLine)
-            raise SendFailed(describe_http_error(exc), permanent=permanent) from None
+            failure = exc
+        permanent = forbidden_cause(failure) is not None or isinstance(failure, BadRequestLine)
+        raise SendFailed(describe_http_error(failure), permanent=permanent) from None
 
     @asynccontextmanager
     async def get(

@@ -3,6 +3,7 @@ whichever carries the requests, answers, refusals and bounds are the same."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import tracemalloc
 from collections.abc import AsyncIterator
@@ -160,6 +161,67 @@ async def test_a_server_that_never_answers_times_out(transport: str) -> None:
         await client.aclose()
         await server.stop()
     assert not failed.value.permanent
+
+
+async def test_a_post_cancelled_from_outside_is_cancelled_not_failed(transport: str) -> None:
+    client = new_client(transport, total_timeout_seconds=5)
+    server = await SilentServer().start()
+    try:
+        posting = asyncio.create_task(client.post(server.url("/inbox"), b"{}", {}, head_bytes=64))
+        for _ in range(100):  # up to 5 s for the request to be under way
+            if server.request_lines:
+                break
+            await asyncio.sleep(0.05)
+        posting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await posting
+    finally:
+        await client.aclose()
+        await server.stop()
+
+
+async def test_a_callers_shorter_deadline_around_a_post_ends_it_with_the_callers_timeout(
+    transport: str,
+) -> None:
+    client = new_client(transport, total_timeout_seconds=5)
+    server = await SilentServer().start()
+    try:
+        with pytest.raises(TimeoutError):  # the caller's own, not a failed delivery
+            async with asyncio.timeout(0.3):
+                await client.post(server.url("/inbox"), b"{}", {}, head_bytes=64)
+    finally:
+        await client.aclose()
+        await server.stop()
+
+
+async def test_a_post_that_timed_out_leaves_its_caller_uncancelled_within_a_longer_deadline(
+    transport: str,
+) -> None:
+    client = new_client(transport, total_timeout_seconds=0.3)
+    server = await SilentServer().start()
+    task = asyncio.current_task()
+    assert task is not None
+    try:
+        async with asyncio.timeout(5) as callers:
+            with pytest.raises(SendFailed, match="timed out"):
+                await client.post(server.url("/inbox"), b"{}", {}, head_bytes=64)
+            assert task.cancelling() == 0
+            await asyncio.sleep(0.05)  # the caller goes on
+        assert not callers.expired()
+    finally:
+        await client.aclose()
+        await server.stop()
+
+
+async def test_a_post_answered_in_time_leaves_no_timeout_to_cancel_its_caller_later(transport: str) -> None:
+    client = new_client(transport, total_timeout_seconds=0.5)
+    server = await serving(lambda _n: ACCEPTED)
+    try:
+        assert (await client.post(server.url(), b"{}", {}, head_bytes=64)).status == 202
+        await asyncio.sleep(0.6)  # past the POST's deadline
+    finally:
+        await client.aclose()
+        await server.stop()
 
 
 @pytest.mark.parametrize(
