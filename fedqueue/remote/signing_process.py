@@ -74,7 +74,8 @@ class SigningProcess:
     def __init__(self) -> None:
         self._process: asyncio.subprocess.Process | None = None
         self._starting: asyncio.Lock | None = None
-        self._reader: asyncio.Task[None] | None = None
+        #: Each child's reader: it ends once the child has ended and been waited for.
+        self._readers: set[asyncio.Task[None]] = set()
         #: id(key) -> (the key, kept so that the id is not reused; its handle in the child).
         self._handles: dict[int, tuple[PrivateKeyTypes, int]] = {}
         self._numbers = itertools.count()
@@ -106,20 +107,20 @@ class SigningProcess:
             self._pending.pop(number, None)
 
     async def aclose(self) -> None:
-        """End the child (it exits once its input closes; killed if it has not within `EXIT_WAIT_S`)."""
-        process, reader = self._process, self._reader
-        self._process = self._reader = None
-        if process is None or reader is None:
-            return
-        self._ended(SignerUnavailable("the signing process was closed"))
-        assert process.stdin is not None
-        process.stdin.close()
-        try:
-            await asyncio.wait_for(process.wait(), EXIT_WAIT_S)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
-        await reader
+        """End the child (it exits once its input closes; killed if it has not within
+        `EXIT_WAIT_S`), and wait until every child started has been waited for."""
+        process, self._process = self._process, None
+        if process is not None:
+            self._ended(SignerUnavailable("the signing process was closed"))
+            assert process.stdin is not None
+            process.stdin.close()
+            try:
+                await asyncio.wait_for(process.wait(), EXIT_WAIT_S)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+        if self._readers:
+            await asyncio.wait(set(self._readers))
 
     async def _start(self) -> asyncio.subprocess.Process:
         """The running child, started by the first caller (the others wait for it)."""
@@ -140,7 +141,9 @@ class SigningProcess:
                 raise SignerUnavailable(f"the signing process could not start: {exc}") from None
             self._process = process
             self._handles.clear()
-            self._reader = asyncio.create_task(self._read(process))
+            reader = asyncio.create_task(self._read(process))
+            self._readers.add(reader)
+            reader.add_done_callback(self._readers.discard)
             return process
 
     def _handle(self, private_key: PrivateKeyTypes) -> int:
