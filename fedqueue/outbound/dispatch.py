@@ -236,14 +236,15 @@ class Dispatcher:
 
     def harvest(self) -> int:
         """Pipelined recording: take in what the recording in the background has stored, and start
-        recording the sends finished since; how many were recorded since the last call.
+        recording the sends finished since once they make a group (`Attempts.group_ready`); how
+        many were recorded since the last call.
 
         Sends, claims and recording overlap: while one group of outcomes is being written, the
         worker claims and starts more, and sends finish meanwhile, to be written as the next
         group. An id stays in `in_flight` (its lease held) until its outcome is written.
         """
         recorded = self._take_recording() if self._recording is not None and self._recording.done() else 0
-        if self._recording is None:
+        if self._recording is None and self._attempts.group_ready(len(self.in_flight)):
             sent = self._attempts.take_finished()
             if sent:
                 self._recording_sent = sent
