@@ -38,7 +38,7 @@ from fedqueue.outbound.record import Claimed, Result, health_changes, result_of
 from fedqueue.outbound.scheme_discovery import SchemeBook
 from fedqueue.outbound.send import PreparedBody, post_knocking, post_webhook
 from fedqueue.remote.client import HttpClient
-from fedqueue.remote.signing_process import SigningProcess
+from fedqueue.remote.signing_process import SignerUnavailable, SigningProcess
 from fedqueue.settings import Settings
 from fedqueue.states import DeliveryState
 from fedqueue.storage import StorageUnavailable
@@ -221,6 +221,11 @@ class Attempts:
         self._progress.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._progress.wait(), timeout_s)
+
+    async def ready(self) -> None:
+        """Start the signing process now (if it cannot start, the first signature says why)."""
+        with contextlib.suppress(SignerUnavailable):
+            await self._signing.start()
 
     async def aclose(self) -> None:
         """End the signing process and close the private webhooks' client if one was made (a later

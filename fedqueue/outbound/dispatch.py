@@ -300,6 +300,11 @@ class Dispatcher:
         if tasks:
             await asyncio.wait(tasks)
 
+    async def ready(self) -> None:
+        """Start what sends need before the first one (the signing process): a long-running
+        worker's first deliveries then do not wait for it."""
+        await self._attempts.ready()
+
     async def aclose(self) -> None:
         """Once the recording under way (if any) has ended: end the signing process, close the
         private webhooks' client (a later send starts or makes them again)."""

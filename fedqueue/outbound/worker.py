@@ -222,6 +222,7 @@ class Worker:
         log.info("worker %s started", self.owner)
         step: asyncio.Task[int | None] | None = None
         try:
+            await self.dispatcher.ready()
             async with self.store.outbox.notifications() as wake:
                 while not stop.is_set():
                     # Cleared before the step looks, not when it idles: a row inserted while the

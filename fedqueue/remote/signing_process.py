@@ -91,7 +91,7 @@ class SigningProcess:
 
         SignatureError if the key does not fit the algorithm; SignerUnavailable if the child ended first.
         """
-        process = self._process if self._process is not None else await self._start()
+        process = self._process if self._process is not None else await self.start()
         loop = asyncio.get_running_loop()
         if not self._waiting:
             loop.call_soon(self._hand_over, process)
@@ -122,8 +122,9 @@ class SigningProcess:
         if self._readers:
             await asyncio.wait(set(self._readers))
 
-    async def _start(self) -> asyncio.subprocess.Process:
-        """The running child, started by the first caller (the others wait for it)."""
+    async def start(self) -> asyncio.subprocess.Process:
+        """The running child, started by the first caller (the others wait for it); SignerUnavailable
+        if it cannot start."""
         if self._starting is None:
             self._starting = asyncio.Lock()
         async with self._starting:

@@ -7,12 +7,14 @@ import asyncio
 import os
 import signal
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
 from fedqueue.outbound.send import post, prepare_body
+from fedqueue.outbound.worker import Worker
 from fedqueue.remote import signing_process
 from fedqueue.remote.client import HttpClient, SigningIdentity, unsigned_request
 from fedqueue.remote.signing_process import SignerUnavailable, SigningProcess
@@ -20,6 +22,7 @@ from fedqueue.settings import Settings
 from fedqueue.signing.requests import SignatureError, SignatureScheme, parse_request_signatures, verify_any
 from fedqueue.storage.column_types import utcnow
 from tests.loopback import LoopbackServer
+from tests.procfs import child_pids
 
 RSA_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 OTHER_RSA_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -161,3 +164,31 @@ async def test_a_delivery_whose_signer_died_fails_for_a_retry_instead_of_dying(
     assert attempt.error == "the signing process ended"
     assert attempt.permanent is False
     assert remote.received("POST", "/inbox") == []
+
+
+def signing_children() -> list[int]:
+    """This process's signing processes, from /proc."""
+    return [
+        pid
+        for pid in child_pids(os.getpid())
+        if b"fedqueue.remote.signing_process" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+
+
+async def test_a_running_worker_starts_its_signing_process_before_its_first_delivery_and_ends_it_with_itself(
+    worker: Worker,
+) -> None:
+    """A long-running worker's first deliveries do not wait for the signing process to start."""
+    before = signing_children()
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(stop))
+    try:
+        for _ in range(500):  # up to 10 s
+            if len(signing_children()) > len(before):
+                break
+            await asyncio.sleep(0.02)
+        assert len(signing_children()) == len(before) + 1
+    finally:
+        stop.set()
+        await running
+    assert signing_children() == before
