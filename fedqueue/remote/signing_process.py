@@ -27,8 +27,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import os
 import struct
 import sys
+from pathlib import Path
 from typing import get_args
 
 from cryptography.hazmat.primitives import serialization
@@ -53,6 +55,14 @@ _ANSWER = struct.Struct(">Q?I")  # number, failed, length of the signature or me
 
 class SignerUnavailable(FedqueueError):
     """The signing process ended (or could not start) before it answered: try again later."""
+
+
+def _child_environment() -> dict[str, str]:
+    """This environment, with the directory this process imported fedqueue from first on the
+    child's PYTHONPATH: the child runs the same code, whatever its working directory holds."""
+    here = str(Path(__file__).resolve().parents[2])
+    paths = [here, *[path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path]]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 def _frame(records: list[bytes]) -> bytes:
@@ -133,10 +143,12 @@ class SigningProcess:
             try:
                 process = await asyncio.create_subprocess_exec(
                     sys.executable,
+                    "-P",  # not the working directory's packages: this process's (`_child_environment`)
                     "-m",
                     __name__,
                     stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE,
+                    env=_child_environment(),
                 )
             except OSError as exc:
                 raise SignerUnavailable(f"the signing process could not start: {exc}") from None

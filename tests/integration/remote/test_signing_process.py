@@ -192,3 +192,13 @@ async def test_a_running_worker_starts_its_signing_process_before_its_first_deli
         stop.set()
         await running
     assert signing_children() == before
+
+
+async def test_the_child_runs_this_process_s_fedqueue_whatever_the_working_directory_holds(
+    signer: SigningProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkout of another version in the directory a worker is started from is not imported."""
+    (tmp_path / "fedqueue").mkdir()
+    (tmp_path / "fedqueue" / "__init__.py").write_text('raise ImportError("not this fedqueue")\n')
+    monkeypatch.chdir(tmp_path)
+    assert len(await signer.sign(RSA_KEY, "rsa-v1_5-sha256", b"base")) == 256
