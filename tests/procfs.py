@@ -20,17 +20,25 @@ def cpu_seconds(pid: int) -> float:
     return _stat_cpu_seconds(Path(f"/proc/{pid}/stat"))
 
 
+def is_signing_process(pid: int) -> bool:
+    """Whether `pid` is a worker's signing process (`fedqueue.remote.signing_process`)."""
+    try:
+        return b"fedqueue.remote.signing_process" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False  # it ended meanwhile
+
+
 def signing_cpu_seconds(pid: int) -> float:
-    """CPU of the signing processes `pid` started (`fedqueue.remote.signing_process`): those still
-    running, and those it has waited for (which /proc counts in its children's CPU)."""
+    """CPU of the signing processes `pid` started: those still running, and those it has waited
+    for (which /proc counts in its children's CPU)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     total = (int(fields[13]) + int(fields[14])) / TICKS_PER_S
     for child in child_pids(pid):
-        try:
-            if b"fedqueue.remote.signing_process" in Path(f"/proc/{child}/cmdline").read_bytes():
+        if is_signing_process(child):
+            try:
                 total += cpu_seconds(child)
-        except OSError:
-            continue  # it ended since the listing (and is counted once waited for)
+            except OSError:
+                continue  # it ended since the listing (and is counted once waited for)
     return total
 
 

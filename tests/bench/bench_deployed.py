@@ -127,17 +127,23 @@ class Instance:
 
 @contextmanager
 def fedqueue(instance: Instance, src: Path, workers: int) -> Iterator[list[int]]:
-    """The fedqueue processes of `src` (serve, plus `workers` worker processes if any); their pids."""
+    """The fedqueue processes of `src` (serve, plus `workers` worker processes if any); their pids
+    (their signing processes are counted with them: `harness.CpuMeter`).
+
+    They run in `src` as well as with it on PYTHONPATH: `python -m` puts the working directory
+    first, so a variant run from this tree's directory would import this tree's code.
+    """
     env = harness.fedqueue_env(instance.url, instance.base)
     env["PYTHONPATH"] = str(src)
     fq = [sys.executable, "-m", "fedqueue"]
     serve = [*fq, "serve", "--port", str(instance.port)] + (["--no-worker"] if workers else [])
     with ExitStack() as stack:
-        server = stack.enter_context(harness.running(serve, env))
+        server = stack.enter_context(harness.running(serve, env, src))
         harness.wait_listening_sync(instance.port)
-        pids = [server.pid, *procfs.child_pids(server.pid)]
+        children = procfs.child_pids(server.pid)
+        pids = [server.pid, *(child for child in children if not procfs.is_signing_process(child))]
         for _ in range(workers):
-            pids.append(stack.enter_context(harness.running([*fq, "worker"], env)).pid)
+            pids.append(stack.enter_context(harness.running([*fq, "worker"], env, src)).pid)
         time.sleep(1.0 if workers else 0.2)  # the workers connect and start polling
         yield pids
 

@@ -331,9 +331,11 @@ def fedqueue_env(url: str, base_url: str = "http://127.0.0.1:8000", **extra: str
 
 
 @contextmanager
-def running(args: Sequence[str], env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    """A child process, terminated (then killed) when the block ends."""
-    process = subprocess.Popen(list(args), env=env, stdout=subprocess.DEVNULL)
+def running(
+    args: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A child process (in `cwd`, if given), terminated (then killed) when the block ends."""
+    process = subprocess.Popen(list(args), env=env, cwd=cwd, stdout=subprocess.DEVNULL)
     try:
         yield process
     finally:
