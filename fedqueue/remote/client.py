@@ -27,6 +27,7 @@ from functools import partial
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
+from typing_extensions import TypedDict, Unpack
 
 from fedqueue import __version__
 from fedqueue.activitystreams import ACTIVITY_JSON
@@ -228,28 +229,20 @@ def describe_http_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:300]
 
 
+class RequestSigning(TypedDict, total=False):
+    """How `unsigned_request` and `signed_headers` sign: the body's digests and type, the scheme."""
+
+    digest: str | None
+    content_digest: str | None
+    content_type: str | None
+    scheme: SignatureScheme
+
+
 def signed_headers(
-    method: str,
-    url: str,
-    identity: SigningIdentity,
-    now: datetime,
-    *,
-    digest: str | None = None,
-    content_digest: str | None = None,
-    content_type: str | None = None,
-    scheme: SignatureScheme = "cavage",
+    method: str, url: str, identity: SigningIdentity, now: datetime, **signing: Unpack[RequestSigning]
 ) -> dict[str, str]:
     """Host and Date, the body's headers, and a signature over them under `scheme` (`unsigned_request`)."""
-    request = unsigned_request(
-        method,
-        url,
-        identity,
-        now,
-        digest=digest,
-        content_digest=content_digest,
-        content_type=content_type,
-        scheme=scheme,
-    )
+    request = unsigned_request(method, url, identity, now, **signing)
     unsigned = request.unsigned
     return request.signed(sign_bytes(unsigned.algorithm, identity.private_key, unsigned.base))
 
@@ -267,15 +260,7 @@ class UnsignedRequest:
 
 
 def unsigned_request(
-    method: str,
-    url: str,
-    identity: SigningIdentity,
-    now: datetime,
-    *,
-    digest: str | None = None,
-    content_digest: str | None = None,
-    content_type: str | None = None,
-    scheme: SignatureScheme = "cavage",
+    method: str, url: str, identity: SigningIdentity, now: datetime, **signing: Unpack[RequestSigning]
 ) -> UnsignedRequest:
     """Host and Date, the body's headers, and what a signature over them under `scheme` signs.
 
@@ -286,10 +271,11 @@ def unsigned_request(
     The digests are passed in so that a body sent to many inboxes is hashed once, not per inbox.
     SignatureError if the identity's key cannot sign under `scheme`.
     """
+    scheme = signing.get("scheme", "cavage")
     headers = {"host": authority(url), "date": http_date(now)}
-    body_digest = content_digest if scheme == "rfc9421" else digest
+    body_digest = signing.get("content_digest") if scheme == "rfc9421" else signing.get("digest")
     if body_digest is not None:
-        headers["content-type"] = content_type or ACTIVITY_JSON
+        headers["content-type"] = signing.get("content_type") or ACTIVITY_JSON
     algorithm = signing_algorithm(scheme, identity.private_key)
     unsigned = unsigned_digested(scheme, method, url, headers, body_digest, identity.key_id, now, algorithm)
     return UnsignedRequest(headers, unsigned)
