@@ -93,8 +93,6 @@ class SigningProcess:
         self._pending: dict[int, asyncio.Future[bytes]] = {}
         #: Records of this pass of the event loop, written together by `_hand_over`.
         self._waiting: list[bytes] = []
-        #: How many of them are signs.
-        self._signs = 0
 
     async def sign(self, private_key: PrivateKeyTypes, algorithm: SigningAlgorithm, data: bytes) -> bytes:
         """`data` signed with `private_key` under `algorithm`, by the child.
@@ -110,7 +108,6 @@ class SigningProcess:
         future: asyncio.Future[bytes] = loop.create_future()
         self._pending[number] = future
         self._waiting.append(_sign_record(number, handle, algorithm, data))
-        self._signs += 1
         try:
             return await future
         finally:
@@ -176,9 +173,11 @@ class SigningProcess:
         return handle
 
     def _hand_over(self, process: asyncio.subprocess.Process) -> None:
-        records, self._waiting, self._signs = self._waiting, [], 0
-        if process is not self._process or process.stdin is None or process.stdin.is_closing():
-            return  # it ended meanwhile: `_ended` failed these signatures' futures
+        if process is not self._process:
+            return  # it ended meanwhile: `_ended` failed its signatures; what waits now is the next child's
+        records, self._waiting = self._waiting, []
+        if process.stdin is None or process.stdin.is_closing():
+            return  # it is ending: its reader fails these signatures
         frames: list[bytes] = []
         start = signs = 0
         for end, record in enumerate(records, 1):
@@ -217,7 +216,7 @@ class SigningProcess:
 
     def _ended(self, error: SignerUnavailable) -> None:
         """Fail every signature still waiting for the child with `error`."""
-        self._waiting, self._signs = [], 0
+        self._waiting = []
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(error)
