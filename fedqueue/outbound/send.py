@@ -31,7 +31,6 @@ from fedqueue.signing.requests import (
     content_digest_header,
     sha256_digest_header,
 )
-from fedqueue.signing.unsigned import sign_bytes
 
 #: How much of a refusing server's body is kept on the delivery row.
 BODY_HEAD_BYTES = 512
@@ -95,12 +94,12 @@ async def post(
             content_type=ACTIVITY_JSON,
             scheme=scheme,
         )
-        unsigned = request.unsigned
         if signer is None:
-            signature = sign_bytes(unsigned.algorithm, identity.private_key, unsigned.base)
+            headers = request.sign_with(identity.private_key)
         else:
+            unsigned = request.unsigned
             signature = await signer.sign(identity.private_key, unsigned.algorithm, unsigned.base)
-        headers = request.signed(signature)
+            headers = request.signed(signature)
         headers["accept"] = ACTIVITY_JSON
         if sync is not None:
             headers[SYNC_HEADER.lower()] = sync

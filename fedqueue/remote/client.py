@@ -242,9 +242,7 @@ def signed_headers(
     method: str, url: str, identity: SigningIdentity, now: datetime, **signing: Unpack[RequestSigning]
 ) -> dict[str, str]:
     """Host and Date, the body's headers, and a signature over them under `scheme` (`unsigned_request`)."""
-    request = unsigned_request(method, url, identity, now, **signing)
-    unsigned = request.unsigned
-    return request.signed(sign_bytes(unsigned.algorithm, identity.private_key, unsigned.base))
+    return unsigned_request(method, url, identity, now, **signing).sign_with(identity.private_key)
 
 
 @dataclass(frozen=True)
@@ -257,6 +255,10 @@ class UnsignedRequest:
     def signed(self, signature: bytes) -> dict[str, str]:
         """Every header, the signature's included, given the signature over `unsigned.base`."""
         return self.headers | {name.lower(): value for name, value in self.unsigned.signed(signature).items()}
+
+    def sign_with(self, private_key: PrivateKeyTypes) -> dict[str, str]:
+        """Every header, signing here and now with `private_key`."""
+        return self.signed(sign_bytes(self.unsigned.algorithm, private_key, self.unsigned.base))
 
 
 def unsigned_request(
