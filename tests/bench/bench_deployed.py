@@ -14,14 +14,19 @@ Per engine, one database, and the followers arrive as a real instance's do: sign
 and answered with an Accept that the worker delivers, so the database holds what that leaves
 behind. The sizes are reached in turn (the followers of a smaller size are kept and more
 follow). Then, per size, `--repeat` times: alice POSTs one Create to her followers through the
-outbox; the figure runs from that POST until the receiver has counted N more POSTs.
+outbox, and once all are in, another; each figure runs from its POST until the receiver has
+counted N more POSTs.
 
 Each run starts the fedqueue processes afresh (so `--variant NAME=DIR`, a source tree run with
 PYTHONPATH=DIR, interleaves with this tree's code over the same database and followers: an A/B)
-and stops them after. `--fedify`: Fedify's `sendActivity` of one Create to the same N
-recipients on the same hosts (tests/fedify/peer.mjs `fanout`, `npm ci` there first) with its
-first knock signed draft-cavage, as fedqueue's is, in each of `--fedify-modes`; runs
-interleave with fedqueue's; fedqueue ÷ Fedify's best mode is printed.
+and stops them after. The first Create after the start is the row "NAME first": it pays what a
+process pays once (the signing process's start, connections to every host and to PostgreSQL,
+statements prepared by fresh backends). The second is the row "NAME", a running instance's
+figure. `--fedify`: Fedify's `sendActivity` of one Create to the same N recipients on the same
+hosts (tests/fedify/peer.mjs `fanout`, `npm ci` there first) with its first knock signed
+draft-cavage, as fedqueue's is, in each of `--fedify-modes`, measured likewise on its second
+send (`FEDIFY_WARM_UP`); runs interleave with fedqueue's; fedqueue ÷ Fedify's best mode is
+printed on both rows.
 
 CPU per delivery, from /proc: every fedqueue process (all threads; "loop" is their main
 threads) and, on PostgreSQL, the backends serving the benchmark's database; Fedify's is Node's
@@ -204,10 +209,30 @@ async def fanout_run(
     n: int,
     src: Path,
     workers: int,
-    figures: Figures,
+    figures: tuple[Figures, Figures],
     profile: Path | None,
 ) -> None:
-    """One Create from alice to her N followers through the outbox, timed until all N are received."""
+    """Two Creates from alice to her N followers through the outbox, each timed until all N are
+    received: the first after the processes start into `figures[0]`, the next into `figures[1]`
+    (profiled, if asked)."""
+    with fedqueue(instance, src, workers) as pids:
+        meter = harness.CpuMeter(pids, harness.database_name(instance.url))
+        sender = pids[-1] if workers else pids[0]
+        await one_create(instance, world, n, src, meter, figures[0], sender, None)
+        await one_create(instance, world, n, src, meter, figures[1], sender, profile)
+
+
+async def one_create(
+    instance: Instance,
+    world: Receiver,
+    n: int,
+    src: Path,
+    meter: harness.CpuMeter,
+    figures: Figures,
+    sender: int,
+    profile: Path | None,
+) -> None:
+    """One Create to alice's N followers, timed from its outbox POST until all N are received."""
     note = {
         "type": "Note",
         "content": "hello",
@@ -215,18 +240,15 @@ async def fanout_run(
         "cc": [f"{instance.base}/actors/alice/followers"],
     }
     headers = {"Authorization": f"Bearer {instance.token}", "Content-Type": "application/activity+json"}
-    with fedqueue(instance, src, workers) as pids:
-        meter = harness.CpuMeter(pids, harness.database_name(instance.url))
-        before = await world.count()
-        sender = pids[-1] if workers else pids[0]
-        with harness.profiled(sender, profile), meter.measure() as cpu:
-            started = time.perf_counter()
-            answer = await world.client.post(
-                f"{instance.base}/actors/alice/outbox", content=json.dumps(note), headers=headers
-            )
-            answer.raise_for_status()
-            count = await world.wait_count(before + n)
-            seconds = time.perf_counter() - started
+    before = await world.count()
+    with harness.profiled(sender, profile), meter.measure() as cpu:
+        started = time.perf_counter()
+        answer = await world.client.post(
+            f"{instance.base}/actors/alice/outbox", content=json.dumps(note), headers=headers
+        )
+        answer.raise_for_status()
+        count = await world.wait_count(before + n)
+        seconds = time.perf_counter() - started
     done = count - before
     if done < n:
         print(f"# only {done} of {n} received within {FANOUT_LIMIT_S:.0f} s", flush=True)
@@ -246,6 +268,7 @@ def fedify_run(world: Receiver, n: int, mode: str, figures: Figures) -> None:
             f"{world.origin(0)}/count",
             [world.origin(h) for h in range(len(world.ports))],
             first_knock=FIRST_KNOCK,
+            warm_up=True,
         )
     except subprocess.CalledProcessError as exc:
         print(f"# fedify {mode} {n} failed: {exc.stderr.strip()[-300:]}", flush=True)
@@ -279,7 +302,7 @@ async def engine_runs(engine: str, args: argparse.Namespace, workdir: Path) -> N
                     rate = await grow_followers(instance, world, pairs, followers, n)
                 print(f"# {n - followers} more followers by signed Follows: {rate:.0f}/s", flush=True)
                 followers = n
-                figures = {name: Figures() for name, _ in variants}
+                figures = {name: (Figures(), Figures()) for name, _ in variants}
                 fedify = {mode: Figures() for mode in args.fedify_modes} if args.fedify else {}
                 for _ in range(args.repeat):
                     for name, src in variants:
@@ -292,7 +315,8 @@ async def engine_runs(engine: str, args: argparse.Namespace, workdir: Path) -> N
                     print(modes.row(f"fedify {mode}", "node", n, None), flush=True)
                 layout = f"{engine}" + (f"+{workers}w" if workers else "")
                 for name, _ in variants:
-                    print(figures[name].row(name, layout, n, best), flush=True)
+                    print(figures[name][0].row(f"{name} first", layout, n, best), flush=True)
+                    print(figures[name][1].row(name, layout, n, best), flush=True)
         finally:
             await world.client.aclose()
             await harness.drop_database(url)
