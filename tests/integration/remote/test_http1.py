@@ -275,8 +275,15 @@ async def test_a_target_with_spaces_or_non_ascii_is_escaped_on_the_request_line(
     assert server.requests[0].startswith(b"POST /users/zo%C3%AB/in%20box?a=1 HTTP/1.1\r\n")
 
 
-async def test_a_header_that_would_break_its_line_is_refused_before_anything_is_sent() -> None:
-    failed, server = await refused_by_client(lambda _n: ACCEPTED, headers={"x-sync": "a\r\nInjected: yes"})
+@pytest.mark.parametrize(
+    "header",
+    [("x-sync", "a\r\nInjected: yes"), ("x-sync", "a\0b"), ("x:y", "1"), ("x y", "1"), ("", "1")],
+)
+async def test_a_header_that_would_break_its_line_is_refused_before_anything_is_sent(
+    header: tuple[str, str],
+) -> None:
+    name, value = header
+    failed, server = await refused_by_client(lambda _n: ACCEPTED, headers={"x-ok": "1", name: value})
     assert "cannot be written on one line" in str(failed)
     assert failed.permanent
     assert server.requests == []
