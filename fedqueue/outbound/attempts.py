@@ -8,7 +8,8 @@
   2. record (`record_finished`, or `take_finished` then `record`): every finished result in
      one transaction (only while the lease is still ours), then host health and learned schemes
      in one more; then `count` gives the metrics. The worker records in groups (`group_ready`):
-     each group costs a handful of statements whatever its size.
+     each group costs a handful of statements whatever its size, and a healthy host's success
+     is written at most once per `SUCCESS_RESOLUTION_S` (`SuccessWrites`).
 
 Isolation: an unexpected error in one attempt (a signing failure, a URL the HTTP library
 refuses) becomes that delivery's outcome: `dead` with the reason, or `failed` if the database
@@ -37,6 +38,7 @@ from fedqueue.outbound.outcomes import Attempt
 from fedqueue.outbound.record import Claimed, Result, health_changes, result_of
 from fedqueue.outbound.scheme_discovery import SchemeBook
 from fedqueue.outbound.send import PreparedBody, post_knocking, post_webhook
+from fedqueue.outbound.success_writes import SuccessWrites
 from fedqueue.remote.client import HttpClient
 from fedqueue.remote.signing_process import SignerUnavailable, SigningProcess
 from fedqueue.settings import Settings
@@ -142,6 +144,7 @@ class Attempts:
             settings.retry_base_seconds, settings.retry_cap_seconds, settings.retry_max_attempts
         )
         self.policy = circuit_policy(settings)
+        self._successes = SuccessWrites()
         self._sent: list[Sent] = []
         #: When the oldest of `_sent` finished (time.monotonic).
         self._first_sent_at = 0.0
@@ -193,14 +196,15 @@ class Attempts:
         """Record these attempts' outcomes (one transaction, only while the leases are ours), then hosts'."""
         if sent:
             await self._record([s.result for s in sent])
+            now = self._clock()
             try:
-                ended = await self._store.hosts.update(
-                    health_changes([(s.job.row.host, s.attempt, s.result) for s in sent], self.policy)
-                )
+                changes = health_changes([(s.job.row.host, s.attempt, s.result) for s in sent], self.policy)
+                updated = await self._store.hosts.update(self._successes.to_write(changes, now))
             except Exception as exc:  # host health is advisory: the outcomes are stored already
                 self._metrics.worker_error("record", exc, "could not update host health")
             else:
-                count_given_up(self._metrics, ended)
+                self._successes.remember(updated.answered, now)
+                count_given_up(self._metrics, updated.ended)
 
     def group_ready(self, in_flight: int) -> bool:
         """Whether the finished attempts make a group to record now: `RECORD_GROUP` of them, all

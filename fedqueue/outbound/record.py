@@ -1,17 +1,15 @@
 """What attempts change (pure; `now` passed in): each delivery row's result, each host's health.
 
 `result_of` turns one attempt into the state its delivery row ends in (via the outcome table
-in `fedqueue.outbound.outcomes`); `health_changes` folds a batch of attempts, in order, into a change
-per host (circuit breaker, plus any signature scheme the attempts settled).
+in `fedqueue.outbound.outcomes`); `health_changes` gathers a batch of attempts, in order, into a
+change per host (circuit breaker, plus any signature scheme the attempts settled).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from functools import reduce
 
 from fedqueue.outbound.backoff import Jitter, RetrySchedule
 from fedqueue.outbound.circuit import CircuitPolicy, HostHealth, after_failure, after_success
@@ -26,8 +24,6 @@ from fedqueue.outbound.outcomes import (
 )
 from fedqueue.signing.requests import SignatureScheme
 from fedqueue.states import DeliveryState
-
-HealthChange = Callable[[HostHealth], HostHealth]
 
 
 @dataclass(frozen=True)
@@ -118,33 +114,46 @@ def refused_result(row: Claimed, reason: str, detail: str | None = None) -> Resu
     )
 
 
+@dataclass
+class HostAnswers:
+    """One host's answers in a batch, in order (up or down, and when), and the scheme they settled.
+
+    Called with the host's health, the health they leave it in (circuit breaker, then scheme).
+    """
+
+    policy: CircuitPolicy
+    answers: list[tuple[bool, datetime]] = field(default_factory=list)
+    learned: tuple[SignatureScheme, datetime] | None = None
+
+    @property
+    def only_successes(self) -> bool:
+        """No failure and no scheme: to a healthy host, they move `last_success_at` alone."""
+        return self.learned is None and all(up for up, _at in self.answers)
+
+    def __call__(self, health: HostHealth) -> HostHealth:
+        for up, at in self.answers:
+            health = (after_success if up else after_failure)(health, at, self.policy)
+        if self.learned is not None:
+            scheme, at = self.learned
+            health = replace(health, signature_scheme=scheme, scheme_checked_at=at)
+        return health
+
+
 def health_changes(
     attempts: Iterable[tuple[str, Attempt, Result]], policy: CircuitPolicy
-) -> dict[str, HealthChange]:
-    """Per host, a change that folds its answers (in order) and any scheme they settled into its health."""
-    signals: dict[str, list[tuple[bool, datetime]]] = defaultdict(list)
-    learned: dict[str, tuple[SignatureScheme, datetime]] = {}
+) -> dict[str, HostAnswers]:
+    """Per host that answered or settled a scheme, its answers in this batch (in order)."""
+    changes: dict[str, HostAnswers] = {}
     for host, attempt, result in attempts:
-        if result.attempted_at is None:
-            continue
+        at = result.attempted_at
         up = host_is_up(attempt.status, attempt.permanent)
+        if at is None or (up is None and attempt.learned is None):
+            continue
+        change = changes.get(host)
+        if change is None:
+            change = changes[host] = HostAnswers(policy)
         if up is not None:
-            signals[host].append((up, result.attempted_at))
+            change.answers.append((up, at))
         if attempt.learned is not None:
-            learned[host] = (attempt.learned, result.attempted_at)
-
-    def change(host: str) -> HealthChange:
-        def apply(health: HostHealth) -> HostHealth:
-            health = reduce(
-                lambda h, event: (after_success if event[0] else after_failure)(h, event[1], policy),
-                signals.get(host, ()),
-                health,
-            )
-            if host in learned:
-                scheme, at = learned[host]
-                health = replace(health, signature_scheme=scheme, scheme_checked_at=at)
-            return health
-
-        return apply
-
-    return {host: change(host) for host in signals.keys() | learned.keys()}
+            change.learned = (attempt.learned, at)
+    return changes

@@ -41,6 +41,18 @@ class Ended:
     reason: str
 
 
+@dataclass(frozen=True)
+class Updated:
+    """What `HostStore.update` did besides applying the changes.
+
+    `answered`: the hosts found healthy whose change only moved `last_success_at` (written by
+    the guarded statement); `ended`: the deliveries ended by the hosts these changes gave up.
+    """
+
+    answered: frozenset[str]
+    ended: list[Ended]
+
+
 async def give_up_outstanding(
     database: Database, conn: AsyncConnection, host: str, reason: str, now: datetime
 ) -> list[Ended]:
@@ -148,7 +160,7 @@ class HostStore:
             )
             return found.scalar()
 
-    async def update(self, changes: Mapping[str, HealthChange]) -> list[Ended]:
+    async def update(self, changes: Mapping[str, HealthChange]) -> Updated:
         """Apply each host's change to its current health, safe against other workers doing the same.
 
         Most changes are a healthy host answering again, which moves only `last_success_at`:
@@ -156,10 +168,11 @@ class HostStore:
         across round trips, so workers recording answers from the same hosts do not queue
         behind each other. Any other change (and a guarded write that found the host no longer
         healthy) is read and written under row locks taken in host order (PostgreSQL), in one
-        transaction. Returns the deliveries ended by the hosts these changes gave up.
+        transaction. Says which hosts took the guarded write, and which deliveries hosts given up
+        ended (`Updated`).
         """
         if not changes:
-            return []
+            return Updated(frozenset(), [])
         current = await self.health(changes)
         successes: dict[str, datetime] = {}
         for name, stored in current.items():
@@ -167,7 +180,7 @@ class HostStore:
             at = changed.last_success_at
             if at is not None and _healthy(stored) and changed == replace(stored, last_success_at=at):
                 successes[name] = at
-        rest = sorted(set(changes) - set(successes))
+        answered: frozenset[str] = frozenset()
         if successes:
             when_at = {name: literal(at, _hosts.c.last_success_at.type) for name, at in successes.items()}
             async with self._db.transaction() as conn:
@@ -177,10 +190,11 @@ class HostStore:
                     .values(last_success_at=case(when_at, value=_hosts.c.host))
                     .returning(_hosts.c.host)
                 )
-                rest = sorted(set(rest) | (set(successes) - set(written.scalars())))
+                answered = frozenset(written.scalars())
+        rest = {name: changes[name] for name in sorted(set(changes) - answered)}
         if not rest:
-            return []
-        return await self._update_locked({name: changes[name] for name in rest}, new=set(rest) - set(current))
+            return Updated(answered, [])
+        return Updated(answered, await self._update_locked(rest, new=set(rest) - set(current)))
 
     async def _update_locked(self, changes: Mapping[str, HealthChange], new: set[str]) -> list[Ended]:
         """Read-modify-write each host's health under its row lock (host order), in one transaction;

@@ -24,12 +24,14 @@ POLICY = CircuitPolicy(
 
 async def test_a_success_from_a_healthy_host_moves_only_its_last_success_time(store: Store) -> None:
     now = utcnow()
-    await store.hosts.update({"a.example": lambda h: after_success(h, now, POLICY)})
+    first = await store.hosts.update({"a.example": lambda h: after_success(h, now, POLICY)})
     later = now + timedelta(seconds=5)
-    await store.hosts.update({"a.example": lambda h: after_success(h, later, POLICY)})
+    second = await store.hosts.update({"a.example": lambda h: after_success(h, later, POLICY)})
 
     health = (await store.hosts.health(["a.example"]))["a.example"]
     assert health == HostHealth("a.example", last_success_at=later)
+    # Only the second was a healthy host answering again (the first made its row).
+    assert (first.answered, second.answered) == (frozenset(), frozenset({"a.example"}))
 
 
 async def test_a_success_after_failures_resets_the_failure_count(store: Store) -> None:
@@ -58,8 +60,9 @@ async def test_a_success_read_as_healthy_does_not_overwrite_failures_another_wor
 
     monkeypatch.setattr(HostStore, "health", stale_health)
     later = now + timedelta(seconds=1)
-    await store.hosts.update({"a.example": lambda h: after_success(h, later, POLICY)})
+    updated = await store.hosts.update({"a.example": lambda h: after_success(h, later, POLICY)})
     monkeypatch.setattr(HostStore, "health", real)
+    assert updated.answered == frozenset()  # its guarded write found it failing
 
     health = (await store.hosts.health(["a.example"]))["a.example"]
     # The success was applied to the open circuit, not to the stale healthy read: recovery starts.

@@ -1,0 +1,115 @@
+"""A healthy host's success written at most once per resolution window; anything else at once."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from fedqueue.outbound.circuit import CircuitPolicy, HostHealth
+from fedqueue.outbound.outcomes import Attempt
+from fedqueue.outbound.record import HostAnswers, Result, health_changes
+from fedqueue.outbound.success_writes import SUCCESS_RESOLUTION_S, SuccessWrites
+from fedqueue.signing.requests import SignatureScheme
+
+NOW = datetime(2026, 11, 26, 3, 0, tzinfo=UTC)
+WINDOW = timedelta(seconds=SUCCESS_RESOLUTION_S)
+POLICY = CircuitPolicy(
+    failure_threshold=3,
+    open_seconds=60,
+    recovery_start=2,
+    full_allowance=16,
+    unavailable_after_days=7,
+    unavailable_probe_hours=24,
+)
+
+
+def answers(host: str, at: datetime, *statuses: int, learned: SignatureScheme | None = None) -> HostAnswers:
+    """What a group of answers from `host` at `at` changes (`record.health_changes`)."""
+    results = [
+        (host, Attempt(status=status, learned=learned), Result(1, "delivered", 1, at, status, None, at))
+        for status in statuses
+    ]
+    return health_changes(results, POLICY)[host]
+
+
+def test_a_healthy_hosts_successes_are_left_out_until_the_window_has_passed() -> None:
+    writes = SuccessWrites()
+    writes.remember(["a.example"], NOW)
+    for seconds in (0.001, 1, SUCCESS_RESOLUTION_S - 0.001):
+        at = NOW + timedelta(seconds=seconds)
+        assert writes.to_write({"a.example": answers("a.example", at, 202, 200, 404)}, at) == {}
+    at = NOW + WINDOW
+    change = answers("a.example", at, 202)
+    assert writes.to_write({"a.example": change}, at) == {"a.example": change}
+
+
+def test_a_failure_is_written_at_once_and_the_success_after_it_too() -> None:
+    writes = SuccessWrites()
+    writes.remember(["a.example"], NOW)
+    at = NOW + timedelta(seconds=1)
+    assert writes.to_write({"a.example": answers("a.example", at, 202)}, at) == {}
+    for status in (503, 429):  # also a failure after successes in its group
+        failure = answers("a.example", at, 202, status)
+        assert writes.to_write({"a.example": failure}, at) == {"a.example": failure}
+    success = answers("a.example", at, 202)
+    assert writes.to_write({"a.example": success}, at) == {"a.example": success}
+
+
+def test_a_host_not_written_healthy_by_this_worker_is_written() -> None:
+    writes = SuccessWrites()
+    change = answers("new.example", NOW, 202)
+    assert writes.to_write({"new.example": change}, NOW) == {"new.example": change}
+    # Written, but not to a healthy state (new, or failing for another worker): not answered.
+    writes.remember([], NOW)
+    assert writes.to_write({"new.example": change}, NOW) == {"new.example": change}
+
+
+def test_a_settled_signature_scheme_is_written_within_the_window() -> None:
+    writes = SuccessWrites()
+    writes.remember(["a.example"], NOW)
+    at = NOW + timedelta(seconds=1)
+    change = answers("a.example", at, 202, learned="rfc9421")
+    assert writes.to_write({"a.example": change}, at) == {"a.example": change}
+
+
+def test_each_host_is_judged_on_its_own_change() -> None:
+    writes = SuccessWrites()
+    writes.remember(["a.example", "b.example"], NOW)
+    at = NOW + timedelta(seconds=1)
+    changes = {
+        "a.example": answers("a.example", at, 202),
+        "b.example": answers("b.example", at, 500),
+        "c.example": answers("c.example", at, 202),
+    }
+    assert writes.to_write(changes, at).keys() == {"b.example", "c.example"}
+
+
+def test_past_its_size_the_least_recently_written_host_is_forgotten() -> None:
+    writes = SuccessWrites(size=2)
+    writes.remember(["a.example", "b.example", "c.example"], NOW)
+    changes = {host: answers(host, NOW, 202) for host in ("a.example", "b.example", "c.example")}
+    assert writes.to_write(changes, NOW).keys() == {"a.example"}
+
+
+def test_a_hosts_answers_are_applied_in_order_with_the_scheme_they_settled() -> None:
+    later = NOW + timedelta(seconds=1)
+    results = [
+        ("a.example", Attempt(status=503), Result(1, "failed", 1, NOW, 503, None, NOW)),
+        (
+            "a.example",
+            Attempt(status=202, learned="cavage"),
+            Result(2, "delivered", 1, later, 202, None, later),
+        ),
+        ("b.example", Attempt(status=None, permanent=True), Result(3, "dead", 1, NOW, None, "refused", NOW)),
+    ]
+    changes = health_changes(results, POLICY)
+
+    assert changes.keys() == {"a.example"}  # a refused address says nothing of its host
+    assert changes["a.example"](HostHealth("a.example")) == HostHealth(
+        "a.example",
+        last_failure_at=NOW,
+        last_success_at=later,
+        signature_scheme="cavage",
+        scheme_checked_at=later,
+    )
+    assert not changes["a.example"].only_successes
+    assert answers("a.example", NOW, 202, 410).only_successes  # a gone inbox: the host answered
