@@ -30,6 +30,11 @@ from fedqueue.states import UNFINISHED, UNSENT, DeliveryState
 #: Types whose effect a receiver keeps once per (actor, object, target): a repeat changes nothing.
 #: Follow is left out on purpose: a repeated Follow is how a follower repairs a lost follow.
 RESTATING_TYPES = frozenset({"Like", "Dislike", "Announce", "Block", "Add", "Remove"})
+#: The only types a history of one delivery can be decided on for: an Undo naming itself is
+#: cancelled out by itself (rule 4). Every other rule needs a second row (a newer Update, a
+#: Delete after what it cancels, an earlier delivered one), and so does `must_wait_for`: a lone
+#: delivery of any other type is sent as it is, so the histories of such keys need not be read.
+LONE_DECIDABLE_TYPES = frozenset({"Undo"})
 
 
 @dataclass(frozen=True)

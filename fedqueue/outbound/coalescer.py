@@ -8,6 +8,11 @@ and gives waiting rows back. Several workers may decide about one row at once: e
 guarded (unclaimed rows only while queued or failed, claimed ones only under our lease), and
 deciding again on the result decides nothing new, so the first write wins and none is wrong.
 
+Both hooks read only the histories the rules could decide anything on (`contested_only`): a
+key whose history is one delivery, not an Undo, is left out, and that delivery is sent as it
+is, which is what the rules would decide on it (`LONE_DECIDABLE_TYPES`). A fan-out's new rows
+are all such keys, so neither hook turns them into `Delivery` objects or runs the rules on them.
+
 Ordering: a claimed delivery with an earlier pending one from the same actor about the same
 subject to the same inbox waits (`coalesce.must_wait_for`). It is given back without spending
 an attempt, due when the earlier one is next due, and at least `recheck_s` later, so a waiting
@@ -82,9 +87,11 @@ class SendGate:
         if row.object_id is None:
             return Verdict.SEND
         key = (row.inbox, row.object_id)
-        history = self.histories.get(key, [])
-        if all(d.delivery_id != row.id for d in history):
-            return Verdict.SEND  # gone from the table since the claim: nothing to decide on
+        history = self.histories.get(key)
+        if history is None or all(d.delivery_id != row.id for d in history):
+            # Alone in its history and not an Undo, or gone from the table since the claim:
+            # nothing to decide on.
+            return Verdict.SEND
         check = before_send(history, row.id)
         for c in check.coalesced:
             self.decided[c.delivery_id] = c
@@ -146,7 +153,7 @@ class Coalescer:
         """
         keyed: dict[Key, list[tuple[int, Delivery]]] = {}
         keys = [(inbox, a.facts.object_id) for a in added if a.facts.object_id for inbox in a.inboxes]
-        for row in await self._store.coalescing.history(keys) if keys else []:
+        for row in await self._store.coalescing.history(keys, contested_only=True) if keys else []:
             keyed.setdefault((row.inbox, row.object_id), []).append((row.outbox_id, _delivery(row)))
         later = {a.outbox_id for a in added}
         decided: dict[int, Coalesced] = {}
@@ -155,7 +162,9 @@ class Coalescer:
             if a.facts.object_id is None:
                 continue
             for key in dict.fromkeys((inbox, a.facts.object_id) for inbox in a.inboxes):
-                history = keyed.get(key, [])
+                history = keyed.get(key)
+                if history is None:
+                    continue  # not contested: the rules decide nothing on it
                 for c in coalesce(d for outbox_id, d in history if outbox_id not in later):
                     decided.setdefault(c.delivery_id, c)
                 keyed[key] = [
@@ -167,14 +176,14 @@ class Coalescer:
     async def gate(self, claimed: Sequence[Claimed]) -> SendGate:
         """Load the histories of a claimed batch (one query per chunk of keys, not per row)."""
         keys = [(row.inbox, row.object_id) for row in claimed if row.object_id is not None]
-        rows = await self._store.coalescing.history(keys) if keys else []
+        rows = await self._store.coalescing.history(keys, contested_only=True) if keys else []
         ours = {row.id for row in claimed}
-        histories: dict[Key, list[Delivery]] = {key: [] for key in keys}
+        histories: dict[Key, list[Delivery]] = {}
         for row in rows:
             # Our claimed rows not yet checked count as unsent: their lease is ours.
             unsent = row.id in ours and row.state == DeliveryState.SENDING
             state = (DeliveryState.FAILED if row.attempts else DeliveryState.QUEUED) if unsent else None
-            histories[(row.inbox, row.object_id)].append(_delivery(row, state))
+            histories.setdefault((row.inbox, row.object_id), []).append(_delivery(row, state))
         due = {row.id: row.due for row in rows}
         return SendGate(self._clock(), self._recheck_s, histories, due)
 

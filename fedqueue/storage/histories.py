@@ -17,6 +17,7 @@ from itertools import starmap
 
 from sqlalchemy import and_, bindparam, case, func, or_, select, update
 
+from fedqueue.outbound.coalesce_rules import LONE_DECIDABLE_TYPES
 from fedqueue.states import DeliveryState
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import DeliveryRow, OutboxRow
@@ -62,7 +63,7 @@ class CoalescingStore:
         keys = database.pairs("keys")
         # Built once: the keys are one bound value, so the SQL is the same for every batch. Its
         # columns are in the order of HistoryRow's fields.
-        self._history = (
+        history = (
             select(
                 d.id,
                 d.outbox_id,
@@ -80,16 +81,39 @@ class CoalescingStore:
             .select_from(keys)
             .join(_deliveries, and_(d.inbox == keys.c.first, d.object_id == keys.c.second))
             .join(_outbox, _outbox.c.id == d.outbox_id)
-            .order_by(d.inbox, d.object_id, d.outbox_id, d.id)
+        )
+        self._history = history.order_by(d.inbox, d.object_id, d.outbox_id, d.id)
+        # The rows of contested keys only: more than one row, or a lone one of a type in
+        # LONE_DECIDABLE_TYPES. Counted per key over the rows the join reads anyway (no lookup
+        # per row: an OR'd EXISTS could be planned as one for every delivery of an outbox row).
+        counted = history.add_columns(
+            func.count().over(partition_by=(d.inbox, d.object_id)).label("key_rows")
+        ).subquery("counted")
+        h = counted.c
+        lone_decidable = (h.activity_type == kind for kind in sorted(LONE_DECIDABLE_TYPES))
+        self._contested = (
+            select(*(column for column in h if column.name != "key_rows"))
+            .where(or_(h.key_rows > 1, *lone_decidable))
+            .order_by(h.inbox, h.object_id, h.outbox_id, h.id)
         )
 
-    async def history(self, keys: Iterable[tuple[str, str]]) -> list[HistoryRow]:
-        """Every delivery to each (inbox, subject) key, grouped by key, in submission order."""
+    async def history(
+        self, keys: Iterable[tuple[str, str]], *, contested_only: bool = False
+    ) -> list[HistoryRow]:
+        """Every delivery to each (inbox, subject) key, grouped by key, in submission order.
+
+        `contested_only`: leave out the keys the coalescing rules cannot decide anything on,
+        those whose history is one delivery of a type not in `LONE_DECIDABLE_TYPES` (a fan-out's
+        new rows, mostly): their rows are not returned (nor turned into objects). Each key's
+        history is still whole or absent, so the rules see the same rows for every key they
+        are run on.
+        """
+        statement = self._contested if contested_only else self._history
         unique = list(dict.fromkeys(keys))
         found: list[HistoryRow] = []
         for start in range(0, len(unique), HISTORY_CHUNK):
             async with self._db.reading() as conn:
-                result = await conn.execute(self._history, {"keys": unique[start : start + HISTORY_CHUNK]})
+                result = await conn.execute(statement, {"keys": unique[start : start + HISTORY_CHUNK]})
                 rows = result.all()
             found.extend(starmap(HistoryRow, rows))
         return found

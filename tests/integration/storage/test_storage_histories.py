@@ -61,3 +61,26 @@ async def test_a_history_of_more_keys_than_one_query_reads_them_all(
     rows = await store.coalescing.history([(inbox, NOTE_1) for inbox in inboxes])
 
     assert sorted(row.inbox for row in rows) == sorted(inboxes)
+
+
+async def test_contested_histories_leave_out_only_the_keys_holding_one_delivery_that_is_not_an_undo(
+    store: Store,
+) -> None:
+    await store.actors.create("alice")
+    inbox_c = "https://c.example/inbox"
+    create = await _activity(store, 1, "Create", NOTE_1, [INBOX_A, INBOX_B, inbox_c])
+    delete = await _activity(store, 2, "Delete", NOTE_1, [INBOX_A])
+    undo = await _activity(store, 3, "Undo", NOTE_2, [INBOX_B])
+    keys = [(INBOX_A, NOTE_1), (INBOX_B, NOTE_1), (inbox_c, NOTE_1), (INBOX_B, NOTE_2)]
+
+    whole = await store.coalescing.history(keys)
+    contested = await store.coalescing.history(keys, contested_only=True)
+
+    # INBOX_A's history is whole (two rows, in order); a lone Undo is kept, lone Creates are not.
+    assert [(row.outbox_id, row.inbox) for row in contested] == [
+        (create, INBOX_A),
+        (delete, INBOX_A),
+        (undo, INBOX_B),
+    ]
+    lone = {(INBOX_B, NOTE_1), (inbox_c, NOTE_1)}
+    assert contested == [row for row in whole if (row.inbox, row.object_id) not in lone]
