@@ -41,6 +41,8 @@ from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.expression import ClauseElement
+from sqlalchemy.sql.selectable import TableValuedAlias
+from sqlalchemy.types import TypeEngine
 from sqlalchemy.util import greenlet_spawn
 
 from fedqueue.column_rules import text_problem
@@ -83,6 +85,16 @@ class _JsonList(TypeDecorator[Sequence[Any]]):
 
     def process_bind_param(self, value: Sequence[Any] | None, dialect: Dialect) -> str:
         return json.dumps(value or [])
+
+
+class _JsonRows(_JsonList):
+    """Rows of values bound as one JSON text, its strings as they are (not escaped): one that no
+    column can hold (a lone surrogate) is refused by the driver, as it would be bound alone."""
+
+    cache_ok = True
+
+    def process_bind_param(self, value: Sequence[Any] | None, dialect: Dialect) -> str:
+        return json.dumps(value or [], ensure_ascii=False)
 
 
 @dataclass(frozen=True)
@@ -369,16 +381,23 @@ class Database:
         number of keys (compiled and prepared once), where an OR of one clause per key was
         built, compiled and prepared again for every set.
         """
-        keys = bindparam(name, type_=_JsonList())
+        value = self.json_elements(bindparam(name, type_=_JsonList())).c.value
+        return select(json_item(value, 0).label("first"), json_item(value, 1).label("second")).subquery()
+
+    def json_rows(self, name: str) -> TableValuedAlias:
+        """The rows bound as `name` (a list of lists, one JSON text) as `json_elements`: one
+        parameter for any number of rows, with no per-row work in SQLAlchemy or the driver."""
+        return self.json_elements(bindparam(name, type_=_JsonRows()))
+
+    def json_elements(self, array: ColumnElement[Any]) -> TableValuedAlias:
+        """The elements of the JSON array `array` (JSON text) as rows of one column, `value`, in order.
+
+        `array` may name a column of a FROM before it (PostgreSQL takes a function in FROM as
+        LATERAL, SQLite a table-valued function's argument from the tables to its left).
+        """
         if self.is_postgres:
-            elements = func.json_array_elements(cast(keys, postgresql.JSON)).table_valued("value")
-        else:
-            elements = func.json_each(keys).table_valued("value")
-        value = elements.c.value
-        return select(
-            value.op("->>")(literal_column("0")).label("first"),
-            value.op("->>")(literal_column("1")).label("second"),
-        ).subquery()
+            return func.json_array_elements(cast(array, postgresql.JSON)).table_valued("value")
+        return func.json_each(array).table_valued("value")
 
     async def serialize_in_transaction(self, conn: AsyncConnection, lock_key: int) -> None:
         """Hold a lock until this transaction ends, so ids drawn under it commit in id order.
@@ -389,6 +408,20 @@ class Database:
         """
         if self.is_postgres:
             await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock_key})
+
+
+def json_item(
+    value: ColumnElement[Any], index: int, as_type: TypeEngine[Any] | None = None
+) -> ColumnElement[Any]:
+    """Element `index` of the JSON array `value` as an SQL value (NULL past its end), cast to
+    `as_type` if given (PostgreSQL reads every element as text)."""
+    item = value.op("->>")(literal_column(str(index)))
+    return item if as_type is None else cast(item, as_type)
+
+
+def json_array(value: ColumnElement[Any], index: int) -> ColumnElement[Any]:
+    """Element `index` of the JSON array `value`, itself JSON (an array for `json_elements`)."""
+    return value.op("->")(literal_column(str(index)))
 
 
 def _pool(size: int) -> dict[str, int]:

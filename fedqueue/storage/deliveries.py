@@ -13,11 +13,15 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import (
+    Column,
     ColumnElement,
+    Insert,
     Integer,
     Select,
+    String,
     Update,
     and_,
     bindparam,
@@ -25,16 +29,18 @@ from sqlalchemy import (
     func,
     or_,
     select,
+    true,
     type_coerce,
     union_all,
     update,
 )
+from sqlalchemy.types import TypeEngine
 
 from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.outbound.record import Claimed, Result
 from fedqueue.states import LANES, UNFINISHED, UNSENT, DeliveryState, Lane
 from fedqueue.storage.column_types import UTCDateTime, utcnow
-from fedqueue.storage.database import Database
+from fedqueue.storage.database import Database, json_array, json_item
 from fedqueue.storage.tables import DeliveryRow, GoneInboxRow, HostRow
 from fedqueue.storage.webhook_events import after_given_up, after_record, any_webhook
 
@@ -44,24 +50,10 @@ _gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
 
 #: What `claim` returns: the columns of `Claimed`'s fields, in their order.
 _CLAIMED = [_deliveries.c[name] for name in Claimed.__dataclass_fields__]
-_ENQUEUE_CHUNK = 500
-#: What `enqueue` writes on a new row.
-_ENQUEUED = (
-    "outbox_id",
-    "inbox",
-    "recipient",
-    "host",
-    "actor",
-    "activity_type",
-    "object_id",
-    "undoes",
-    "target",
-    "state",
-    "lane",
-    "last_error",
-    "last_error_detail",
-    "next_attempt_at",
-)
+#: An `Enqueued` in `enqueue`'s JSON rows: these columns' values, then its targets (`_TARGET`).
+_ITEM = ("outbox_id", "lane", "actor", "activity_type", "object_id", "undoes", "target")
+#: A `Target` in `enqueue`'s JSON rows: these columns' values (`last_error` is its `dead_reason`).
+_TARGET = ("inbox", "host", "last_error", "recipient", "last_error_detail")
 #: What `record` writes on a row, after its id.
 _RECORDED = (
     "id",
@@ -136,6 +128,41 @@ def _held_hosts(now: datetime | ColumnElement[datetime]) -> Select[tuple[str]]:
     )
 
 
+def _enqueue_statement(database: Database) -> Insert:
+    """`DeliveryStore.enqueue`'s INSERT, built once (bound: `items`, the rows as one JSON text, and `now`).
+
+    One parameter for any number of rows: bound as an executemany (SQLite) or as arrays
+    (PostgreSQL), every row's values went through SQLAlchemy's parameter building, bind
+    processors and the driver one by one. An activity's facts come once, before its targets;
+    its rows are created in the targets' order. A row whose `last_error` is set is created dead.
+    """
+    d = _deliveries.c
+    item = database.json_rows("items").c.value
+    facts = [json_item(item, n, _non_text(d[name])).label(name) for n, name in enumerate(_ITEM)]
+    # Materialized: each activity's facts are read out of its JSON once, not once per target.
+    items = (
+        select(*facts, json_array(item, len(_ITEM)).label("targets")).cte("items").prefix_with("MATERIALIZED")
+    )
+    targets = database.json_elements(items.c.targets)
+    target = targets.c.value
+    values = {name: items.c[name] for name in _ITEM} | {
+        name: json_item(target, n) for n, name in enumerate(_TARGET)
+    }
+    values["state"] = case(
+        (values["last_error"].is_(None), DeliveryState.QUEUED.value), else_=DeliveryState.DEAD.value
+    )
+    values["next_attempt_at"] = bindparam("now", type_=d.next_attempt_at.type)
+    # WHERE: SQLite would otherwise read the upsert's ON CONFLICT as the join's ON.
+    rows = select(*values.values()).select_from(items.join(targets, true())).where(true())
+    # Either unique key may exist already: (outbox_id, inbox), or (outbox_id, recipient).
+    return database.insert_ignoring_conflicts(_deliveries).from_select(list(values), rows)
+
+
+def _non_text(column: Column[Any]) -> TypeEngine[Any] | None:
+    """`column`'s type if it is not text (a JSON element is read as text on PostgreSQL)."""
+    return None if isinstance(column.type, String) else column.type
+
+
 def _claim_statement(database: Database, skipping: bool) -> Update:
     """`DeliveryStore.claim`'s statement, built once (bound: now, owner, lease_until, limit and,
     if `skipping`, the hosts to skip): building it for every claim cost more than running it."""
@@ -186,10 +213,7 @@ class DeliveryStore:
         self._db = database
         self._claim_all = _claim_statement(database, skipping=False)
         self._claim_skipping = _claim_statement(database, skipping=True)
-        # Built once for this engine (bound parameters only): the worker's every batch runs them.
-        self._enqueued = database.rows(_deliveries, _ENQUEUED)
-        # Either unique key may exist already: (outbox_id, inbox), or (outbox_id, recipient).
-        self._enqueue = self._enqueued.into(self._db.insert_ignoring_conflicts(_deliveries))
+        self._enqueue = _enqueue_statement(database)
         self._enqueue_returning = self._enqueue.returning(_deliveries.c.id, _deliveries.c.state)
         self._recorded = database.rows(_deliveries, _RECORDED)
         recorded = self._recorded.c
@@ -209,38 +233,30 @@ class DeliveryStore:
         Rows created dead (a gone inbox, an unusable recipient, a given-up host) get their
         `delivery.dead` events, queued in the same transaction, as for any death.
         """
-        values = [
-            {
-                "outbox_id": item.outbox_id,
-                "inbox": target.inbox,
-                "recipient": target.recipient,
-                "host": target.host,
-                "actor": item.facts.actor,
-                "activity_type": item.facts.activity_type,
-                "object_id": item.facts.object_id,
-                "undoes": item.facts.undoes,
-                "target": item.facts.target,
-                "state": DeliveryState.DEAD if target.dead_reason else DeliveryState.QUEUED,
-                "lane": int(item.lane),
-                "last_error": target.dead_reason,
-                "last_error_detail": target.detail,
-                "next_attempt_at": now,
-            }
+        items = [
+            [
+                item.outbox_id,
+                int(item.lane),
+                item.facts.actor,
+                item.facts.activity_type,
+                item.facts.object_id,
+                item.facts.undoes,
+                item.facts.target,
+                [(t.inbox, t.host, t.dead_reason, t.recipient, t.detail) for t in item.targets],
+            ]
             for item in batch
-            for target in item.targets
+            if item.targets
         ]
-        if not values:
+        if not items:
             return
+        parameters = {"items": items, "now": now}
+        created_dead = any(t.dead_reason is not None for item in batch for t in item.targets)
         async with self._db.transaction() as conn:
-            announce = any(v["state"] == DeliveryState.DEAD for v in values) and await any_webhook(conn)
-            dead: list[int] = []
-            for start in range(0, len(values), _ENQUEUE_CHUNK):
-                chunk = self._enqueued.parameters(values[start : start + _ENQUEUE_CHUNK])
-                if not announce:
-                    await conn.execute(self._enqueue, chunk)
-                    continue
-                created = await conn.execute(self._enqueue_returning, chunk)
-                dead.extend(row.id for row in created if row.state == DeliveryState.DEAD)
+            if not (created_dead and await any_webhook(conn)):
+                await conn.execute(self._enqueue, parameters)
+                return
+            created = await conn.execute(self._enqueue_returning, parameters)
+            dead = [row.id for row in created if row.state == DeliveryState.DEAD]
             await after_given_up(self._db, conn, dead, utcnow())
 
     async def claim(
