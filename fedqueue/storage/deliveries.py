@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import (
@@ -50,6 +51,11 @@ _gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
 
 #: What `claim` returns: the columns of `Claimed`'s fields, in their order.
 _CLAIMED = [_deliveries.c[name] for name in Claimed.__dataclass_fields__]
+#: A claimed row's (lane, next_attempt_at, id), the claim order, by position (`claim` returns the
+#: lane first): an attribute lookup on a Row costs ten times as much, for each of 1,000 rows.
+_CLAIM_ORDER = itemgetter(
+    0, *(1 + list(Claimed.__dataclass_fields__).index(n) for n in ("next_attempt_at", "id"))
+)
 #: An `Enqueued` in `enqueue`'s JSON rows: these columns' values, then its targets (`_TARGET`).
 _ITEM = ("outbox_id", "lane", "actor", "activity_type", "object_id", "undoes", "target")
 #: A `Target` in `enqueue`'s JSON rows: these columns' values (`last_error` is its `dead_reason`).
@@ -281,7 +287,7 @@ class DeliveryStore:
             parameters["skip"] = list(skip_hosts)
         async with self._db.transaction() as conn:
             rows = (await conn.execute(statement, parameters)).all()
-        ordered = sorted(rows, key=lambda row: (row.lane, row.next_attempt_at, row.id))
+        ordered = sorted(rows, key=_CLAIM_ORDER)
         return [Claimed(*row[1:]) for row in ordered]
 
     async def claim_unresolved(
