@@ -8,11 +8,13 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 import asyncpg
 from sqlalchemy import (
+    Column,
     ColumnElement,
     Delete,
     Dialect,
@@ -42,11 +44,11 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.expression import ClauseElement
 from sqlalchemy.sql.selectable import TableValuedAlias
-from sqlalchemy.types import TypeEngine
 from sqlalchemy.util import greenlet_spawn
 
 from fedqueue.column_rules import text_problem
 from fedqueue.errors import FedqueueError, InvalidInput, SettingsError
+from fedqueue.storage.column_types import UTCDateTime
 from fedqueue.storage.rows import Rows
 from fedqueue.storage.write_counts import committed_writes, count_committed_writes
 
@@ -389,6 +391,48 @@ class Database:
         parameter for any number of rows, with no per-row work in SQLAlchemy or the driver."""
         return self.json_elements(bindparam(name, type_=_JsonRows()))
 
+    def likely(self, condition: ColumnElement[bool]) -> ColumnElement[bool]:
+        """`condition`, told to SQLite's planner as true for nearly every row it meets (`likelihood`).
+
+        Without statistics SQLite takes an equality on an indexed column as selective, and may
+        read that index first: an UPDATE joined to JSON rows by id read every leased row and
+        scanned the JSON rows for each (1.3 s for 1,000 rows among 3,000 leased) instead of
+        looking each JSON row's id up (5 ms).
+        """
+        return func.likelihood(condition, literal_column("0.9375")) if self.is_sqlite else condition
+
+    def json_column(self, value: ColumnElement[Any], index: int, column: Column[Any]) -> ColumnElement[Any]:
+        """Element `index` of the JSON array `value` as a value of `column`: text as it is, a
+        datetime as `json_times` wrote it, anything else cast to the column's type (PostgreSQL
+        reads every element as text)."""
+        item = json_item(value, index)
+        if isinstance(column.type, String) or (self.is_sqlite and isinstance(column.type, UTCDateTime)):
+            return item  # SQLite would read a DATETIME cast as a number
+        return cast(item, column.type)
+
+    def json_times(self) -> Callable[[datetime | None], str | None]:
+        """A converter of UTC datetimes into JSON rows' text, read back by `json_column`: the
+        column type's own bound value on SQLite (its stored text), ISO 8601 on PostgreSQL.
+
+        Each distinct datetime is converted once per converter: an attempt's result carries
+        its time up to three times (attempted, delivered, next attempt).
+        """
+        dialect = self.engine.dialect
+        bound = UTCDateTime().dialect_impl(dialect).bind_processor(dialect)
+        assert bound is not None
+        as_text: Callable[[datetime], str] = bound if self.is_sqlite else lambda v: bound(v).isoformat()
+        converted: dict[datetime, str] = {}
+
+        def convert(value: datetime | None) -> str | None:
+            if value is None:
+                return None
+            text = converted.get(value)
+            if text is None:
+                text = converted[value] = as_text(value)
+            return text
+
+        return convert
+
     def json_elements(self, array: ColumnElement[Any]) -> TableValuedAlias:
         """The elements of the JSON array `array` (JSON text) as rows of one column, `value`, in order.
 
@@ -410,13 +454,9 @@ class Database:
             await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock_key})
 
 
-def json_item(
-    value: ColumnElement[Any], index: int, as_type: TypeEngine[Any] | None = None
-) -> ColumnElement[Any]:
-    """Element `index` of the JSON array `value` as an SQL value (NULL past its end), cast to
-    `as_type` if given (PostgreSQL reads every element as text)."""
-    item = value.op("->>")(literal_column(str(index)))
-    return item if as_type is None else cast(item, as_type)
+def json_item(value: ColumnElement[Any], index: int) -> ColumnElement[Any]:
+    """Element `index` of the JSON array `value` as an SQL value (text on PostgreSQL; NULL past its end)."""
+    return value.op("->>")(literal_column(str(index)))
 
 
 def json_array(value: ColumnElement[Any], index: int) -> ColumnElement[Any]:

@@ -14,15 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from operator import itemgetter
-from typing import Any
 
 from sqlalchemy import (
-    Column,
     ColumnElement,
     Insert,
     Integer,
     Select,
-    String,
     Update,
     and_,
     bindparam,
@@ -35,7 +32,6 @@ from sqlalchemy import (
     union_all,
     update,
 )
-from sqlalchemy.types import TypeEngine
 
 from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.outbound.record import Claimed, Result
@@ -144,7 +140,7 @@ def _enqueue_statement(database: Database) -> Insert:
     """
     d = _deliveries.c
     item = database.json_rows("items").c.value
-    facts = [json_item(item, n, _non_text(d[name])).label(name) for n, name in enumerate(_ITEM)]
+    facts = [database.json_column(item, n, d[name]).label(name) for n, name in enumerate(_ITEM)]
     # Materialized: each activity's facts are read out of its JSON once, not once per target.
     items = (
         select(*facts, json_array(item, len(_ITEM)).label("targets")).cte("items").prefix_with("MATERIALIZED")
@@ -164,9 +160,26 @@ def _enqueue_statement(database: Database) -> Insert:
     return database.insert_ignoring_conflicts(_deliveries).from_select(list(values), rows)
 
 
-def _non_text(column: Column[Any]) -> TypeEngine[Any] | None:
-    """`column`'s type if it is not text (a JSON element is read as text on PostgreSQL)."""
-    return None if isinstance(column.type, String) else column.type
+def _record_statement(database: Database) -> Update:
+    """`DeliveryStore.record`'s UPDATE, built once (bound: `results`, the rows as one JSON text of
+    `_RECORDED` values, datetimes as `json_times` writes them, and `owner`).
+
+    One parameter for any number of rows, as in `enqueue`: bound as an executemany (SQLite) or
+    as arrays (PostgreSQL), each row's nine values went through SQLAlchemy and the driver one by one.
+    """
+    d = _deliveries.c
+    value = database.json_rows("results").c.value
+    recorded = {name: database.json_column(value, n, d[name]) for n, name in enumerate(_RECORDED)}
+    return (
+        update(_deliveries)
+        .where(
+            d.id == recorded["id"],
+            d.lease_owner == bindparam("owner"),
+            # Most results find their row still leased: the ids are the way in, not the state index.
+            database.likely(d.state == DeliveryState.SENDING),
+        )
+        .values(lease_owner=None, lease_until=None, **{name: recorded[name] for name in _RECORDED[1:]})
+    )
 
 
 def _claim_statement(database: Database, skipping: bool) -> Update:
@@ -221,17 +234,7 @@ class DeliveryStore:
         self._claim_skipping = _claim_statement(database, skipping=True)
         self._enqueue = _enqueue_statement(database)
         self._enqueue_returning = self._enqueue.returning(_deliveries.c.id, _deliveries.c.state)
-        self._recorded = database.rows(_deliveries, _RECORDED)
-        recorded = self._recorded.c
-        self._record = (
-            update(_deliveries)
-            .where(
-                _deliveries.c.id == recorded["id"],
-                _deliveries.c.lease_owner == bindparam("owner"),
-                _deliveries.c.state == DeliveryState.SENDING,
-            )
-            .values(lease_owner=None, lease_until=None, **{name: recorded[name] for name in _RECORDED[1:]})
-        )
+        self._record = _record_statement(database)
 
     async def enqueue(self, batch: Sequence[Enqueued], now: datetime) -> None:
         """Create every `Enqueued` row in one transaction; existing rows are left alone (idempotent).
@@ -365,24 +368,25 @@ class DeliveryStore:
         if not results:
             return 0
         first = {r.id: r for r in reversed(results)}
+        time = self._db.json_times()
         rows = [
-            {
-                "id": r.id,
-                "state": r.state,
-                "attempts": r.attempts,
-                "next_attempt_at": r.next_attempt_at,
-                "last_status": r.last_status,
-                "last_error": r.last_error,
-                "last_error_detail": r.last_error_detail,
-                "last_attempt_at": r.attempted_at,
-                "delivered_at": r.delivered_at,
-            }
+            (
+                r.id,
+                r.state,
+                r.attempts,
+                time(r.next_attempt_at),
+                r.last_status,
+                r.last_error,
+                r.last_error_detail,
+                time(r.attempted_at),
+                time(r.delivered_at),
+            )
             for r in results
             if first[r.id] is r
         ]
         gone = [{"inbox": r.inbox, "gone_at": r.attempted_at} for r in results if r.gone]
         async with self._db.transaction() as conn:
-            updated = await conn.execute(self._record, self._recorded.parameters(rows, owner=owner))
+            updated = await conn.execute(self._record, {"results": rows, "owner": owner})
             if gone:
                 await conn.execute(self._db.insert_ignoring_conflicts(_gone, ("inbox",)), gone)
             await after_record(self._db, conn, results, utcnow())
