@@ -193,7 +193,7 @@ class Database:
         with _translated_errors():
             async with self._one_writer(), self.engine.connect() as conn:
                 if self.is_sqlite:
-                    await conn.exec_driver_sql("BEGIN IMMEDIATE")
+                    await _begin_immediate(conn)
                 else:
                     await conn.begin()
                 try:
@@ -462,6 +462,20 @@ def json_item(value: ColumnElement[Any], index: int) -> ColumnElement[Any]:
 def json_array(value: ColumnElement[Any], index: int) -> ColumnElement[Any]:
     """Element `index` of the JSON array `value`, itself JSON (an array for `json_elements`)."""
     return value.op("->")(literal_column(str(index)))
+
+
+async def _begin_immediate(conn: AsyncConnection) -> None:
+    """BEGIN IMMEDIATE on `conn`'s aiosqlite connection itself: one trip to its thread, where
+    SQLAlchemy's execution path took three and its own CPU besides (every write transaction).
+
+    SQLAlchemy's own transaction begins with the first statement (pysqlite sends nothing for
+    it), and its commit or rollback ends this one; a transaction that ran no statement is
+    rolled back by the pool when the connection goes back.
+    """
+    raw = await conn.get_raw_connection()
+    driver: Any = raw.driver_connection
+    with _translated_driver_errors():
+        await driver.execute("BEGIN IMMEDIATE")
 
 
 def _pool(size: int) -> dict[str, int]:
