@@ -10,7 +10,7 @@ import pytest
 from aiohttp import web
 
 from fedqueue.metrics import Metrics
-from fedqueue.outbound.circuit import CLOSED, CircuitPolicy, HostHealth, after_failure
+from fedqueue.outbound.circuit import CLOSED, HostHealth, after_failure
 from fedqueue.outbound.success_writes import SUCCESS_RESOLUTION_S
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.client import HttpClient
@@ -18,19 +18,11 @@ from fedqueue.remote.guard import host_of
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from tests.integration.outbound.test_worker_survival import Clock
+from tests.integration.storage.test_storage_hosts import POLICY  # another worker's: one failure each
 from tests.loopback import LoopbackServer
 from tests.outbound import fast, insert_outbox_row
 
 WINDOW = timedelta(seconds=SUCCESS_RESOLUTION_S)
-#: Another worker's failures, as it records them (the policy matters not: one failure each).
-POLICY = CircuitPolicy(
-    failure_threshold=10,
-    open_seconds=300,
-    recovery_start=2,
-    full_allowance=8,
-    unavailable_after_days=7,
-    unavailable_probe_hours=24,
-)
 
 
 @pytest.fixture

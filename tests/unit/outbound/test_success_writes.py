@@ -4,22 +4,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from fedqueue.outbound.circuit import CircuitPolicy, HostHealth
+from fedqueue.outbound.circuit import HostHealth
 from fedqueue.outbound.outcomes import Attempt
 from fedqueue.outbound.record import HostAnswers, Result, health_changes
 from fedqueue.outbound.success_writes import SUCCESS_RESOLUTION_S, SuccessWrites
 from fedqueue.signing.requests import SignatureScheme
+from tests.unit.outbound.test_outbound_rules import POLICY
 
 NOW = datetime(2026, 11, 26, 3, 0, tzinfo=UTC)
 WINDOW = timedelta(seconds=SUCCESS_RESOLUTION_S)
-POLICY = CircuitPolicy(
-    failure_threshold=3,
-    open_seconds=60,
-    recovery_start=2,
-    full_allowance=16,
-    unavailable_after_days=7,
-    unavailable_probe_hours=24,
-)
 
 
 def answers(host: str, at: datetime, *statuses: int, learned: SignatureScheme | None = None) -> HostAnswers:
