@@ -19,6 +19,7 @@ from fedqueue.followers_sync_rules import (
     sync_header,
 )
 from fedqueue.remote.guard import host_of
+from tests.unit.remote.test_hosts_of import AWKWARD_URLS
 
 IDS = ["https://b.example/users/1", "https://b.example/users/2", "https://b.example/users/3"]
 
@@ -151,48 +152,8 @@ def test_each_hosts_digest_from_all_followers_is_the_digest_of_the_followers_the
     }
 
 
-#: Ids whose host a shortcut could get wrong: case, ports (default, leading zeros, out of
-#: range), user info, IPv6 and malformed brackets, a query or fragment before any path, stray
-#: whitespace and control characters, non-ASCII names, other schemes, no scheme at all.
-AWKWARD_IDS = [
-    "https://A.Example/u/1",
-    "HTTPS://a.example/u/2",
-    "https://a.example:443/u/3",
-    "https://a.example:0443/u/4",
-    "https://a.example:99999/u/5",
-    "https://a.example:99999?x=/u/6",
-    "https://a.example:/u/7",
-    "https://bob@a.example/u/8",
-    "https://[::1]:8443/u/9",
-    "https://[::1/u/10",
-    "https://a.example?q=1/u/11",
-    "https://a.example#f/u/12",
-    "https://a.example",
-    "https://a.example ",
-    " https://a.example/u/13",
-    "https://a.ex\tample/u/14",
-    "https://a.example/u\t/15",
-    "https://a.exämple/u/16",
-    "http://a.example/u/17",
-    "ftp://a.example/u/18",
-    "a.example/u/19",
-    "https://a.example:8443",
-    "https://a.example.:8443/u/20",
-]
-
-
-@pytest.mark.parametrize("follower_id", AWKWARD_IDS)
-def test_each_follower_counts_on_the_host_its_id_names_however_the_id_is_spelled(follower_id: str) -> None:
-    others = ["https://a.example/u/0", "https://z.example/u/0"]
-
-    digests = digests_by_host([follower_id, *others])
-
-    alongside = [other for other in others if host_of(other) == host_of(follower_id)]
-    assert digests[host_of(follower_id)] == partial_followers_digest([follower_id, *alongside])
-
-
 def test_followers_on_many_hosts_each_count_on_their_own_host() -> None:
-    ids = [f"https://h{n % 7}.example:{8000 + n % 3}/users/{n}" for n in range(100)] + AWKWARD_IDS
+    ids = [f"https://h{n % 7}.example:{8000 + n % 3}/users/{n}" for n in range(100)] + AWKWARD_URLS
 
     by_host: dict[str, list[str]] = {}
     for follower_id in ids:
