@@ -176,7 +176,7 @@ def _record_statement(database: Database) -> Update:
             d.id == recorded["id"],
             d.lease_owner == bindparam("owner"),
             # Most results find their row still leased: the ids are the way in, not the state index.
-            database.likely(d.state == DeliveryState.SENDING),
+            database.not_a_way_in(d.state == DeliveryState.SENDING),
         )
         .values(lease_owner=None, lease_until=None, **{name: recorded[name] for name in _RECORDED[1:]})
     )
@@ -289,6 +289,7 @@ class DeliveryStore:
         if skip_hosts:
             parameters["skip"] = list(skip_hosts)
         async with self._db.transaction() as conn:
+            await self._db.ranges_in_index_order(conn)
             rows = (await conn.execute(statement, parameters)).all()
         ordered = sorted(rows, key=_CLAIM_ORDER)
         return [Claimed(*row[1:]) for row in ordered]

@@ -1,0 +1,132 @@
+"""On PostgreSQL, a claim and a group of outcomes read what they touch, however long since a vacuum.
+
+Every claim and outcome updates an indexed state, which leaves the old index entries behind until
+a vacuum; under a burst, or with autovacuum off (as on this machine's PostgreSQL), they pile up.
+Two statements read all of them on every call: the outbox claim, an OR of two states read as a
+bitmap (a bitmap scan never marks entries dead, so each poll read every activity since: 80-90 ms
+after 50,000 Accepts), and the outcomes' UPDATE, which found its rows through the state's index
+and parsed the JSON rows again for each of them (36-63 ms for 128 outcomes). Both were the
+PostgreSQL 50,000-follower regression of docs/benchmarks/history.md (Fourteenth pass).
+
+The plans are read with EXPLAIN (ANALYZE, BUFFERS) on the statement the store ran, in a
+transaction rolled back, as a generic plan: the one PostgreSQL settles on for a prepared
+statement run over and over, and the one that went wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import event, insert, text, update
+
+from fedqueue.outbound.record import Result
+from fedqueue.states import DeliveryState, OutboxState
+from fedqueue.storage import Store
+from fedqueue.storage.column_types import utcnow
+from fedqueue.storage.tables import OutboxRow
+from tests.seeding import seed_fanout
+
+_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
+OWNER = "worker-1"
+
+
+@pytest.fixture(autouse=True)
+def postgres_only(store: Store) -> None:
+    if not store.database.is_postgres:
+        pytest.skip("PostgreSQL's plans; SQLite's record plan is told by likelihood (Database.not_a_way_in)")
+
+
+class Statements:
+    """The statements a store call runs, as the driver got them."""
+
+    def __init__(self, store: Store) -> None:
+        self._engine = store.database.engine.sync_engine
+        self.seen: list[tuple[str, Any]] = []
+
+    def _seen(self, _conn: Any, _cursor: Any, sql: str, parameters: Any, *_: Any) -> None:
+        self.seen.append((sql, parameters))
+
+    def __enter__(self) -> Statements:
+        event.listen(self._engine, "before_cursor_execute", self._seen)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        event.remove(self._engine, "before_cursor_execute", self._seen)
+
+    def plan_of(self, starting: str) -> tuple[list[str], str, Any]:
+        """The statement starting so, and the settings its transaction made before it."""
+        [found] = [(sql, parameters) for sql, parameters in self.seen if sql.lstrip().startswith(starting)]
+        settings = [sql for sql, _ in self.seen if sql.startswith("SET LOCAL")]
+        return settings, *found
+
+
+async def _generic_plan(store: Store, settings: list[str], sql: str, parameters: Any) -> dict[str, Any]:
+    async with store.database.engine.connect() as conn:
+        for setting in [*settings, "SET LOCAL plan_cache_mode = force_generic_plan"]:
+            await conn.execute(text(setting))
+        rows = (
+            await conn.exec_driver_sql(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}", parameters)
+        ).all()
+        await conn.rollback()
+    plan = rows[0][0]
+    return dict((json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"])
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
+
+
+def _blocks(plan: dict[str, Any]) -> int:
+    return int(plan["Shared Hit Blocks"]) + int(plan["Shared Read Blocks"])
+
+
+async def test_an_outbox_claim_reads_a_few_pages_after_thousands_of_activities_went_through(
+    store: Store,
+) -> None:
+    now = utcnow()
+    async with store.database.transaction() as conn:
+        await conn.execute(
+            insert(_outbox), [{"actor": "alice", "activity": "{}", "created_at": now} for _ in range(5000)]
+        )
+    # Each activity goes pending -> expanding -> expanded, as the worker takes it.
+    assert len(await store.outbox.claim_pending(OWNER, now, 60, 5000)) == 5000
+    async with store.database.transaction() as conn:
+        await conn.execute(update(_outbox).values(state=OutboxState.EXPANDED, lease_owner=None))
+    await store.outbox.claim_pending(OWNER, now, 60, 100)  # the first reader meets the old entries
+
+    with Statements(store) as statements:
+        assert await store.outbox.claim_pending(OWNER, now, 60, 100) == []
+    plan = await _generic_plan(store, *statements.plan_of("UPDATE outbox"))
+
+    assert _blocks(plan) < 100, f"read {_blocks(plan)} pages to claim nothing among 5,000 expanded"
+
+
+async def test_outcomes_find_their_deliveries_by_id_among_thousands_leased(store: Store) -> None:
+    # Delivered rows too: on a table this small alone PostgreSQL reads every row, whatever the statement.
+    counts = {"delivered": 30_000, "queued": 3000}
+    await seed_fanout(store.database, "alice", "https://local.example/create/1", counts)
+    now = utcnow()
+    claimed = await store.deliveries.claim(OWNER, now, 60, 3000)
+    assert len(claimed) == 3000
+    outcomes = [
+        Result(c.id, DeliveryState.DELIVERED, 1, now + timedelta(days=1), 202, None, now, delivered_at=now)
+        for c in claimed[:50]
+    ]
+
+    with Statements(store) as statements:
+        assert await store.deliveries.record(OWNER, outcomes) == 50
+    plan = await _generic_plan(store, *statements.plan_of("UPDATE deliveries"))
+
+    nodes = list(_nodes(plan))
+    [found] = [n for n in nodes if n.get("Relation Name") == "deliveries" and "Scan" in n["Node Type"]]
+    assert found.get("Index Name") == "deliveries_pkey", (
+        f"deliveries found by {found['Node Type']} {found.get('Index Name')}"
+    )
+    [rows] = [n for n in nodes if n.get("Function Name") == "json_array_elements"]
+    assert rows["Actual Loops"] == 1, "the outcomes' JSON was parsed once per delivery found"
