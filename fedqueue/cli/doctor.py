@@ -18,6 +18,7 @@ from fedqueue.activitystreams import ACCEPT_ACTIVITY
 from fedqueue.cli.doctor_rules import (
     Check,
     admin_token_check,
+    autovacuum_check,
     base_url_check,
     clock_check,
     database_check,
@@ -41,12 +42,13 @@ def register(commands: Subparsers) -> None:
     doctor = command(
         commands,
         "doctor",
-        "check the deployment: settings, database, base_url, clock, keys, admin token",
+        "check the deployment: settings, database, base_url, clock, keys, autovacuum, admin token",
         "Check, one line each with ✓ or ✗ and the fix: where the settings came from; that the "
         "database is reachable and at the migration head; that base_url is https (unless private "
         "addresses are allowed); that fetching an actor through base_url answers its own document; "
         "the clock against the Date of FEDQUEUE_DOCTOR_PEER_URL (if set); that every local actor "
-        "has a key; the admin token's strength; whether private addresses are allowed. Exits 1 on "
+        "has a key; on PostgreSQL, that autovacuum is on; the admin token's strength; whether "
+        "private addresses are allowed. Exits 1 on "
         "any ✗. Run it where `fedqueue serve` runs, with the same settings.",
         ["fedqueue doctor", "FEDQUEUE_DOCTOR_PEER_URL=https://mastodon.social fedqueue doctor"],
     )
@@ -94,6 +96,9 @@ async def _live_checks(settings: Settings, database_ok: bool) -> list[Check]:
         try:
             names = await store.actors.names()
             checks.append(keys_check(len(names), await store.actors.without_usable_keys()))
+            autovacuum = await store.database.autovacuum()
+            if autovacuum is not None:
+                checks.append(autovacuum_check(autovacuum))
         finally:
             await store.close()
         if names:

@@ -69,6 +69,21 @@ def is_local_host(host: str) -> bool:
         return False  # a name: public as far as anyone can tell from here
 
 
+def autovacuum_check(on: bool) -> Check:
+    """PostgreSQL's autovacuum: every claim and outcome leaves a dead row version behind, and
+    only a vacuum removes it; without one the queue's tables grow with everything ever sent."""
+    if on:
+        return Check(True, "autovacuum", "on: PostgreSQL removes the row versions claims and outcomes leave")
+    return Check(
+        False,
+        "autovacuum",
+        "off on this PostgreSQL server: the row versions every claim and outcome leaves are never"
+        " removed, and the queue's tables and indexes grow with everything ever sent",
+        "set `autovacuum = on` in postgresql.conf and reload PostgreSQL, or run VACUUM ANALYZE"
+        f" on a schedule ({GUIDE})",
+    )
+
+
 def base_url_check(base_url: str, allow_private: bool) -> Check:
     """https for a public instance; plain http only for a local test set-up (private addresses allowed)."""
     scheme = urlsplit(base_url).scheme

@@ -225,6 +225,13 @@ class Database:
             async with self.reader.connect() as conn:
                 yield conn
 
+    async def autovacuum(self) -> bool | None:
+        """Whether the PostgreSQL server vacuums by itself (`fedqueue doctor`); None on SQLite."""
+        if not self.is_postgres:
+            return None
+        async with self.reading() as conn:
+            return bool((await conn.execute(text("SHOW autovacuum"))).scalar_one() == "on")
+
     def driver_statement(self, statement: ClauseElement) -> DriverStatement:
         """`statement` compiled for `fetch`; it must take no expanding IN (see `one_of`)."""
         dialect = self.engine.dialect

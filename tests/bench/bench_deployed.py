@@ -292,6 +292,9 @@ async def engine_runs(engine: str, args: argparse.Namespace, workdir: Path) -> N
         store = Store.open(url)
         try:
             token = (await store.actors.create("alice")).token
+            autovacuum = await store.database.autovacuum()
+            if autovacuum is not None:
+                print(f"# PostgreSQL autovacuum: {'on' if autovacuum else 'off'}", flush=True)
         finally:
             await store.close()
         instance = Instance(url, harness.free_port(), token)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import asyncpg
 import pytest
 
+from tests.conftest import _asyncpg_dsn
 from tests.e2e.test_cli import run_fedqueue
 from tests.live import ADMIN_TOKEN, create_actor, live_instance
 
@@ -42,6 +45,32 @@ def test_doctor_on_a_healthy_instance_answers_only_check_marks_and_exits_0(tmp_p
     ]
     assert f"GET {live.origin}/actors/alice answered its actor" in result.stdout
     assert ADMIN_TOKEN not in result.stdout
+
+
+def test_doctor_on_postgresql_says_whether_autovacuum_is_on_and_on_sqlite_nothing(
+    tmp_path: Path, database_url: str
+) -> None:
+    result = run_fedqueue("doctor", cwd=tmp_path, env={"FEDQUEUE_DATABASE_URL": database_url})
+    lines = [line for line in result.stdout.splitlines() if " autovacuum: " in line]
+    if database_url.startswith("sqlite"):
+        assert lines == [], result.stdout
+        return
+    [line] = lines
+    server_says = asyncio.run(_show_autovacuum(database_url))
+    if server_says == "on":
+        assert line.startswith("✓ autovacuum: on"), line
+    else:
+        assert line.startswith("✗ autovacuum: off on this PostgreSQL server"), line
+        assert line.endswith("(docs/deploy.md)") and "set `autovacuum = on`" in line
+        assert result.returncode == 1
+
+
+async def _show_autovacuum(url: str) -> str:
+    conn = await asyncpg.connect(_asyncpg_dsn(url))
+    try:
+        return str(await conn.fetchval("SHOW autovacuum"))
+    finally:
+        await conn.close()
 
 
 def test_doctor_on_a_database_never_migrated_names_the_fix_and_creates_nothing(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from fedqueue.cli.doctor_rules import (
     admin_token_check,
+    autovacuum_check,
     clock_check,
     private_addresses_check,
     self_fetch_check,
@@ -47,3 +48,9 @@ def test_a_clock_two_minutes_off_a_peer_is_a_cross_and_a_second_is_none() -> Non
     assert clock_check(BASE, "Sat, 01 Mar 2025 12:00:01 GMT", NOW, 0).ok
     assert not clock_check(BASE, None, NOW, 30).ok
     assert not clock_check(BASE, "yesterday", NOW, 30).ok
+
+
+def test_autovacuum_off_is_a_cross_naming_the_setting_and_on_a_check() -> None:
+    off = autovacuum_check(False)
+    assert not off.ok and "never removed" in off.line() and "set `autovacuum = on`" in off.line()
+    assert autovacuum_check(True).ok
