@@ -8,7 +8,7 @@ and gives waiting rows back. Several workers may decide about one row at once: e
 guarded (unclaimed rows only while queued or failed, claimed ones only under our lease), and
 deciding again on the result decides nothing new, so the first write wins and none is wrong.
 
-Both hooks read only the histories the rules could decide anything on (`contested_only`): a
+Both hooks read only the histories the rules could decide anything on (contested keys): a
 key whose history is one delivery, not an Undo, is left out, and that delivery is sent as it
 is, which is what the rules would decide on it (`LONE_DECIDABLE_TYPES`). A fan-out's new rows
 are all such keys, so neither hook turns them into `Delivery` objects or runs the rules on them.
@@ -144,8 +144,8 @@ class Coalescer:
         ) or await self._store.coalescing.undone_subject(facts.actor, facts.undoes)
         return facts if subject is None else replace(facts, object_id=subject)
 
-    async def after_enqueue(self, added: Sequence[Added]) -> int:
-        """Coalesce after activities' deliveries were inserted; how many rows were coalesced.
+    async def after_enqueue(self, added: Sequence[Added]) -> None:
+        """Coalesce after activities' deliveries were inserted.
 
         One history load and one write for all of `added`, deciding as if each activity had been
         coalesced on its own right after its insert, in submission order: each sees the rows of
@@ -153,7 +153,7 @@ class Coalescer:
         """
         keyed: dict[Key, list[tuple[int, Delivery]]] = {}
         keys = [(inbox, a.facts.object_id) for a in added if a.facts.object_id for inbox in a.inboxes]
-        for row in await self._store.coalescing.history(keys, contested_only=True) if keys else []:
+        for row in await self._store.coalescing.history(keys) if keys else []:
             keyed.setdefault((row.inbox, row.object_id), []).append((row.outbox_id, _delivery(row)))
         later = {a.outbox_id for a in added}
         decided: dict[int, Coalesced] = {}
@@ -171,12 +171,12 @@ class Coalescer:
                     (outbox_id, replace(d, state=DeliveryState.COALESCED) if d.delivery_id in decided else d)
                     for outbox_id, d in history
                 ]
-        return await self._store.coalescing.decide(self._owner, [_decision(c) for c in decided.values()])
+        await self._store.coalescing.decide(self._owner, [_decision(c) for c in decided.values()])
 
     async def gate(self, claimed: Sequence[Claimed]) -> SendGate:
         """Load the histories of a claimed batch (one query per chunk of keys, not per row)."""
         keys = [(row.inbox, row.object_id) for row in claimed if row.object_id is not None]
-        rows = await self._store.coalescing.history(keys, contested_only=True) if keys else []
+        rows = await self._store.coalescing.history(keys) if keys else []
         ours = {row.id for row in claimed}
         histories: dict[Key, list[Delivery]] = {}
         for row in rows:
@@ -187,10 +187,7 @@ class Coalescer:
         due = {row.id: row.due for row in rows}
         return SendGate(self._clock(), self._recheck_s, histories, due)
 
-    async def finish(self, gate: SendGate) -> int:
+    async def finish(self, gate: SendGate) -> None:
         """Record a batch's decisions (after its results) and give waiting rows back."""
-        coalesced = await self._store.coalescing.decide(
-            self._owner, [_decision(c) for c in gate.decided.values()]
-        )
+        await self._store.coalescing.decide(self._owner, [_decision(c) for c in gate.decided.values()])
         await self._store.coalescing.wait(self._owner, gate.waits)
-        return coalesced

@@ -82,7 +82,6 @@ class CoalescingStore:
             .join(_deliveries, and_(d.inbox == keys.c.first, d.object_id == keys.c.second))
             .join(_outbox, _outbox.c.id == d.outbox_id)
         )
-        self._history = history.order_by(d.inbox, d.object_id, d.outbox_id, d.id)
         # The rows of contested keys only: more than one row, or a lone one of a type in
         # LONE_DECIDABLE_TYPES. Counted per key over the rows the join reads anyway (no lookup
         # per row: an OR'd EXISTS could be planned as one for every delivery of an outbox row).
@@ -97,23 +96,19 @@ class CoalescingStore:
             .order_by(h.inbox, h.object_id, h.outbox_id, h.id)
         )
 
-    async def history(
-        self, keys: Iterable[tuple[str, str]], *, contested_only: bool = False
-    ) -> list[HistoryRow]:
-        """Every delivery to each (inbox, subject) key, grouped by key, in submission order.
+    async def history(self, keys: Iterable[tuple[str, str]]) -> list[HistoryRow]:
+        """Every delivery to each contested (inbox, subject) key, grouped by key, in submission order.
 
-        `contested_only`: leave out the keys the coalescing rules cannot decide anything on,
-        those whose history is one delivery of a type not in `LONE_DECIDABLE_TYPES` (a fan-out's
-        new rows, mostly): their rows are not returned (nor turned into objects). Each key's
-        history is still whole or absent, so the rules see the same rows for every key they
-        are run on.
+        Contested: a key whose history the coalescing rules can decide anything on. Keys whose
+        history is one delivery of a type not in `LONE_DECIDABLE_TYPES` (a fan-out's new rows,
+        mostly) are left out: their rows are not returned (nor turned into objects). Each key's
+        history is whole or absent, so the rules see the same rows for every key they are run on.
         """
-        statement = self._contested if contested_only else self._history
         unique = list(dict.fromkeys(keys))
         found: list[HistoryRow] = []
         for start in range(0, len(unique), HISTORY_CHUNK):
             async with self._db.reading() as conn:
-                result = await conn.execute(statement, {"keys": unique[start : start + HISTORY_CHUNK]})
+                result = await conn.execute(self._contested, {"keys": unique[start : start + HISTORY_CHUNK]})
                 rows = result.all()
             found.extend(starmap(HistoryRow, rows))
         return found
@@ -129,10 +124,10 @@ class CoalescingStore:
                 )
             ).scalar()
 
-    async def decide(self, owner: str, decisions: Sequence[Decision]) -> int:
+    async def decide(self, owner: str, decisions: Sequence[Decision]) -> None:
         """Mark rows coalesced: unclaimed ones still queued or failed, or ones `owner` holds the lease of."""
         if not decisions:
-            return 0
+            return
         d = _deliveries.c
         statement = (
             update(_deliveries)
@@ -154,8 +149,7 @@ class CoalescingStore:
         )
         params = [{"c_id": c.id, "c_reason": c.reason, "c_by": c.by} for c in decisions]
         async with self._db.transaction() as conn:
-            result = await conn.execute(statement, params)
-        return int(result.rowcount)
+            await conn.execute(statement, params)
 
     async def wait(self, owner: str, until: dict[int, datetime]) -> None:
         """Give claimed rows back unsent until the given times, without spending an attempt."""
