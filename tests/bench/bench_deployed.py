@@ -29,8 +29,9 @@ send (`FEDIFY_WARM_UP`); runs interleave with fedqueue's; fedqueue ÷ Fedify's b
 printed on both rows.
 
 CPU per delivery, from /proc: every fedqueue process (all threads; "loop" is their main
-threads) and, on PostgreSQL, the backends serving the benchmark's database; Fedify's is Node's
-`process.cpuUsage()`. Median [lowest-highest] of the runs; load average on each row.
+threads, "signing" their signing processes) and, on PostgreSQL, the backends serving the
+benchmark's database (`PostgreSQL autovacuum` is printed: this machine's is off); Fedify's is
+Node's `process.cpuUsage()`. Median [lowest-highest] of the runs; load average on each row.
 `--profile DIR` samples the process that sends (serve, or the first worker) with py-spy
 (`--gil`; slows it: take figures without it).
 """
@@ -188,6 +189,7 @@ class Figures:
     rates: list[float] = field(default_factory=list)
     cpu_ms: list[float] = field(default_factory=list)
     loop_ms: list[float] = field(default_factory=list)
+    signing_ms: list[float] = field(default_factory=list)
     pg_ms: list[float] = field(default_factory=list)
     loads: list[str] = field(default_factory=list)
 
@@ -199,7 +201,8 @@ class Figures:
         return (
             f"{label:<22} {engine:<9} {n:>6} {harness.spread(self.rates):>18}"
             f" {harness.spread(total, 2):>16} {harness.spread(self.loop_ms, 2):>16}"
-            f" {harness.spread(self.pg_ms, 2):>16}  {' '.join(self.loads)}{ratio}"
+            f" {harness.spread(self.signing_ms, 2):>16} {harness.spread(self.pg_ms, 2):>16}"
+            f"  {' '.join(self.loads)}{ratio}"
         )
 
 
@@ -257,6 +260,7 @@ async def one_create(
     figures.cpu_ms.append(cpu[0] / done * 1000)
     figures.pg_ms.append(cpu[1] / done * 1000)
     figures.loop_ms.append(cpu[2] / done * 1000)
+    figures.signing_ms.append(cpu[3] / done * 1000)
     figures.loads.append(f"{os.getloadavg()[0]:.1f}")
 
 
@@ -278,6 +282,7 @@ def fedify_run(world: Receiver, n: int, mode: str, figures: Figures) -> None:
     figures.cpu_ms.append(result["cpu_s"] / result["delivered"] * 1000)
     figures.pg_ms.append(0.0)
     figures.loop_ms.append(0.0)
+    figures.signing_ms.append(0.0)
     figures.loads.append(f"{os.getloadavg()[0]:.1f}")
 
 
@@ -329,7 +334,7 @@ async def main(args: argparse.Namespace) -> None:
     print(harness.machine_line(), flush=True)
     print(
         f"{'variant':<22} {'engine':<9} {'N':>6} {'deliveries/s':>18} {'cpu ms/delivery':>16}"
-        f" {'of it loop':>16} {'of it pg':>16}  load (1 min, each run)"
+        f" {'of it loop':>16} {'of it signing':>16} {'of it pg':>16}  load (1 min, each run)"
     )
     with tempfile.TemporaryDirectory() as tmp:
         for engine in harness.engines(args.postgres, args.engine):

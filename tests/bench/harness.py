@@ -291,15 +291,16 @@ class CpuMeter:
     pids: Sequence[int]
     database: str | None = None
 
-    def read(self) -> tuple[float, float, float]:
-        own = sum(cpu_seconds(pid) + signing_cpu_seconds(pid) for pid in self.pids)
+    def read(self) -> tuple[float, float, float, float]:
+        signing = sum(signing_cpu_seconds(pid) for pid in self.pids)
+        own = sum(cpu_seconds(pid) for pid in self.pids) + signing
         main = sum(main_thread_cpu_seconds(pid) for pid in self.pids)
-        return own, postgres_cpu_seconds(self.database) if self.database else 0.0, main
+        return own, postgres_cpu_seconds(self.database) if self.database else 0.0, main, signing
 
     @contextmanager
     def measure(self) -> Iterator[list[float]]:
         """Yields a list that holds [processes' CPU s, PostgreSQL CPU s, the processes' main
-        threads' CPU s] once the block ends."""
+        threads' CPU s, their signing processes' CPU s] once the block ends."""
         result: list[float] = []
         before = self.read()
         yield result
