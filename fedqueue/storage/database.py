@@ -40,7 +40,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError, DataError, DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.expression import ClauseElement
@@ -169,8 +169,11 @@ class Database:
                 _check_sqlite_directory(url)
                 # An in-memory database has one connection (SQLAlchemy's StaticPool).
                 pooled = _pool(pool_size) if sqlite_file(url) is not None else {}
-                engine = create_async_engine(url, connect_args={"timeout": 30}, **pooled)
+                engine = create_async_engine(
+                    url, connect_args={"timeout": 30}, pool_reset_on_return=None, **pooled
+                )
                 event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+                event.listen(engine.sync_engine, "reset", _sqlite_reset)
                 return cls(engine)
             readers = max(1, pool_size // 4)
             engine = create_async_engine(url, **_pool(max(1, pool_size - readers)))
@@ -204,6 +207,8 @@ class Database:
                     await conn.rollback()
                     raise
                 await conn.commit()
+                if self.is_sqlite:
+                    _settled(conn)
             self._wake_watchers()
 
     @asynccontextmanager
@@ -552,6 +557,32 @@ def _sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEn
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
+
+
+#: `Connection.info` key: the connection's every statement has ended (`_settled`).
+_SETTLED = "fedqueue_settled"
+
+
+def _settled(conn: AsyncConnection) -> None:
+    """`conn`'s transaction has committed: no statement of it still runs on SQLite's thread."""
+    conn.info[_SETTLED] = True
+
+
+def _sqlite_reset(dbapi_connection: Any, record: ConnectionPoolEntry, state: PoolResetState) -> None:
+    """A returned SQLite connection is rolled back, as the pool's default reset does, unless
+    `_settled` (its transaction committed) and out of any transaction: that ROLLBACK does
+    nothing in SQLite, yet cost a trip to aiosqlite's thread and back after every transaction.
+
+    Only a settled connection is asked: one returned on a cancellation may still be running a
+    statement (a BEGIN, say) on its thread, and its rollback must queue behind it. (A read's
+    connection is rolled back by SQLAlchemy itself, ending the transaction it began.)
+    """
+    settled = record.info.pop(_SETTLED, False)
+    if not state.asyncio_safe or state.transaction_was_reset:
+        return
+    if settled and not dbapi_connection.driver_connection.in_transaction:
+        return
+    dbapi_connection.rollback()
 
 
 def _first_line(exc: DBAPIError | Any) -> str:
