@@ -47,9 +47,10 @@ KEPT_HEADERS = frozenset(
 #: Characters left as they are in a request target; others (spaces, non-ASCII, `<>{}|^`) are %-escaped.
 TARGET_SAFE = "/?=&;%:@!$'()*+,~-._"
 PLAIN_TARGET = re.compile(r"[A-Za-z0-9/?=&;%:@!$'()*+,~._-]*")
-#: A header name (RFC 9110 token), and what no header value may hold.
+#: A header name (RFC 9110 token).
 TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-UNWRITABLE = re.compile(r"[\r\n\0]")
+#: Header names joined by newlines (no token holds one): every one of them a token.
+NAMES = re.compile(rf"{TOKEN.pattern}(?:\n{TOKEN.pattern})*")
 
 Origin = tuple[str, str, int]
 
@@ -130,21 +131,32 @@ def request_bytes(
 ) -> bytes:
     """The request's bytes: its line, Host, `headers`, User-Agent, then Content-Length and `body`
     unless `body` is None (a GET)."""
-    lines = [f"{method} {target.target} HTTP/1.1"]
-    if "host" not in headers and "Host" not in headers:
-        lines.append(f"Host: {target.netloc}")
-    for name, value in headers.items():
-        if TOKEN.fullmatch(name) is None or UNWRITABLE.search(value) is not None:
-            raise BadRequestLine(f"header {name[:40]!r} cannot be written on one line")
-        lines.append(f"{name}: {value}")
-    lines.append(f"User-Agent: {user_agent}")
-    if body is not None:
-        lines.append(f"Content-Length: {len(body)}")
+    # Checked all at once: a regex per header, and one scanning the values (a signature is
+    # hundreds of characters), were half of this function's time.
+    names_ok = not headers or NAMES.fullmatch("\n".join(headers)) is not None
+    if not names_ok or _unwritable("".join(headers.values())):
+        _refuse_unwritable(headers)
+    host = "" if "host" in headers or "Host" in headers else f"Host: {target.netloc}\r\n"
+    fields = "".join([f"{name}: {value}\r\n" for name, value in headers.items()])
+    length = "" if body is None else f"Content-Length: {len(body)}\r\n"
     try:
-        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        head = f"{method} {target.target} HTTP/1.1\r\n{host}{fields}User-Agent: {user_agent}\r\n{length}\r\n"
+        encoded = head.encode("latin-1")
     except UnicodeEncodeError:
         raise BadRequestLine("a header is not writable as Latin-1") from None
-    return head if body is None else head + body
+    return encoded if body is None else encoded + body
+
+
+def _unwritable(value: str) -> bool:
+    """Whether `value` holds what would end a header line early (CR, LF or NUL)."""
+    return "\r" in value or "\n" in value or "\0" in value
+
+
+def _refuse_unwritable(headers: dict[str, str]) -> None:
+    """BadRequestLine naming the first header that cannot be written on one line."""
+    for name, value in headers.items():
+        if TOKEN.fullmatch(name) is None or _unwritable(value):
+            raise BadRequestLine(f"header {name[:40]!r} cannot be written on one line")
 
 
 class Connection(asyncio.Protocol):
