@@ -55,7 +55,7 @@ RECORD_GROUP = 128
 RECORD_WAIT_S = 0.02
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: built per delivery, and frozen costs 0.1 µs a field
 class Job:
     """One admitted delivery, with everything its send needs captured at admission.
 
@@ -70,7 +70,7 @@ class Job:
     sync: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: built per delivery, and frozen costs 0.1 µs a field
 class Sent:
     job: Job
     attempt: Attempt

@@ -44,7 +44,7 @@ READABLE_ERRORS: tuple[tuple[tuple[str, ...], str], ...] = (
 TIMEOUT_FRAGMENTS = ("timed out", "timeout")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: built per delivery, and frozen costs 0.1 µs a field
 class Attempt:
     """What one POST gave: a status (with the body's head and Retry-After), or an error."""
 

@@ -26,7 +26,7 @@ from fedqueue.signing.requests import SignatureScheme
 from fedqueue.states import DeliveryState
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: built per delivery, and frozen costs 0.1 µs a field
 class Claimed:
     """A leased delivery: of an activity (`outbox_id`), or of a webhook event (`webhook_event_id`)."""
 
@@ -42,7 +42,7 @@ class Claimed:
     webhook_event_id: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: built per delivery, and frozen costs 0.1 µs a field
 class Result:
     """The state a claimed delivery ends an attempt in; `gone` also marks its inbox gone."""
 

@@ -245,7 +245,7 @@ def signed_headers(
     return unsigned_request(method, url, identity, now, **signing).sign_with(identity.private_key)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: built per delivery, and frozen costs 0.1 µs a field
 class UnsignedRequest:
     """A request's headers (lower-case names) with its signature still to be made."""
 

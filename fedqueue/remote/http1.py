@@ -75,7 +75,7 @@ class Limits:
     refused: Callable[[str], None]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: built per delivery, and frozen costs 0.1 µs a field
 class Answer:
     """What a POST got back: the status, the head of a non-2xx body, and Retry-After."""
 

@@ -24,7 +24,7 @@ SigningAlgorithm = Literal["rsa-v1_5-sha256", "rsa-pss-sha512", "ed25519"]
 PSS_SHA512 = padding.PSS(mgf=padding.MGF1(hashes.SHA512()), salt_length=64)  # RFC 9421 3.3.1
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: built per delivery, and frozen costs 0.1 µs a field
 class Unsigned:
     """A signature still to be made: the base to sign under `algorithm`, and how it is framed.
 
