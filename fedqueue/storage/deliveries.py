@@ -261,7 +261,7 @@ class DeliveryStore:
         parameters = {"items": items, "now": now}
         created_dead = any(t.dead_reason is not None for item in batch for t in item.targets)
         async with self._db.transaction() as conn:
-            if not (created_dead and await any_webhook(conn)):
+            if not (created_dead and await any_webhook(self._db, conn)):
                 await conn.execute(self._enqueue, parameters)
                 return
             created = await conn.execute(self._enqueue_returning, parameters)

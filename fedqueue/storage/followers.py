@@ -158,7 +158,7 @@ async def add_followers(database: Database, conn: AsyncConnection, effects: Sequ
         refreshed = [_follower_values(effect) for key, effect in chosen.items() if key not in added]
         if refreshed:
             await conn.execute(writes.refresh, writes.follows.parameters(refreshed))
-        if added and await webhook_events.any_webhook(conn):
+        if added and await webhook_events.any_webhook(database, conn):
             for actor, uri in (key for key in chosen if key in added):
                 await _announce(database, conn, webhook_rules.FOLLOWER_ADDED, actor, uri)
         if added:  # a follower that moved here: its old account is no longer delivered to

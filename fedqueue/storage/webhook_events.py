@@ -98,7 +98,7 @@ async def after_record(
     database: Database, conn: AsyncConnection, results: Sequence[Result], now: datetime
 ) -> None:
     """In the transaction that recorded `results`: advance ACKed cursors, queue dead and complete events."""
-    if not results or not await any_webhook(conn):
+    if not results or not await any_webhook(database, conn):
         return  # no webhook at all: the common case costs one indexed read
     rows = await _settled_rows(conn, [r.id for r in results])
     # Only what this call stored: a row whose lease was lost holds another worker's outcome.
@@ -118,7 +118,7 @@ async def after_given_up(
 ) -> None:
     """In the transaction that made `delivery_ids` dead without an attempt (an admin's cancel or
     block, a deleted recipient): queue their `delivery.dead` and any `activity.complete` events."""
-    if not delivery_ids or not await any_webhook(conn):
+    if not delivery_ids or not await any_webhook(database, conn):
         return
     await _announce_finished(database, conn, await _settled_rows(conn, delivery_ids), now)
 
@@ -166,9 +166,14 @@ async def _announce_finished(
     await announce_completions(database, conn, sorted({row.outbox_id for row in finished}), now, checked=True)
 
 
-async def any_webhook(conn: AsyncConnection) -> bool:
-    """Whether any webhook exists: when none does (the common case), no event needs building."""
-    return (await conn.execute(_ANY_HOOK)).first() is not None
+async def any_webhook(database: Database, conn: AsyncConnection) -> bool:
+    """Whether any webhook exists: when none does (the common case), no event needs building.
+
+    Read in the caller's transaction, every time: a webhook another process adds at any moment
+    is seen by the next transaction that records an outcome. On SQLite one trip to its thread
+    (`Database.read_in`): every group of recorded outcomes asks.
+    """
+    return bool(await database.read_in(conn, _ANY_HOOK))
 
 
 async def announce_completions(
@@ -184,7 +189,7 @@ async def announce_completions(
     Called where an activity can become complete: when an outcome is recorded, and when its
     expansion ends (all of its deliveries may have finished before, or it has none).
     """
-    if not outbox_ids or not (checked or await any_webhook(conn)):
+    if not outbox_ids or not (checked or await any_webhook(database, conn)):
         return
     for outbox_id in sorted(outbox_ids):
         await _complete_if_done(database, conn, outbox_id, now)
