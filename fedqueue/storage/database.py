@@ -25,6 +25,7 @@ from sqlalchemy import (
     Table,
     Text,
     TypeDecorator,
+    Update,
     any_,
     bindparam,
     cast,
@@ -51,7 +52,7 @@ from fedqueue.column_rules import text_problem
 from fedqueue.errors import FedqueueError, InvalidInput, SettingsError
 from fedqueue.storage.column_types import UTCDateTime
 from fedqueue.storage.rows import Rows
-from fedqueue.storage.write_counts import committed_writes, count_committed_writes
+from fedqueue.storage.write_counts import committed_writes, count_committed_writes, note_write
 
 _Built = TypeVar("_Built")
 _Row = TypeVar("_Row", bound=tuple[Any, ...])
@@ -145,8 +146,8 @@ class Database:
         self.is_sqlite = engine.dialect.name == "sqlite"
         self._writer: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self._built: dict[Callable[[Database], Any], Any] = {}
-        #: `read_in`'s statements, compiled for the driver (SQLite).
-        self._driver_statements: dict[Select[Any], DriverStatement] = {}
+        #: `read_in`'s and `write_in`'s statements, compiled for the driver (SQLite).
+        self._driver_statements: dict[Select[Any] | Update, DriverStatement] = {}
         #: SQLite: the tables `listening` waiters watch, with their write counts last seen.
         self._watched: dict[Table, _Watch] = {}
         count_committed_writes(engine)
@@ -294,14 +295,40 @@ class Database:
         if not self.is_sqlite:
             rows = (await conn.execute(statement, parameters)).all()
             return rows
+        driver, compiled = await self._on_driver(conn, statement)
+        with _translated_driver_errors():
+            rows = await driver.execute_fetchall(compiled.sql, compiled.arguments(parameters))
+        return rows
+
+    async def write_in(self, conn: AsyncConnection, statement: Update, parameters: Mapping[str, Any]) -> int:
+        """Run one UPDATE inside `conn`'s transaction; how many rows it matched.
+
+        As `read_in`: on SQLite one trip to its thread instead of three (cursor, execute, close),
+        for the write of every group of outcomes (`DeliveryStore.record`); through SQLAlchemy on
+        PostgreSQL. Counted for `committed_writes` as SQLAlchemy's writes are.
+        """
+        if not self.is_sqlite:
+            return int((await conn.execute(statement, parameters)).rowcount)
+        if not conn.in_transaction():
+            # SQLAlchemy's transaction, begun by its first statement, is what commits the one
+            # BEGIN IMMEDIATE opened: a write on the driver alone would never be committed.
+            await conn.begin()
+        driver, compiled = await self._on_driver(conn, statement)
+        with _translated_driver_errors():
+            cursor = await driver.execute(compiled.sql, compiled.arguments(parameters))
+        assert conn.sync_connection is not None  # started: it ran the transaction's BEGIN
+        note_write(conn.sync_connection, statement)
+        return int(cursor.rowcount)
+
+    async def _on_driver(
+        self, conn: AsyncConnection, statement: Select[Any] | Update
+    ) -> tuple[Any, DriverStatement]:
+        """`conn`'s aiosqlite connection, and `statement` compiled for it (once)."""
         compiled = self._driver_statements.get(statement)
         if compiled is None:
             compiled = self._driver_statements[statement] = self.driver_statement(statement)
         raw = await conn.get_raw_connection()
-        driver: Any = raw.driver_connection
-        with _translated_driver_errors():
-            rows = await driver.execute_fetchall(compiled.sql, compiled.arguments(parameters))
-        return rows
+        return raw.driver_connection, compiled
 
     async def dispose(self) -> None:
         await self.engine.dispose()

@@ -387,11 +387,11 @@ class DeliveryStore:
         ]
         gone = [{"inbox": r.inbox, "gone_at": r.attempted_at} for r in results if r.gone]
         async with self._db.transaction() as conn:
-            updated = await conn.execute(self._record, {"results": rows, "owner": owner})
+            updated = await self._db.write_in(conn, self._record, {"results": rows, "owner": owner})
             if gone:
                 await conn.execute(self._db.insert_ignoring_conflicts(_gone, ("inbox",)), gone)
             await after_record(self._db, conn, results, utcnow())
-        return int(updated.rowcount)
+        return updated
 
     async def release(self, owner: str, ids: Sequence[int], next_attempt_at: datetime | None = None) -> None:
         """Give claimed rows back unsent, without spending an attempt (shutdown, host held back)."""

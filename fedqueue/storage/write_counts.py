@@ -47,7 +47,9 @@ def _written_columns(clause: UpdateBase) -> Iterable[str]:
     return [key if isinstance(key, str) else key.key for key in values]
 
 
-def _note_write(conn: Connection, clause: Any, *_: Any) -> None:
+def note_write(conn: Connection, clause: Any, *_: Any) -> None:
+    """Count `clause` as a write of `conn`'s open transaction (SQLAlchemy's `after_execute`; a
+    write run on the driver itself calls it too, `Database.write_in`)."""
     name = getattr(clause.table, "name", None) if isinstance(clause, UpdateBase) else None
     if name is not None:
         wrote = conn.info.setdefault(_WROTE, set())
@@ -67,6 +69,6 @@ def count_committed_writes(engine: AsyncEngine) -> None:
     """Count `engine`'s committed writes from now on (once per engine, however often called)."""
     if event.contains(engine.sync_engine, "commit", _count_commit):
         return
-    event.listen(engine.sync_engine, "after_execute", _note_write)
+    event.listen(engine.sync_engine, "after_execute", note_write)
     event.listen(engine.sync_engine, "commit", _count_commit)
     event.listen(engine.sync_engine, "rollback", _forget_writes)

@@ -1,15 +1,17 @@
-"""A read made inside a transaction (`Database.read_in`) sees that transaction's own writes."""
+"""Statements a transaction runs on the driver itself (`Database.read_in`, `write_in`) are its own."""
 
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, select, update
 
 from fedqueue.storage import Store
 from fedqueue.storage.tables import HostRow
+from fedqueue.storage.write_counts import committed_writes
 
 _hosts = HostRow.__table__  # type: ignore[attr-defined]
 _NAMED = select(_hosts.c.host).where(_hosts.c.host == bindparam("name"))
+_PAUSE = update(_hosts).where(_hosts.c.host == bindparam("name")).values(paused=True)
 
 
 class _Abandon(Exception):
@@ -29,3 +31,18 @@ async def test_a_read_in_a_transaction_sees_its_uncommitted_write_and_nothing_on
             raise _Abandon
     async with database.transaction() as conn:
         assert list(await database.read_in(conn, _NAMED, {"name": "a.example"})) == []
+
+
+async def test_a_write_that_is_its_transactions_only_statement_is_committed_and_counted(store: Store) -> None:
+    database = store.database
+    async with database.transaction() as conn:
+        await conn.execute(database.insert_ignoring_conflicts(_hosts, ("host",)), [{"host": "a.example"}])
+    written = committed_writes(_hosts, ("paused",))
+
+    async with database.transaction() as conn:
+        assert await database.write_in(conn, _PAUSE, {"name": "a.example"}) == 1
+
+    async with database.reading() as conn:
+        paused = (await conn.execute(select(_hosts.c.paused).where(_hosts.c.host == "a.example"))).scalar()
+    assert paused is True
+    assert committed_writes(_hosts, ("paused",)) == written + 1
