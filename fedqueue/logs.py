@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from datetime import UTC, datetime
 
@@ -14,6 +15,43 @@ from fedqueue.settings import Settings
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
 
+def _fields(record: logging.LogRecord) -> dict[str, object]:
+    """What the record was given in `extra=` (a delivery's inbox, status, error, ...)."""
+    return {k: v for k, v in vars(record).items() if k not in _STANDARD}
+
+
+#: What makes a logfmt value quoted: a space, a quote, `=`, a backslash, or anything but printable ASCII
+#: (a remote inbox URL must not start a line of its own).
+_QUOTED = re.compile(r'[\s"=\\]|[^\x20-\x7e]')
+
+
+def _logfmt(value: object) -> str:
+    text = str(value)
+    return text if text and _QUOTED.search(text) is None else json.dumps(text)
+
+
+class TextFormatter(logging.Formatter):
+    """`time level logger: message`, then each `extra=` field that is set as ` key=value`
+    (logfmt: quoted where it holds a space, a quote or `=`), so a text line says what its JSON
+    object says: a delivery's line names its inbox, status and error."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        self._second = -1
+        self._stamp = ""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        """logging's own `2026-11-26 06:42:12,514`, its date and time made once a second."""
+        second = int(record.created)
+        if second != self._second:
+            self._second, self._stamp = second, super().formatTime(record, "%Y-%m-%d %H:%M:%S")
+        return f"{self._stamp},{int(record.msecs):03d}"
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        fields = "".join(f" {k}={_logfmt(v)}" for k, v in _fields(record).items() if v is not None)
+        return super().formatMessage(record) + fields
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {
@@ -22,7 +60,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
-        entry.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
+        entry.update(_fields(record))
         entry.update(tracing.log_fields())
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
@@ -32,10 +70,11 @@ class JsonFormatter(logging.Formatter):
 def configure_logging(settings: Settings) -> None:
     """Log as `log_format` says, and trace if `otel_enabled` (every process starts here)."""
     handler = logging.StreamHandler(sys.stderr)
-    if settings.log_format == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(JsonFormatter() if settings.log_format == "json" else TextFormatter())
+    # Neither format shows a record's thread, process or source line: every delivery's record
+    # would look them up (a walk up the stack for the source line) for nothing.
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+    logging._srcfile = None  # the logging documentation's own advice ("Optimization")
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level)
