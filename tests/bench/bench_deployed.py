@@ -5,7 +5,9 @@
         [--workers 1] [--variant base=/tmp/base-tree] [--profile DIR]
 
 As a user runs it: a real `fedqueue serve` (SQLite), or on PostgreSQL the README's layout for a
-busy instance, `serve --no-worker` and `--workers` `fedqueue worker` processes. The remote side
+busy instance, `serve --no-worker` and `--workers` `fedqueue worker` processes, at the default
+log level (a line per delivery; their standard error goes to a file, as a service's goes to its
+journal). The remote side
 is `tests/bench/receiver.mjs`: `--hosts` ports of one Node `http` server (each port a host) that
 answers every POST 202 at once and serves the remote actors' documents.
 
@@ -125,6 +127,8 @@ class Instance:
     url: str
     port: int
     token: str
+    #: Where its processes' standard error (their log, at the default level) goes.
+    log: Path
 
     @property
     def base(self) -> str:
@@ -140,16 +144,17 @@ def fedqueue(instance: Instance, src: Path, workers: int) -> Iterator[list[int]]
     first, so a variant run from this tree's directory would import this tree's code.
     """
     env = harness.fedqueue_env(instance.url, instance.base)
+    del env["FEDQUEUE_LOG_LEVEL"]  # the default (INFO): a line per delivery, as deployed
     env["PYTHONPATH"] = str(src)
     fq = [sys.executable, "-m", "fedqueue"]
     serve = [*fq, "serve", "--port", str(instance.port)] + (["--no-worker"] if workers else [])
     with ExitStack() as stack:
-        server = stack.enter_context(harness.running(serve, env, src))
+        server = stack.enter_context(harness.running(serve, env, src, instance.log))
         harness.wait_listening_sync(instance.port)
         children = procfs.child_pids(server.pid)
         pids = [server.pid, *(child for child in children if not procfs.is_signing_process(child))]
         for _ in range(workers):
-            pids.append(stack.enter_context(harness.running([*fq, "worker"], env, src)).pid)
+            pids.append(stack.enter_context(harness.running([*fq, "worker"], env, src, instance.log)).pid)
         time.sleep(1.0 if workers else 0.2)  # the workers connect and start polling
         yield pids
 
@@ -302,7 +307,7 @@ async def engine_runs(engine: str, args: argparse.Namespace, workdir: Path) -> N
                 print(f"# PostgreSQL autovacuum: {'on' if autovacuum else 'off'}", flush=True)
         finally:
             await store.close()
-        instance = Instance(url, harness.free_port(), token)
+        instance = Instance(url, harness.free_port(), token, workdir / f"fedqueue-{engine}.log")
         followers = 0
         try:
             for n in sorted(args.sizes):

@@ -25,7 +25,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
@@ -333,19 +333,22 @@ def fedqueue_env(url: str, base_url: str = "http://127.0.0.1:8000", **extra: str
 
 @contextmanager
 def running(
-    args: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None
+    args: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None, log: Path | None = None
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """A child process (in `cwd`, if given), terminated (then killed) when the block ends."""
-    process = subprocess.Popen(list(args), env=env, cwd=cwd, stdout=subprocess.DEVNULL)
-    try:
-        yield process
-    finally:
-        process.terminate()
+    """A child process (in `cwd`, if given), terminated (then killed) when the block ends; its
+    standard error appended to `log` (as a service's goes to its journal), else ours."""
+    with ExitStack() as stack:
+        stderr = stack.enter_context(log.open("ab")) if log else None
+        process = subprocess.Popen(list(args), env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=stderr)
         try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            yield process
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def taskset(cpu: int | None, args: list[str]) -> list[str]:
