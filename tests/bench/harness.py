@@ -48,6 +48,7 @@ from fedqueue.signing.requests import sha256_digest_header
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.migrate import upgrade_to_head
 from fedqueue.storage.tables import DeliveryRow, InboundActivityRow, InboxItemRow, OutboxRow, RemoteActorRow
+from tests.live import stop
 from tests.node import NODE
 from tests.procfs import cpu_seconds, main_thread_cpu_seconds, signing_cpu_seconds
 
@@ -343,12 +344,7 @@ def running(
         try:
             yield process
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)
 
 
 def taskset(cpu: int | None, args: list[str]) -> list[str]:
