@@ -32,8 +32,8 @@ def _logfmt(value: object) -> str:
 
 class TextFormatter(logging.Formatter):
     """`time level logger: message`, then each `extra=` field that is set as ` key=value`
-    (logfmt: quoted where it holds a space, a quote or `=`), so a text line says what its JSON
-    object says: a delivery's line names its inbox, status and error."""
+    (logfmt: quoted and escaped as `_QUOTED` says), so a text line says what its JSON object
+    says: a delivery's line names its inbox, status and error."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
