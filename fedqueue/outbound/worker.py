@@ -18,6 +18,9 @@ it had to skip as crowded has room again.
 Given-up hosts: at most once a `PROBE_CHECK_S`, a round of their due daily probes runs in the
 background (`HostProber`), never holding up a step.
 
+A worker that dies keeps its deliveries until their leases run out; claims look for those
+`LEASE_CHECKS` times a lease, not every time (it reads everything in flight).
+
 Shutdown: once `stop` is set nothing more is claimed; the sends in flight have
 `shutdown_grace_seconds` to finish, then they are cancelled and their leases released, so
 another worker can take those deliveries at once rather than after the lease expires.
@@ -69,6 +72,11 @@ PROBE_CHECK_S = 60.0
 #: or a wake-up): an Accept queued during a large fan-out is expanded, then claimed first (its
 #: lane), within this, not a whole poll interval later. One indexed read of the outbox each time.
 BUSY_OUTBOX_CHECK_S = 0.25
+#: A worker's claims look for deliveries under an expired lease (their worker died) this many
+#: times a `lease_seconds`, not at every claim: that reads every row in flight (4 of a claim's
+#: 6 ms on PostgreSQL during a 20,000-follower fan-out). A dead worker's deliveries are sent
+#: again between one and 1.25 leases after they were claimed.
+LEASE_CHECKS = 4
 
 
 class WorkerFailing(FedqueueError):
@@ -117,6 +125,8 @@ class Worker:
         self.dispatcher = Dispatcher(context, client, jitter)
         self.prober = HostProber(settings, store, client, clock, circuit_policy(settings), self.metrics)
         self._next_probe_check = clock()
+        self._lease_check = timedelta(seconds=settings.lease_seconds / LEASE_CHECKS)
+        self._next_lease_check = clock()
         self._probing: asyncio.Task[None] | None = None
 
     async def step(self) -> int:
@@ -173,9 +183,12 @@ class Worker:
             return 0  # a fuller claim soon beats many small ones
         if busy and now < self._next_claim and self._skipped <= set(crowded):
             return 0  # came back short lately, and no host it skipped has room again
+        expired_leases = now >= self._next_lease_check
         claimed = await self.store.deliveries.claim(
-            self.owner, now, self.settings.lease_seconds, batch, crowded
+            self.owner, now, self.settings.lease_seconds, batch, crowded, expired_leases
         )
+        if expired_leases:
+            self._next_lease_check = now + self._lease_check
         # Came back short: nothing more is due but on the crowded hosts, so do not ask again at
         # every finished send; only once a crowded host has room again (or a poll interval passed).
         short = len(claimed) < batch

@@ -17,7 +17,7 @@ from fedqueue.outbound.fanout import Fanout
 from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.outbound.record import Result
 from fedqueue.outbound.send import PreparedBody, post_knocking, prepare_body
-from fedqueue.outbound.worker import Worker
+from fedqueue.outbound.worker import LEASE_CHECKS, Worker
 from fedqueue.remote.client import HttpClient
 from fedqueue.settings import Settings
 from fedqueue.storage import OutboxEntry, Store, Target
@@ -134,6 +134,31 @@ async def test_a_row_whose_first_worker_was_killed_is_expanded_by_the_next(
     assert await worker.fanout.expand_pending() == 1
     assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]
     assert [d.state for d in await store.deliveries.for_outbox(row)] == ["queued"]
+
+
+async def test_deliveries_of_a_killed_worker_are_sent_within_a_quarter_lease_after_their_lease_runs_out(
+    worker: Worker, store: Store, remote: LoopbackServer
+) -> None:
+    await store.actors.create("alice")
+    accept_all(remote, ["/inbox"])
+    row = await insert_outbox_row(store, "alice", LIKE, [remote.url("/inbox")])
+    clock = clock_of(worker)
+    lease_s = worker.settings.lease_seconds
+    assert await worker.fanout.expand_pending() == 1
+    [taken] = await store.deliveries.claim("killed", clock(), lease_s, 10)  # then its process died
+    clock.advance(lease_s - 1)
+    assert await worker.step() == 0  # its lease still holds; this claim looked for expired ones
+
+    clock.advance(2)
+    assert await worker.step() == 0  # ran out, but claims look for those once a quarter lease
+    clock.advance(lease_s / LEASE_CHECKS)
+    assert await worker.step() == 1
+    await worker.dispatcher.settle(5)
+    assert await worker.dispatcher.flush() == 1
+
+    [delivery] = await store.deliveries.for_outbox(row)
+    assert (delivery.id, delivery.state, delivery.attempts) == (taken.id, "delivered", 1)
+    assert len(remote.requests) == 1
 
 
 async def test_a_send_that_raises_is_a_dead_delivery_and_the_others_are_delivered(

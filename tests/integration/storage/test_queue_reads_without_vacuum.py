@@ -6,7 +6,9 @@ Two statements read all of them on every call: the outbox claim, an OR of two st
 bitmap (a bitmap scan never marks entries dead, so each poll read every activity since: 80-90 ms
 after 50,000 Accepts), and the outcomes' UPDATE, which found its rows through the state's index
 and parsed the JSON rows again for each of them (36-63 ms for 128 outcomes). Both were the
-PostgreSQL 50,000-follower regression of docs/benchmarks/history.md (Fourteenth pass).
+PostgreSQL 50,000-follower regression of docs/benchmarks/history.md (Fourteenth pass). A claim
+that looks for expired leases reads every row in flight, so the worker does it only a few
+times a lease (Fifteenth pass).
 
 The plans are read with EXPLAIN (ANALYZE, BUFFERS) on the statement the store ran, in a
 transaction rolled back, as a generic plan: the one PostgreSQL settles on for a prepared
@@ -130,3 +132,21 @@ async def test_outcomes_find_their_deliveries_by_id_among_thousands_leased(store
     )
     [rows] = [n for n in nodes if n.get("Function Name") == "json_array_elements"]
     assert rows["Actual Loops"] == 1, "the outcomes' JSON was parsed once per delivery found"
+
+
+async def test_a_claim_that_leaves_expired_leases_out_reads_no_row_in_flight(store: Store) -> None:
+    counts = {"delivered": 30_000, "queued": 3200}
+    await seed_fanout(store.database, "alice", "https://local.example/create/1", counts)
+    now = utcnow()
+    assert len(await store.deliveries.claim(OWNER, now, 60, 3000)) == 3000  # in flight, leases live
+
+    plans = {}
+    for expired_leases in (True, False):
+        with Statements(store) as statements:
+            claimed = await store.deliveries.claim(OWNER, now, 60, 100, expired_leases=expired_leases)
+        assert len(claimed) == 100
+        plans[expired_leases] = _blocks(await _generic_plan(store, *statements.plan_of("UPDATE deliveries")))
+
+    # 59 pages against 5,556: looking for expired leases reads each of the 3,000 rows in flight.
+    assert plans[False] < 100, f"read {plans[False]} pages to claim 100, not looking for expired leases"
+    assert plans[True] > 1000, f"read only {plans[True]} pages to claim 100 and look for expired leases"
