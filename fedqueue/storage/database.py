@@ -489,6 +489,17 @@ class Database:
             return func.likelihood(condition, literal_column("0.9375"))
         return condition.is_(true())
 
+    def looked_up_by_id(self, column: Column[Any], name: str) -> list[ColumnElement[bool]]:
+        """On PostgreSQL, `column = ANY(:name)`, the ids of the JSON rows a statement joins bound
+        again as an array: a condition on the primary key that PostgreSQL always reads as a lookup
+        per id. Joined only to JSON rows, a table it has statistics for (a vacuumed one, as on a
+        deployed server) of a few thousand rows was read whole for each group of rows instead,
+        with all its dead row versions: 59 ms a group of outcomes at 2,000 followers
+        (docs/benchmarks/history.md, Fifteenth pass). Nothing on SQLite (`not_a_way_in`)."""
+        if self.is_sqlite:
+            return []
+        return [column == any_(bindparam(name, type_=postgresql.ARRAY(column.type)))]
+
     def json_column(self, value: ColumnElement[Any], index: int, column: Column[Any]) -> ColumnElement[Any]:
         """Element `index` of the JSON array `value` as a value of `column`: text as it is, a
         datetime as `json_times` wrote it, anything else cast to the column's type (PostgreSQL

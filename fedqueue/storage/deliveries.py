@@ -162,7 +162,7 @@ def _enqueue_statement(database: Database) -> Insert:
 
 def _record_statement(database: Database) -> Update:
     """`DeliveryStore.record`'s UPDATE, built once (bound: `results`, the rows as one JSON text of
-    `_RECORDED` values, datetimes as `json_times` writes them, and `owner`).
+    `_RECORDED` values, datetimes as `json_times` writes them, `owner`, and on PostgreSQL `ids`).
 
     One parameter for any number of rows, as in `enqueue`: bound as an executemany (SQLite) or
     as arrays (PostgreSQL), each row's nine values went through SQLAlchemy and the driver one by one.
@@ -174,6 +174,7 @@ def _record_statement(database: Database) -> Update:
         update(_deliveries)
         .where(
             d.id == recorded["id"],
+            *database.looked_up_by_id(d.id, "ids"),
             d.lease_owner == bindparam("owner"),
             # Most results find their row still leased: the ids are the way in, not the state index.
             database.not_a_way_in(d.state == DeliveryState.SENDING),
@@ -402,7 +403,8 @@ class DeliveryStore:
         ]
         gone = [{"inbox": r.inbox, "gone_at": r.attempted_at} for r in results if r.gone]
         async with self._db.transaction() as conn:
-            updated = await self._db.write_in(conn, self._record, {"results": rows, "owner": owner})
+            parameters = {"results": rows, "owner": owner, "ids": [row[0] for row in rows]}
+            updated = await self._db.write_in(conn, self._record, parameters)
             if gone:
                 await conn.execute(self._db.insert_ignoring_conflicts(_gone, ("inbox",)), gone)
             await after_record(self._db, conn, results, utcnow())

@@ -8,7 +8,9 @@ after 50,000 Accepts), and the outcomes' UPDATE, which found its rows through th
 and parsed the JSON rows again for each of them (36-63 ms for 128 outcomes). Both were the
 PostgreSQL 50,000-follower regression of docs/benchmarks/history.md (Fourteenth pass). A claim
 that looks for expired leases reads every row in flight, so the worker does it only a few
-times a lease (Fifteenth pass).
+times a lease (Fifteenth pass). Once the table has statistics (autovacuum analyzes it on a
+deployed server), PostgreSQL read a table of a few thousand deliveries whole, dead row versions
+and all, for every group of outcomes (59 ms a group), until the ids were bound as an array too.
 
 The plans are read with EXPLAIN (ANALYZE, BUFFERS) on the statement the store ran, in a
 transaction rolled back, as a generic plan: the one PostgreSQL settles on for a prepared
@@ -84,6 +86,14 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from _nodes(child)
 
 
+def _index_finding(plan: dict[str, Any], table: str) -> str | None:
+    """The index through which the plan finds `table`'s rows (a bitmap's too); None for a scan of it all."""
+    [found] = [n for n in _nodes(plan) if n.get("Relation Name") == table and "Scan" in n["Node Type"]]
+    if found["Node Type"] == "Bitmap Heap Scan":
+        [found] = [n for n in _nodes(found) if n["Node Type"] == "Bitmap Index Scan"]
+    return found.get("Index Name")
+
+
 def _blocks(plan: dict[str, Any]) -> int:
     return int(plan["Shared Hit Blocks"]) + int(plan["Shared Read Blocks"])
 
@@ -125,13 +135,9 @@ async def test_outcomes_find_their_deliveries_by_id_among_thousands_leased(store
         assert await store.deliveries.record(OWNER, outcomes) == 50
     plan = await _generic_plan(store, *statements.plan_of("UPDATE deliveries"))
 
-    nodes = list(_nodes(plan))
-    [found] = [n for n in nodes if n.get("Relation Name") == "deliveries" and "Scan" in n["Node Type"]]
-    assert found.get("Index Name") == "deliveries_pkey", (
-        f"deliveries found by {found['Node Type']} {found.get('Index Name')}"
-    )
-    [rows] = [n for n in nodes if n.get("Function Name") == "json_array_elements"]
-    assert rows["Actual Loops"] == 1, "the outcomes' JSON was parsed once per delivery found"
+    assert _index_finding(plan, "deliveries") == "deliveries_pkey"
+    [rows] = [n for n in _nodes(plan) if n.get("Function Name") == "json_array_elements"]
+    assert rows["Actual Loops"] <= 1, "the outcomes' JSON was parsed once per delivery found"
 
 
 async def test_a_claim_that_leaves_expired_leases_out_reads_no_row_in_flight(store: Store) -> None:
@@ -150,3 +156,28 @@ async def test_a_claim_that_leaves_expired_leases_out_reads_no_row_in_flight(sto
     # 59 pages against 5,556: looking for expired leases reads each of the 3,000 rows in flight.
     assert plans[False] < 100, f"read {plans[False]} pages to claim 100, not looking for expired leases"
     assert plans[True] > 1000, f"read only {plans[True]} pages to claim 100 and look for expired leases"
+
+
+@pytest.mark.parametrize("delivered", [2000, 30_000])
+async def test_outcomes_find_their_deliveries_by_id_once_the_table_is_analyzed(
+    store: Store, delivered: int
+) -> None:
+    await seed_fanout(store.database, "alice", "https://local.example/create/1", {"delivered": delivered})
+    await seed_fanout(store.database, "alice", "https://local.example/create/2", {"queued": 2000})
+    now = utcnow()
+    claimed = await store.deliveries.claim(OWNER, now, 60, 2000)
+    async with store.database.engine.connect() as conn:  # what autovacuum does on a deployed server
+        await conn.execute(text("ANALYZE deliveries"))
+        await conn.commit()
+    outcomes = [
+        Result(c.id, DeliveryState.DELIVERED, 1, now + timedelta(days=1), 202, None, now, delivered_at=now)
+        for c in claimed[:128]
+    ]
+
+    with Statements(store) as statements:
+        assert await store.deliveries.record(OWNER, outcomes) == 128
+    plan = await _generic_plan(store, *statements.plan_of("UPDATE deliveries"))
+
+    assert _index_finding(plan, "deliveries") == "deliveries_pkey"
+    [rows] = [n for n in _nodes(plan) if n.get("Function Name") == "json_array_elements"]
+    assert rows["Actual Loops"] <= 1, "the outcomes' JSON was parsed once per delivery found"
