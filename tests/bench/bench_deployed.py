@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tests.bench.bench_deployed [--sizes 2000 20000] [--repeat 3] [--fedify] \
         [--engine sqlite|postgres] [--postgres postgresql+asyncpg://postgres@127.0.0.1:5432/test] \
-        [--workers 1] [--variant base=/tmp/base-tree] [--profile DIR]
+        [--workers 1] [--variant base=/tmp/base-tree] [--profile DIR] [--vacuum]
 
 As a user runs it: a real `fedqueue serve` (SQLite), or on PostgreSQL the README's layout for a
 busy instance, `serve --no-worker` and `--workers` `fedqueue worker` processes, at the default
@@ -34,6 +34,9 @@ CPU per delivery, from /proc: every fedqueue process (all threads; "loop" is the
 threads, "signing" their signing processes) and, on PostgreSQL, the backends serving the
 benchmark's database (`PostgreSQL autovacuum` is printed: this machine's is off); Fedify's is
 Node's `process.cpuUsage()`. Median [lowest-highest] of the runs; load average on each row.
+`--vacuum` (PostgreSQL): the database is vacuumed and analyzed before each run, as autovacuum
+does on a deployed server between fan-outs (this machine's autovacuum is off, so without it
+no table has statistics and every update's old row versions stay).
 `--profile DIR` samples the process that sends (serve, or the first worker) with py-spy
 (`--gil`; slows it: take figures without it).
 """
@@ -319,6 +322,8 @@ async def engine_runs(engine: str, args: argparse.Namespace, workdir: Path) -> N
                 fedify = {mode: Figures() for mode in args.fedify_modes} if args.fedify else {}
                 for _ in range(args.repeat):
                     for name, src in variants:
+                        if args.vacuum:
+                            await harness.vacuum(url)
                         profile = args.profile / f"deployed-{engine}-{name}-{n}.txt" if args.profile else None
                         await fanout_run(instance, world, n, src, workers, figures[name], profile)
                     for mode, modes in fedify.items():
@@ -365,6 +370,9 @@ def parser() -> argparse.ArgumentParser:
         "--variant", type=variant, action="append", default=[], help="NAME=DIR: also run this source tree"
     )
     parse.add_argument("--profile", type=Path, default=None, help="py-spy profiles here (slows it)")
+    parse.add_argument(
+        "--vacuum", action="store_true", help="PostgreSQL: VACUUM (ANALYZE) before each run (as autovacuum)"
+    )
     return parse
 
 

@@ -209,6 +209,18 @@ async def seed_running_instance(url: str, local_actor: str) -> None:
         await engine.dispose()
 
 
+async def vacuum(url: str) -> None:
+    """VACUUM (ANALYZE) a benchmark's PostgreSQL database, as autovacuum would (nothing for SQLite)."""
+    parsed = make_url(url)
+    if not parsed.drivername.startswith("postgresql"):
+        return
+    conn = await asyncpg.connect(parsed.set(drivername="postgresql").render_as_string(False))
+    try:
+        await conn.execute("VACUUM (ANALYZE)")
+    finally:
+        await conn.close()
+
+
 async def drop_database(url: str) -> None:
     """Drop a benchmark's PostgreSQL database (SQLite files go with the temporary directory)."""
     parsed = make_url(url)
