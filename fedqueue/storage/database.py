@@ -42,10 +42,11 @@ from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError, DataError, DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
+from sqlalchemy.sql.base import ReadOnlyColumnCollection
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.expression import ClauseElement
-from sqlalchemy.sql.selectable import TableValuedAlias
+from sqlalchemy.sql.selectable import FromClause, Join, TableValuedAlias
 from sqlalchemy.util import greenlet_spawn
 
 from fedqueue.column_rules import text_problem
@@ -55,6 +56,7 @@ from fedqueue.storage.rows import Rows
 from fedqueue.storage.write_counts import committed_writes, count_committed_writes, note_write
 
 _Built = TypeVar("_Built")
+_Columns = ReadOnlyColumnCollection[str, Any]
 _Row = TypeVar("_Row", bound=tuple[Any, ...])
 
 #: SQLSTATE class 22, "data exception": a value the column refuses (NUL, too long, out of range).
@@ -489,16 +491,33 @@ class Database:
             return func.likelihood(condition, literal_column("0.9375"))
         return condition.is_(true())
 
-    def looked_up_by_id(self, column: Column[Any], name: str) -> list[ColumnElement[bool]]:
-        """On PostgreSQL, `column = ANY(:name)`, the ids of the JSON rows a statement joins bound
-        again as an array: a condition on the primary key that PostgreSQL always reads as a lookup
-        per id. Joined only to JSON rows, a table it has statistics for (a vacuumed one, as on a
-        deployed server) of a few thousand rows was read whole for each group of rows instead,
-        with all its dead row versions: 59 ms a group of outcomes at 2,000 followers
-        (docs/benchmarks/history.md, Fifteenth pass). Nothing on SQLite (`not_a_way_in`)."""
+    def looked_up_in(self, column: Column[Any], name: str) -> list[ColumnElement[bool]]:
+        """On PostgreSQL, `column = ANY(:name)`: the values of the JSON rows a statement joins, bound
+        again as an array, an index condition PostgreSQL reads as a lookup per value. Joined only
+        to JSON rows, a table it has statistics for (vacuumed, as autovacuum does on a deployed
+        server) of a few thousand rows was read whole instead, with every dead row version, for
+        each group of outcomes: 59 ms at 2,000 followers (docs/benchmarks/history.md, Fifteenth
+        pass). Nothing on SQLite (`not_a_way_in`)."""
         if self.is_sqlite:
             return []
         return [column == any_(bindparam(name, type_=postgresql.ARRAY(column.type)))]
+
+    def looked_up_per_row(
+        self, outer: FromClause, table: Table, on: Callable[[_Columns], ColumnElement[bool]]
+    ) -> tuple[Join, _Columns]:
+        """`outer` (JSON rows) joined to the rows of `table` that `on(table's columns)` finds, and
+        the columns to read them by.
+
+        On PostgreSQL the rows are found by a LATERAL subquery fenced by OFFSET 0, a lookup per
+        outer row whatever the statistics say: as a plain join, once the table had statistics,
+        a batch's coalescing histories were found by reading a table of a few thousand rows
+        whole (with every dead row version) and hashing it (4.6 ms a batch at 2,000 followers,
+        docs/benchmarks/history.md, Fifteenth pass). SQLite has no LATERAL and looks up per
+        outer row as it is (`Database.pairs`)."""
+        if self.is_sqlite:
+            return outer.join(table, on(table.c)), table.c
+        found = select(table).where(on(table.c)).offset(0).lateral(f"{table.name}_found")
+        return outer.join(found, true()), found.c
 
     def json_column(self, value: ColumnElement[Any], index: int, column: Column[Any]) -> ColumnElement[Any]:
         """Element `index` of the JSON array `value` as a value of `column`: text as it is, a

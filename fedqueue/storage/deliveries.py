@@ -174,7 +174,7 @@ def _record_statement(database: Database) -> Update:
         update(_deliveries)
         .where(
             d.id == recorded["id"],
-            *database.looked_up_by_id(d.id, "ids"),
+            *database.looked_up_in(d.id, "ids"),
             d.lease_owner == bindparam("owner"),
             # Most results find their row still leased: the ids are the way in, not the state index.
             database.not_a_way_in(d.state == DeliveryState.SENDING),

@@ -59,8 +59,10 @@ class Decision:
 class CoalescingStore:
     def __init__(self, database: Database) -> None:
         self._db = database
-        d = _deliveries.c
         keys = database.pairs("keys")
+        joined, d = database.looked_up_per_row(
+            keys, _deliveries, lambda d: and_(d.inbox == keys.c.first, d.object_id == keys.c.second)
+        )
         # Built once: the keys are one bound value, so the SQL is the same for every batch. Its
         # columns are in the order of HistoryRow's fields.
         history = (
@@ -78,8 +80,7 @@ class CoalescingStore:
                 d.target,
                 case((d.state == DeliveryState.SENDING, d.lease_until), else_=d.next_attempt_at).label("due"),
             )
-            .select_from(keys)
-            .join(_deliveries, and_(d.inbox == keys.c.first, d.object_id == keys.c.second))
+            .select_from(joined)
             .join(_outbox, _outbox.c.id == d.outbox_id)
         )
         # The rows of contested keys only: more than one row, or a lone one of a type in

@@ -10,7 +10,8 @@ PostgreSQL 50,000-follower regression of docs/benchmarks/history.md (Fourteenth 
 that looks for expired leases reads every row in flight, so the worker does it only a few
 times a lease (Fifteenth pass). Once the table has statistics (autovacuum analyzes it on a
 deployed server), PostgreSQL read a table of a few thousand deliveries whole, dead row versions
-and all, for every group of outcomes (59 ms a group), until the ids were bound as an array too.
+and all, for every group of outcomes (59 ms a group) and every batch's coalescing histories,
+until both were made lookups (`Database.looked_up_in`, `Database.looked_up_per_row`).
 
 The plans are read with EXPLAIN (ANALYZE, BUFFERS) on the statement the store ran, in a
 transaction rolled back, as a generic plan: the one PostgreSQL settles on for a prepared
@@ -48,18 +49,21 @@ class Statements:
     """The statements a store call runs, as the driver got them."""
 
     def __init__(self, store: Store) -> None:
-        self._engine = store.database.engine.sync_engine
+        database = store.database
+        self._engines = {database.engine.sync_engine, database.reader.sync_engine}  # writes and reads
         self.seen: list[tuple[str, Any]] = []
 
     def _seen(self, _conn: Any, _cursor: Any, sql: str, parameters: Any, *_: Any) -> None:
         self.seen.append((sql, parameters))
 
     def __enter__(self) -> Statements:
-        event.listen(self._engine, "before_cursor_execute", self._seen)
+        for engine in self._engines:
+            event.listen(engine, "before_cursor_execute", self._seen)
         return self
 
     def __exit__(self, *_: object) -> None:
-        event.remove(self._engine, "before_cursor_execute", self._seen)
+        for engine in self._engines:
+            event.remove(engine, "before_cursor_execute", self._seen)
 
     def plan_of(self, starting: str) -> tuple[list[str], str, Any]:
         """The statement starting so, and the settings its transaction made before it."""
@@ -181,3 +185,22 @@ async def test_outcomes_find_their_deliveries_by_id_once_the_table_is_analyzed(
     assert _index_finding(plan, "deliveries") == "deliveries_pkey"
     [rows] = [n for n in _nodes(plan) if n.get("Function Name") == "json_array_elements"]
     assert rows["Actual Loops"] <= 1, "the outcomes' JSON was parsed once per delivery found"
+
+
+async def test_a_batchs_coalescing_histories_are_looked_up_per_key_once_the_table_is_analyzed(
+    store: Store,
+) -> None:
+    await seed_fanout(store.database, "alice", "https://local.example/create/1", {"delivered": 2000})
+    await seed_fanout(store.database, "alice", "https://local.example/create/2", {"queued": 2000})
+    async with store.database.transaction() as conn:
+        await conn.execute(text("UPDATE deliveries SET object_id = 'https://local.example/n/' || outbox_id"))
+    claimed = await store.deliveries.claim(OWNER, utcnow(), 60, 200)
+    async with store.database.engine.connect() as conn:  # what autovacuum does on a deployed server
+        await conn.execute(text("ANALYZE deliveries"))
+        await conn.commit()
+
+    with Statements(store) as statements:
+        assert await store.coalescing.history([(c.inbox, c.object_id or "") for c in claimed]) == []
+    plan = await _generic_plan(store, *statements.plan_of("SELECT"))
+
+    assert _index_finding(plan, "deliveries") == "ix_deliveries_inbox_object"
