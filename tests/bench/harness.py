@@ -209,29 +209,28 @@ async def seed_running_instance(url: str, local_actor: str) -> None:
         await engine.dispose()
 
 
-async def vacuum(url: str) -> None:
-    """VACUUM (ANALYZE) a benchmark's PostgreSQL database, as autovacuum would (nothing for SQLite)."""
+async def _on_postgres(url: str, sql: str, database: str | None = None) -> None:
+    """Run `sql` on a benchmark's PostgreSQL server, in its database or in `database` (nothing for SQLite)."""
     parsed = make_url(url)
     if not parsed.drivername.startswith("postgresql"):
         return
-    conn = await asyncpg.connect(parsed.set(drivername="postgresql").render_as_string(False))
+    conn = await asyncpg.connect(
+        parsed.set(drivername="postgresql", database=database or parsed.database).render_as_string(False)
+    )
     try:
-        await conn.execute("VACUUM (ANALYZE)")
+        await conn.execute(sql)
     finally:
         await conn.close()
+
+
+async def vacuum(url: str) -> None:
+    """VACUUM (ANALYZE) a benchmark's PostgreSQL database, as autovacuum would."""
+    await _on_postgres(url, "VACUUM (ANALYZE)")
 
 
 async def drop_database(url: str) -> None:
     """Drop a benchmark's PostgreSQL database (SQLite files go with the temporary directory)."""
-    parsed = make_url(url)
-    if not parsed.drivername.startswith("postgresql"):
-        return
-    admin = parsed.set(drivername="postgresql", database="postgres").render_as_string(False)
-    conn = await asyncpg.connect(admin)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{parsed.database}" WITH (FORCE)')
-    finally:
-        await conn.close()
+    await _on_postgres(url, f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)', "postgres")
 
 
 def spread(values: Sequence[float], digits: int = 0) -> str:
