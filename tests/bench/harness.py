@@ -25,7 +25,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
@@ -100,9 +100,7 @@ async def fresh_database(engine: str, pg_url: str | None, workdir: Path) -> str:
     else:
         assert pg_url is not None
         name = f"fq_bench_{uuid.uuid4().hex[:8]}"
-        conn = await asyncpg.connect(make_url(pg_url).set(drivername="postgresql").render_as_string(False))
-        await conn.execute(f'CREATE DATABASE "{name}"')
-        await conn.close()
+        await _on_postgres(pg_url, f'CREATE DATABASE "{name}"')
         url = make_url(pg_url).set(database=name).render_as_string(hide_password=False)
     await asyncio.to_thread(upgrade_to_head, url)
     return url
@@ -349,8 +347,7 @@ def running(
 ) -> Iterator[subprocess.Popen[bytes]]:
     """A child process (in `cwd`, if given), terminated (then killed) when the block ends; its
     standard error appended to `log` (as a service's goes to its journal), else ours."""
-    with ExitStack() as stack:
-        stderr = stack.enter_context(log.open("ab")) if log else None
+    with log.open("ab") if log else nullcontext() as stderr:
         process = subprocess.Popen(list(args), env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=stderr)
         try:
             yield process
