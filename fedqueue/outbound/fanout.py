@@ -223,6 +223,10 @@ class Fanout:
             accepted = Accepted(entry.id, facts, dumps(activity))
         inboxes = None if entry.inboxes is None else parse_inboxes(entry.inboxes)
         facts = await self._coalescer.resolve_undo(facts, [p.facts for p in earlier])
+        if accepted is not None or facts.object_id != entry.object_id:
+            # The row keeps its subject, as its deliveries do: an Undo naming the undone activity
+            # by id gets that activity's object (`CoalescingStore.history` looks subjects up there).
+            accepted = Accepted(entry.id, facts, accepted.activity_json if accepted else entry.activity)
         targets = await self._targets(entry, activity, inboxes, facts)
         return Plan(entry, facts, accepted, targets, self._lane(entry, activity, facts, len(targets)))
 

@@ -115,6 +115,9 @@ class OutboxRow(SQLModel, table=True):
         Index("ix_outbox_state_id", "state", "id"),
         # The activities of one object, for the recipients of its Delete or Update.
         Index("ix_outbox_actor_object", "actor", "object_id"),
+        # Whether a subject is named by other activities, any actor's: coalescing reads a key's
+        # history only then (`CoalescingStore.history`); Follows of an actor (`storage.following`).
+        Index("ix_outbox_object_id", "object_id"),
     )
 
     id: int | None = Field(default=None, sa_column=Column(BigId, primary_key=True))

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import itertools
 import json
+import secrets
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
 import httpx
+import pytest
 from aiohttp import web
 
 from fedqueue.cli.status import status_text
+from fedqueue.outbound.intake import normalize
 from fedqueue.service.fanout_status import activity_status
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
@@ -63,6 +66,13 @@ def note(content: str, subject: str = NOTE) -> dict[str, Any]:
 
 async def queue(store: Store, remote: LoopbackServer, activity: dict[str, Any]) -> int:
     return await insert_outbox_row(store, "alice", activity, [remote.url("/inbox")])
+
+
+async def submit(store: Store, remote: LoopbackServer, activity: dict[str, Any]) -> int:
+    """As `POST /actors/alice/outbox` stores it: validated, normalized and its facts stored at once."""
+    stored, facts = normalize(activity, "alice", URLS, lambda: secrets.token_urlsafe(8))
+    inboxes = json.dumps([remote.url("/inbox")])
+    return (await store.outbox.submit(facts, json.dumps(stored), inboxes)).outbox_id
 
 
 async def hold_host(store: Store, remote: LoopbackServer) -> None:
@@ -159,15 +169,16 @@ async def test_five_updates_queued_while_the_receiver_is_down_send_only_the_newe
         )
 
 
+@pytest.mark.parametrize("handed_in", [queue, submit], ids=["outbox table", "outbox POST"])
 async def test_a_like_then_its_undo_queued_while_the_receiver_is_down_send_only_the_undo(
-    settings: Settings, store: Store, remote: LoopbackServer
+    settings: Settings, store: Store, remote: LoopbackServer, handed_in: Any
 ) -> None:
     await store.actors.create("alice")
     receiver = Receiver(remote, down=True)
     await hold_host(store, remote)
     like_id = "http://127.0.0.1:8000/actors/alice/activities/like-1"
-    like = await queue(store, remote, {"id": like_id, "type": "Like", "object": NOTE})
-    undo = await queue(store, remote, {"type": "Undo", "object": like_id})  # the undone one by id only
+    like = await handed_in(store, remote, {"id": like_id, "type": "Like", "object": NOTE})
+    undo = await handed_in(store, remote, {"type": "Undo", "object": like_id})  # the undone one by id only
     await run_burst(fast(settings), store)
     receiver.down = False
     await host_is_back(store, remote)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.storage import Store, histories
@@ -81,3 +83,29 @@ async def test_contested_histories_leave_out_only_the_keys_holding_one_delivery_
         (delete, INBOX_A),
         (undo, INBOX_B),
     ]
+
+
+async def test_keys_whose_subject_only_one_activity_names_are_answered_without_reading_deliveries(
+    store: Store,
+) -> None:
+    await store.actors.create("alice")
+    inboxes = [f"https://h{n}.example/inbox" for n in range(50)]
+    await _activity(store, 1, "Create", NOTE_1, inboxes)
+    await _activity(store, 2, "Create", NOTE_2, inboxes)  # the same inboxes, another subject
+    seen: list[str] = []
+
+    def _seen(_conn: Any, _cursor: Any, sql: str, *_: Any) -> None:
+        seen.append(sql)
+
+    engines = {store.database.engine.sync_engine, store.database.reader.sync_engine}
+    for engine in engines:
+        event.listen(engine, "before_cursor_execute", _seen)
+    try:
+        # A fan-out's claimed batch: one delivery per key, and no other activity about the note.
+        assert await store.coalescing.history([(inbox, NOTE_1) for inbox in inboxes]) == []
+    finally:
+        for engine in engines:
+            event.remove(engine, "before_cursor_execute", _seen)
+
+    assert seen, "no statement was seen"
+    assert not [sql for sql in seen if "deliveries" in sql]
