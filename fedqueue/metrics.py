@@ -87,6 +87,9 @@ class Metrics:
     admin_login_failures: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     admin_login_forgotten: int = 0
     pruned: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    #: The worker's memory of healthy hosts whose success it wrote lately (`SuccessWrites`).
+    host_successes_remembered: int = 0
+    host_success_evictions: int = 0
 
     def delivery_outcome(
         self,
@@ -166,6 +169,10 @@ class Metrics:
         self.admin_login_failures[result] += 1
         self.admin_login_forgotten += forgotten
 
+    def host_successes(self, remembered: int, evictions: int) -> None:
+        """The size of the worker's memory of written successes, and its evictions so far."""
+        self.host_successes_remembered, self.host_success_evictions = remembered, evictions
+
     def rows_pruned(self, table: str, n: int) -> None:
         """Record `n` rows of `table` deleted after their retention (`fedqueue.pruning`)."""
         self.pruned[table] += n
@@ -235,6 +242,19 @@ class Metrics:
             "counter",
             "Rows deleted after their retention, by table (this process's pruning).",
             (({"table": k}, v) for k, v in sorted(self.pruned.items())),
+        )
+        lines += _family(
+            "fedqueue_host_successes_remembered",
+            "gauge",
+            "Healthy hosts whose success the worker wrote lately and skips until host_success_write_seconds"
+            " pass (this process; at most host_success_memory_entries).",
+            [({}, self.host_successes_remembered)],
+        )
+        lines += _family(
+            "fedqueue_host_success_evictions_total",
+            "counter",
+            "Hosts that memory dropped, being full: their next success is written (this process).",
+            [({}, self.host_success_evictions)],
         )
         lines += _histogram(
             "fedqueue_delivery_latency_seconds", "Seconds from the outbox write to the 2xx.", self.latency

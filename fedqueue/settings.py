@@ -70,6 +70,8 @@ class Settings(BaseSettings):
     circuit_recovery_start: int = Field(ge=1)
     host_unavailable_after_days: float = Field(gt=0)
     host_unavailable_probe_hours: float = Field(gt=0)
+    host_success_write_seconds: float = Field(ge=0)
+    host_success_memory_entries: int = Field(ge=1)
 
     connect_timeout_seconds: float = Field(gt=0)
     total_timeout_seconds: float = Field(gt=0)

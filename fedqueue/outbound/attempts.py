@@ -9,7 +9,7 @@
      one transaction (only while the lease is still ours), then host health and learned schemes
      in one more; then `count` gives the metrics. The worker records in groups (`group_ready`):
      each group costs a handful of statements whatever its size, and a healthy host's success
-     is written at most once per `SUCCESS_RESOLUTION_S` (`SuccessWrites`).
+     is written at most once per `host_success_write_seconds` (`SuccessWrites`).
 
 Isolation: an unexpected error in one attempt (a signing failure, a URL the HTTP library
 refuses) becomes that delivery's outcome: `dead` with the reason, or `failed` if the database
@@ -144,7 +144,9 @@ class Attempts:
             settings.retry_base_seconds, settings.retry_cap_seconds, settings.retry_max_attempts
         )
         self.policy = circuit_policy(settings)
-        self._successes = SuccessWrites()
+        self._successes = SuccessWrites(
+            settings.host_success_write_seconds, settings.host_success_memory_entries
+        )
         self._sent: list[Sent] = []
         #: When the oldest of `_sent` finished (time.monotonic).
         self._first_sent_at = 0.0
@@ -204,6 +206,7 @@ class Attempts:
                 self._metrics.worker_error("record", exc, "could not update host health")
             else:
                 self._successes.remember(updated.answered, now)
+                self._metrics.host_successes(self._successes.remembered, self._successes.evictions)
                 count_given_up(self._metrics, updated.ended)
 
     def group_ready(self, in_flight: int) -> bool:

@@ -16,16 +16,10 @@ from datetime import datetime, timedelta
 from fedqueue.outbound.record import HostAnswers
 from fedqueue.remote.memory import BoundedMemory
 
-#: A worker writes a healthy host's success at most once per this many seconds: its stored
-#: `last_success_at` is at most about this far behind its latest answer to that worker.
-SUCCESS_RESOLUTION_S = 5.0
-#: At most this many hosts' written successes are remembered (the least recently used forgotten
-#: first: such a host's next success is written).
-SUCCESS_MEMORY_SIZE = 10_000
-
 
 class SuccessWrites:
-    """The healthy hosts whose success this worker wrote within the last `SUCCESS_RESOLUTION_S`.
+    """The healthy hosts whose success this worker wrote within the last `resolution_s`
+    (`host_success_write_seconds`), at most `size` of them (`host_success_memory_entries`).
 
     `to_write` leaves out a host's change if it holds only successes (`only_successes`) and
     this worker wrote one to the host's healthy state less than the window ago: that host costs
@@ -44,10 +38,20 @@ class SuccessWrites:
     is written at once, and the first success after the window is written in full.
     """
 
-    def __init__(self, resolution_s: float = SUCCESS_RESOLUTION_S, size: int = SUCCESS_MEMORY_SIZE) -> None:
+    def __init__(self, resolution_s: float, size: int) -> None:
         self._resolution = timedelta(seconds=resolution_s)
         #: Host -> when this worker last wrote its success to its healthy state, until the window ends.
         self._written = BoundedMemory[str, datetime](size)
+
+    @property
+    def remembered(self) -> int:
+        """Hosts held now (expired ones included until they are looked at or pushed out)."""
+        return len(self._written)
+
+    @property
+    def evictions(self) -> int:
+        """Hosts dropped from a full memory so far."""
+        return self._written.evictions
 
     def to_write(self, changes: Mapping[str, HostAnswers], now: datetime) -> dict[str, HostAnswers]:
         """The changes to write now: all but the successes of hosts written healthy within the window."""

@@ -1,4 +1,4 @@
-"""A healthy host's success is written at most once per `SUCCESS_RESOLUTION_S` by a worker; its
+"""A healthy host's success is written at most once per `host_success_write_seconds` by a worker; its
 failures, and the successes after them, are written at once."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from aiohttp import web
 
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.circuit import CLOSED, HostHealth, after_failure
-from fedqueue.outbound.success_writes import SUCCESS_RESOLUTION_S
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.client import HttpClient
 from fedqueue.remote.guard import host_of
@@ -22,7 +21,8 @@ from tests.integration.storage.test_storage_hosts import POLICY  # another worke
 from tests.loopback import LoopbackServer
 from tests.outbound import fast, insert_outbox_row
 
-WINDOW = timedelta(seconds=SUCCESS_RESOLUTION_S)
+WINDOW_S = 5.0
+WINDOW = timedelta(seconds=WINDOW_S)
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 async def worker(settings: Settings, store: Store, clock: Clock) -> AsyncIterator[Worker]:
-    quick = fast(settings)
+    quick = fast(settings, host_success_write_seconds=WINDOW_S)
     client = HttpClient(quick)
     try:
         yield Worker(quick, store, client, clock=clock, metrics=Metrics())
@@ -81,6 +81,8 @@ async def test_a_burst_of_successes_writes_a_healthy_hosts_last_success_once_per
     await deliver(worker, store, remote, 202)
     assert (await health_of(store, host)).last_success_at == first + WINDOW
     assert len(remote.requests) == 12
+    # /metrics of a `serve` shows the worker's memory of the hosts it skips.
+    assert "fedqueue_host_successes_remembered 1" in worker.metrics.render()
 
 
 async def test_a_failure_right_after_a_success_left_out_is_recorded_and_so_is_the_next_success(

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from datetime import UTC, datetime, timedelta
 
 from fedqueue.outbound.circuit import HostHealth
 from fedqueue.outbound.outcomes import Attempt
 from fedqueue.outbound.record import HostAnswers, Result, health_changes
-from fedqueue.outbound.success_writes import SUCCESS_RESOLUTION_S, SuccessWrites
+from fedqueue.outbound.success_writes import SuccessWrites
 from fedqueue.signing.requests import SignatureScheme
 from tests.unit.outbound.test_outbound_rules import POLICY
 
 NOW = datetime(2026, 11, 26, 3, 0, tzinfo=UTC)
-WINDOW = timedelta(seconds=SUCCESS_RESOLUTION_S)
+WINDOW_S = 5.0
+WINDOW = timedelta(seconds=WINDOW_S)
 
 
 def answers(host: str, at: datetime, *statuses: int, learned: SignatureScheme | None = None) -> HostAnswers:
@@ -25,9 +27,9 @@ def answers(host: str, at: datetime, *statuses: int, learned: SignatureScheme | 
 
 
 def test_a_healthy_hosts_successes_are_left_out_until_the_window_has_passed() -> None:
-    writes = SuccessWrites()
+    writes = SuccessWrites(WINDOW_S, 10_000)
     writes.remember(["a.example"], NOW)
-    for seconds in (0.001, 1, SUCCESS_RESOLUTION_S - 0.001):
+    for seconds in (0.001, 1, WINDOW_S - 0.001):
         at = NOW + timedelta(seconds=seconds)
         assert writes.to_write({"a.example": answers("a.example", at, 202, 200, 404)}, at) == {}
     at = NOW + WINDOW
@@ -36,7 +38,7 @@ def test_a_healthy_hosts_successes_are_left_out_until_the_window_has_passed() ->
 
 
 def test_a_failure_is_written_at_once_and_the_success_after_it_too() -> None:
-    writes = SuccessWrites()
+    writes = SuccessWrites(WINDOW_S, 10_000)
     writes.remember(["a.example"], NOW)
     at = NOW + timedelta(seconds=1)
     assert writes.to_write({"a.example": answers("a.example", at, 202)}, at) == {}
@@ -48,7 +50,7 @@ def test_a_failure_is_written_at_once_and_the_success_after_it_too() -> None:
 
 
 def test_a_host_not_written_healthy_by_this_worker_is_written() -> None:
-    writes = SuccessWrites()
+    writes = SuccessWrites(WINDOW_S, 10_000)
     change = answers("new.example", NOW, 202)
     assert writes.to_write({"new.example": change}, NOW) == {"new.example": change}
     # Written, but not to a healthy state (new, or failing for another worker): not answered.
@@ -57,7 +59,7 @@ def test_a_host_not_written_healthy_by_this_worker_is_written() -> None:
 
 
 def test_a_settled_signature_scheme_is_written_within_the_window() -> None:
-    writes = SuccessWrites()
+    writes = SuccessWrites(WINDOW_S, 10_000)
     writes.remember(["a.example"], NOW)
     at = NOW + timedelta(seconds=1)
     change = answers("a.example", at, 202, learned="rfc9421")
@@ -65,7 +67,7 @@ def test_a_settled_signature_scheme_is_written_within_the_window() -> None:
 
 
 def test_each_host_is_judged_on_its_own_change() -> None:
-    writes = SuccessWrites()
+    writes = SuccessWrites(WINDOW_S, 10_000)
     writes.remember(["a.example", "b.example"], NOW)
     at = NOW + timedelta(seconds=1)
     changes = {
@@ -77,10 +79,18 @@ def test_each_host_is_judged_on_its_own_change() -> None:
 
 
 def test_past_its_size_the_least_recently_written_host_is_forgotten() -> None:
-    writes = SuccessWrites(size=2)
+    writes = SuccessWrites(WINDOW_S, size=2)
     writes.remember(["a.example", "b.example", "c.example"], NOW)
+    assert (writes.remembered, writes.evictions) == (2, 1)
     changes = {host: answers(host, NOW, 202) for host in ("a.example", "b.example", "c.example")}
     assert writes.to_write(changes, NOW).keys() == {"a.example"}
+
+
+def test_with_no_window_every_success_is_written() -> None:
+    writes = SuccessWrites(0.0, 10_000)
+    writes.remember(["a.example"], NOW)
+    change = answers("a.example", NOW, 202)
+    assert writes.to_write({"a.example": change}, NOW) == {"a.example": change}
 
 
 def test_a_hosts_answers_are_applied_in_order_with_the_scheme_they_settled() -> None:
@@ -106,3 +116,16 @@ def test_a_hosts_answers_are_applied_in_order_with_the_scheme_they_settled() -> 
     )
     assert not changes["a.example"].only_successes
     assert answers("a.example", NOW, 202, 410).only_successes  # a gone inbox: the host answered
+
+
+def test_a_full_memory_of_ten_thousand_hosts_holds_a_few_megabytes_and_no_more_hosts() -> None:
+    writes = SuccessWrites(WINDOW_S, 10_000)
+    hosts = [f"host-{n:06d}.example.social" for n in range(20_000)]
+    tracemalloc.start()
+    try:
+        writes.remember(hosts, NOW)  # twice the bound: the first 10,000 are pushed out
+        held, _peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (writes.remembered, writes.evictions) == (10_000, 10_000)
+    assert held < 4_000_000, f"{held / 1e6:.1f} MB for 10,000 hosts"
