@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
 import httpx
+from sqlalchemy import event
 from starlette.applications import Starlette
 
 from fedqueue.outbound.worker import Worker
+from fedqueue.storage import Store
 
 
 class FakeClock:
@@ -28,3 +34,21 @@ async def worker_round(worker: Worker) -> None:
     await worker.step()
     await worker.dispatcher.settle(timeout_s=10)
     await worker.dispatcher.flush()
+
+
+@contextmanager
+def statements(store: Store) -> Iterator[list[str]]:
+    """The SQL statements the store runs meanwhile."""
+    run: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        run.append(statement)
+
+    engines = {store.database.engine.sync_engine, store.database.reader.sync_engine}
+    for engine in engines:
+        event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield run
+    finally:
+        for engine in engines:
+            event.remove(engine, "before_cursor_execute", record)

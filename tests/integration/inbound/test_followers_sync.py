@@ -4,12 +4,10 @@ Collection-Synchronization header acted on, over loopback with real signatures."
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import httpx
-from sqlalchemy import event, select
+from sqlalchemy import select
 
 from fedqueue.followers_sync_rules import HEADER, partial_followers_digest, sync_header
 from fedqueue.settings import Settings
@@ -17,6 +15,7 @@ from fedqueue.signing.requests import parse_cavage_signature
 from fedqueue.storage import Store
 from fedqueue.storage.tables import OutboxRow
 from tests.fediverse import LOCAL, RemoteActor, post
+from tests.helpers import statements
 from tests.loopback import LoopbackServer
 from tests.outbound import accept_all, fast, insert_outbox_row, run_burst
 
@@ -90,24 +89,6 @@ async def deliver_with_sync(
     headers, body = bob.signed("/inbox", bob.note_to())
     headers[HEADER] = sync_header(collection, bob.server.url(PARTIAL), digest)
     return await client.post("/inbox", content=body, headers=headers)
-
-
-@contextmanager
-def statements(store: Store) -> Iterator[list[str]]:
-    """The SQL statements the store runs meanwhile."""
-    run: list[str] = []
-
-    def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        run.append(statement)
-
-    engines = {store.database.engine.sync_engine, store.database.reader.sync_engine}
-    for engine in engines:
-        event.listen(engine, "before_cursor_execute", record)
-    try:
-        yield run
-    finally:
-        for engine in engines:
-            event.remove(engine, "before_cursor_execute", record)
 
 
 def undos_to_bob(activities: list[dict[str, Any]], bob: RemoteActor) -> list[dict[str, Any]]:

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
-from sqlalchemy import event
 
 from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.storage import Store, histories
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.deliveries import Enqueued, Target
+from tests.helpers import statements
 
 INBOX_A = "https://a.example/inbox"
 #: Quotes, a backslash and non-ASCII text travel inside the one bound value intact.
@@ -92,20 +91,9 @@ async def test_keys_whose_subject_only_one_activity_names_are_answered_without_r
     inboxes = [f"https://h{n}.example/inbox" for n in range(50)]
     await _activity(store, 1, "Create", NOTE_1, inboxes)
     await _activity(store, 2, "Create", NOTE_2, inboxes)  # the same inboxes, another subject
-    seen: list[str] = []
-
-    def _seen(_conn: Any, _cursor: Any, sql: str, *_: Any) -> None:
-        seen.append(sql)
-
-    engines = {store.database.engine.sync_engine, store.database.reader.sync_engine}
-    for engine in engines:
-        event.listen(engine, "before_cursor_execute", _seen)
-    try:
+    with statements(store) as seen:
         # A fan-out's claimed batch: one delivery per key, and no other activity about the note.
         assert await store.coalescing.history([(inbox, NOTE_1) for inbox in inboxes]) == []
-    finally:
-        for engine in engines:
-            event.remove(engine, "before_cursor_execute", _seen)
 
     assert seen, "no statement was seen"
     assert not [sql for sql in seen if "deliveries" in sql]
