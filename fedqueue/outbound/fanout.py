@@ -216,17 +216,21 @@ class Fanout:
             facts = ActivityFacts(
                 entry.actor, entry.activity_id, entry.activity_type, entry.object_id, undoes, target
             )
-            accepted = None
+            normalized = None
         else:
             await self._local_actor(entry.actor)
             activity, facts = normalize(activity, entry.actor, self._urls, lambda: secrets.token_urlsafe(16))
-            accepted = Accepted(entry.id, facts, dumps(activity))
+            normalized = dumps(activity)
         inboxes = None if entry.inboxes is None else parse_inboxes(entry.inboxes)
         facts = await self._coalescer.resolve_undo(facts, [p.facts for p in earlier])
-        if accepted is not None or facts.object_id != entry.object_id:
-            # The row keeps its subject, as its deliveries do: an Undo naming the undone activity
-            # by id gets that activity's object (`CoalescingStore.history` looks subjects up there).
-            accepted = Accepted(entry.id, facts, accepted.activity_json if accepted else entry.activity)
+        # A raw row gets its facts stored; a validated one, its subject if that changed: an Undo
+        # naming the undone activity by id gets that activity's object, as its deliveries do
+        # (`CoalescingStore.history` looks subjects up on the outbox rows).
+        accepted = (
+            None
+            if normalized is None and facts.object_id == entry.object_id
+            else Accepted(entry.id, facts, normalized or entry.activity)
+        )
         targets = await self._targets(entry, activity, inboxes, facts)
         return Plan(entry, facts, accepted, targets, self._lane(entry, activity, facts, len(targets)))
 
