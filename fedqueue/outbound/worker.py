@@ -1,9 +1,11 @@
 """The delivery worker: expand new outbox rows, claim due deliveries under a lease, send, repeat.
 
 Runs as `fedqueue worker` (until SIGTERM), `fedqueue worker --burst` (drain, then exit) and
-inside `fedqueue serve`. On PostgreSQL an idle worker wakes on NOTIFY from the outbox insert
-trigger, with polling as the fallback; on SQLite it wakes when its own process commits an
-outbox row (`serve`'s outbox POST, an Accept), and polls for rows other processes add.
+inside `fedqueue serve`. On PostgreSQL an idle worker wakes on NOTIFY from the outbox's and
+the deliveries' insert triggers (so it joins a fan-out another worker expands, and sends a
+webhook event `serve --no-worker` queued, at once), with polling as the fallback; on SQLite
+it wakes when its own process commits an outbox row (`serve`'s outbox POST, an Accept), and
+polls for rows other processes add.
 
 The loop never waits for a batch to finish: it starts writing whatever sends have finished
 (in the background: `Dispatcher.harvest`; one group at a time), claims more while fewer than

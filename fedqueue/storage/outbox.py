@@ -318,7 +318,8 @@ class OutboxStore:
 
     @asynccontextmanager
     async def notifications(self) -> AsyncIterator[asyncio.Event]:
-        """An Event set whenever a row may have been inserted (`Database.listening`)."""
+        """An Event set whenever an outbox row, or on PostgreSQL a delivery, may have been inserted
+        (`Database.listening`; the deliveries' trigger, migration 0020, NOTIFYs the same channel)."""
         async with self._db.listening(NOTIFY_CHANNEL, _outbox) as wake:
             yield wake
 
