@@ -31,6 +31,7 @@ from urllib.parse import quote, urlsplit
 
 import httptools
 
+from fedqueue.remote.guard import path_and_query, split_origin
 from fedqueue.signing.rfc9421 import authority
 
 #: An answer's body is read past its head, and dropped, up to this size so that its connection
@@ -114,16 +115,25 @@ class Target:
     target: str
 
 
-@lru_cache(maxsize=4096)
 def target_of(url: str) -> Target:
-    """Split once per URL (inboxes repeat); the URL has passed `check_url`."""
+    """Where `url`'s requests go (it has passed `check_url`): its origin's part worked out once
+    per origin (`split_origin`), its request target each time."""
+    split = split_origin(url)
+    origin, host_header = _endpoint(url if split is None else split[0])
+    path, query = path_and_query(url)
+    target = (path or "/") + (f"?{query}" if query else "")
+    if PLAIN_TARGET.fullmatch(target) is None:
+        target = quote(target, safe=TARGET_SAFE)
+    return Target(origin, host_header, target)
+
+
+@lru_cache(maxsize=4096)
+def _endpoint(url: str) -> tuple[Origin, str]:
+    """`url`'s (scheme, host, port) and Host header: all from its scheme and authority."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    if PLAIN_TARGET.fullmatch(target) is None:
-        target = quote(target, safe=TARGET_SAFE)
-    return Target((parts.scheme, host, port), authority(url), target)
+    return (parts.scheme, host, port), authority(url)
 
 
 def request_bytes(

@@ -12,7 +12,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
-from urllib.parse import urlsplit
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
@@ -20,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes, PublicKeyTypes
 
 from fedqueue.errors import SignatureError
+from fedqueue.remote.guard import path_and_query
 from fedqueue.signing.digests import (
     CONTENT_DIGEST_ALGORITHMS,
     match_digests,
@@ -63,9 +63,9 @@ def sha256_digest_header(body: bytes) -> str:
 
 def request_target(method: str, url: str) -> str:
     """`(request-target)`: the lower-case method, the path and the query."""
-    parts = urlsplit(url)
-    path = parts.path or "/"
-    return f"{method.lower()} {path}?{parts.query}" if parts.query else f"{method.lower()} {path}"
+    path, query = path_and_query(url)
+    path = path or "/"
+    return f"{method.lower()} {path}?{query}" if query else f"{method.lower()} {path}"
 
 
 def cavage_signing_string(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import ClassVar, Literal, get_args
 from urllib.parse import SplitResult, urlsplit
 
@@ -19,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes, PublicKeyTypes
 
 from fedqueue.errors import InvalidInput, SignatureError
+from fedqueue.remote.guard import split_origin
 from fedqueue.signing import structured_fields as sf
 from fedqueue.signing.unsigned import PSS_SHA512, SigningAlgorithm, Unsigned, key_kind
 
@@ -130,7 +132,14 @@ def _parse_one(label: str, member: sf.Member, value: sf.Member | None) -> Rfc942
 
 
 def authority(url: str) -> str:
-    """`@authority`: the URL's host[:port], lower-case, without user info or the scheme's default port."""
+    """`@authority`: the URL's host[:port], lower-case, without user info or the scheme's default
+    port (worked out once per origin: `split_origin`)."""
+    split = split_origin(url)
+    return _authority(url if split is None else split[0])
+
+
+@lru_cache(maxsize=4096)
+def _authority(url: str) -> str:
     parts = urlsplit(url)
     host = parts.netloc.rpartition("@")[2].lower()
     default_port = _DEFAULT_PORTS.get(parts.scheme.lower())

@@ -1,10 +1,21 @@
-"""Hosts worked out once per origin (`hosts_of`) are the hosts `host_of` gives each URL."""
+"""What is worked out once per origin (`split_origin`) is what each URL's own split gives.
+
+Hosts (`hosts_of`), the address guard's verdicts (`check_url`), where requests go and their
+Host header (`target_of`, `authority`): a fan-out's inboxes are thousands of URLs on a few
+origins, so these are remembered per origin, and must not differ from working them out per URL.
+"""
 
 from __future__ import annotations
 
+from urllib.parse import quote, urlsplit
+
 import pytest
 
-from fedqueue.remote.guard import host_of, hosts_of
+from fedqueue.errors import FedqueueError
+from fedqueue.remote.guard import _check, check_url, host_of, hosts_of, path_and_query, split_origin
+from fedqueue.remote.http1 import TARGET_SAFE, target_of
+from fedqueue.signing.cavage import request_target
+from fedqueue.signing.rfc9421 import _authority, authority
 
 #: URLs whose host a shortcut could get wrong: case, ports (default, leading zeros, out of
 #: range, empty), user info, IPv6 and malformed brackets, a query or fragment before any path,
@@ -50,3 +61,64 @@ def test_urls_sharing_origins_each_get_their_host_in_order() -> None:
     urls += urls[::-1]
 
     assert hosts_of(urls) == [host_of(url) for url in urls]
+
+
+@pytest.mark.parametrize("url", AWKWARD_URLS)
+def test_a_plain_url_splits_where_urlsplit_ends_its_authority(url: str) -> None:
+    split = split_origin(url)
+    if split is None:
+        return  # not plain: everything is worked out from the whole URL
+    origin, rest = split
+    assert origin + rest == url
+    try:
+        whole = urlsplit(url)
+    except ValueError:
+        return  # the guard refuses it (`check_url`) before anything else is asked of it
+    assert urlsplit(origin)[:2] == whole[:2]
+    assert urlsplit("http://x" + rest)[2:] == whole[2:]
+
+
+@pytest.mark.parametrize("allow_private", [False, True])
+@pytest.mark.parametrize("url", AWKWARD_URLS)
+def test_the_guard_gives_each_url_its_own_verdict_after_its_origin_was_judged(
+    url: str, allow_private: bool
+) -> None:
+    split = split_origin(url)
+    if split is not None:
+        check_verdict(split[0] + "/another/path", allow_private)  # remembered by origin
+    assert check_verdict(url, allow_private) == verdict(url, allow_private)
+
+
+@pytest.mark.parametrize("url", AWKWARD_URLS)
+def test_requests_go_where_each_url_alone_says(url: str) -> None:
+    if check_verdict(url, allow_private=True) is not None:
+        return  # refused: no request is made
+    target_of("https://z.example/u/0")  # another origin remembered first
+    parts = urlsplit(url)
+    default_port = 443 if parts.scheme == "https" else 80
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    sent = target_of(url)
+
+    assert sent.origin == (parts.scheme, parts.hostname or "", parts.port or default_port)
+    assert sent.netloc == authority(url) == _authority(url)
+    assert sent.target in (path, quote(path, safe=TARGET_SAFE))
+    assert path_and_query(url) == (parts.path, parts.query)
+    assert request_target("POST", url) == "post " + path
+
+
+def check_verdict(url: str, allow_private: bool) -> str | None:
+    """`check_url`'s refusal, or None."""
+    try:
+        check_url(url, allow_private=allow_private)
+    except FedqueueError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def verdict(url: str, allow_private: bool) -> str | None:
+    """The guard's refusal of `url` worked out from the whole URL, remembering nothing, or None."""
+    try:
+        _check(url, allow_private)
+    except FedqueueError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
