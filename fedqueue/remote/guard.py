@@ -75,9 +75,8 @@ def split_origin(url: str) -> tuple[str, str] | None:
     return None if match is None else (match[1], match[2])
 
 
-def path_and_query(url: str) -> tuple[str, str]:
-    """`url`'s path and query (without "?"), as `urlsplit` gives them."""
-    split = split_origin(url)
+def path_and_query(url: str, split: tuple[str, str] | None) -> tuple[str, str]:
+    """`url`'s path and query (without "?"), as `urlsplit` gives them; `split` is `split_origin(url)`."""
     if split is None:
         parts = urlsplit(url)
         return parts.path, parts.query

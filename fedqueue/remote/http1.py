@@ -120,7 +120,7 @@ def target_of(url: str) -> Target:
     per origin (`split_origin`), its request target each time."""
     split = split_origin(url)
     origin, host_header = _endpoint(url if split is None else split[0])
-    path, query = path_and_query(url)
+    path, query = path_and_query(url, split)
     target = (path or "/") + (f"?{query}" if query else "")
     if PLAIN_TARGET.fullmatch(target) is None:
         target = quote(target, safe=TARGET_SAFE)

@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes, PublicKeyTypes
 
 from fedqueue.errors import SignatureError
-from fedqueue.remote.guard import path_and_query
+from fedqueue.remote.guard import path_and_query, split_origin
 from fedqueue.signing.digests import (
     CONTENT_DIGEST_ALGORITHMS,
     match_digests,
@@ -63,7 +63,7 @@ def sha256_digest_header(body: bytes) -> str:
 
 def request_target(method: str, url: str) -> str:
     """`(request-target)`: the lower-case method, the path and the query."""
-    path, query = path_and_query(url)
+    path, query = path_and_query(url, split_origin(url))
     path = path or "/"
     return f"{method.lower()} {path}?{query}" if query else f"{method.lower()} {path}"
 
