@@ -7,6 +7,7 @@ origins, so these are remembered per origin, and must not differ from working th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from urllib.parse import quote, urlsplit
 
 import pytest
@@ -108,17 +109,18 @@ def test_requests_go_where_each_url_alone_says(url: str) -> None:
 
 def check_verdict(url: str, allow_private: bool) -> str | None:
     """`check_url`'s refusal, or None."""
-    try:
-        check_url(url, allow_private=allow_private)
-    except FedqueueError as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None
+    return refusal(lambda: check_url(url, allow_private=allow_private))
 
 
 def verdict(url: str, allow_private: bool) -> str | None:
     """The guard's refusal of `url` worked out from the whole URL, remembering nothing, or None."""
+    return refusal(lambda: _check(url, allow_private))
+
+
+def refusal(check: Callable[[], None]) -> str | None:
+    """The error `check` raised, as "Type: message", or None."""
     try:
-        _check(url, allow_private)
+        check()
     except FedqueueError as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
