@@ -33,7 +33,7 @@ def text_problem(value: str, max_chars: int | None = None) -> str | None:
 
 
 def check_text(field: str, value: str, max_chars: int | None = None) -> str:
-    """`value` if column_rules; else InvalidInput with a one-line reason naming `field`."""
+    """`value` if storable; else InvalidInput with a one-line reason naming `field`."""
     problem = text_problem(value, max_chars)
     if problem is not None:
         raise InvalidInput(f"{field} {problem}")

@@ -207,6 +207,6 @@ def _with_object(activity: Activity, target: Any, max_depth: int) -> Activity:
     doc = {**activity.doc, "object": target}
     doc.pop("signature", None)
     text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
-    # The same rules as any body (depth, ids on the actor's origin, column_rules text).
+    # The same rules as any body (depth, ids on the actor's origin, storable text).
     copy = parse_activity(text.encode("utf-8"), max_depth=max_depth, anonymous_seed=activity.id)
     return replace(copy, id=activity.id)  # an activity without an id keeps its synthetic one

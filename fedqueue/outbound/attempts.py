@@ -286,7 +286,7 @@ class Attempts:
                 continue
             except Exception as exc:
                 plain = replace(
-                    result, last_error=f"outcome not column_rules as is ({type(exc).__name__})", gone=False
+                    result, last_error=f"outcome not storable as is ({type(exc).__name__})", gone=False
                 )
             try:
                 await self._store.deliveries.record(self._owner, [plain])

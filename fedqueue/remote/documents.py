@@ -109,7 +109,7 @@ def _utf8_text(raw: bytes) -> str | None:
 def parse_actor(doc: Any, uri: str, key_id: str | None = None) -> RemoteActor:
     """An actor document's inboxes and key (the one named `key_id`, else the first).
 
-    Every field kept is checked first (text column_rules on both engines, http(s) URLs that fit
+    Every field kept is checked first (text storable on both engines, http(s) URLs that fit
     their columns), so what is refused on PostgreSQL is refused on SQLite too.
     """
     if not isinstance(doc, dict):

@@ -250,7 +250,7 @@ async def test_an_outcome_the_database_refuses_is_stored_without_its_error_text_
     await run_burst(fast(settings), store, metrics=metrics)
     outcomes = {d.inbox: (d.state, d.last_error) for d in await store.deliveries.for_outbox(row)}
     assert outcomes == {
-        remote.url("/refused"): ("dead", "outcome not column_rules as is (ValueError)"),
+        remote.url("/refused"): ("dead", "outcome not storable as is (ValueError)"),
         remote.url("/inbox"): ("delivered", None),
     }
     assert metrics.worker_errors["record"] == 1
