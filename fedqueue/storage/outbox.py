@@ -21,7 +21,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, bindparam, func, insert, or_, select, union_all, update
+from sqlalchemy import Integer, Update, and_, bindparam, func, insert, or_, select, union_all, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -34,7 +34,6 @@ from fedqueue.storage.webhook_events import announce_completions
 
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 NOTIFY_CHANNEL = "fedqueue_outbox"
-#: Rows the worker has not finished expanding: the outbox backlog.
 
 
 @dataclass(frozen=True)
@@ -104,6 +103,38 @@ class OutboxSummary:
 _ENTRY = [_outbox.c[name] for name in OutboxEntry.__dataclass_fields__]
 
 
+def _claim_statement(database: Database) -> Update:
+    """`OutboxStore.claim_pending`'s statement, built once (bound: now, owner, lease_until, limit):
+    building it at every claim cost 1.5 ms of the worker's CPU, three times running it, and a
+    busy worker claims four times a second (`worker.BUSY_OUTBOX_CHECK_S`)."""
+    o = _outbox.c
+    now = bindparam("now", type_=o.lease_until.type)
+    limit = bindparam("limit", type_=Integer())
+    # One branch per state, each an ordered range of ix_outbox_state_id read only as far as
+    # it takes (`ranges_in_index_order`). An OR of the states was read as a bitmap of every
+    # row either state ever had: 80-90 ms a poll after 50,000 Accepts on PostgreSQL without
+    # autovacuum (docs/benchmarks/history.md, Fourteenth pass).
+    branches = [
+        select(o.id).where(o.state == OutboxState.PENDING),
+        select(o.id).where(o.state == OutboxState.EXPANDING, o.lease_until <= now),
+    ]
+    candidates = union_all(
+        *(select(database.skip_locked(b.order_by(o.id).limit(limit)).subquery()) for b in branches)
+    ).subquery()
+    claimable = select(candidates.c.id).order_by(candidates.c.id).limit(limit)
+    return (
+        update(_outbox)
+        .where(o.id.in_(claimable.scalar_subquery()))
+        .values(
+            state=OutboxState.EXPANDING,
+            lease_owner=bindparam("owner", type_=o.lease_owner.type),
+            lease_until=bindparam("lease_until", type_=o.lease_until.type),
+            expansion_attempts=o.expansion_attempts + 1,
+        )
+        .returning(*_ENTRY)
+    )
+
+
 async def _end_undone_follow(conn: AsyncConnection, facts: ActivityFacts) -> None:
     """An Undo of one of the actor's Follows ends that follow (`storage.following`)."""
     if facts.activity_type == "Undo" and facts.undoes is not None:
@@ -123,6 +154,7 @@ class OutboxStore:
             .where(_outbox.c.id == accepted["id"], _outbox.c.lease_owner == bindparam("owner"))
             .values({name: accepted[name] for name in list(accepted)[1:]})
         )
+        self._claim = _claim_statement(database)
 
     async def submit(
         self,
@@ -169,34 +201,15 @@ class OutboxStore:
 
         The same statement counts the claim in `expansion_attempts`, before any expansion work.
         """
-        o = _outbox.c
-        # One branch per state, each an ordered range of ix_outbox_state_id read only as far as
-        # it takes (`ranges_in_index_order`). An OR of the states was read as a bitmap of every
-        # row either state ever had: 80-90 ms a poll after 50,000 Accepts on PostgreSQL without
-        # autovacuum (docs/benchmarks/history.md, Fourteenth pass).
-        branches = [
-            select(o.id).where(o.state == OutboxState.PENDING),
-            select(o.id).where(o.state == OutboxState.EXPANDING, o.lease_until <= now),
-        ]
-        candidates = union_all(
-            *(select(self._db.skip_locked(b.order_by(o.id).limit(limit)).subquery()) for b in branches)
-        ).subquery()
-        claimable = select(candidates.c.id).order_by(candidates.c.id).limit(limit)
+        parameters = {
+            "now": now,
+            "owner": owner,
+            "lease_until": now + timedelta(seconds=lease_seconds),
+            "limit": limit,
+        }
         async with self._db.transaction() as conn:
             await self._db.ranges_in_index_order(conn)
-            rows = (
-                await conn.execute(
-                    update(_outbox)
-                    .where(o.id.in_(claimable.scalar_subquery()))
-                    .values(
-                        state=OutboxState.EXPANDING,
-                        lease_owner=owner,
-                        lease_until=now + timedelta(seconds=lease_seconds),
-                        expansion_attempts=_outbox.c.expansion_attempts + 1,
-                    )
-                    .returning(*_ENTRY)
-                )
-            ).all()
+            rows = (await conn.execute(self._claim, parameters)).all()
         return sorted((OutboxEntry(*row) for row in rows), key=lambda entry: entry.id)
 
     async def renew(self, outbox_ids: Sequence[int], owner: str, until: datetime) -> set[int]:
