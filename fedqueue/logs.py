@@ -26,6 +26,8 @@ _QUOTED = re.compile(r'[\s"=\\]|[^\x20-\x7e]')
 
 
 def _logfmt(value: object) -> str:
+    if type(value) is int or type(value) is float:
+        return str(value)  # never quoted: most of a delivery's fields (id, status, attempts, latency)
     text = str(value)
     return text if text and _QUOTED.search(text) is None else json.dumps(text)
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import logging
 import math
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from fedqueue.states import DeliveryState
 
@@ -54,20 +56,26 @@ ADMIN_LOGIN_RESULTS = ("wrong_token", "refused")
 
 @dataclass
 class Histogram:
+    """Observations counted in the first bucket whose bound they do not exceed (`per_bucket`, one
+    more for past the last); `cumulative` gives Prometheus's running counts. A delivery observes
+    twice: a bisection, where adding to every bucket it fits cost 1 µs a bucket walked."""
+
     buckets: tuple[float, ...]
-    counts: list[int] = field(default_factory=list)
+    per_bucket: list[int] = field(default_factory=list)
     total: float = 0.0
     count: int = 0
 
     def __post_init__(self) -> None:
-        self.counts = [0] * len(self.buckets)
+        self.per_bucket = [0] * (len(self.buckets) + 1)
 
     def observe(self, value: float) -> None:
-        for i, bound in enumerate(self.buckets):
-            if value <= bound:
-                self.counts[i] += 1
+        self.per_bucket[bisect_left(self.buckets, value)] += 1
         self.total += value
         self.count += 1
+
+    def cumulative(self) -> list[int]:
+        """Per bucket, the observations at or below its bound."""
+        return list(accumulate(self.per_bucket[:-1]))
 
 
 @dataclass
@@ -285,7 +293,7 @@ def _family(
 
 def _histogram(name: str, help_text: str, histogram: Histogram) -> list[str]:
     lines = [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
-    for bound, count in zip(histogram.buckets, histogram.counts, strict=True):
+    for bound, count in zip(histogram.buckets, histogram.cumulative(), strict=True):
         lines.append(f'{name}_bucket{{le="{_number(bound)}"}} {count}')
     lines.append(f'{name}_bucket{{le="+Inf"}} {histogram.count}')
     lines.append(f"{name}_sum {_number(histogram.total)}")
