@@ -191,7 +191,7 @@ def _claim_statement(database: Database, skipping: bool, expired_leases: bool) -
     limit = bindparam("limit", type_=Integer())
     eligible = [d.inbox.is_not(None), d.host.not_in(_held_hosts(now))]
     if skipping:
-        eligible.append(d.host.not_in(bindparam("skip", expanding=True)))
+        eligible.append(~database.one_of(d.host, "skip"))
     # One branch per (state, lane), each an ordered range of ix_deliveries_due (state, lane,
     # next_attempt_at, id) read only as far as it takes: an OR of the states made the
     # database gather and sort every due row first (258 ms a claim on SQLite with 100,000
@@ -240,8 +240,9 @@ def _claim_unresolved_statement(database: Database) -> Update:
         select(d.id)
         .where(
             d.inbox.is_(None),
+            # Equalities, not IN: `Database.claim` compiles it once for the driver (no expanding IN).
             or_(
-                and_(d.state.in_(UNSENT), d.next_attempt_at <= now),
+                *(and_(d.state == state, d.next_attempt_at <= now) for state in UNSENT),
                 and_(d.state == DeliveryState.SENDING, d.lease_until <= now),
             ),
         )
@@ -334,10 +335,7 @@ class DeliveryStore:
         }
         if skip_hosts:
             parameters["skip"] = list(skip_hosts)
-        async with self._db.transaction() as conn:
-            await self._db.ranges_in_index_order(conn)
-            rows = (await conn.execute(statement, parameters)).all()
-        ordered = sorted(rows, key=_CLAIM_ORDER)
+        ordered = sorted(await self._db.claim(statement, parameters), key=_CLAIM_ORDER)
         return [Claimed(*row[1:]) for row in ordered]
 
     async def claim_unresolved(
@@ -354,9 +352,9 @@ class DeliveryStore:
             "lease_until": now + timedelta(seconds=lease_seconds),
             "limit": limit,
         }
-        async with self._db.transaction() as conn:
-            rows = (await conn.execute(self._claim_unresolved, parameters)).all()
-        return [Unresolved(**row._asdict()) for row in rows if row.recipient is not None]
+        rows = await self._db.claim(self._claim_unresolved, parameters)
+        unresolved = [Unresolved(*row) for row in rows]
+        return [row for row in unresolved if row.recipient is not None]
 
     async def readdress(
         self, owner: str, row: Unresolved, inbox: str, host: str, now: datetime

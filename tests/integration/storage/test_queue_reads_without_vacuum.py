@@ -46,7 +46,8 @@ def postgres_only(store: Store) -> None:
 
 
 class Statements:
-    """The statements a store call runs, as the driver got them."""
+    """The statements a store call runs, as the driver got them: through SQLAlchemy, or on the
+    driver itself (`Database.claim`, seen by asyncpg's query loggers on the connections taken)."""
 
     def __init__(self, store: Store) -> None:
         database = store.database
@@ -56,14 +57,27 @@ class Statements:
     def _seen(self, _conn: Any, _cursor: Any, sql: str, parameters: Any, *_: Any) -> None:
         self.seen.append((sql, parameters))
 
+    def _logged(self, query: Any) -> None:
+        self.seen.append((query.query, query.args))
+
+    def _taken(self, _dbapi: Any, record: Any, _proxy: Any) -> None:
+        record.driver_connection.add_query_logger(self._logged)
+
+    def _returned(self, _dbapi: Any, record: Any) -> None:
+        record.driver_connection.remove_query_logger(self._logged)
+
     def __enter__(self) -> Statements:
         for engine in self._engines:
             event.listen(engine, "before_cursor_execute", self._seen)
+            event.listen(engine.pool, "checkout", self._taken)
+            event.listen(engine.pool, "checkin", self._returned)
         return self
 
     def __exit__(self, *_: object) -> None:
         for engine in self._engines:
             event.remove(engine, "before_cursor_execute", self._seen)
+            event.remove(engine.pool, "checkout", self._taken)
+            event.remove(engine.pool, "checkin", self._returned)
 
     def plan_of(self, starting: str) -> tuple[list[str], str, Any]:
         """The statement starting so, and the settings its transaction made before it."""
