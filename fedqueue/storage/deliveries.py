@@ -25,6 +25,7 @@ from sqlalchemy import (
     bindparam,
     case,
     func,
+    literal,
     or_,
     select,
     true,
@@ -39,7 +40,7 @@ from fedqueue.states import LANES, UNFINISHED, UNSENT, DeliveryState, Lane
 from fedqueue.storage.column_types import UTCDateTime, utcnow
 from fedqueue.storage.database import Database, json_array, json_item
 from fedqueue.storage.tables import DeliveryRow, GoneInboxRow, HostRow
-from fedqueue.storage.webhook_events import after_given_up, after_record, any_webhook
+from fedqueue.storage.webhook_events import after_given_up, after_record, any_webhook, webhooks_exist
 
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _hosts = HostRow.__table__  # type: ignore[attr-defined]
@@ -183,6 +184,18 @@ def _record_statement(database: Database) -> Update:
     )
 
 
+def _record_alone_statement(database: Database) -> Select[tuple[bool, int]]:
+    """`_record_statement` as one statement that also says whether a webhook exists, and writes
+    only if none does (PostgreSQL: an UPDATE in a WITH clause; bound as `_record_statement`).
+
+    A group of outcomes with no webhook to tell and no inbox gone is then one statement on the
+    driver (`Database.alone`), where a transaction through SQLAlchemy took three.
+    """
+    hooks = webhooks_exist()
+    written = _record_statement(database).where(~hooks).returning(literal(1)).cte("written")
+    return select(hooks, select(func.count()).select_from(written).scalar_subquery())
+
+
 def _claim_statement(database: Database, skipping: bool, expired_leases: bool) -> Update:
     """`DeliveryStore.claim`'s statement, built once (bound: now, owner, lease_until, limit and,
     if `skipping`, the hosts to skip): building it for every claim cost more than running it."""
@@ -240,7 +253,7 @@ def _claim_unresolved_statement(database: Database) -> Update:
         select(d.id)
         .where(
             d.inbox.is_(None),
-            # Equalities, not IN: `Database.claim` compiles it once for the driver (no expanding IN).
+            # Equalities, not IN: `Database.alone` compiles it once for the driver (no expanding IN).
             or_(
                 *(and_(d.state == state, d.next_attempt_at <= now) for state in UNSENT),
                 and_(d.state == DeliveryState.SENDING, d.lease_until <= now),
@@ -273,6 +286,7 @@ class DeliveryStore:
         self._enqueue = _enqueue_statement(database)
         self._enqueue_returning = self._enqueue.returning(_deliveries.c.id, _deliveries.c.state)
         self._record = _record_statement(database)
+        self._record_alone = _record_alone_statement(database) if database.is_postgres else None
         self._claim_unresolved = _claim_unresolved_statement(database)
 
     async def enqueue(self, batch: Sequence[Enqueued], now: datetime) -> None:
@@ -335,7 +349,7 @@ class DeliveryStore:
         }
         if skip_hosts:
             parameters["skip"] = list(skip_hosts)
-        ordered = sorted(await self._db.claim(statement, parameters), key=_CLAIM_ORDER)
+        ordered = sorted(await self._db.alone(statement, parameters, in_index_order=True), key=_CLAIM_ORDER)
         return [Claimed(*row[1:]) for row in ordered]
 
     async def claim_unresolved(
@@ -352,7 +366,7 @@ class DeliveryStore:
             "lease_until": now + timedelta(seconds=lease_seconds),
             "limit": limit,
         }
-        rows = await self._db.claim(self._claim_unresolved, parameters)
+        rows = await self._db.alone(self._claim_unresolved, parameters, in_index_order=True)
         unresolved = [Unresolved(*row) for row in rows]
         return [row for row in unresolved if row.recipient is not None]
 
@@ -411,8 +425,12 @@ class DeliveryStore:
             if first[r.id] is r
         ]
         gone = [{"inbox": r.inbox, "gone_at": r.attempted_at} for r in results if r.gone]
+        parameters = {"results": rows, "owner": owner, "ids": [row[0] for row in rows]}
+        if self._record_alone is not None and not gone:
+            [(webhooks, updated)] = await self._db.alone(self._record_alone, parameters)
+            if not webhooks:
+                return int(updated)
         async with self._db.transaction() as conn:
-            parameters = {"results": rows, "owner": owner, "ids": [row[0] for row in rows]}
             updated = await self._db.write_in(conn, self._record, parameters)
             if gone:
                 await conn.execute(self._db.insert_ignoring_conflicts(_gone, ("inbox",)), gone)

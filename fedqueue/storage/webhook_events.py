@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, bindparam, case, func, select
+from sqlalchemy import Exists, Row, bindparam, case, exists, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.outbound import webhook_rules as rules
@@ -164,6 +164,12 @@ async def _announce_finished(
             }
             await emit(database, conn, row.actor, rules.DEAD, data, now)
     await announce_completions(database, conn, sorted({row.outbox_id for row in finished}), now, checked=True)
+
+
+def webhooks_exist() -> Exists:
+    """Whether any webhook exists, in SQL: a statement that does its work only when none does
+    needs no transaction around it for `after_record` (`DeliveryStore.record` on PostgreSQL)."""
+    return exists(_ANY_HOOK)
 
 
 async def any_webhook(database: Database, conn: AsyncConnection) -> bool:
