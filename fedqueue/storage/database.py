@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -303,6 +303,21 @@ class Database:
                 await driver.execute(_NO_BITMAP_SCANS)
             rows: Sequence[Sequence[Any]] = await driver.fetch(compiled.sql, *arguments)
             return rows
+
+    async def claim(
+        self,
+        statement: Update,
+        owner: str,
+        now: datetime,
+        lease_seconds: float,
+        limit: int,
+        **bound: Any,
+    ) -> Sequence[Sequence[Any]]:
+        """The rows a claim leases to `owner` (`alone`, in index order): `statement` binds `now`,
+        `owner`, `lease_until` (`lease_seconds` after `now`), `limit` and whatever is `bound`."""
+        lease_until = now + timedelta(seconds=lease_seconds)
+        parameters = {"now": now, "owner": owner, "lease_until": lease_until, "limit": limit, **bound}
+        return await self.alone(statement, parameters, in_index_order=True)
 
     @asynccontextmanager
     async def _driver(self, engine: AsyncEngine) -> AsyncIterator[Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from operator import itemgetter
 
 from sqlalchemy import (
@@ -341,15 +341,9 @@ class DeliveryStore:
         concurrent workers claim disjoint sets.
         """
         statement = self._claims[bool(skip_hosts), expired_leases]
-        parameters = {
-            "now": now,
-            "owner": owner,
-            "lease_until": now + timedelta(seconds=lease_seconds),
-            "limit": limit,
-        }
-        if skip_hosts:
-            parameters["skip"] = list(skip_hosts)
-        ordered = sorted(await self._db.alone(statement, parameters, in_index_order=True), key=_CLAIM_ORDER)
+        bound = {"skip": list(skip_hosts)} if skip_hosts else {}
+        rows = await self._db.claim(statement, owner, now, lease_seconds, limit, **bound)
+        ordered = sorted(rows, key=_CLAIM_ORDER)
         return [Claimed(*row[1:]) for row in ordered]
 
     async def claim_unresolved(
@@ -360,13 +354,7 @@ class DeliveryStore:
         `claim` never takes these; the worker fetches each recipient's actor document first
         and then `readdress`es the row, or records it dead. Found through the inbox index.
         """
-        parameters = {
-            "now": now,
-            "owner": owner,
-            "lease_until": now + timedelta(seconds=lease_seconds),
-            "limit": limit,
-        }
-        rows = await self._db.alone(self._claim_unresolved, parameters, in_index_order=True)
+        rows = await self._db.claim(self._claim_unresolved, owner, now, lease_seconds, limit)
         unresolved = [Unresolved(*row) for row in rows]
         return [row for row in unresolved if row.recipient is not None]
 

@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy import Integer, Update, and_, bindparam, func, insert, or_, select, union_all, update
 from sqlalchemy.exc import IntegrityError
@@ -201,13 +201,7 @@ class OutboxStore:
 
         The same statement counts the claim in `expansion_attempts`, before any expansion work.
         """
-        parameters = {
-            "now": now,
-            "owner": owner,
-            "lease_until": now + timedelta(seconds=lease_seconds),
-            "limit": limit,
-        }
-        rows = await self._db.alone(self._claim, parameters, in_index_order=True)
+        rows = await self._db.claim(self._claim, owner, now, lease_seconds, limit)
         return sorted((OutboxEntry(*row) for row in rows), key=lambda entry: entry.id)
 
     async def renew(self, outbox_ids: Sequence[int], owner: str, until: datetime) -> set[int]:
