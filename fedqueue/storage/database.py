@@ -276,8 +276,8 @@ class Database:
     async def alone(
         self, statement: Update | Select[Any], parameters: Mapping[str, Any], *, in_index_order: bool = False
     ) -> Sequence[Sequence[Any]]:
-        """The rows of one write (an UPDATE ... RETURNING: a claim, a group of outcomes) run in
-        a transaction of its own.
+        """The rows of one write (a claim's UPDATE ... RETURNING; a group of outcomes' UPDATE in
+        a WITH clause) run in a transaction of its own.
 
         On PostgreSQL on a writer's driver connection itself, compiled once (as `fetch`; the
         statement takes no expanding IN): SQLAlchemy's execution and result path cost as much

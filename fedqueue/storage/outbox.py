@@ -111,7 +111,7 @@ def _claim_statement(database: Database) -> Update:
     now = bindparam("now", type_=o.lease_until.type)
     limit = bindparam("limit", type_=Integer())
     # One branch per state, each an ordered range of ix_outbox_state_id read only as far as
-    # it takes (`Database.alone`). An OR of the states was read as a bitmap of every
+    # it takes (`Database.claim`). An OR of the states was read as a bitmap of every
     # row either state ever had: 80-90 ms a poll after 50,000 Accepts on PostgreSQL without
     # autovacuum (docs/benchmarks/history.md, Fourteenth pass).
     branches = [
