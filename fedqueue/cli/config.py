@@ -9,7 +9,7 @@ from typing import Any
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.tables import table
 from fedqueue.settings import config_path, load_settings, setting_sources
-from fedqueue.storage.database import describe_url
+from fedqueue.storage.sqlite_setup import describe_url
 
 #: Shown instead of a secret that is set; an unset one shows as empty.
 MASK = "********"

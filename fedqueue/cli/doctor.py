@@ -33,8 +33,8 @@ from fedqueue.errors import SettingsError
 from fedqueue.remote.client import tls_context
 from fedqueue.settings import Settings, config_path, load_settings, setting_sources
 from fedqueue.storage import StorageUnavailable, Store
-from fedqueue.storage.database import describe_url, sqlite_file
 from fedqueue.storage.migrate import head_revision, opened_revision
+from fedqueue.storage.sqlite_setup import describe_url, sqlite_file
 from fedqueue.urls import Urls
 
 

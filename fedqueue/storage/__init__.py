@@ -12,7 +12,8 @@ from fedqueue.storage.admin import AdminStore
 from fedqueue.storage.audience import AudienceStore
 from fedqueue.storage.console_sessions import ConsoleSessionStore
 from fedqueue.storage.consumers import Consumer, ConsumerStore
-from fedqueue.storage.database import Database, StorageUnavailable, UnstorableValue
+from fedqueue.storage.database import Database
+from fedqueue.storage.database_errors import StorageUnavailable, UnstorableValue
 from fedqueue.storage.deliveries import DeliveryStore, DeliveryView, Enqueued, Target
 from fedqueue.storage.followers import Follower, FollowerStore
 from fedqueue.storage.following import FollowingStore

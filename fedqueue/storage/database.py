@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any, TypeVar
 
-import asyncpg
 from sqlalchemy import (
     Column,
     ColumnElement,
@@ -32,57 +29,40 @@ from sqlalchemy import (
     event,
     func,
     literal_column,
-    make_url,
     select,
     text,
     true,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine.interfaces import DBAPIConnection
-from sqlalchemy.exc import ArgumentError, DataError, DBAPIError, OperationalError
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
 from sqlalchemy.sql.base import ReadOnlyColumnCollection
-from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.expression import ClauseElement
 from sqlalchemy.sql.selectable import FromClause, Join, TableValuedAlias
 from sqlalchemy.util import greenlet_spawn
 
-from fedqueue.column_rules import text_problem
-from fedqueue.errors import FedqueueError, InvalidInput, SettingsError
+from fedqueue.errors import SettingsError
 from fedqueue.storage.column_types import UTCDateTime
+from fedqueue.storage.database_errors import StorageUnavailable, translated_driver_errors, translated_errors
+from fedqueue.storage.driver_statements import DriverStatement, compiled_for_driver
 from fedqueue.storage.rows import Rows
+from fedqueue.storage.sqlite_setup import (
+    begin_immediate,
+    check_sqlite_directory,
+    settled,
+    sqlite_file,
+    sqlite_pragmas,
+    sqlite_reset,
+)
 from fedqueue.storage.write_counts import committed_writes, count_committed_writes, note_write
 
 _Built = TypeVar("_Built")
 _Columns = ReadOnlyColumnCollection[str, Any]
 _Row = TypeVar("_Row", bound=tuple[Any, ...])
 
-#: SQLSTATE class 22, "data exception": a value the column refuses (NUL, too long, out of range).
-DATA_EXCEPTION_CLASS = "22"
 _NO_BITMAP_SCANS = "SET LOCAL enable_bitmapscan = off"
 _NO_PARAMETERS: Mapping[str, Any] = {}
-
-
-class StorageUnavailable(FedqueueError):
-    """The database cannot be reached or opened."""
-
-
-class UnstorableValue(InvalidInput):
-    """The database refused a value (the input rules should have caught it first); nothing was stored."""
-
-
-def refuse_unstorable(values: Iterable[str]) -> None:
-    """UnstorableValue for the first of `values` no column can hold (a NUL, a lone surrogate).
-
-    For values read together with other requests' (`GroupCommit`): checked before, one
-    request's bad value fails that request alone, never the shared read.
-    """
-    for value in values:
-        problem = text_problem(value)
-        if problem is not None:
-            raise UnstorableValue(f"the value {value[:100]!r} {problem}")
 
 
 class _JsonList(TypeDecorator[Sequence[Any]]):
@@ -103,30 +83,6 @@ class _JsonRows(_JsonList):
 
     def process_bind_param(self, value: Sequence[Any] | None, dialect: Dialect) -> str:
         return json.dumps(value or [], ensure_ascii=False)
-
-
-@dataclass(frozen=True)
-class DriverStatement:
-    """A statement compiled once into its driver's own SQL, for `Database.fetch`.
-
-    Parameters go by position through the bind processors SQLAlchemy would apply; rows come
-    back as the driver returns them, with no result processing: only for columns the driver
-    already returns as wanted (text, integers; booleans are 0 or 1 on SQLite).
-    """
-
-    sql: str
-    names: tuple[str, ...]
-    processors: tuple[Callable[[Any], Any] | None, ...]
-    defaults: tuple[Any, ...]
-
-    def arguments(self, parameters: Mapping[str, Any]) -> list[Any]:
-        values = (
-            parameters.get(name, default) for name, default in zip(self.names, self.defaults, strict=True)
-        )
-        return [
-            value if process is None else process(value)
-            for value, process in zip(values, self.processors, strict=True)
-        ]
 
 
 @dataclass
@@ -173,14 +129,14 @@ class Database:
         """
         try:
             if url.startswith("sqlite"):
-                _check_sqlite_directory(url)
+                check_sqlite_directory(url)
                 # An in-memory database has one connection (SQLAlchemy's StaticPool).
                 pooled = _pool(pool_size) if sqlite_file(url) is not None else {}
                 engine = create_async_engine(
                     url, connect_args={"timeout": 30}, pool_reset_on_return=None, **pooled
                 )
-                event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
-                event.listen(engine.sync_engine, "reset", _sqlite_reset)
+                event.listen(engine.sync_engine, "connect", sqlite_pragmas)
+                event.listen(engine.sync_engine, "reset", sqlite_reset)
                 return cls(engine)
             readers = max(1, pool_size // 4)
             engine = create_async_engine(url, **_pool(max(1, pool_size - readers)))
@@ -202,10 +158,10 @@ class Database:
         100 ms between tries and made inbound floods slow). Other processes still meet
         BEGIN IMMEDIATE and the busy timeout.
         """
-        with _translated_errors():
+        with translated_errors():
             async with self._one_writer(), self.engine.connect() as conn:
                 if self.is_sqlite:
-                    await _begin_immediate(conn)
+                    await begin_immediate(conn)
                 else:
                     await conn.begin()
                 try:
@@ -215,7 +171,7 @@ class Database:
                     raise
                 await conn.commit()
                 if self.is_sqlite:
-                    _settled(conn)
+                    settled(conn)
             self._wake_watchers()
 
     @asynccontextmanager
@@ -233,7 +189,7 @@ class Database:
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[AsyncConnection]:
         """A connection for reads only (no write lock on SQLite, no transaction on PostgreSQL)."""
-        with _translated_errors():
+        with translated_errors():
             async with self.reader.connect() as conn:
                 yield conn
 
@@ -246,17 +202,7 @@ class Database:
 
     def driver_statement(self, statement: ClauseElement) -> DriverStatement:
         """`statement` compiled for `fetch`; it must take no expanding IN (see `one_of`)."""
-        dialect = self.engine.dialect
-        compiled = statement.compile(dialect=dialect)
-        assert isinstance(compiled, SQLCompiler)
-        names = tuple(compiled.positiontup or ())
-        binds = [compiled.binds[name] for name in names]
-        return DriverStatement(
-            sql=compiled.string,
-            names=names,
-            processors=tuple(bind.type.dialect_impl(dialect).bind_processor(dialect) for bind in binds),
-            defaults=tuple(bind.effective_value for bind in binds),
-        )
+        return compiled_for_driver(statement, self.engine.dialect)
 
     async def fetch(
         self, statement: DriverStatement, parameters: Mapping[str, Any]
@@ -323,10 +269,10 @@ class Database:
     async def _driver(self, engine: AsyncEngine) -> AsyncIterator[Any]:
         """A pooled connection of `engine`'s driver itself (errors translated as by SQLAlchemy's
         path); invalidated if a query may be left running on it."""
-        with _translated_errors():
+        with translated_errors():
             pooled = await engine.raw_connection()
         try:
-            with _translated_driver_errors():
+            with translated_driver_errors():
                 yield pooled.driver_connection
         except (StorageUnavailable, asyncio.CancelledError):
             await greenlet_spawn(pooled.invalidate)
@@ -351,7 +297,7 @@ class Database:
             rows = (await conn.execute(statement, parameters)).all()
             return rows
         driver, compiled = await self._on_driver(conn, statement)
-        with _translated_driver_errors():
+        with translated_driver_errors():
             rows = await driver.execute_fetchall(compiled.sql, compiled.arguments(parameters))
         return rows
 
@@ -369,7 +315,7 @@ class Database:
             # BEGIN IMMEDIATE opened: a write on the driver alone would never be committed.
             await conn.begin()
         driver, compiled = await self._on_driver(conn, statement)
-        with _translated_driver_errors():
+        with translated_driver_errors():
             cursor = await driver.execute(compiled.sql, compiled.arguments(parameters))
         assert conn.sync_connection is not None  # started: it ran the transaction's BEGIN
         note_write(conn.sync_connection, statement)
@@ -627,143 +573,5 @@ def json_array(value: ColumnElement[Any], index: int) -> ColumnElement[Any]:
     return value.op("->")(literal_column(str(index)))
 
 
-async def _begin_immediate(conn: AsyncConnection) -> None:
-    """BEGIN IMMEDIATE on `conn`'s aiosqlite connection itself: one trip to its thread, where
-    SQLAlchemy's execution path took three and its own CPU besides (every write transaction).
-
-    SQLAlchemy's own transaction begins with the first statement (pysqlite sends nothing for
-    it), and its commit or rollback ends this one; a transaction that ran no statement is
-    rolled back by the pool when the connection goes back.
-    """
-    raw = await conn.get_raw_connection()
-    driver: Any = raw.driver_connection
-    with _translated_driver_errors():
-        await driver.execute("BEGIN IMMEDIATE")
-
-
 def _pool(size: int) -> dict[str, int]:
     return {"pool_size": size, "max_overflow": 0}
-
-
-def sqlite_file(url: str) -> Path | None:
-    """The file a SQLite URL names (relative to the working directory), or None for anything else."""
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        return None
-    database = parsed.database
-    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
-        return None
-    return None if database.startswith("file:") else Path(database).expanduser()
-
-
-def describe_url(url: str) -> str:
-    """The database URL for a person: password hidden, a relative SQLite path also shown resolved."""
-    try:
-        shown = make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url
-    path = sqlite_file(url)
-    return f"{shown} ({path.resolve()})" if path is not None and not path.is_absolute() else shown
-
-
-def _check_sqlite_directory(url: str) -> None:
-    """Refuse a SQLite file in a missing directory up front, with the path in the message.
-
-    Left to the driver, the failed open surfaces from aiosqlite's thread after the event loop
-    has closed, as a traceback instead of a message.
-    """
-    path = sqlite_file(url)
-    if path is not None and not path.resolve().parent.is_dir():
-        raise SettingsError(f"FEDQUEUE_DATABASE_URL: directory {path.resolve().parent} does not exist")
-
-
-def _sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
-    # pysqlite's own transaction handling would BEGIN lazily and defeat BEGIN IMMEDIATE.
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.close()
-
-
-#: `Connection.info` key: the connection's every statement has ended (`_settled`).
-_SETTLED = "fedqueue_settled"
-
-
-def _settled(conn: AsyncConnection) -> None:
-    """`conn`'s transaction has committed: no statement of it still runs on SQLite's thread."""
-    conn.info[_SETTLED] = True
-
-
-def _sqlite_reset(dbapi_connection: Any, record: ConnectionPoolEntry, state: PoolResetState) -> None:
-    """A returned SQLite connection is rolled back, as the pool's default reset does, unless
-    `_settled` (its transaction committed) and out of any transaction: that ROLLBACK does
-    nothing in SQLite, yet cost a trip to aiosqlite's thread and back after every transaction.
-
-    Only a settled connection is asked: one returned on a cancellation may still be running a
-    statement (a BEGIN, say) on its thread, and its rollback must queue behind it. (A read's
-    connection is rolled back by SQLAlchemy itself, ending the transaction it began.)
-    """
-    settled = record.info.pop(_SETTLED, False)
-    if not state.asyncio_safe or state.transaction_was_reset:
-        return
-    if settled and not dbapi_connection.driver_connection.in_transaction:
-        return
-    dbapi_connection.rollback()
-
-
-def _first_line(exc: DBAPIError | Any) -> str:
-    return (str(getattr(exc, "orig", exc)).splitlines() or [type(exc).__name__])[0]
-
-
-@contextmanager
-def _translated_errors() -> Iterator[None]:
-    """Database errors as fedqueue's: unreachable is StorageUnavailable, a refused value UnstorableValue."""
-    try:
-        yield
-    except OperationalError as exc:
-        raise StorageUnavailable(f"database error: {_first_line(exc)}") from exc
-    except (DBAPIError, OverflowError, UnicodeEncodeError) as exc:
-        _raise_if_unstorable(exc)
-        raise
-
-
-#: The driver errors of a database that cannot be reached or used (SQLAlchemy's OperationalError).
-_UNREACHABLE = (OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError, sqlite3.OperationalError)
-
-
-@contextmanager
-def _translated_driver_errors() -> Iterator[None]:
-    """The driver's own errors as `_translated_errors` gives SQLAlchemy's (see `Database.fetch`)."""
-    try:
-        yield
-    except _UNREACHABLE as exc:
-        raise StorageUnavailable(f"database error: {_first_line(exc)}") from exc
-    except (asyncpg.DataError, OverflowError, UnicodeEncodeError) as exc:
-        _raise_if_unstorable(exc)
-        raise
-
-
-def _raise_if_unstorable(
-    exc: DBAPIError | asyncpg.DataError | OverflowError | UnicodeEncodeError,
-) -> None:
-    """Raise UnstorableValue if `exc` is the database refusing an input value; else return.
-
-    PostgreSQL reports such values as SQLSTATE class 22 (asyncpg's DataError family, wrapped
-    in a plain DBAPIError by SQLAlchemy, raised as is on the driver path); sqlite3 raises
-    OverflowError or UnicodeEncodeError unwrapped when it cannot bind a parameter. Anything else
-    (an integrity or programming error) is left alone.
-    """
-    if isinstance(exc, DBAPIError):
-        orig = exc.orig
-        sqlstate = str(getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None) or "")
-        if not isinstance(exc, DataError) and not sqlstate.startswith(DATA_EXCEPTION_CLASS):
-            return
-        reason = str(getattr(orig, "__cause__", None) or orig)
-    else:
-        reason = str(exc)
-    first = reason.splitlines()[0] if reason else type(exc).__name__
-    raise UnstorableValue(f"the database refused a value: {first[:200]}") from exc

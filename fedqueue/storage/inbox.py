@@ -27,7 +27,8 @@ from sqlalchemy import (
 from fedqueue import tracing
 from fedqueue.inbound.follows import Effect
 from fedqueue.outbound.circuit import OPEN
-from fedqueue.storage.database import Database, refuse_unstorable
+from fedqueue.storage.database import Database
+from fedqueue.storage.database_errors import refuse_unstorable
 from fedqueue.storage.group_commit import GroupCommit
 from fedqueue.storage.inbox_writes import InboundWrite, InboxWriter, NewInbound, Stored
 from fedqueue.storage.tables import (

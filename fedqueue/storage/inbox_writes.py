@@ -31,7 +31,8 @@ from fedqueue.inbound.follows import (
 from fedqueue.inbound.forward_rules import ForwardActivity
 from fedqueue.outbound import webhook_rules
 from fedqueue.storage import followers, following, tombstones, webhook_events
-from fedqueue.storage.database import Database, StorageUnavailable
+from fedqueue.storage.database import Database
+from fedqueue.storage.database_errors import StorageUnavailable
 from fedqueue.storage.group_commit import GroupCommit
 from fedqueue.storage.tables import InboundActivityRow, InboxItemRow, TombstoneRow, WebhookRow
 

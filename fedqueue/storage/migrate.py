@@ -19,7 +19,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from alembic import command
-from fedqueue.storage.database import Database, StorageUnavailable, describe_url, sqlite_file
+from fedqueue.storage.database import Database
+from fedqueue.storage.database_errors import StorageUnavailable
+from fedqueue.storage.sqlite_setup import describe_url, sqlite_file
 
 T = TypeVar("T")
 #: What a command that needs an existing database tells a person who has none.

@@ -26,7 +26,8 @@ from sqlalchemy import (
     union_all,
 )
 
-from fedqueue.storage.database import Database, refuse_unstorable
+from fedqueue.storage.database import Database
+from fedqueue.storage.database_errors import refuse_unstorable
 from fedqueue.storage.group_commit import GroupCommit
 from fedqueue.storage.tables import GoneInboxRow, HostRow, RemoteActorRow
 
