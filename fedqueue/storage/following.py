@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, null, select
+from sqlalchemy import delete, null, select, union_all
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.followers_sync_rules import SyncPlan
@@ -149,15 +149,22 @@ class FollowingStore:
 
 
 async def _pending_follows(conn: AsyncConnection, followed_uri: str, names: Sequence[str]) -> dict[str, str]:
-    """Of `names`, those whose latest Follow or Undo of `followed_uri` is a Follow, with its id."""
-    rows = await conn.execute(
-        select(_outbox.c.actor, _outbox.c.activity_type, _outbox.c.activity_id)
-        .where(
-            _outbox.c.actor.in_(sorted(names)),
-            _outbox.c.object_id == followed_uri,
-            _outbox.c.activity_type.in_(("Follow", "Undo")),
-        )
-        .order_by(_outbox.c.id)
+    """Of `names`, those whose latest Follow or Undo of `followed_uri` is a Follow, with its id.
+
+    An Undo naming its Follow by id alone has that id as its subject until the worker expands
+    it (`intake.subject_of`; the fan-out then gives it the Follow's object): it is found by
+    the ids of the Follows, so a synchronization in that window does not record the follow again.
+    """
+    o = _outbox.c
+    own = o.actor.in_(sorted(names))
+    of_followed = select(o.actor, o.activity_type, o.activity_id, o.id).where(
+        own, o.object_id == followed_uri, o.activity_type.in_(("Follow", "Undo"))
     )
+    follow_ids = select(o.activity_id).where(own, o.object_id == followed_uri, o.activity_type == "Follow")
+    undone_by_id = select(o.actor, o.activity_type, o.activity_id, o.id).where(
+        own, o.activity_type == "Undo", o.object_id.in_(follow_ids)
+    )
+    both = union_all(of_followed, undone_by_id).subquery()
+    rows = await conn.execute(select(both).order_by(both.c.id))
     latest = {row.actor: row for row in rows}
     return {name: row.activity_id for name, row in latest.items() if row.activity_type == "Follow"}

@@ -267,3 +267,21 @@ async def test_an_undo_the_app_inserts_into_the_outbox_table_ends_the_follow_onc
     await run_burst(fast(settings), store)
 
     assert await store.following.of(bob.uri) == {}
+
+
+async def test_a_listed_follow_alice_undid_by_its_id_is_not_recorded_again_before_the_worker_runs(
+    client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer
+) -> None:
+    followers = publish_with_followers(bob)
+    follow, token = await alice_follows_bob(client, store, bob)
+    # The Undo names the Follow by id alone: until the worker expands it, its outbox row's
+    # subject is the Follow's id, not bob.
+    await send_from_alice(client, token, {"type": "Undo", "object": follow["id"]})
+    serve_partial(remote, ALICE)
+
+    response = await deliver_with_sync(client, bob, followers, partial_followers_digest([ALICE]))
+
+    assert response.status_code == 202, response.text
+    assert await store.following.of(bob.uri) == {}
+    [undo, *_] = [a for a in await outbox_activities(store) if a["type"] == "Undo"]
+    assert undo["object"] == follow["id"]
