@@ -20,6 +20,7 @@ statement run over and over, and the one that went wrong.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from datetime import timedelta
@@ -66,14 +67,15 @@ class Statements:
     def _returned(self, _dbapi: Any, record: Any) -> None:
         record.driver_connection.remove_query_logger(self._logged)
 
-    def __enter__(self) -> Statements:
+    async def __aenter__(self) -> Statements:
         for engine in self._engines:
             event.listen(engine, "before_cursor_execute", self._seen)
             event.listen(engine.pool, "checkout", self._taken)
             event.listen(engine.pool, "checkin", self._returned)
         return self
 
-    def __exit__(self, *_: object) -> None:
+    async def __aexit__(self, *_: object) -> None:
+        await asyncio.sleep(0)  # asyncpg calls its query loggers soon after, not at once
         for engine in self._engines:
             event.remove(engine, "before_cursor_execute", self._seen)
             event.remove(engine.pool, "checkout", self._taken)
@@ -82,7 +84,9 @@ class Statements:
     def plan_of(self, starting: str) -> tuple[list[str], str, Any]:
         """The statement starting so, and the settings its transaction made before it."""
         [found] = [(sql, parameters) for sql, parameters in self.seen if sql.lstrip().startswith(starting)]
-        settings = [sql for sql, _ in self.seen if sql.startswith("SET LOCAL")]
+        # A claim's BEGIN and its settings go in one message (`Database.alone`).
+        parts = (part.strip() for sql, _ in self.seen for part in sql.split(";"))
+        settings = [part for part in parts if part.startswith("SET LOCAL")]
         return settings, *found
 
 
@@ -137,7 +141,7 @@ async def test_an_outbox_claim_reads_a_few_pages_after_thousands_of_activities_w
         await conn.execute(update(_outbox).values(state=OutboxState.EXPANDED, lease_owner=None))
     await store.outbox.claim_pending(OWNER, now, 60, 100)  # the first reader meets the old entries
 
-    with Statements(store) as statements:
+    async with Statements(store) as statements:
         assert await store.outbox.claim_pending(OWNER, now, 60, 100) == []
     plan = await _generic_plan(store, *statements.plan_of("UPDATE outbox"))
 
@@ -161,7 +165,7 @@ async def test_outcomes_find_their_deliveries_by_id_among_thousands_leased(
         for c in claimed[:128]
     ]
 
-    with Statements(store) as statements:
+    async with Statements(store) as statements:
         assert await store.deliveries.record(OWNER, outcomes) == 128
     # No webhook: the UPDATE runs alone, in a WITH clause that also asks for webhooks.
     plan = await _generic_plan(store, *statements.plan_of("WITH written AS"))
@@ -178,7 +182,7 @@ async def test_a_claim_that_leaves_expired_leases_out_reads_no_row_in_flight(sto
 
     plans = {}
     for expired_leases in (True, False):
-        with Statements(store) as statements:
+        async with Statements(store) as statements:
             claimed = await store.deliveries.claim(OWNER, now, 60, 100, expired_leases=expired_leases)
         assert len(claimed) == 100
         plans[expired_leases] = _blocks(await _generic_plan(store, *statements.plan_of("UPDATE deliveries")))
@@ -199,7 +203,7 @@ async def test_a_batchs_coalescing_histories_are_looked_up_per_key_once_the_tabl
     claimed = await store.deliveries.claim(OWNER, utcnow(), 60, 200)
     await _analyze(store)
 
-    with Statements(store) as statements:
+    async with Statements(store) as statements:
         history = await store.coalescing.history([(c.inbox, c.object_id or "") for c in claimed])
     assert len(history) == 400  # each claimed key's two deliveries
     plan = await _generic_plan(store, *statements.plan_of("SELECT counted"))

@@ -6,11 +6,14 @@ import asyncio
 import json
 from datetime import datetime, timedelta
 
+import pytest
+
 from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.outbound.record import Result
 from fedqueue.settings import Settings
-from fedqueue.storage import Store
+from fedqueue.storage import Store, UnstorableValue
 from fedqueue.storage.column_types import utcnow
+from fedqueue.storage.database import Database
 from fedqueue.storage.deliveries import Enqueued, Target
 
 LEASE_S = 300.0
@@ -92,3 +95,24 @@ async def test_workers_claiming_at_once_get_disjoint_sets(store: Store, settings
     first, second = ({row.id for row in claim} for claim in claims)
     assert not first & second
     assert first | second == set(ids)
+
+
+async def test_a_claim_the_database_refuses_leases_nothing_and_the_next_claim_on_that_connection_works(
+    settings: Settings,
+) -> None:
+    # One writer connection: the refused claim's and the next one's. On PostgreSQL the claim
+    # runs in a transaction of its own on the driver (`Database.alone`); SQLite's goes through
+    # SQLAlchemy's, and takes such a host name as it is.
+    store = Store(Database.open(settings.database_url, pool_size=2))
+    try:
+        await store.actors.create("alice")
+        ids = await _fan_out(store, 1, ["a.example", "b.example"], utcnow())
+        if store.database.is_postgres:
+            with pytest.raises(UnstorableValue):
+                await store.deliveries.claim("w1", utcnow(), LEASE_S, 10, ["nul\x00.example"])
+
+        claimed = await store.deliveries.claim("w2", utcnow(), LEASE_S, 10)
+
+        assert sorted(row.id for row in claimed) == ids
+    finally:
+        await store.close()
