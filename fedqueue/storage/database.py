@@ -61,7 +61,7 @@ _Built = TypeVar("_Built")
 _Columns = ReadOnlyColumnCollection[str, Any]
 _Row = TypeVar("_Row", bound=tuple[Any, ...])
 
-#: One message, one round trip: asyncpg's own transaction sends BEGIN alone.
+#: A claim's BEGIN and its setting in one message, one round trip (`Database.alone`).
 _BEGIN_WITHOUT_BITMAP_SCANS = "BEGIN; SET LOCAL enable_bitmapscan = off"
 _NO_PARAMETERS: Mapping[str, Any] = {}
 
