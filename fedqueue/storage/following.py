@@ -6,11 +6,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, null, select, union_all
+from sqlalchemy import delete, null, or_, select, union_all
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.followers_sync_rules import SyncPlan
 from fedqueue.inbound.follows import AddFollowing, EnqueueActivity, RemoveFollowing
+from fedqueue.states import BACKLOG
 from fedqueue.storage.database import Database
 from fedqueue.storage.followers import enqueue
 from fedqueue.storage.tables import ActorRow, FollowingRow, OutboxRow, RemoteActorRow
@@ -126,9 +127,10 @@ class FollowingStore:
 
         `plan.unfollowed` lose their follow and get their Undo queued. A `plan.stale` actor whose
         latest Follow or Undo of `followed_uri` in our outbox is a Follow still awaits its Accept:
-        it is recorded as following (as Mastodon authorizes a pending follow request); any other
-        gets its Undo queued. An Undo from a name that is no local actor is not queued. Returns
-        how many Undos were queued.
+        it is recorded as following (as Mastodon authorizes a pending follow request); one with a
+        row the worker has not read yet that names `followed_uri` is left to the next
+        synchronization (`_unread_rows_naming`); any other gets its Undo queued. An Undo from a
+        name that is no local actor is not queued. Returns how many Undos were queued.
         """
         async with self._db.transaction() as conn:
             await conn.execute(
@@ -140,7 +142,8 @@ class FollowingStore:
             pending = await _pending_follows(conn, followed_uri, plan.stale)
             for name in sorted(pending):
                 await add(self._db, conn, AddFollowing(name, followed_uri, pending[name]), now)
-            names = sorted(set(plan.unfollowed) | (set(plan.stale) - set(pending)))
+            unread = await _unread_rows_naming(conn, followed_uri, sorted(set(plan.stale) - set(pending)))
+            names = sorted(set(plan.unfollowed) | (set(plan.stale) - set(pending) - unread))
             found = await conn.execute(select(_actors.c.name).where(_actors.c.name.in_(names)))
             queued = [undos[name] for name in sorted(found.scalars()) if name in undos]
             await enqueue(self._db, conn, queued)
@@ -168,3 +171,29 @@ async def _pending_follows(conn: AsyncConnection, followed_uri: str, names: Sequ
     rows = await conn.execute(select(both).order_by(both.c.id))
     latest = {row.actor: row for row in rows}
     return {name: row.activity_id for name, row in latest.items() if row.activity_type == "Follow"}
+
+
+async def _unread_rows_naming(conn: AsyncConnection, followed_uri: str, names: Sequence[str]) -> set[str]:
+    """Of `names`, those with an outbox row the worker has not read yet whose text names `followed_uri`.
+
+    An app's own INSERT (the transactional outbox) leaves the row's type and subject empty
+    until the worker reads it (`intake.normalize`), so `_pending_follows` cannot see a Follow
+    made that way: an Undo queued now would end the follow the app has just asked for. Any
+    mention counts (plain, or with its slashes escaped as `\\/`, as PHP's json_encode writes them):
+    a row that only mentions the actor just leaves that name to the next synchronization.
+    """
+    if not names:
+        return set()
+    o = _outbox.c
+    spellings = {followed_uri, followed_uri.replace("/", "\\/")}
+    unread = (
+        select(o.actor)
+        .distinct()
+        .where(
+            o.actor.in_(names),
+            o.state.in_(BACKLOG),
+            o.activity_type.is_(None),
+            or_(*(o.activity.contains(spelling, autoescape=True) for spelling in sorted(spellings))),
+        )
+    )
+    return set((await conn.execute(unread)).scalars())

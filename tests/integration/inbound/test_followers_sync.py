@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import select
 
 from fedqueue.followers_sync_rules import HEADER, partial_followers_digest, sync_header
@@ -285,3 +286,35 @@ async def test_a_listed_follow_alice_undid_by_its_id_is_not_recorded_again_befor
     assert await store.following.of(bob.uri) == {}
     [undo, *_] = [a for a in await outbox_activities(store) if a["type"] == "Undo"]
     assert undo["object"] == follow["id"]
+
+
+@pytest.mark.parametrize("slashes", ["plain", "escaped"])  # escaped: as PHP's json_encode writes them
+async def test_a_listed_follow_the_app_inserted_into_the_outbox_table_is_not_undone_before_the_worker_runs(
+    client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer, slashes: str
+) -> None:
+    followers = publish_with_followers(bob)
+    await store.actors.create("alice")
+    text = json.dumps({"type": "Follow", "actor": ALICE, "object": bob.uri})
+    async with store.database.transaction() as conn:  # the app's INSERT: the worker has not read it yet
+        activity = text.replace("/", "\\/") if slashes == "escaped" else text
+        await conn.execute(_outbox.insert().values(actor="alice", activity=activity))
+    serve_partial(remote, ALICE)
+
+    response = await deliver_with_sync(client, bob, followers, partial_followers_digest([ALICE]))
+
+    assert response.status_code == 202, response.text
+    assert undos_to_bob(await outbox_activities(store), bob) == []
+
+
+async def test_a_listed_follower_whose_unread_rows_do_not_name_bob_still_gets_an_undo_sent(
+    client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer
+) -> None:
+    followers = publish_with_followers(bob)
+    await store.actors.create("alice")
+    await insert_outbox_row(store, "alice", {"type": "Note", "content": "hello"})
+    serve_partial(remote, ALICE)
+
+    response = await deliver_with_sync(client, bob, followers, partial_followers_digest([ALICE]))
+
+    assert response.status_code == 202, response.text
+    assert len(undos_to_bob(await outbox_activities(store), bob)) == 1
