@@ -285,6 +285,9 @@ def fedify_run(world: Receiver, n: int, mode: str, figures: Figures) -> None:
     except subprocess.CalledProcessError as exc:
         print(f"# fedify {mode} {n} failed: {exc.stderr.strip()[-300:]}", flush=True)
         return
+    except subprocess.TimeoutExpired as exc:
+        print(f"# fedify {mode} {n} did not finish within {exc.timeout:.0f} s", flush=True)
+        return
     print(f"#   fedify {mode}: {result['delivered'] / result['seconds']:.0f}/s", flush=True)
     figures.rates.append(result["delivered"] / result["seconds"])
     figures.cpu_ms.append(result["cpu_s"] / result["delivered"] * 1000)
