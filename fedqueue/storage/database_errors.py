@@ -7,9 +7,8 @@ statements run on asyncpg or aiosqlite directly (`translated_driver_errors`).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 
 import asyncpg
 from sqlalchemy.exc import DataError, DBAPIError, OperationalError
@@ -41,41 +40,40 @@ def refuse_unstorable(values: Iterable[str]) -> None:
             raise UnstorableValue(f"the value {value[:100]!r} {problem}")
 
 
-def _first_line(exc: DBAPIError | Any) -> str:
+def _first_line(exc: Exception) -> str:
     return (str(getattr(exc, "orig", exc)).splitlines() or [type(exc).__name__])[0]
 
 
-@contextmanager
-def translated_errors() -> Iterator[None]:
-    """Database errors as fedqueue's: unreachable is StorageUnavailable, a refused value UnstorableValue."""
-    try:
-        yield
-    except OperationalError as exc:
-        raise StorageUnavailable(f"database error: {_first_line(exc)}") from exc
-    except (DBAPIError, OverflowError, UnicodeEncodeError) as exc:
-        _raise_if_unstorable(exc)
-        raise
+def _translating(
+    unreachable: tuple[type[Exception], ...], refusing: tuple[type[Exception], ...]
+) -> Callable[[], AbstractContextManager[None]]:
+    """A context that raises StorageUnavailable for `unreachable`, and UnstorableValue for those of
+    `refusing` that are the database refusing a value (the others go on as they are)."""
+
+    @contextmanager
+    def translated() -> Iterator[None]:
+        try:
+            yield
+        except unreachable as exc:
+            raise StorageUnavailable(f"database error: {_first_line(exc)}") from exc
+        except refusing as exc:
+            _raise_if_unstorable(exc)
+            raise
+
+    return translated
 
 
+#: What sqlite3 raises unwrapped (through either path) when it cannot bind a parameter.
+_UNBINDABLE = (OverflowError, UnicodeEncodeError)
+#: SQLAlchemy's errors as fedqueue's.
+translated_errors = _translating((OperationalError,), (DBAPIError, *_UNBINDABLE))
 #: The driver errors of a database that cannot be reached or used (SQLAlchemy's OperationalError).
 _UNREACHABLE = (OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError, sqlite3.OperationalError)
+#: The drivers' own errors, for statements run on asyncpg or aiosqlite directly (`Database.fetch`).
+translated_driver_errors = _translating(_UNREACHABLE, (asyncpg.DataError, *_UNBINDABLE))
 
 
-@contextmanager
-def translated_driver_errors() -> Iterator[None]:
-    """The driver's own errors as `translated_errors` gives SQLAlchemy's (see `Database.fetch`)."""
-    try:
-        yield
-    except _UNREACHABLE as exc:
-        raise StorageUnavailable(f"database error: {_first_line(exc)}") from exc
-    except (asyncpg.DataError, OverflowError, UnicodeEncodeError) as exc:
-        _raise_if_unstorable(exc)
-        raise
-
-
-def _raise_if_unstorable(
-    exc: DBAPIError | asyncpg.DataError | OverflowError | UnicodeEncodeError,
-) -> None:
+def _raise_if_unstorable(exc: Exception) -> None:
     """Raise UnstorableValue if `exc` is the database refusing an input value; else return.
 
     PostgreSQL reports such values as SQLSTATE class 22 (asyncpg's DataError family, wrapped
