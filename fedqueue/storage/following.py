@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, null, or_, select, union_all
+from sqlalchemy import delete, func, null, or_, select, union_all
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.followers_sync_rules import SyncPlan
@@ -173,6 +173,12 @@ async def _pending_follows(conn: AsyncConnection, followed_uri: str, names: Sequ
     return {name: row.activity_id for name, row in latest.items() if row.activity_type == "Follow"}
 
 
+#: Unread rows `_unread_rows_naming` reads at most: past them the worker is far behind, and
+#: every name is left to a later synchronization rather than matched against a whole backlog
+#: (an app's own INSERTs count towards no bound: docs/outbox.md, Back-pressure).
+UNREAD_ROWS_READ = 1000
+
+
 async def _unread_rows_naming(conn: AsyncConnection, followed_uri: str, names: Sequence[str]) -> set[str]:
     """Of `names`, those with an outbox row the worker has not read yet whose text names `followed_uri`.
 
@@ -180,20 +186,20 @@ async def _unread_rows_naming(conn: AsyncConnection, followed_uri: str, names: S
     until the worker reads it (`intake.normalize`), so `_pending_follows` cannot see a Follow
     made that way: an Undo queued now would end the follow the app has just asked for. Any
     mention counts (plain, or with its slashes escaped as `\\/`, as PHP's json_encode writes them):
-    a row that only mentions the actor just leaves that name to the next synchronization.
+    a row that only mentions the actor just leaves that name to the next synchronization. With
+    more than `UNREAD_ROWS_READ` unread rows among `names`, all of them are left.
     """
     if not names:
         return set()
     o = _outbox.c
-    spellings = {followed_uri, followed_uri.replace("/", "\\/")}
-    unread = (
+    unread = [o.actor.in_(names), o.object_id.is_(None), o.activity_type.is_(None), o.state.in_(BACKLOG)]
+    first_rows = select(o.id).where(*unread).limit(UNREAD_ROWS_READ + 1).subquery()
+    if (await conn.execute(select(func.count()).select_from(first_rows))).scalar_one() > UNREAD_ROWS_READ:
+        return set(names)
+    spellings = sorted({followed_uri, followed_uri.replace("/", "\\/")})
+    naming = (
         select(o.actor)
         .distinct()
-        .where(
-            o.actor.in_(names),
-            o.state.in_(BACKLOG),
-            o.activity_type.is_(None),
-            or_(*(o.activity.contains(spelling, autoescape=True) for spelling in sorted(spellings))),
-        )
+        .where(*unread, or_(*(o.activity.contains(s, autoescape=True) for s in spellings)))
     )
-    return set((await conn.execute(unread)).scalars())
+    return set((await conn.execute(naming)).scalars())

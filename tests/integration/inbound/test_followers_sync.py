@@ -13,7 +13,7 @@ from sqlalchemy import select
 from fedqueue.followers_sync_rules import HEADER, partial_followers_digest, sync_header
 from fedqueue.settings import Settings
 from fedqueue.signing.requests import parse_cavage_signature
-from fedqueue.storage import Store
+from fedqueue.storage import Store, following
 from fedqueue.storage.tables import OutboxRow
 from tests.fediverse import LOCAL, RemoteActor, post
 from tests.helpers import statements
@@ -318,3 +318,23 @@ async def test_a_listed_follower_whose_unread_rows_do_not_name_bob_still_gets_an
 
     assert response.status_code == 202, response.text
     assert len(undos_to_bob(await outbox_activities(store), bob)) == 1
+
+
+async def test_a_listed_follower_with_more_unread_rows_than_are_read_is_left_to_the_next_synchronization(
+    client: httpx.AsyncClient,
+    store: Store,
+    bob: RemoteActor,
+    remote: LoopbackServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(following, "UNREAD_ROWS_READ", 1)
+    followers = publish_with_followers(bob)
+    await store.actors.create("alice")
+    for _ in range(2):  # the worker is behind: these are not read, so a Follow among them could hide
+        await insert_outbox_row(store, "alice", {"type": "Note", "content": "hello"})
+    serve_partial(remote, ALICE)
+
+    response = await deliver_with_sync(client, bob, followers, partial_followers_digest([ALICE]))
+
+    assert response.status_code == 202, response.text
+    assert undos_to_bob(await outbox_activities(store), bob) == []
