@@ -142,8 +142,9 @@ class FollowingStore:
             pending = await _pending_follows(conn, followed_uri, plan.stale)
             for name in sorted(pending):
                 await add(self._db, conn, AddFollowing(name, followed_uri, pending[name]), now)
-            unread = await _unread_rows_naming(conn, followed_uri, sorted(set(plan.stale) - set(pending)))
-            names = sorted(set(plan.unfollowed) | (set(plan.stale) - set(pending) - unread))
+            to_undo = set(plan.stale) - set(pending)
+            to_undo -= await _unread_rows_naming(conn, followed_uri, sorted(to_undo))
+            names = sorted(set(plan.unfollowed) | to_undo)
             found = await conn.execute(select(_actors.c.name).where(_actors.c.name.in_(names)))
             queued = [undos[name] for name in sorted(found.scalars()) if name in undos]
             await enqueue(self._db, conn, queued)
