@@ -56,6 +56,7 @@ class Settings(BaseSettings):
 
     lease_seconds: float = Field(gt=0)
     claim_batch_size: int = Field(ge=1, le=10_000)
+    signing_processes: int = Field(ge=1, le=64)
     poll_interval_seconds: float = Field(gt=0)
     shutdown_grace_seconds: float = Field(ge=0)
     expansion_max_attempts: int = Field(ge=1, le=100)

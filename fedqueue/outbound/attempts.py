@@ -40,7 +40,7 @@ from fedqueue.outbound.scheme_discovery import SchemeBook
 from fedqueue.outbound.send import PreparedBody, post_knocking, post_webhook
 from fedqueue.outbound.success_writes import SuccessWrites
 from fedqueue.remote.client import HttpClient
-from fedqueue.remote.signing_process import SignerUnavailable, SigningProcess
+from fedqueue.remote.signing_process import SignerUnavailable, SigningPool
 from fedqueue.settings import Settings
 from fedqueue.states import DeliveryState
 from fedqueue.storage import StorageUnavailable
@@ -151,7 +151,7 @@ class Attempts:
         #: When the oldest of `_sent` finished (time.monotonic).
         self._first_sent_at = 0.0
         self._progress = asyncio.Event()
-        self._signing = SigningProcess()
+        self._signing = SigningPool(settings.signing_processes)
         #: For POSTs to webhooks allowed a private address while the server's client is not
         #: (FEDQUEUE_ALLOW_PRIVATE_ADDRESSES=false): made on first need.
         self._private_settings = (

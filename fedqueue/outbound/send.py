@@ -5,8 +5,8 @@ the answer refuses the signature (or crashes on an RFC 9421 discovery knock), th
 is re-signed with the other scheme and sent again at once, within one attempt.
 Which scheme goes first is the business of `fedqueue.outbound.scheme_rules` and the dispatcher.
 
-The worker signs on a `SigningProcess` (pass `signer`): an RSA signature costs about as much
-CPU as the rest of a delivery, and a process of its own makes it beside the event loop.
+The worker signs on a `SigningPool` (pass `signer`): an RSA signature costs about as much
+CPU as the rest of a delivery, and processes of their own make it beside the event loop.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from fedqueue.outbound.outcomes import Attempt, readable_error
 from fedqueue.outbound.scheme_rules import knocks_again
 from fedqueue.remote.client import HttpClient, SendFailed, SigningIdentity, unsigned_request
 from fedqueue.remote.http1 import Answer
-from fedqueue.remote.signing_process import SignerUnavailable, SigningProcess
+from fedqueue.remote.signing_process import Signer, SignerUnavailable
 from fedqueue.signing.requests import (
     SignatureError,
     SignatureScheme,
@@ -76,7 +76,7 @@ async def post(
     identity: SigningIdentity,
     now: datetime,
     scheme: SignatureScheme = "cavage",
-    signer: SigningProcess | None = None,
+    signer: Signer | None = None,
     sync: str | None = None,
 ) -> Attempt:
     """POST one delivery signed under `scheme` (on `signer`, if given); every failure becomes an Attempt.
@@ -144,7 +144,7 @@ async def post_knocking(
     prepared: PreparedBody,
     identity: SigningIdentity,
     clock: Callable[[], datetime],
-    signer: SigningProcess | None,
+    signer: Signer | None,
     first: SignatureScheme,
     second: SignatureScheme | None,
     discovering: bool,

@@ -7,7 +7,13 @@ signature itself (docs/benchmarks/history.md, Twelfth pass). A child process has
 share: the loop builds each signature base (`signing.unsigned.Unsigned`), the child makes the
 key operation, the loop frames the headers.
 
-The child is `python -m fedqueue.remote.signing_process`, started on the first signature and
+One child signs as fast as one core does (RSA-2048: about 1,300 a second where a signature takes
+0.75 ms), and where signing costs more than the rest of a delivery that is slower than the
+event loop sends: a worker signs on `SigningPool`, `signing_processes` children (2 by default),
+each signature handed to the one with the fewest waiting (docs/benchmarks/history.md,
+Twenty-first pass).
+
+Each child is `python -m fedqueue.remote.signing_process`, started on the first signature and
 spoken to over its standard input and output in frames: a 4-byte big-endian length, then
 records (`struct`, big-endian; both ends are this module).
 - to the child: `K` handle, then a PKCS#8 DER private key (sent once per key); `F` (forget every
@@ -18,7 +24,7 @@ Requests made in one pass of the event loop are written together, `CHUNK` to a f
 the first POSTs of a large batch need not wait for the whole batch to be signed. The child
 ends when its standard input closes: when `aclose` closes it, or when the worker dies.
 
-If the child dies, the signatures waiting for it fail with `SignerUnavailable` (their
+If a child dies, the signatures waiting for it fail with `SignerUnavailable` (their
 deliveries are tried again later) and the next signature starts a new child.
 """
 
@@ -31,7 +37,7 @@ import os
 import struct
 import sys
 from pathlib import Path
-from typing import get_args
+from typing import Protocol, get_args
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
@@ -76,6 +82,10 @@ def _key_record(handle: int, der: bytes) -> bytes:
 
 def _sign_record(number: int, handle: int, algorithm: SigningAlgorithm, data: bytes) -> bytes:
     return _SIGN.pack(b"S", number, handle, ALGORITHMS.index(algorithm), len(data)) + data
+
+
+class Signer(Protocol):
+    async def sign(self, private_key: PrivateKeyTypes, algorithm: SigningAlgorithm, data: bytes) -> bytes: ...
 
 
 class SigningProcess:
@@ -221,6 +231,38 @@ class SigningProcess:
             if not future.done():
                 future.set_exception(error)
         self._pending.clear()
+
+
+class SigningPool:
+    """Signs on `size` children (`SigningProcess`), each started on its first signature; `aclose`
+    ends them. Each signature goes to the child with the fewest waiting, so a batch made in one
+    pass of the event loop is shared among them and one child's death fails only its share."""
+
+    def __init__(self, size: int) -> None:
+        self._children = [SigningProcess() for _ in range(size)]
+        #: Signatures asked of each child and not yet answered (counted from the ask, so that
+        #: those waiting for a child to start count too).
+        self._waiting = [0] * size
+
+    async def sign(self, private_key: PrivateKeyTypes, algorithm: SigningAlgorithm, data: bytes) -> bytes:
+        """As `SigningProcess.sign`, on the child with the fewest signatures waiting."""
+        index = self._waiting.index(min(self._waiting))
+        self._waiting[index] += 1
+        try:
+            return await self._children[index].sign(private_key, algorithm, data)
+        finally:
+            self._waiting[index] -= 1
+
+    async def start(self) -> None:
+        """Start every child now; SignerUnavailable if one cannot start (the others are started)."""
+        started = await asyncio.gather(*(child.start() for child in self._children), return_exceptions=True)
+        for outcome in started:
+            if isinstance(outcome, BaseException):
+                raise outcome
+
+    async def aclose(self) -> None:
+        """End every child (`SigningProcess.aclose`); a later signature starts its child again."""
+        await asyncio.gather(*(child.aclose() for child in self._children))
 
 
 def _serve() -> None:

@@ -1,11 +1,13 @@
 """SigningProcess: deliveries signed by a child process verify, its failures reach only their
-own deliveries, and a child that dies is replaced."""
+own deliveries, and a child that dies is replaced. SigningPool: a worker's signatures shared
+among several such children."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import signal
+from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,9 +19,10 @@ from fedqueue.outbound.send import post, prepare_body
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote import signing_process
 from fedqueue.remote.client import HttpClient, SigningIdentity, unsigned_request
-from fedqueue.remote.signing_process import SignerUnavailable, SigningProcess
+from fedqueue.remote.signing_process import SignerUnavailable, SigningPool, SigningProcess
 from fedqueue.settings import Settings
 from fedqueue.signing.requests import SignatureError, SignatureScheme, parse_request_signatures, verify_any
+from fedqueue.signing.unsigned import SigningAlgorithm
 from fedqueue.storage.column_types import utcnow
 from tests.loopback import LoopbackServer
 from tests.procfs import child_pids
@@ -40,8 +43,17 @@ async def signer() -> AsyncIterator[SigningProcess]:
         await process.aclose()
 
 
+@pytest.fixture
+async def pool() -> AsyncIterator[SigningPool]:
+    two = SigningPool(2)
+    try:
+        yield two
+    finally:
+        await two.aclose()
+
+
 async def signed(
-    signer: SigningProcess, identity: SigningIdentity, scheme: SignatureScheme
+    signer: SigningProcess | SigningPool, identity: SigningIdentity, scheme: SignatureScheme
 ) -> dict[str, str]:
     request = unsigned_request(
         "POST",
@@ -166,6 +178,53 @@ async def test_a_delivery_whose_signer_died_fails_for_a_retry_instead_of_dying(
     assert remote.received("POST", "/inbox") == []
 
 
+async def test_a_pool_shares_a_batch_of_signatures_evenly_among_its_processes(
+    pool: SigningPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: Counter[int] = Counter()
+    sign = SigningProcess.sign
+
+    async def counted(
+        child: SigningProcess, key: PrivateKeyTypes, algorithm: SigningAlgorithm, data: bytes
+    ) -> bytes:
+        asked[id(child)] += 1
+        return await sign(child, key, algorithm, data)
+
+    monkeypatch.setattr(SigningProcess, "sign", counted)
+    identity = SigningIdentity("https://local.example/actors/alice#main-key", RSA_KEY)
+    results = await asyncio.gather(*(signed(pool, identity, "cavage") for _ in range(40)))
+    assert sorted(asked.values()) == [20, 20]
+    for headers in results:
+        verify_any(
+            parse_request_signatures(headers),
+            "POST",
+            INBOX,
+            headers,
+            BODY.body,
+            {identity.key_id: RSA_KEY.public_key()},
+        )
+
+
+async def test_a_killed_pool_process_fails_only_its_share_and_the_pool_signs_on(pool: SigningPool) -> None:
+    await pool.start()
+    first = pool._children[0]  # the test kills it
+    await asyncio.gather(*(pool.sign(RSA_KEY, "rsa-v1_5-sha256", b"warm") for _ in range(2)))
+    pid = child_pid(first)
+    os.kill(pid, signal.SIGSTOP)  # holds its share of the batch until the kill
+    batch = [asyncio.ensure_future(pool.sign(RSA_KEY, "rsa-v1_5-sha256", b"%d" % n)) for n in range(6)]
+    for _ in range(250):  # up to 5 s: the other process answers its share
+        if sum(task.done() for task in batch) == 3:
+            break
+        await asyncio.sleep(0.02)
+    os.kill(pid, signal.SIGKILL)
+    outcomes = await asyncio.wait_for(asyncio.gather(*batch, return_exceptions=True), 5)
+    assert sum(isinstance(o, bytes) and len(o) == 256 for o in outcomes) == 3
+    assert sum(isinstance(o, SignerUnavailable) for o in outcomes) == 3
+    again = await asyncio.gather(*(pool.sign(RSA_KEY, "rsa-v1_5-sha256", b"again") for _ in range(2)))
+    assert [len(signature) for signature in again] == [256, 256]
+    assert child_pid(first) != pid
+
+
 def signing_children() -> list[int]:
     """This process's signing processes, from /proc."""
     return [
@@ -175,19 +234,19 @@ def signing_children() -> list[int]:
     ]
 
 
-async def test_a_running_worker_starts_its_signing_process_before_its_first_delivery_and_ends_it_with_itself(
-    worker: Worker,
+async def test_a_running_worker_starts_its_signing_processes_before_its_first_delivery_and_ends_them(
+    worker: Worker, settings: Settings
 ) -> None:
-    """A long-running worker's first deliveries do not wait for the signing process to start."""
+    """A long-running worker's first deliveries do not wait for its signing processes to start."""
     before = signing_children()
     stop = asyncio.Event()
     running = asyncio.create_task(worker.run(stop))
     try:
         for _ in range(500):  # up to 10 s
-            if len(signing_children()) > len(before):
+            if len(signing_children()) == len(before) + settings.signing_processes:
                 break
             await asyncio.sleep(0.02)
-        assert len(signing_children()) == len(before) + 1
+        assert len(signing_children()) == len(before) + settings.signing_processes == len(before) + 2
     finally:
         stop.set()
         await running
