@@ -267,7 +267,7 @@ class Worker:
         log.info("worker %s stopped", self.owner)
 
     async def _abandon(self) -> None:
-        """After the end or a failure: no send task outlives the worker, nor does its signing process.
+        """After the end or a failure: no send task outlives the worker, nor do its signing processes.
 
         Whatever is still in flight then keeps its lease until it expires (at least once).
         """

@@ -7,11 +7,11 @@ signature itself (docs/benchmarks/history.md, Twelfth pass). A child process has
 share: the loop builds each signature base (`signing.unsigned.Unsigned`), the child makes the
 key operation, the loop frames the headers.
 
-One child signs as fast as one core does (RSA-2048: about 1,300 a second where a signature takes
-0.75 ms), and where signing costs more than the rest of a delivery that is slower than the
-event loop sends: a worker signs on `SigningPool`, `signing_processes` children (2 by default),
-each signature handed to the one with the fewest waiting (docs/benchmarks/history.md,
-Twenty-first pass).
+One child signs only as fast as one core (RSA-2048: about 1,300 signatures a second where one
+takes 0.75 ms). Where a signature costs more than the rest of a delivery, that is slower than
+the event loop sends, so a worker signs on a `SigningPool` of `signing_processes` children (2
+by default), each signature going to the one with the fewest waiting
+(docs/benchmarks/history.md, Twenty-first pass).
 
 Each child is `python -m fedqueue.remote.signing_process`, started on the first signature and
 spoken to over its standard input and output in frames: a 4-byte big-endian length, then
@@ -85,6 +85,8 @@ def _sign_record(number: int, handle: int, algorithm: SigningAlgorithm, data: by
 
 
 class Signer(Protocol):
+    """What a delivery is signed on (`outbound.send.post`): a `SigningPool` or one `SigningProcess`."""
+
     async def sign(self, private_key: PrivateKeyTypes, algorithm: SigningAlgorithm, data: bytes) -> bytes: ...
 
 

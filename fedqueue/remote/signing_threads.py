@@ -5,7 +5,7 @@ holding the GIL, so signing on other threads puts a second core to work. A
 `concurrent.futures` pool costs a lock, a condition and a future per call; here each call made
 during one pass of the event loop is queued for the threads as it is, and each result comes
 back as soon as it is made (a fetch's signature holds a request). Deliveries, which come by
-the thousand, are signed in a process of their own instead (`signing_process`).
+the thousand, are signed in processes of their own instead (`signing_process`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Either scheme's signature is one private-key operation over a signature base, framed into the
 `Signature` header. Splitting the two lets the key operation run elsewhere (the worker signs
-its deliveries in a process of their own, `remote.signing_process`) while building the base
+its deliveries in processes of their own, `remote.signing_process`) while building the base
 and the headers stays here.
 """
 
