@@ -62,7 +62,11 @@ def _count_commit(conn: Connection) -> None:
 
 
 def _forget_writes(conn: Connection) -> None:
-    conn.info.pop(_WROTE, None)
+    """A rolled-back transaction's writes count for nothing. A connection lost mid-transaction
+    (invalidated: a cancelled statement, a dropped server) is left alone: reading its `info`
+    would raise over the rollback, and what it noted leaves with it."""
+    if not conn.invalidated:
+        conn.info.pop(_WROTE, None)
 
 
 def count_committed_writes(engine: AsyncEngine) -> None:

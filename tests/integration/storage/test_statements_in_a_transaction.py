@@ -46,3 +46,20 @@ async def test_a_write_that_is_its_transactions_only_statement_is_committed_and_
         paused = (await conn.execute(select(_hosts.c.paused).where(_hosts.c.host == "a.example"))).scalar()
     assert paused is True
     assert committed_writes(_hosts, ("paused",)) == written + 1
+
+
+async def test_a_transaction_whose_connection_was_lost_ends_with_its_own_error_and_counts_nothing(
+    store: Store,
+) -> None:
+    """A connection invalidated mid-transaction (a cancelled statement, a dropped server) is
+    rolled back without a second error from the write counts, and its writes count for nothing."""
+    database = store.database
+    written = committed_writes(_hosts, ("paused",))
+    with pytest.raises(_Abandon):
+        async with database.transaction() as conn:
+            await conn.execute(database.insert_ignoring_conflicts(_hosts, ("host",)), [{"host": "a.example"}])
+            await conn.invalidate()
+            raise _Abandon
+    assert committed_writes(_hosts, ("paused",)) == written
+    async with database.reading() as conn:
+        assert (await conn.execute(select(_hosts.c.host))).all() == []
