@@ -19,7 +19,7 @@ from fedqueue.outbound.send import post, prepare_body
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote import signing_process
 from fedqueue.remote.client import HttpClient, SigningIdentity, unsigned_request
-from fedqueue.remote.signing_process import SignerUnavailable, SigningPool, SigningProcess
+from fedqueue.remote.signing_process import Signer, SignerUnavailable, SigningPool, SigningProcess
 from fedqueue.settings import Settings
 from fedqueue.signing.requests import SignatureError, SignatureScheme, parse_request_signatures, verify_any
 from fedqueue.signing.unsigned import SigningAlgorithm
@@ -52,9 +52,7 @@ async def pool() -> AsyncIterator[SigningPool]:
         await two.aclose()
 
 
-async def signed(
-    signer: SigningProcess | SigningPool, identity: SigningIdentity, scheme: SignatureScheme
-) -> dict[str, str]:
+async def signed(signer: Signer, identity: SigningIdentity, scheme: SignatureScheme) -> dict[str, str]:
     request = unsigned_request(
         "POST",
         INBOX,
