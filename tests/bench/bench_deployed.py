@@ -21,9 +21,10 @@ counted N more POSTs.
 
 Each run starts the fedqueue processes afresh (so `--variant NAME=DIR`, a source tree run with
 PYTHONPATH=DIR, interleaves with this tree's code over the same database and followers: an A/B)
-and stops them after. The first Create after the start is the row "NAME first": it pays what a
-process pays once (the signing process's start, connections to every host and to PostgreSQL,
-statements prepared by fresh backends). The second is the row "NAME", a running instance's
+and stops them after. The first Create after the start, posted once every worker has logged
+that it started, is the row "NAME first": it pays what a process pays once (its signing
+processes' start, connections to every host and to PostgreSQL, statements prepared by fresh
+backends). The second is the row "NAME", a running instance's
 figure. `--fedify`: Fedify's `sendActivity` of one Create to the same N recipients on the same
 hosts (tests/fedify/peer.mjs `fanout`, `npm ci` there first) with its first knock signed
 draft-cavage, as fedqueue's is, in each of `--fedify-modes`, measured likewise on its second
@@ -47,6 +48,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -75,6 +77,8 @@ FANOUT_LIMIT_S = 300.0
 STALL_S = 15.0
 #: Follows sent (and their Accepts awaited) per round while the followers grow.
 FOLLOW_CHUNK = 5000
+#: A worker's first line (fedqueue/outbound/worker.py), in the default text log format.
+WORKER_STARTED = re.compile(rb": worker \S+ started$", re.MULTILINE)
 
 
 @dataclass
@@ -151,6 +155,7 @@ def fedqueue(instance: Instance, src: Path, workers: int) -> Iterator[list[int]]
     env["PYTHONPATH"] = str(src)
     fq = [sys.executable, "-m", "fedqueue"]
     serve = [*fq, "serve", "--port", str(instance.port)] + (["--no-worker"] if workers else [])
+    logged = instance.log.stat().st_size if instance.log.exists() else 0
     with ExitStack() as stack:
         server = stack.enter_context(harness.running(serve, env, src, instance.log))
         harness.wait_listening_sync(instance.port)
@@ -158,8 +163,22 @@ def fedqueue(instance: Instance, src: Path, workers: int) -> Iterator[list[int]]
         pids = [server.pid, *(child for child in children if not procfs.is_signing_process(child))]
         for _ in range(workers):
             pids.append(stack.enter_context(harness.running([*fq, "worker"], env, src, instance.log)).pid)
-        time.sleep(1.0 if workers else 0.2)  # the workers connect and start polling
+        wait_workers_started(instance.log, logged, max(workers, 1))
         yield pids
+
+
+def wait_workers_started(log: Path, offset: int, count: int, limit_s: float = 60.0) -> None:
+    """Until `log`, past byte `offset`, says `count` workers started: a Create posted before a
+    worker has even imported its code would time that start-up too, which a deployed instance
+    pays once, long before its first fan-out."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        with log.open("rb") as lines:
+            lines.seek(offset)
+            if len(WORKER_STARTED.findall(lines.read())) >= count:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"{log}: fewer than {count} workers started within {limit_s:.0f} s")
 
 
 async def grow_followers(
