@@ -162,10 +162,22 @@ async def add_followers(database: Database, conn: AsyncConnection, effects: Sequ
             for actor, uri in (key for key in chosen if key in added):
                 await _announce(database, conn, webhook_rules.FOLLOWER_ADDED, actor, uri)
         if added:  # a follower that moved here: its old account is no longer delivered to
-            moved = [and_(_followers.c.actor == actor, _followers.c.moved_to == uri) for actor, uri in added]
-            # IS NOT NULL first: the search stays within ix_followers_moved_to (only followers
-            # that moved), not every follower of the actor.
-            await _remove(database, conn, and_(_followers.c.moved_to.is_not(None), or_(*moved)))
+            await _remove(database, conn, _moved_to_any(added))
+
+
+def _moved_to_any(follows: set[tuple[str, str]]) -> ColumnElement[bool]:
+    """The follows of each (actor, follower) pair's actor by an old account that moved to that
+    follower. IS NOT NULL first: the search stays within ix_followers_moved_to (only followers
+    that moved), not every follower of the actor. One clause per actor, its new accounts one
+    expanding parameter: a clause per follow cost more to build and compile than the search
+    (a batch of Follows is mostly of one actor)."""
+    by_actor: dict[str, list[str]] = {}
+    for actor, uri in sorted(follows):
+        by_actor.setdefault(actor, []).append(uri)
+    moved = (
+        and_(_followers.c.actor == actor, _followers.c.moved_to.in_(uris)) for actor, uris in by_actor.items()
+    )
+    return and_(_followers.c.moved_to.is_not(None), or_(*moved))
 
 
 def _follower_values(effect: AddFollower) -> dict[str, Any]:

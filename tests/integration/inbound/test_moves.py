@@ -8,16 +8,18 @@ from typing import Any
 import httpx
 from sqlalchemy import insert, select
 
+from fedqueue.inbound.follows import AddFollower, RecordFollowerMove
 from fedqueue.service import webhooks
-from fedqueue.storage import Store
+from fedqueue.storage import Store, followers
 from fedqueue.storage.column_types import utcnow
-from fedqueue.storage.tables import FollowingRow, OutboxRow, WebhookEventRow
+from fedqueue.storage.tables import FollowerRow, FollowingRow, OutboxRow, WebhookEventRow
 from tests.fediverse import LOCAL, RemoteActor, post
 from tests.loopback import LoopbackServer
 
 ALICE = f"{LOCAL}/actors/alice"
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 _following = FollowingRow.__table__  # type: ignore[attr-defined]
+_followers = FollowerRow.__table__  # type: ignore[attr-defined]
 _events = WebhookEventRow.__table__  # type: ignore[attr-defined]
 
 
@@ -115,3 +117,36 @@ async def test_a_followers_move_is_recorded_and_delivered_to_until_the_new_accou
 
     await send(client, bob2, bob2.activity("Follow", object=ALICE))
     assert [inbox for inbox, _ in await store.audience.follower_inboxes("alice")] == [bob2.inbox]
+
+
+async def test_a_batch_of_follows_from_moved_accounts_ends_only_the_old_follows_of_the_actors_they_follow(
+    store: Store,
+) -> None:
+    """bob and dave follow alice and carol, and both moved; in one batch bob2 follows alice and
+    dave2 follows carol. alice's follow by bob and carol's by dave end; carol's by bob and
+    alice's by dave stay, each delivered to until its own new account follows."""
+    for name in ("alice", "carol"):
+        await store.actors.create(name)
+    remote = "https://remote.example/users"
+
+    def follow(actor: str, name: str) -> AddFollower:
+        return AddFollower(
+            actor, f"{remote}/{name}", f"{remote}/{name}/inbox", None, f"{remote}/{name}#f", True
+        )
+
+    async with store.database.transaction() as conn:
+        await followers.add_and_enqueue(
+            store.database,
+            conn,
+            [follow(actor, name) for actor in ("alice", "carol") for name in ("bob", "dave")],
+        )
+        for name in ("bob", "dave"):
+            await followers.record_move(conn, RecordFollowerMove(f"{remote}/{name}", f"{remote}/{name}2"))
+    async with store.database.transaction() as conn:
+        await followers.add_and_enqueue(
+            store.database, conn, [follow("alice", "bob2"), follow("carol", "dave2")]
+        )
+    async with store.database.reading() as conn:
+        rows = await conn.execute(select(_followers.c.actor, _followers.c.follower_uri))
+        left = sorted((actor, uri.removeprefix(f"{remote}/")) for actor, uri in rows)
+    assert left == [("alice", "bob2"), ("alice", "dave"), ("carol", "bob"), ("carol", "dave2")]
