@@ -6,6 +6,8 @@ their boundary, so the web and CLI edges only ever need to know this module.
 
 from __future__ import annotations
 
+from fedqueue.wording import inert
+
 
 class FedqueueError(Exception):
     """Root of every error fedqueue raises on purpose; the message is one line for a person."""
@@ -64,10 +66,10 @@ REASON_CHARS = 300
 
 
 def describe(exc: BaseException, limit: int = REASON_CHARS) -> str:
-    """`ExceptionType: first line of its message`, capped, without NUL: fit for a row and a log."""
+    """`ExceptionType: first line of its message`, capped and inert: fit for a row and a log."""
     try:
         lines = str(exc).splitlines()
     except Exception:  # a broken __str__ must not break the handler that describes it
         lines = []
     text = f"{type(exc).__name__}: {lines[0]}" if lines and lines[0] else type(exc).__name__
-    return text.replace("\x00", "\\x00")[:limit]
+    return inert(text[:limit])

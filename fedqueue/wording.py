@@ -4,9 +4,31 @@ ellipsis, and what a delivery's last attempt gave.
 A delivery stores `last_status` (the remote's HTTP status, None when nothing was answered) and
 `last_error` (our words, which already begin "HTTP 503" when the remote answered one), so the
 two are never printed side by side: `last_result` says which one speaks.
+
+Text from outside (a remote's error body, a fetch failure, a stored value printed by the CLI)
+goes through `inert` before it is stored and again before it is printed: an escape sequence in
+it must not reach an admin's terminal.
 """
 
 from __future__ import annotations
+
+import re
+
+#: C0 controls, DEL, C1 controls and lone surrogates (which PostgreSQL refuses and no terminal shows).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+#: The controls among them that only move the cursor to a new place on the line or a new line.
+_SPACING = frozenset("\t\n\v\f\r\x85")
+REPLACEMENT = "\ufffd"
+
+
+def _replacement(match: re.Match[str]) -> str:
+    return " " if match.group() in _SPACING else REPLACEMENT
+
+
+def inert(text: str) -> str:
+    """`text` with no control character or lone surrogate: tab, newline and the like become a
+    space, every other one U+FFFD, one for one (so the length stays the same)."""
+    return _UNPRINTABLE.sub(_replacement, text)
 
 
 def plural(count: int, singular: str, many: str | None = None) -> str:

@@ -26,6 +26,7 @@ from fedqueue.cli import (
     webhooks,
     worker,
 )
+from fedqueue.cli.tables import printable
 from fedqueue.errors import FedqueueError
 
 MODULES = (core, worker, status, admin, host_actions, retention, config, doctor, webhooks, relays, try_follow)
@@ -48,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result: int = args.run(args)
         sys.stdout.flush()  # here, so a closed pipe is caught below rather than at exit
     except FedqueueError as exc:
-        print(f"fedqueue: {exc}", file=sys.stderr)
+        print(printable(f"fedqueue: {exc}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -19,7 +19,7 @@ from typing import Any
 from fedqueue.cli import approval
 from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
-from fedqueue.cli.tables import table
+from fedqueue.cli.tables import printable, table
 from fedqueue.errors import InvalidInput
 from fedqueue.service.admin_json import activity_json, delivery_json, host_json
 from fedqueue.states import DeliveryState, FollowerState
@@ -156,7 +156,7 @@ def _when(value: Any) -> str:
 
 
 def _print(args: argparse.Namespace, data: Any, render: Callable[[], str]) -> int:
-    print(json.dumps(data, indent=2) if args.json else render())
+    print(json.dumps(data, indent=2) if args.json else printable(render()))
     return 0
 
 

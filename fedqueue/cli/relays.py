@@ -10,6 +10,7 @@ from typing import Any
 
 from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
+from fedqueue.cli.tables import printable
 from fedqueue.outbound.relays import add_relay, remove_relay
 from fedqueue.remote.client import HttpClient
 from fedqueue.remote.documents import RemoteDirectory
@@ -83,7 +84,7 @@ def run_relay(args: argparse.Namespace) -> int:
             args.relay_action, ""
         )
         state = "" if args.relay_action != "list" else f"{relay['state']}  "
-        print(f"{verb}{relay['uri']}  {state}inbox {relay['inbox']}")
+        print(printable(f"{verb}{relay['uri']}  {state}inbox {relay['inbox']}"))
     return 0
 
 

@@ -22,6 +22,7 @@ from rich.text import Text
 
 from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
+from fedqueue.cli.tables import printable
 from fedqueue.outbound.status_order import (
     DEFAULT_STATUS_PAGE,
     MAX_STATUS_PAGE,
@@ -145,7 +146,7 @@ def status_text(doc: Mapping[str, Any], next_command: str | None = None) -> str:
     if next_command:
         on_page = plural(len(deliveries), "delivery", "deliveries")
         lines += ["", f"{on_page} on this page; next page: {next_command}"]
-    return "\n".join(lines)
+    return printable("\n".join(lines))
 
 
 def run_status(args: argparse.Namespace) -> int:

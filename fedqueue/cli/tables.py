@@ -1,5 +1,8 @@
 """Tables for a person: on a terminal they fit its width, headers whole and long values folded;
 into a pipe or a file every row stays on one line (for grep, cut and awk).
+
+Every value is printed inert (`wording.inert`): a row stored before remote text was made inert
+at the door prints no escape sequence either.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from fedqueue.wording import inert
 
 #: A column whose values are all at most this long is never folded (ids, states, counts, times).
 SHORT_CHARS = 20
@@ -38,7 +43,7 @@ def table(
 ) -> str:
     """Left-aligned columns under a header; `columns` is (key, heading). Fits `width` (default:
     `output_width()`): headings and short values stay whole, long values (URLs, errors) fold."""
-    cells = [["" if row.get(key) is None else str(row[key]) for key, _ in columns] for row in rows]
+    cells = [["" if row.get(key) is None else inert(str(row[key])) for key, _ in columns] for row in rows]
     grid = Table(box=None, show_edge=False, pad_edge=False, header_style="")
     for i, (_, heading) in enumerate(columns):
         longest = max((len(line[i]) for line in cells), default=0)
@@ -63,3 +68,8 @@ def table(
     )
     console.print(grid)
     return "\n".join(line.rstrip() for line in out.getvalue().rstrip("\n").splitlines())
+
+
+def printable(text: str) -> str:
+    """`text` as lines for a terminal: each line inert (`wording.inert`), the line breaks kept."""
+    return "\n".join(inert(line) for line in text.split("\n"))

@@ -21,7 +21,7 @@ from email.utils import parsedate_to_datetime
 
 from fedqueue.outbound.backoff import Jitter, RetrySchedule
 from fedqueue.signing.requests import SignatureScheme
-from fedqueue.wording import plural
+from fedqueue.wording import inert, plural
 
 RETRYABLE_STATUSES = frozenset({408, 429})
 BODY_HEAD_CHARS = 200
@@ -154,7 +154,8 @@ def classify_response(
     """The outcome of an HTTP answer to attempt number `attempts` (1-based)."""
     if 200 <= status < 300:
         return Delivered()
-    head = " ".join(body_head.split())[:BODY_HEAD_CHARS]
+    # The remote's own words, made one line and inert: they reach an admin's terminal.
+    head = inert(" ".join(body_head.split())[:BODY_HEAD_CHARS])
     reason = f"HTTP {status}: {head}" if head else f"HTTP {status}"
     if is_retryable(status):
         return _retry(reason, attempts, now, schedule, jitter, retry_after_seconds(retry_after, now))

@@ -41,6 +41,7 @@ from fedqueue.storage.column_types import UTCDateTime, utcnow
 from fedqueue.storage.database import Database, json_array, json_item
 from fedqueue.storage.tables import DeliveryRow, GoneInboxRow, HostRow
 from fedqueue.storage.webhook_events import after_given_up, after_record, any_webhook, webhooks_exist
+from fedqueue.wording import inert
 
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _hosts = HostRow.__table__  # type: ignore[attr-defined]
@@ -304,7 +305,16 @@ class DeliveryStore:
                 item.facts.object_id,
                 item.facts.undoes,
                 item.facts.target,
-                [(t.inbox, t.host, t.dead_reason, t.recipient, t.detail) for t in item.targets],
+                [
+                    (
+                        t.inbox,
+                        t.host,
+                        t.dead_reason and inert(t.dead_reason),
+                        t.recipient,
+                        t.detail and inert(t.detail),
+                    )
+                    for t in item.targets
+                ],
             ]
             for item in batch
             if item.targets
@@ -404,8 +414,9 @@ class DeliveryStore:
                 r.attempts,
                 time(r.next_attempt_at),
                 r.last_status,
-                r.last_error,
-                r.last_error_detail,
+                # Remote text (an error body, a fetch failure) is stored inert: see `wording.inert`.
+                r.last_error and inert(r.last_error),
+                r.last_error_detail and inert(r.last_error_detail),
                 time(r.attempted_at),
                 time(r.delivered_at),
             )

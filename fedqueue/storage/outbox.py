@@ -31,6 +31,7 @@ from fedqueue.storage import following
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import OutboxRow
 from fedqueue.storage.webhook_events import announce_completions
+from fedqueue.wording import inert
 
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 NOTIFY_CHANNEL = "fedqueue_outbox"
@@ -261,7 +262,13 @@ class OutboxStore:
             await conn.execute(
                 update(_outbox)
                 .where(_outbox.c.id.in_(sorted(outbox_ids)), _outbox.c.lease_owner == owner)
-                .values(state=state, error=error, lease_owner=None, lease_until=None, expanded_at=now)
+                .values(
+                    state=state,
+                    error=error and inert(error),
+                    lease_owner=None,
+                    lease_until=None,
+                    expanded_at=now,
+                )
             )
             if state == OutboxState.EXPANDED:
                 await announce_completions(self._db, conn, outbox_ids, now)
@@ -276,7 +283,7 @@ class OutboxStore:
                     _outbox.c.lease_owner == owner,
                     _outbox.c.state == OutboxState.EXPANDING,
                 )
-                .values(error=error, lease_owner=None, lease_until=until)
+                .values(error=inert(error), lease_owner=None, lease_until=until)
             )
 
     async def sendable(self, outbox_ids: Sequence[int]) -> dict[int, Sendable]:

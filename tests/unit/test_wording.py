@@ -1,8 +1,10 @@
-"""The words shown to people: plurals, cut text, a delivery's last result."""
+"""The words shown to people: plurals, cut text, a delivery's last result, remote text made inert."""
 
 from __future__ import annotations
 
-from fedqueue.wording import clip, last_result, plural
+import pytest
+
+from fedqueue.wording import REPLACEMENT, clip, inert, last_result, plural
 
 
 def test_one_is_singular_and_every_other_count_plural() -> None:
@@ -23,3 +25,20 @@ def test_the_last_result_names_an_http_status_once() -> None:
     assert last_result(503, None) == "HTTP 503"
     assert last_result(None, "blocked by admin (not sent)") == "blocked by admin (not sent)"
     assert last_result(None, None) == ""
+
+
+@pytest.mark.parametrize(
+    ("remote", "shown"),
+    [
+        ("\x1b[2J\x1b[31mred", "\ufffd[2J\ufffd[31mred"),  # ESC: no screen clear, no colour
+        ("\x1b]0;PWNED\x07", "\ufffd]0;PWNED\ufffd"),  # OSC window title ended by BEL
+        ("\u009b31m \u0090q\u009c", "\ufffd31m \ufffdq\ufffd"),  # C1: CSI, DCS, ST
+        ("a\tb\r\nc\x0bd\x0ce\u0085f", "a b  c d e f"),  # spacing controls become spaces
+        ("NUL\x00 DEL\x7f lone\ud800", "NUL\ufffd DEL\ufffd lone\ufffd"),
+        ("déjà vu — ✓ 日本", "déjà vu — ✓ 日本"),  # printable text is kept as it is
+    ],
+)
+def test_remote_text_is_inert_one_character_for_one(remote: str, shown: str) -> None:
+    assert inert(remote) == shown
+    assert len(inert(remote)) == len(remote)
+    assert REPLACEMENT == "\ufffd"

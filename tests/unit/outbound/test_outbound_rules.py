@@ -269,3 +269,10 @@ def test_a_recovering_host_gets_its_allowance_less_what_is_in_flight_to_it(in_fl
     recovering = HostHealth("h.example", recovery_allowance=4)
     assert admit(recovering, 10, NOW, in_flight=in_flight).send == send
     assert admit(HostHealth("h.example"), 10, NOW, in_flight=in_flight).send == 10
+
+
+def test_an_error_body_with_escape_sequences_is_stored_as_one_inert_line() -> None:
+    outcome = classify_response(
+        400, "\x1b[2J\x1b]0;PWNED\x07\r\n\u009b31m no", None, 1, NOW, SCHEDULE, lambda: 1.0
+    )
+    assert outcome == Dead("HTTP 400: \ufffd[2J\ufffd]0;PWNED\ufffd \ufffd31m no")
