@@ -86,6 +86,8 @@ class Metrics:
     outcomes: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
     schemes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     inbox: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+    #: Body bytes of inbox POSTs a host's bytes bucket refused (`inbound.throttle.BytesThrottled`).
+    inbox_bytes_refused: int = 0
     outbox_refusals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     latency: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS_S))
     attempts: Histogram = field(default_factory=lambda: Histogram(ATTEMPT_BUCKETS))
@@ -157,6 +159,10 @@ class Metrics:
         """Record one inbox POST: accepted (reason e.g. 'new', 'duplicate') or refused (why)."""
         self.inbox[("accepted" if accepted else "refused", reason)] += 1
 
+    def inbox_bytes_throttled(self, body_bytes: int) -> None:
+        """Record the body of one inbox POST refused by its host's bytes bucket."""
+        self.inbox_bytes_refused += body_bytes
+
     def outbox_refused(self, reason: str) -> None:
         """Record one outbox POST refused with 503 (reason e.g. 'backlog')."""
         self.outbox_refusals[reason] += 1
@@ -208,6 +214,12 @@ class Metrics:
             "counter",
             "Inbox POSTs by result and reason (this process).",
             (({"result": r, "reason": why}, v) for (r, why), v in sorted(self.inbox.items())),
+        )
+        lines += _family(
+            "fedqueue_inbox_throttled_bytes_total",
+            "counter",
+            "Body bytes of inbox POSTs refused 429 by their host's bytes bucket, unstored (this process).",
+            [({}, self.inbox_bytes_refused)],
         )
         lines += _family(
             "fedqueue_outbox_refused_total",

@@ -123,6 +123,8 @@ class Settings(BaseSettings):
     inbox_followers_sync_interval_seconds: float = Field(ge=0)
     inbox_throttle_per_second: float = Field(ge=0)
     inbox_throttle_burst: int = Field(ge=1)
+    inbox_throttle_bytes_per_second: float = Field(ge=0)
+    inbox_throttle_bytes_burst: int = Field(ge=1024)
     inbox_trusted_hosts: str
     federation_mode: FederationMode
     federation_allowlist: str
@@ -163,6 +165,15 @@ class Settings(BaseSettings):
         cap = info.data.get("admin_login_backoff_cap_seconds")
         if cap is not None and value < cap:
             raise ValueError("must be at least admin_login_backoff_cap_seconds")
+        return value
+
+    @field_validator("inbox_throttle_bytes_burst")
+    @classmethod
+    def _holds_the_largest_body(cls, value: int, info: ValidationInfo) -> int:
+        # A bucket smaller than one body would refuse the largest activities forever.
+        largest = info.data.get("inbox_max_body_bytes")
+        if largest is not None and value < largest:
+            raise ValueError("must be at least inbox_max_body_bytes")
         return value
 
     @field_validator("database_url")

@@ -239,6 +239,8 @@ def create_app(
         settings.trusted_inbox_hosts,
         unverified_per_s=settings.inbox_unverified_per_second,
         unverified_burst=settings.inbox_unverified_burst,
+        bytes_per_s=settings.inbox_throttle_bytes_per_second,
+        bytes_burst=settings.inbox_throttle_bytes_burst,
     )
     app.state.trusted_proxies = settings.trusted_proxy_networks
     app.state.followers_sync = FollowersSync(settings.inbox_followers_sync_interval_seconds)

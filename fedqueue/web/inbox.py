@@ -7,6 +7,7 @@ only an outbox row, sent later by the worker.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -23,7 +24,7 @@ from fedqueue.inbound.receive_rules import (
     check_media_type,
 )
 from fedqueue.inbound.signature_schemes import InboundRequest
-from fedqueue.inbound.throttle import UnverifiedThrottled
+from fedqueue.inbound.throttle import BytesThrottled, InboxThrottle, UnverifiedThrottled
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.webhook_rules import DEFAULT_CONSUMER, check_consumer
 from fedqueue.remote.documents import RemoteDirectory
@@ -69,6 +70,7 @@ _REFUSAL_REASONS: dict[type[Exception], str] = {
     Unauthorized: "401_unauthorized",
     Forbidden: "403_blocked",
     UnverifiedThrottled: "429_unverified_throttled",
+    BytesThrottled: "429_throttled_bytes",
     Throttled: "429_throttled",
     InvalidInput: "400_malformed",
     StorageUnavailable: "503_unavailable",
@@ -92,6 +94,8 @@ async def receive(request: Request) -> Response:
         except Exception as exc:
             span.set("fedqueue.refused", refusal_reason(exc))
             metrics.inbox_result(False, refusal_reason(exc))
+            if isinstance(exc, BytesThrottled):
+                metrics.inbox_bytes_throttled(exc.body_bytes)
             raise
         span.set("fedqueue.received", received)
     metrics.inbox_result(True, "new" if received == "accepted" else received)
@@ -99,8 +103,10 @@ async def receive(request: Request) -> Response:
 
 
 async def _receive(request: Request) -> Received:
-    """Read the request (404 for an unknown actor before the body), then hand it to receive."""
+    """Read the request (404 for an unknown actor before the body), then hand it to receive, whose
+    throttle weighs the body's size against its sender's bytes bucket."""
     settings = settings_of(request)
+    throttle: InboxThrottle = request.app.state.inbox_throttle
     receiver = Receiver(
         settings,
         store_of(request),
@@ -108,14 +114,15 @@ async def _receive(request: Request) -> Received:
         keyring_of(request),
         directory_of(request),
         request.app.state.ld_verifier,
-        request.app.state.inbox_throttle,
+        throttle,
         request.app.state.followers_sync,
     )
     name = request.path_params.get("name")
     await receiver.addressed(name)
     body = await read_body(request, settings.inbox_max_body_bytes)
     check_media_type(request.headers.get("content-type"))
-    return await receiver.receive(inbound_request(request, settings.base_url, body), name, client_of(request))
+    sized = dataclasses.replace(receiver, throttle=throttle.sized(len(body)))
+    return await sized.receive(inbound_request(request, settings.base_url, body), name, client_of(request))
 
 
 def _int_param(request: Request, name: str, default: int | None) -> int | None:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from fedqueue.inbound.throttle import UnverifiedThrottled
+from fedqueue.inbound.throttle import BytesThrottled, UnverifiedThrottled
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import host_of
 from fedqueue.settings import Settings
@@ -169,5 +169,6 @@ async def test_x_forwarded_for_is_believed_only_from_a_trusted_proxy(
     assert answer.status_code == (429 if refused else 202), answer.text
 
 
-def test_the_unverified_throttle_has_its_own_metrics_label() -> None:
+def test_the_unverified_and_the_bytes_throttles_have_their_own_metrics_labels() -> None:
     assert refusal_reason(UnverifiedThrottled("x", retry_after_s=1)) == "429_unverified_throttled"
+    assert refusal_reason(BytesThrottled("x", retry_after_s=1, body_bytes=10)) == "429_throttled_bytes"

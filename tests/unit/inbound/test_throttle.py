@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from fedqueue.errors import Throttled
-from fedqueue.inbound.throttle import InboxThrottle, TokenBuckets, UnverifiedThrottled, address_bucket
+from fedqueue.errors import SettingsError, Throttled
+from fedqueue.inbound.throttle import (
+    BytesThrottled,
+    InboxThrottle,
+    TokenBuckets,
+    UnverifiedThrottled,
+    address_bucket,
+)
+from fedqueue.settings import load_settings
 
 
 def test_a_bucket_admits_its_burst_then_says_how_long_to_wait() -> None:
@@ -105,3 +112,51 @@ def test_a_token_given_back_never_fills_a_bucket_past_its_burst() -> None:
 )
 def test_ipv6_addresses_share_a_bucket_per_64(address: str, bucket: str) -> None:
     assert address_bucket(address) == bucket
+
+
+def test_a_host_pays_its_bodies_bytes_and_is_refused_before_storing_once_they_are_spent() -> None:
+    throttle = InboxThrottle(rate_per_s=100.0, burst=1000, bytes_per_s=1000.0, bytes_burst=5000)
+    for _ in range(2):
+        throttle.sized(2000).verified("192.0.2.1", ["big.example"], 0.0)
+    with pytest.raises(BytesThrottled) as refused:
+        throttle.sized(2000).verified("192.0.2.1", ["big.example"], 0.0)
+    assert refused.value.retry_after_s == 1 and refused.value.body_bytes == 2000
+    assert "too many bytes from big.example" in str(refused.value)
+    throttle.sized(1000).verified("192.0.2.1", ["big.example"], 0.0)  # what is left still passes
+    throttle.sized(2000).verified("192.0.2.1", ["big.example"], 2.0)  # and the bucket refills
+    throttle.sized(5000).verified("192.0.2.1", ["small.example"], 0.0)  # another host has its own
+
+
+def test_a_request_naming_a_host_short_of_bytes_is_screened_out_spending_nothing() -> None:
+    throttle = InboxThrottle(rate_per_s=100.0, burst=1000, bytes_per_s=1.0, bytes_burst=5000)
+    throttle.sized(4000).verified("192.0.2.1", ["big.example"], 0.0)
+    for _ in range(3):  # a forgery's large body naming the host: refused, the host charged nothing
+        with pytest.raises(BytesThrottled):
+            throttle.sized(2000).screen("203.0.113.7", ["big.example"], 0.0)
+    throttle.sized(1000).screen("192.0.2.1", ["big.example"], 0.0)
+    throttle.sized(1000).verified("192.0.2.1", ["big.example"], 0.0)
+
+
+def test_a_refusal_for_bytes_spends_no_request_token_and_one_for_requests_no_bytes() -> None:
+    throttle = InboxThrottle(rate_per_s=0.001, burst=2, bytes_per_s=0.001, bytes_burst=3000)
+    throttle.sized(2000).admit(["big.example"], 0.0)
+    with pytest.raises(BytesThrottled):
+        throttle.sized(2000).admit(["big.example"], 0.0)
+    throttle.sized(1000).admit(["big.example"], 0.0)  # its second request token was not spent
+    with pytest.raises(Throttled) as refused:
+        throttle.sized(0).admit(["big.example"], 0.0)
+    assert not isinstance(refused.value, BytesThrottled)
+
+
+def test_trusted_hosts_and_a_rate_of_zero_pay_no_bytes() -> None:
+    trusted = InboxThrottle(0, 1, ["relay.example"], bytes_per_s=1.0, bytes_burst=1000)
+    off = InboxThrottle(0, 1, bytes_per_s=0, bytes_burst=1000)
+    for _ in range(10):
+        trusted.sized(1000).verified("192.0.2.1", ["relay.example"], 0.0)
+        off.sized(1000).verified("192.0.2.1", ["big.example"], 0.0)
+
+
+def test_a_bytes_burst_smaller_than_the_largest_body_is_refused_at_start() -> None:
+    with pytest.raises(SettingsError) as refused:
+        load_settings(inbox_max_body_bytes=2_000_000, inbox_throttle_bytes_burst=1_000_000)
+    assert "INBOX_THROTTLE_BYTES_BURST: must be at least inbox_max_body_bytes" in str(refused.value)
