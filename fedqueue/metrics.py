@@ -100,6 +100,8 @@ class Metrics:
     #: The worker's memory of healthy hosts whose success it wrote lately (`SuccessWrites`).
     host_successes_remembered: int = 0
     host_success_evictions: int = 0
+    #: Reads of NodeInfo's usage figures from the database (at most one per `nodeinfo_cache_seconds`).
+    nodeinfo_usage_reads: int = 0
 
     def delivery_outcome(
         self,
@@ -186,6 +188,10 @@ class Metrics:
     def host_successes(self, remembered: int, evictions: int) -> None:
         """The size of the worker's memory of written successes, and its evictions so far."""
         self.host_successes_remembered, self.host_success_evictions = remembered, evictions
+
+    def nodeinfo_usage_read(self) -> None:
+        """Count one read of NodeInfo's usage figures from the database (`web.nodeinfo`)."""
+        self.nodeinfo_usage_reads += 1
 
     def rows_pruned(self, table: str, n: int) -> None:
         """Record `n` rows of `table` deleted after their retention (`fedqueue.pruning`)."""
@@ -275,6 +281,13 @@ class Metrics:
             "counter",
             "Hosts that memory dropped, being full: their next success is written (this process).",
             [({}, self.host_success_evictions)],
+        )
+        lines += _family(
+            "fedqueue_nodeinfo_usage_reads_total",
+            "counter",
+            "Reads of NodeInfo's usage figures from the database, at most one per nodeinfo_cache_seconds"
+            " (this process).",
+            [({}, self.nodeinfo_usage_reads)],
         )
         lines += _histogram(
             "fedqueue_delivery_latency_seconds", "Seconds from the outbox write to the 2xx.", self.latency

@@ -136,6 +136,8 @@ class Settings(BaseSettings):
     authorized_fetch: bool
     doctor_peer_url: str
     doctor_max_clock_skew_seconds: float = Field(ge=0)
+    node_name: str = Field(max_length=200)
+    nodeinfo_cache_seconds: float = Field(ge=0, le=3600)
 
     @field_validator("base_url")
     @classmethod

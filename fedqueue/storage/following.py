@@ -98,6 +98,26 @@ class FollowingStore:
             )
             return {row.actor: row.follow_activity_id for row in rows}
 
+    async def count(self, actor: str) -> int:
+        """How many remote actors `actor` follows (its Follows they accepted)."""
+        async with self._db.reading() as conn:
+            total = await conn.execute(
+                select(func.count()).select_from(_following).where(_following.c.actor == actor)
+            )
+        return int(total.scalar_one())
+
+    async def page(self, actor: str, *, offset: int, limit: int) -> list[str]:
+        """The ids of the actors `actor` follows, oldest follow first."""
+        async with self._db.reading() as conn:
+            rows = await conn.execute(
+                select(_following.c.followed_uri)
+                .where(_following.c.actor == actor)
+                .order_by(_following.c.accepted_at, _following.c.followed_uri)
+                .offset(offset)
+                .limit(limit)
+            )
+            return list(rows.scalars())
+
     async def followed_state(self, followed_uri: str, now: datetime) -> FollowedState:
         """The followed actor's cached document and whom we record following it, in one statement."""
         document = select(_remote.c.document, null(), null()).where(

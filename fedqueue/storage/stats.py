@@ -6,13 +6,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, and_, case, func, select, union_all
+from sqlalchemy import ScalarSelect, Select, and_, case, func, select, union_all
 
-from fedqueue.states import BACKLOG, UNSENT, DeliveryState
+from fedqueue.nodeinfo_rules import Usage, active_since
+from fedqueue.states import BACKLOG, UNPUBLISHED, UNSENT, DeliveryState
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import DeliveryRow, HostRow, OutboxRow
+from fedqueue.storage.published import maybe_public
+from fedqueue.storage.tables import ActorRow, DeliveryRow, HostRow, OutboxRow
 
+_actors = ActorRow.__table__  # type: ignore[attr-defined]
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _hosts = HostRow.__table__  # type: ignore[attr-defined]
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
@@ -122,6 +125,31 @@ class StatsStore:
             )
             for i, start in enumerate(starts)
         ]
+
+    async def usage(self, now: datetime) -> Usage:
+        """NodeInfo's usage figures (`nodeinfo_rules`), in one statement: it reads every outbox row."""
+        month, halfyear = active_since(now)
+        live = _actors.c.deleted_at.is_(None)
+        of_live_actors = _outbox.c.actor.in_(select(_actors.c.name).where(live))
+        own = and_(_outbox.c.forwarded.is_(False), _outbox.c.state.not_in(UNPUBLISHED), of_live_actors)
+        posters = select(_outbox.c.actor).where(own)
+
+        def active(since: datetime) -> ScalarSelect[int]:
+            recent = posters.where(_outbox.c.created_at >= since).distinct().subquery()
+            return select(func.count()).select_from(recent).scalar_subquery()
+
+        query = select(
+            select(func.count()).select_from(_actors).where(live).scalar_subquery(),
+            active(month),
+            active(halfyear),
+            select(func.count())
+            .select_from(_outbox)
+            .where(_outbox.c.activity_type == "Create", maybe_public(), of_live_actors)
+            .scalar_subquery(),
+        )
+        async with self._db.reading() as conn:
+            row = (await conn.execute(query)).one()
+        return Usage(*(int(n or 0) for n in row))
 
 
 def _outbox_backlog() -> Select[Any]:

@@ -53,6 +53,7 @@ from fedqueue.web import (
     followers,
     inbox,
     metrics,
+    nodeinfo,
     outbox,
 )
 from fedqueue.web.admin_auth import AdminAuthMiddleware, LoginGuard
@@ -202,6 +203,7 @@ def create_app(
             *outbox.routes,
             *activity_status.routes,
             *metrics.routes,
+            *nodeinfo.routes,
             *admin_api.routes,
             *admin_webhooks.routes,
             *admin_actors.routes,

@@ -1,8 +1,10 @@
-"""GET /actors/{name}/followers: an OrderedCollection of accepted followers, paged; and the part of
-it on one remote server, for FEP-8fcf followers synchronization."""
+"""GET /actors/{name}/followers and /following: OrderedCollections of the accepted followers and
+of the actors followed, paged; and the part of the followers on one remote server, for FEP-8fcf
+followers synchronization."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -23,14 +25,40 @@ from fedqueue.web.responses import (
 )
 from fedqueue.web.signed_fetch import authorize_fetch, require_signer
 
+#: One page of a collection's item ids: (offset, limit) -> ids.
+PageReader = Callable[[int, int], Awaitable[list[str]]]
+
 
 async def followers_collection(request: Request) -> Response:
-    store, urls = store_of(request), urls_of(request)
+    """GET /actors/{name}/followers[?page=N]: the accepted followers, oldest first."""
+    store = store_of(request)
     name = check_actor_name(request.path_params["name"])
     await store.actors.live(name)
     await authorize_fetch(request, "the followers collection")
-    collection = urls.followers(name)
-    total = await store.followers.count(name)
+
+    async def ids(offset: int, limit: int) -> list[str]:
+        return [f.follower_uri for f in await store.followers.page(name, offset=offset, limit=limit)]
+
+    collection = urls_of(request).followers(name)
+    return await _paged(request, collection, await store.followers.count(name), ids)
+
+
+async def following_collection(request: Request) -> Response:
+    """GET /actors/{name}/following[?page=N]: the actors whose Accept of its Follow arrived, oldest first."""
+    store = store_of(request)
+    name = check_actor_name(request.path_params["name"])
+    await store.actors.live(name)
+    await authorize_fetch(request, "the following collection")
+
+    async def ids(offset: int, limit: int) -> list[str]:
+        return await store.following.page(name, offset=offset, limit=limit)
+
+    collection = urls_of(request).following(name)
+    return await _paged(request, collection, await store.following.count(name), ids)
+
+
+async def _paged(request: Request, collection: str, total: int, ids: PageReader) -> Response:
+    """The collection's head, or with `?page=N` its Nth page of `followers_page_size` ids."""
     raw_page = request.query_params.get("page")
     if raw_page is None:
         return ordered_collection(collection, total, f"{collection}?page=1" if total else None)
@@ -38,14 +66,13 @@ async def followers_collection(request: Request) -> Response:
     if not 1 <= page <= 1_000_000:
         raise InvalidInput("query parameter 'page' must be between 1 and 1000000")
     size = settings_of(request).followers_page_size
-    followers = await store.followers.page(name, offset=(page - 1) * size, limit=size)
     doc: dict[str, Any] = {
         "@context": AS_CONTEXT,
         "id": f"{collection}?page={page}",
         "type": "OrderedCollectionPage",
         "partOf": collection,
         "totalItems": total,
-        "orderedItems": [follower.follower_uri for follower in followers],
+        "orderedItems": await ids((page - 1) * size, size),
     }
     if page * size < total:
         doc["next"] = f"{collection}?page={page + 1}"
@@ -84,5 +111,6 @@ async def followers_on_domain(request: Request) -> Response:
 
 routes = [
     Route("/actors/{name}/followers", followers_collection, methods=["GET"]),
+    Route("/actors/{name}/following", following_collection, methods=["GET"]),
     Route("/actors/{name}/followers_synchronization", followers_on_domain, methods=["GET"]),
 ]
