@@ -26,15 +26,19 @@ def register(commands: Subparsers) -> None:
         "relay",
         "follow a relay: public activities also go to it (add, list, remove)",
         "Relays (FEP-ae0c, as Mastodon follows them) give a small instance reach: `add URI` fetches "
-        "the relay actor and sends it the instance actor's Follow of as:Public; the relay is "
-        "`pending` until its Accept arrives, then `accepted`, and every public activity also goes "
-        "to its inbox. `remove URI` stops that and sends the Undo. `list` shows each relay's state.",
-        ["fedqueue relay add https://relay.example/actor", "fedqueue relay list"],
+        "the relay actor (URI is its actor id, or its inbox as Mastodon admins paste it: a LitePub "
+        "relay's /inbox resolves to its /actor) and sends it the instance actor's Follow of "
+        "as:Public; the relay is `pending` until its Accept arrives, then `accepted`, and every "
+        "public activity also goes to its inbox; a Follow the relay refuses leaves nothing behind. "
+        "`remove URI` stops that and sends the Undo. `list` shows each relay's state.",
+        ["fedqueue relay add https://relay.example/inbox", "fedqueue relay list"],
     )
     actions = relay.add_subparsers(dest="relay_action", required=True, metavar="ACTION")
     for name, summary in (("add", "follow a relay"), ("remove", "stop following a relay")):
         one = actions.add_parser(name, help=summary, description=summary)
-        one.add_argument("uri", metavar="URI", help="the relay's actor id, e.g. https://relay.example/actor")
+        one.add_argument(
+            "uri", metavar="URI", help="the relay's actor id or inbox, e.g. https://relay.example/inbox"
+        )
         one.set_defaults(run=run_relay)
     listing = actions.add_parser(
         "list", help="the relays and their state", description="the relays and their state"

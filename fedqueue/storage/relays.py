@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, or_, select, update
 
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.database import Database
@@ -44,14 +44,31 @@ class RelayStore:
             return [Relay(**row._asdict()) for row in rows]
 
     async def remove(self, uri: str, *, who: str, now: datetime) -> Relay | None:
-        """Forget a relay (its deliveries stop); the removed row, or None if it was not one. Audited."""
+        """Forget the relay whose actor (or else inbox) is `uri` (its deliveries stop); the removed
+        row, or None if there was none. Audited."""
         async with self._db.transaction() as conn:
-            row = (await conn.execute(select(_relays).where(_relays.c.uri == uri))).first()
+            found = await conn.execute(
+                select(_relays).where(or_(_relays.c.uri == uri, _relays.c.inbox == uri))
+            )
+            rows = found.all()
+            row = next((row for row in rows if row.uri == uri), rows[0] if rows else None)
             if row is None:
                 return None
-            await conn.execute(delete(_relays).where(_relays.c.uri == uri))
-            await record_audit(conn, who, "relay_remove", f"relay:{uri}", {"state": row.state}, now)
+            await conn.execute(delete(_relays).where(_relays.c.uri == row.uri))
+            await record_audit(conn, who, "relay_remove", f"relay:{row.uri}", {"state": row.state}, now)
             return Relay(**row._asdict())
+
+    async def withdraw(self, relay: Relay, reason: str, *, who: str, now: datetime) -> None:
+        """Forget `relay` while its Follow still awaits an answer: the relay refused the POST. Audited."""
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                delete(_relays).where(
+                    _relays.c.uri == relay.uri,
+                    _relays.c.follow_activity_id == relay.follow_activity_id,
+                    _relays.c.state == PENDING,
+                )
+            )
+            await record_audit(conn, who, "relay_refused", f"relay:{relay.uri}", {"reason": reason}, now)
 
     async def answered(self, relay_uri: str, follow_id: str | None, accepted: bool, now: datetime) -> bool:
         """The relay's Accept (or Reject) of our Follow: whether it was one (a pending relay of ours)."""

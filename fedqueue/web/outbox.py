@@ -24,6 +24,7 @@ from fedqueue.errors import Conflict, Duplicate, NotFound, Unauthorized
 from fedqueue.outbound.addressing import NO_RECIPIENTS, is_public, recipient_count, recipients, strip_hidden
 from fedqueue.outbound.backpressure import Backlog
 from fedqueue.outbound.intake import dumps, normalize, parse_activity
+from fedqueue.outbound.relays import relays_reached
 from fedqueue.storage import Store, Submitted, check_actor_name
 from fedqueue.web.incoming import bearer_token, read_body
 from fedqueue.web.metrics import metrics_of
@@ -98,6 +99,7 @@ async def _post_outbox(request: Request, traceparent: str | None) -> Response:
         raise Duplicate(f"activity id {facts.activity_id} belongs to another actor")
     wanted = recipients(activity, urls.followers(name), urls.actor(name))
     count = recipient_count(wanted, await store.followers.count(name) if wanted.followers else 0)
+    count += await relays_reached(store, activity)
     return JSONResponse(
         {
             "id": submitted.activity_id,
