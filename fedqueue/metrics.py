@@ -89,6 +89,11 @@ class Metrics:
     #: Body bytes of inbox POSTs a host's bytes bucket refused (`inbound.throttle.BytesThrottled`).
     inbox_bytes_refused: int = 0
     outbox_refusals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    #: Activities refused past `max_recipients_per_activity`: at the outbox POST (`intake`, a
+    #: 400) or a row an app INSERTed (`worker`, ended `rejected`).
+    recipient_cap_refusals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    #: Recipients given up unfetched past an activity's fetch budget, by the limit (`activity`, `host`).
+    recipient_fetches_refused: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     latency: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS_S))
     attempts: Histogram = field(default_factory=lambda: Histogram(ATTEMPT_BUCKETS))
     worker_errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
@@ -169,6 +174,14 @@ class Metrics:
         """Record one outbox POST refused with 503 (reason e.g. 'backlog')."""
         self.outbox_refusals[reason] += 1
 
+    def recipient_cap_refused(self, where: str) -> None:
+        """Record one activity refused for naming too many recipients (`intake` or `worker`)."""
+        self.recipient_cap_refusals[where] += 1
+
+    def recipient_fetch_refused(self, limit: str, count: int = 1) -> None:
+        """Record recipients given up unfetched past one activity's fetch budget (`activity` or `host`)."""
+        self.recipient_fetches_refused[limit] += count
+
     def client_refused(self, reason: str) -> None:
         """Record one answer the HTTP client refused (reason e.g. 'head_too_large', 'body_too_large')."""
         self.client_refusals[reason] += 1
@@ -230,8 +243,20 @@ class Metrics:
         lines += _family(
             "fedqueue_outbox_refused_total",
             "counter",
-            "Outbox POSTs refused with 503, by reason (this process).",
+            "Outbox POSTs refused with 503, by reason: backlog (rows), deliveries (this process).",
             (({"reason": k}, v) for k, v in sorted(self.outbox_refusals.items())),
+        )
+        lines += _family(
+            "fedqueue_recipient_cap_refused_total",
+            "counter",
+            "Activities refused for naming more than max_recipients_per_activity, by where (this process).",
+            (({"where": k}, v) for k, v in sorted(self.recipient_cap_refusals.items())),
+        )
+        lines += _family(
+            "fedqueue_recipient_fetches_refused_total",
+            "counter",
+            "Recipients given up unfetched past one activity's fetch budget, by limit (this process).",
+            (({"limit": k}, v) for k, v in sorted(self.recipient_fetches_refused.items())),
         )
         lines += _family(
             "fedqueue_http_client_refused_total",

@@ -65,6 +65,10 @@ class Settings(BaseSettings):
     bulk_lane_threshold: int = Field(ge=1)
 
     outbox_max_pending: int = Field(ge=0)
+    outbox_max_pending_deliveries: int = Field(ge=0)
+    max_recipients_per_activity: int = Field(ge=1)
+    max_recipient_fetches_per_activity: int = Field(ge=0)
+    max_recipient_fetches_per_host: int = Field(ge=0)
 
     circuit_failure_threshold: int = Field(ge=1)
     circuit_open_seconds: float = Field(gt=0)

@@ -30,9 +30,13 @@ deliveries is `UNFINISHED` (queued, sending or failed).
 Outbox rows (`outbox.state`, `OutboxState`)::
 
     pending ──claimed──▶ expanding ──▶ expanded (its deliveries written)
-                                   ──▶ rejected (refused, or expansion failed too often)
+                                   ──▶ rejected (refused, e.g. past max_recipients_per_activity,
+                                                 or expansion failed too often)
                                    ──▶ duplicate (its activity id was submitted before)
     expanding ──lease ran out, or retried after a backoff──▶ expanding (claimed again)
+    expanding ──given back unplanned, the claim uncounted──▶ pending
+                                       storage/outbox.give_back (more rows wait for their
+                                       recipients' fetches than a worker holds: outbound/fanout)
     pending ──its actor deleted──▶ rejected
 
 Followers (`followers.state`, `FollowerState`): `pending` until approved, then `accepted`.

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedqueue.activitystreams import PUBLIC
+from fedqueue.errors import InvalidInput
 
 AUDIENCE_FIELDS = ("to", "cc", "bto", "bcc", "audience")
 HIDDEN_FIELDS = ("bto", "bcc")
@@ -69,6 +70,60 @@ def recipients(activity: dict[str, Any], followers_uri: str, sender_uri: str) ->
 def recipient_count(wanted: Recipients, follower_count: int) -> int:
     """How many actors an activity addresses: each other actor, and each follower if followers are."""
     return len(wanted.actors) + (follower_count if wanted.followers else 0)
+
+
+class TooManyRecipients(InvalidInput):
+    """An activity names more recipients than `max_recipients_per_activity` allows."""
+
+
+def check_recipient_cap(wanted: Recipients, cap: int) -> None:
+    """TooManyRecipients (one line, the count and the cap) if `wanted` names more than `cap` actors.
+
+    Counted as fan-out sees them: after repeats, the public collection, the sender and its own
+    followers collection are left out (`recipients`); the followers themselves are not counted.
+    """
+    named = len(wanted.actors)
+    if named > cap:
+        raise TooManyRecipients(
+            f"the activity names {named:,} recipients; at most {cap:,} are allowed"
+            " (max_recipients_per_activity)"
+        )
+
+
+@dataclass(frozen=True)
+class FetchBudget:
+    """Which of one activity's uncached recipients fan-out may fetch; the rest, each with the
+    limit it went past (`activity` or `host`) and a one-line reason."""
+
+    allowed: tuple[str, ...]
+    refused: dict[str, tuple[str, str]]
+
+
+def fetch_budget(
+    uncached: Sequence[str], hosts: Sequence[str], per_activity: int, per_host: int
+) -> FetchBudget:
+    """Split `uncached` recipients (their `hosts` beside them) into those fetched, in order, at
+    most `per_activity` in all and `per_host` from one host, and those given up, each with why."""
+    taken: Counter[str] = Counter()
+    allowed: list[str] = []
+    refused: dict[str, tuple[str, str]] = {}
+    for uri, host in zip(uncached, hosts, strict=True):
+        if len(allowed) >= per_activity:
+            refused[uri] = (
+                "activity",
+                f"recipient {uri[:200]} not fetched: this activity's recipients needed more than"
+                f" {per_activity:,} actor fetches (max_recipient_fetches_per_activity)",
+            )
+        elif taken[host] >= per_host:
+            refused[uri] = (
+                "host",
+                f"recipient {uri[:200]} not fetched: this activity's recipients needed more than"
+                f" {per_host:,} actor fetches from {host[:100]} (max_recipient_fetches_per_host)",
+            )
+        else:
+            taken[host] += 1
+            allowed.append(uri)
+    return FetchBudget(tuple(allowed), refused)
 
 
 def addresses(activity: dict[str, Any], uri: str) -> bool:

@@ -12,6 +12,13 @@ backoff; the claim counter (`expansion_attempts`, counted by the claim itself) e
 `rejected` after `expansion_max_attempts` claims, however the earlier ones ended, so one row
 can never stop delivery for good. One recipient's unusable actor document is a dead delivery
 to that recipient; the activity's other recipients go on.
+
+What one row may cost: past `max_recipients_per_activity` named recipients it ends `rejected`
+(as the outbox POST answers 400). Of its recipients not cached yet, at most
+`max_recipient_fetches_per_activity` are fetched, and at most `max_recipient_fetches_per_host`
+from one host; the rest end dead with the reason (`addressing.fetch_budget`). The fetches run
+beside the worker's rounds (`RecipientFetches`): the row waits for them under its lease while
+other rows are expanded and sent.
 """
 
 from __future__ import annotations
@@ -28,10 +35,14 @@ from typing import Any
 from fedqueue import tracing
 from fedqueue.errors import FedqueueError, InvalidInput, describe
 from fedqueue.federation_policy import Refusal
-from fedqueue.metrics import FEDERATION_POLICY, HOST_UNAVAILABLE, Metrics
+from fedqueue.metrics import FEDERATION_POLICY, HOST_UNAVAILABLE
 from fedqueue.outbound.addressing import (
     REACHES_EARLIER,
+    FetchBudget,
     InboxChoice,
+    TooManyRecipients,
+    check_recipient_cap,
+    fetch_budget,
     is_public,
     recipients,
     widened,
@@ -50,9 +61,9 @@ from fedqueue.outbound.intake import (
     subject_of,
 )
 from fedqueue.outbound.lane_rules import is_actor_delete, is_direct, lane_of
-from fedqueue.outbound.outcomes import readable_error
+from fedqueue.outbound.recipient_fetches import ACTOR_FETCH_CONCURRENCY, RecipientFetches, Unusable, unusable
 from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.remote.guard import FetchError, host_of, hosts_of
+from fedqueue.remote.guard import host_of, hosts_of
 from fedqueue.states import DeliveryState, Lane, OutboxState
 from fedqueue.storage import Accepted, Enqueued, OutboxEntry, Target
 from fedqueue.urls import Urls
@@ -60,10 +71,11 @@ from fedqueue.wording import plural
 
 log = logging.getLogger("fedqueue.outbound.fanout")
 
-#: Remote actor documents fetched at once while addressing one activity.
-ACTOR_FETCH_CONCURRENCY = 16
 #: Delivery rows inserted per transaction (and per lease renewal).
 CHUNK_ROWS = 1000
+#: Outbox rows one worker holds while their recipients are fetched (`RecipientFetches`); past
+#: it, a row that needs fetches goes back to `pending` for a later round.
+MAX_HELD_ROWS = 32
 GONE_REASON = "inbox answered 410 Gone before; skipped until its actor is seen again"
 
 
@@ -92,32 +104,109 @@ class Fanout:
         self._retries = RetrySchedule(
             settings.expansion_retry_seconds, settings.retry_cap_seconds, settings.expansion_max_attempts
         )
+        self._fetches = RecipientFetches(self._fetch_one, ACTOR_FETCH_CONCURRENCY, MAX_HELD_ROWS)
+        #: This round's rows that were held, and of those whose fetches are over, the recipients
+        #: given up past their budget.
+        self._ready: set[int] = set()
+        self._decided: dict[int, dict[str, tuple[str, str]]] = {}
+        #: This round's rows to give back to `pending` (more rows need fetches than are held).
+        self._given_back: list[int] = []
+        self._held_renewed_at = clock()
+
+    @property
+    def holding(self) -> bool:
+        """Whether rows wait for their recipients' fetches (`RecipientFetches`)."""
+        return bool(self._fetches.held_ids)
+
+    async def wait_for_fetches(self, timeout_s: float) -> None:
+        """Until a held row's fetches have ended (or `timeout_s` passes)."""
+        await self._fetches.wait_for_progress(timeout_s)
+
+    async def aclose(self) -> None:
+        """Stop the recipients' fetches; give the rows held for them back to `pending` at once."""
+        held = await self._fetches.aclose()
+        with contextlib.suppress(Exception):  # failing that, their leases run out
+            await self._store.outbox.give_back(held, self._owner)
 
     async def expand_pending(self, limit: int | None = None) -> int:
-        """Expand up to `limit` (default `expansion_batch_size`) claimable outbox rows; how many were claimed.
+        """Expand up to `limit` (default `expansion_batch_size`) claimable outbox rows, and the
+        held rows whose fetches are over; how many were taken and not given back.
 
         The rows are planned one by one (a failure is that row's outcome), then written together:
         a constant number of transactions per group of rows, whatever its size. If a group's
-        writes fail, its rows are written again one by one, so a bad row still fails alone.
+        writes fail, its rows are written again one by one, so a bad row still fails alone. A
+        row whose recipients need fetching is held instead (`RecipientFetches`), and so is any
+        later row of the same actor, until a later round.
         """
-        entries = await self._store.outbox.claim_pending(
+        await self._renew_held()
+        ready = self._fetches.take_ready()
+        claimed = await self._store.outbox.claim_pending(
             self._owner,
             self._clock(),
             self._settings.lease_seconds,
             limit or self._settings.expansion_batch_size,
         )
-        if not entries:
+        if not claimed and not ready:
             return 0
+        entries = [held.entry for held in ready] + claimed  # the held ones came first
+        self._ready = {held.entry.id for held in ready}
+        self._decided = {held.entry.id: held.refused for held in ready if held.refused is not None}
+        self._given_back = []
         await self._forget_deleted({entry.actor for entry in entries})
         async with self._lease_kept([entry.id for entry in entries]):
             plans: list[Plan] = []
             for entry in entries:
+                if entry.id not in self._ready and self._waits_behind(entry):
+                    continue
                 plan = await self._plan_isolated(entry, plans)
                 if plan is not None:
                     plans.append(plan)
+            await self._store.outbox.give_back(self._given_back, self._owner)
             for group in _groups(plans):
                 await self._write_isolated(group)
-        return len(entries)
+        self._ready, self._decided = set(), {}
+        return len(entries) - len(self._given_back)
+
+    def _waits_behind(self, entry: OutboxEntry) -> bool:
+        """Hold (or give back) a claimed row whose actor has a row held: it goes out after it."""
+        if not self._fetches.holds_actor(entry.actor):
+            return False
+        self._hold(entry, None)
+        return True
+
+    def _hold(self, entry: OutboxEntry, budget: FetchBudget | None) -> None:
+        """Hold `entry` for `budget`'s fetches (None: only behind its actor's held rows), or give it
+        back to `pending` if as many rows are held as may be."""
+        if self._fetches.full:
+            self._given_back.append(entry.id)
+            return
+        if budget is None:
+            self._fetches.hold(entry, (), None)
+            return
+        for limit, _reason in budget.refused.values():
+            self._metrics.recipient_fetch_refused(limit)
+        self._fetches.hold(entry, budget.allowed, budget.refused)
+
+    async def _renew_held(self) -> None:
+        """Renew the held rows' leases (a third of a lease after the last time); forget those lost."""
+        now = self._clock()
+        held = self._fetches.held_ids
+        lease_s = self._settings.lease_seconds
+        if not held or now - self._held_renewed_at < timedelta(seconds=lease_s / 3):
+            return
+        self._held_renewed_at = now
+        kept = await self._store.outbox.renew(held, self._owner, now + timedelta(seconds=lease_s))
+        lost = set(held) - kept
+        if lost:
+            log.warning("lost the expansion lease of held rows %s; another worker goes on", sorted(lost))
+            self._fetches.forget(lost)
+
+    async def _fetch_one(self, uri: str) -> None:
+        """Fetch one held row's recipient into the directory's cache (a failure is remembered there)."""
+        try:
+            await self._directory.actor(uri, await self._keyring.instance())
+        except Exception as exc:
+            unusable(uri, exc, self._settings.total_timeout_seconds, self._metrics)
 
     async def _plan_isolated(self, entry: OutboxEntry, earlier: list[Plan]) -> Plan | None:
         """One row's plan; None if the row has been settled instead (rejected, retried later)."""
@@ -136,6 +225,11 @@ class Fanout:
                 span.set("fedqueue.activity_id", plan.facts.activity_id)
                 span.set("fedqueue.deliveries", len(plan.targets))
                 return plan
+        except HoldForFetches as held:
+            self._hold(entry, held.budget)
+        except TooManyRecipients as exc:
+            self._metrics.recipient_cap_refused("worker")
+            await self._settle(entry, str(exc))
         except InvalidInput as exc:
             await self._settle(entry, str(exc))
         except Exception as exc:
@@ -387,10 +481,11 @@ class Fanout:
             if found is None:
                 wanted = widened(wanted, activity.get("object"), followers_uri, self._urls.actor(entry.actor))
             earlier = found or []
+        check_recipient_cap(wanted, self._settings.max_recipients_per_activity)
+        fetched, failed = await self._resolve(entry, wanted.actors)
         if wanted.followers:
             rows = await self._store.audience.follower_inboxes(entry.actor)
             choices.extend(InboxChoice(inbox, shared) for inbox, shared in rows)
-        fetched, failed = await self._fetch_actors(wanted.actors)
         choices.extend(fetched)
         if is_public(activity) and not entry.forwarded:  # FEP-ae0c: public ones go to the relays too
             choices.extend(InboxChoice(inbox, None) for inbox in await self._store.relays.accepted_inboxes())
@@ -400,6 +495,31 @@ class Fanout:
             Target(None, host_of(uri), failure.reason, recipient=uri, detail=failure.detail)
             for uri, failure in failed
         ]
+
+    async def _resolve(
+        self, entry: OutboxEntry, uris: tuple[str, ...]
+    ) -> tuple[list[InboxChoice], list[tuple[str, Unusable]]]:
+        """The recipients' inboxes, once none of them needs a fetch any more; those given up
+        past the fetch budget among the failures. HoldForFetches if some need fetching first."""
+        refused = self._decided.get(entry.id)
+        if refused is None and uris:
+            cached = await self._store.audience.cached_actors(uris, self._clock())
+            uncached = [uri for uri in uris if uri not in cached]
+            settings = self._settings
+            budget = fetch_budget(
+                uncached,
+                hosts_of(uncached),
+                settings.max_recipient_fetches_per_activity,
+                settings.max_recipient_fetches_per_host,
+            )
+            if budget.allowed:
+                raise HoldForFetches(budget)
+            for limit, _reason in budget.refused.values():
+                self._metrics.recipient_fetch_refused(limit)
+            refused = budget.refused
+        refused = refused or {}
+        fetched, failed = await self._fetch_actors(tuple(uri for uri in uris if uri not in refused))
+        return fetched, failed + [(uri, Unusable(reason, reason)) for uri, (_, reason) in refused.items()]
 
     async def _fetch_actors(
         self, uris: tuple[str, ...]
@@ -428,6 +548,14 @@ class Fanout:
 
 class DuplicateInGroup(FedqueueError):
     """A group's accept hit an activity id stored before: its rows are written one by one."""
+
+
+class HoldForFetches(FedqueueError):
+    """A row's recipients need fetching first: it is held until they are (`RecipientFetches`)."""
+
+    def __init__(self, budget: FetchBudget) -> None:
+        super().__init__(f"{len(budget.allowed)} recipients to fetch first")
+        self.budget = budget
 
 
 @dataclass
@@ -464,26 +592,3 @@ def targets_of(inboxes: Iterable[str]) -> list[Target]:
     """A target per inbox, each distinct origin's host worked out once (`hosts_of`)."""
     listed = list(inboxes)
     return [Target(inbox, host) for inbox, host in zip(listed, hosts_of(listed), strict=True)]
-
-
-@dataclass(frozen=True)
-class Unusable:
-    """Why a recipient's actor document could not be used: for a person, and the raw text."""
-
-    reason: str
-    detail: str
-
-
-def unusable(uri: str, exc: Exception, timeout_s: float, metrics: Metrics) -> Unusable:
-    """Why fetching `uri`'s actor document failed, one line each (capped, without NUL).
-
-    A FetchError is an answer about the recipient; anything else is also logged and counted.
-    """
-    raw = str(exc) if isinstance(exc, FetchError) else describe(exc)
-    if not isinstance(exc, FetchError):
-        metrics.worker_error("expand", exc, "recipient %s: unexpected error", uri[:200])
-
-    def line(text: str) -> str:
-        return text.replace("\x00", "\\x00")[:600]
-
-    return Unusable(line(f"recipient {uri[:200]} unusable: {readable_error(raw, timeout_s)}"), line(raw))

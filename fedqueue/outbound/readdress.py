@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from fedqueue.outbound.context import WorkerContext
-from fedqueue.outbound.fanout import ACTOR_FETCH_CONCURRENCY, unusable
+from fedqueue.outbound.recipient_fetches import ACTOR_FETCH_CONCURRENCY, unusable
 from fedqueue.outbound.record import Result
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import host_of

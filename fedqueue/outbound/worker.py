@@ -223,6 +223,9 @@ class Worker:
             if self.dispatcher.busy:
                 await self.dispatcher.wait_for_progress(poll_s)
                 continue
+            if self.fanout.holding:  # rows wait for their recipients' fetches
+                await self.fanout.wait_for_fetches(poll_s)
+                continue
             now = self._clock()
             if await self.store.outbox.has_pending(now):
                 await asyncio.sleep(poll_s)
@@ -275,6 +278,7 @@ class Worker:
             self._probing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._probing
+        await self.fanout.aclose()
         await self.dispatcher.cancel()
         await self.dispatcher.aclose()
 

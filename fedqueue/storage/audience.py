@@ -4,17 +4,19 @@ objects, and inboxes known to be gone (410)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select
 
 from fedqueue.states import FollowerState
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import DeliveryRow, FollowerRow, GoneInboxRow, OutboxRow
+from fedqueue.storage.tables import DeliveryRow, FollowerRow, GoneInboxRow, OutboxRow, RemoteActorRow
 
 _followers = FollowerRow.__table__  # type: ignore[attr-defined]
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
+_remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
 
 
 class AudienceStore:
@@ -22,6 +24,12 @@ class AudienceStore:
         self._db = database
         # Built once, the same SQL for any number of inboxes (read for every group of expanded rows).
         self._gone = select(_gone.c.inbox).where(database.one_of(_gone.c.inbox, "inboxes"))
+        self._cached = select(_remote.c.uri).where(
+            database.one_of(_remote.c.uri, "uris"),
+            _remote.c.expires_at > bindparam("now", type_=_remote.c.expires_at.type),
+            _remote.c.error.is_(None),
+            _remote.c.inbox.is_not(None),
+        )
 
     async def follower_inboxes(self, actor: str) -> list[tuple[str, str | None]]:
         """(inbox, shared inbox) of every accepted follower of the local actor `actor`."""
@@ -52,6 +60,14 @@ class AudienceStore:
                 .order_by(_deliveries.c.inbox)
             )
             return [inbox for inbox in rows.scalars() if inbox is not None]
+
+    async def cached_actors(self, uris: Iterable[str], now: datetime) -> set[str]:
+        """Those of `uris` whose actor is cached with an inbox and still fresh: no fetch needed."""
+        names = sorted(set(uris))
+        if not names:
+            return set()
+        async with self._db.reading() as conn:
+            return set((await conn.execute(self._cached, {"uris": names, "now": now})).scalars())
 
     async def gone(self, inboxes: Iterable[str]) -> set[str]:
         """Those of `inboxes` that answered 410 Gone and were not seen again since."""

@@ -36,16 +36,17 @@ from sqlalchemy import (
 
 from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.outbound.record import Claimed, Result
-from fedqueue.states import LANES, UNFINISHED, UNSENT, DeliveryState, Lane
+from fedqueue.states import BACKLOG, LANES, UNFINISHED, UNSENT, DeliveryState, Lane
 from fedqueue.storage.column_types import UTCDateTime, utcnow
 from fedqueue.storage.database import Database, json_array, json_item
-from fedqueue.storage.tables import DeliveryRow, GoneInboxRow, HostRow
+from fedqueue.storage.tables import DeliveryRow, GoneInboxRow, HostRow, OutboxRow
 from fedqueue.storage.webhook_events import after_given_up, after_record, any_webhook, webhooks_exist
 from fedqueue.wording import inert
 
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _hosts = HostRow.__table__  # type: ignore[attr-defined]
 _gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
+_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 
 #: What `claim` returns: the columns of `Claimed`'s fields, in their order.
 _CLAIMED = [_deliveries.c[name] for name in Claimed.__dataclass_fields__]
@@ -459,6 +460,29 @@ class DeliveryStore:
                 )
                 .values(**values)
             )
+
+    async def waiting(self, cap: int, now: datetime | None = None) -> int:
+        """The outbox back-pressure's count, up to `cap`: queued deliveries due by `now` on hosts
+        not held back (paused, circuit open), plus outbox rows not expanded yet (one each).
+
+        Failed deliveries wait for their retries, and a held host's for the host: neither is
+        work the worker could do now, so a host that is down fills no bound. Each part stops
+        at `cap` index entries.
+        """
+        now = now or utcnow()
+        d, o = _deliveries.c, _outbox.c
+        queued = (
+            select(d.id)
+            .where(d.state == DeliveryState.QUEUED, d.next_attempt_at <= now, d.host.not_in(_held_hosts(now)))
+            .limit(cap)
+        )
+        unexpanded = select(o.id).where(o.state.in_(BACKLOG)).limit(cap)
+        async with self._db.reading() as conn:
+            found = [
+                int((await conn.execute(select(func.count()).select_from(part.subquery()))).scalar_one())
+                for part in (queued, unexpanded)
+            ]
+        return min(cap, sum(found))
 
     async def next_due(self, now: datetime) -> datetime | None:
         """When the earliest claimable delivery falls due (lease end for `sending`); held hosts excluded."""

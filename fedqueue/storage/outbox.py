@@ -286,6 +286,27 @@ class OutboxStore:
                 .values(error=inert(error), lease_owner=None, lease_until=until)
             )
 
+    async def give_back(self, outbox_ids: Sequence[int], owner: str) -> None:
+        """Return leased rows unexpanded to `pending`, their claim uncounted: the fan-out held as
+        many rows as it may while their recipients are fetched, and these did not fail."""
+        if not outbox_ids:
+            return
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                update(_outbox)
+                .where(
+                    _outbox.c.id.in_(sorted(outbox_ids)),
+                    _outbox.c.lease_owner == owner,
+                    _outbox.c.state == OutboxState.EXPANDING,
+                )
+                .values(
+                    state=OutboxState.PENDING,
+                    lease_owner=None,
+                    lease_until=None,
+                    expansion_attempts=_outbox.c.expansion_attempts - 1,
+                )
+            )
+
     async def sendable(self, outbox_ids: Sequence[int]) -> dict[int, Sendable]:
         """Each row's activity JSON and creation time, for building request bodies and latencies."""
         async with self._db.reading() as conn:

@@ -234,6 +234,12 @@ def create_app(
     app.state.backlog = Backlog(
         store.outbox.backlog, settings.outbox_max_pending, poll_interval_s=settings.poll_interval_seconds
     )
+    app.state.delivery_backlog = Backlog(
+        store.deliveries.waiting,
+        settings.outbox_max_pending_deliveries,
+        poll_interval_s=settings.poll_interval_seconds,
+        unit="deliveries",
+    )
     app.state.directory = directory
     app.state.inbox_throttle = InboxThrottle(
         settings.inbox_throttle_per_second,

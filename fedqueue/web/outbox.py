@@ -21,7 +21,15 @@ from fedqueue import tracing
 from fedqueue.activitystreams import AS_CONTEXT
 from fedqueue.column_rules import parse_decimal
 from fedqueue.errors import Conflict, Duplicate, NotFound, Unauthorized
-from fedqueue.outbound.addressing import NO_RECIPIENTS, is_public, recipient_count, recipients, strip_hidden
+from fedqueue.outbound.addressing import (
+    NO_RECIPIENTS,
+    TooManyRecipients,
+    check_recipient_cap,
+    is_public,
+    recipient_count,
+    recipients,
+    strip_hidden,
+)
 from fedqueue.outbound.backpressure import Backlog
 from fedqueue.outbound.intake import dumps, normalize, parse_activity
 from fedqueue.outbound.relays import relays_reached
@@ -79,27 +87,35 @@ async def _post_outbox(request: Request, traceparent: str | None) -> Response:
     body = await read_body(request, settings_of(request).max_document_bytes)
     urls = urls_of(request)
     activity, facts = normalize(parse_activity(body), name, urls, lambda: secrets.token_urlsafe(16))
-    backlog: Backlog = request.app.state.backlog
-    if await backlog.full():
+    wanted = recipients(activity, urls.followers(name), urls.actor(name))
+    try:
+        check_recipient_cap(wanted, settings_of(request).max_recipients_per_activity)
+    except TooManyRecipients:
+        metrics_of(request).recipient_cap_refused("intake")
+        raise
+    count = recipient_count(wanted, await store.followers.count(name) if wanted.followers else 0)
+    count += await relays_reached(store, activity)
+    rows: Backlog = request.app.state.backlog
+    deliveries: Backlog = request.app.state.delivery_backlog
+    full = await _full(rows, deliveries)
+    if full is not None:
         # At the bound a repeat still gets its 200: it adds nothing to the backlog.
         known = await store.outbox.state(facts.activity_id)
         if known is None:
-            metrics_of(request).outbox_refused("backlog")
+            metrics_of(request).outbox_refused("backlog" if full is rows else "deliveries")
             return error_response(
                 503,
-                f"the outbox backlog is at its bound of {backlog.bound} activities; try again later",
-                {"Retry-After": str(backlog.retry_after_s)},
+                f"the outbox backlog is at its bound of {full.bound:,} {full.unit}; try again later",
+                {"Retry-After": str(full.retry_after_s)},
             )
         submitted = Submitted(known.id, facts.activity_id, known.actor, created=False)
     else:
         submitted = await store.outbox.submit(facts, dumps(activity), None, tracing.to_store(traceparent))
         if submitted.created:
-            backlog.admitted()
+            rows.admitted()
+            deliveries.admitted(max(1, count))
     if submitted.actor != name:
         raise Duplicate(f"activity id {facts.activity_id} belongs to another actor")
-    wanted = recipients(activity, urls.followers(name), urls.actor(name))
-    count = recipient_count(wanted, await store.followers.count(name) if wanted.followers else 0)
-    count += await relays_reached(store, activity)
     return JSONResponse(
         {
             "id": submitted.activity_id,
@@ -111,6 +127,14 @@ async def _post_outbox(request: Request, traceparent: str | None) -> Response:
         # Header values are latin-1 without control characters: percent-encode anything else.
         headers={"Location": quote(submitted.activity_id, safe=URI_PUNCTUATION)},
     )
+
+
+async def _full(*backlogs: Backlog) -> Backlog | None:
+    """The first of `backlogs` at its bound, if any."""
+    for backlog in backlogs:
+        if await backlog.full():
+            return backlog
+    return None
 
 
 OUTBOX_PAGE_SIZE = 20
