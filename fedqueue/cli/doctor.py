@@ -25,6 +25,7 @@ from fedqueue.cli.doctor_rules import (
     failed,
     keys_check,
     private_addresses_check,
+    proxy_check,
     self_fetch_check,
     settings_check,
 )
@@ -48,7 +49,8 @@ def register(commands: Subparsers) -> None:
         "addresses are allowed); that fetching an actor through base_url answers its own document; "
         "the clock against the Date of FEDQUEUE_DOCTOR_PEER_URL (if set); that every local actor "
         "has a key; on PostgreSQL, that autovacuum is on; the admin token's strength; whether "
-        "private addresses are allowed. Exits 1 on "
+        "private addresses are allowed; that a likely reverse proxy (an https base_url) is in "
+        "trusted_proxies. Exits 1 on "
         "any ✗. Run it where `fedqueue serve` runs, with the same settings.",
         ["fedqueue doctor", "FEDQUEUE_DOCTOR_PEER_URL=https://mastodon.social fedqueue doctor"],
     )
@@ -70,6 +72,7 @@ def run_doctor(args: argparse.Namespace) -> int:
     checks.extend(asyncio.run(_live_checks(settings, database.ok)))
     checks.append(admin_token_check(settings.admin_token))
     checks.append(private_addresses_check(settings.base_url, settings.allow_private_addresses))
+    checks.append(proxy_check(settings.base_url, settings.trusted_proxies))
     for check in checks:
         print(check.line(), flush=True)
     return 1 if failed(checks) else 0

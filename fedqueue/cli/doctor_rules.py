@@ -116,6 +116,25 @@ def private_addresses_check(base_url: str, allow_private: bool) -> Check:
     )
 
 
+def proxy_check(base_url: str, trusted_proxies: str) -> Check:
+    """A reverse proxy likely in front (base_url is https, which `serve` does not speak, or names a
+    public host) with no `trusted_proxies`: every request then seems to come from the proxy."""
+    label = "trusted proxies"
+    if trusted_proxies.strip():
+        return Check(True, label, f"{trusted_proxies}: their X-Forwarded-For names each client")
+    parts = urlsplit(base_url)
+    if parts.scheme != "https" and is_local_host(parts.hostname or ""):
+        return Check(True, label, f"none, and none needed: {base_url} is plain http on this machine")
+    return Check(
+        False,
+        label,
+        f"none, but {base_url} is likely served through a reverse proxy: every client then counts as"
+        " the proxy's one address, so one client's wrong admin tokens or forged inbox POSTs throttle"
+        " them all, and the logs name no client",
+        f"set FEDQUEUE_TRUSTED_PROXIES to the proxy's address, e.g. 127.0.0.1/32 ({GUIDE})",
+    )
+
+
 def token_bits(token: str) -> float:
     """An estimate of a token's entropy: its length times the Shannon entropy of its characters."""
     if not token:

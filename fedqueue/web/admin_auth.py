@@ -14,7 +14,11 @@ protected without doing anything. The checks:
   browsers accept Secure cookies on http://localhost and 127.0.0.1 too.
 - Wrong admin tokens (bearer, or the login form) are counted per client address
   (`LoginGuard`, rules in `login_throttle`): past a few, that address is answered 429 for
-  1, 2, 4, ... seconds without its token being checked. Each wrong token is logged.
+  1, 2, 4, ... seconds, and its wrong tokens are not counted, logged or looked up meanwhile.
+  Each wrong token read is logged. The right admin token is compared first (a digest; of a
+  login form, at most `MAX_LOGIN_FORM_BYTES` are read) and is never refused: behind a reverse
+  proxy without `trusted_proxies` every admin shares one address, and one mistyped token must
+  not lock them all out.
 - A status_url (`GET /admin/activities/{id}`, `ACTOR_READABLE`) is also open to a local
   actor's outbox bearer token: the middleware passes such a request on with no admin session,
   and the route checks that the activity is that actor's (`web/activity_status.py`).
@@ -33,10 +37,11 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import parse_qsl
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fedqueue.errors import Throttled, Unauthorized
 from fedqueue.metrics import Metrics
@@ -56,6 +61,11 @@ COOKIE_WRITE_PREFIXES = ("/admin/ui/", "/admin/logout")
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: Paths an actor's own bearer token may read (its activities' status_url); the route checks whose.
 ACTOR_READABLE = re.compile(r"/admin/activities/[0-9]+")
+#: Most bytes of a login form read from an address under refusal, to find the right token in it
+#: (the form has one field); a longer one is refused unread past them.
+MAX_LOGIN_FORM_BYTES = 4096
+#: Most fields of such a form parsed.
+MAX_LOGIN_FORM_FIELDS = 4
 
 #: Renders the login form (request, error message, status code); the dashboard supplies it.
 LoginPage = Callable[[Request, "str | None", int], Response]
@@ -166,8 +176,12 @@ class LoginGuard:
         self._metrics = metrics
         self.clock = clock
 
+    def is_refused(self, request: Request) -> bool:
+        """Whether this address must wait before a wrong token of its is read again (nothing counted)."""
+        return self.throttle.refused(client_key(client_of(request)), self.clock()) > 0
+
     def refusal(self, request: Request) -> Throttled | None:
-        """Throttled if this address must wait before trying a token again (nothing is logged)."""
+        """Throttled if this address must wait before trying a token again (counted, not logged)."""
         key = client_key(client_of(request))
         wait_s = self.throttle.refused(key, self.clock())
         if not wait_s:
@@ -280,8 +294,10 @@ class AdminAuthMiddleware:
             return
         request = Request(scope)
         bearer = bearer_of(request)
-        if bearer is not None or (path == LOGIN_PATH and request.method == "POST"):
-            throttled = self.guard.refusal(request)
+        login = path == LOGIN_PATH and request.method == "POST"
+        if (bearer is not None or login) and self.guard.is_refused(request):
+            admin, receive = await self._admin_token_while_refused(receive, bearer)
+            throttled = None if admin else self.guard.refusal(request)
             if throttled is not None:
                 await self._too_many(request, throttled)(scope, receive, send)
                 return
@@ -309,6 +325,20 @@ class AdminAuthMiddleware:
         scope.setdefault("state", {})["admin"] = session
         await self.app(scope, receive, send)
 
+    async def _admin_token_while_refused(self, receive: Receive, bearer: str | None) -> tuple[bool, Receive]:
+        """Whether a request from a refused address carries the right admin token (as a bearer, or
+        in a login form of at most `MAX_LOGIN_FORM_BYTES`), and the `receive` that replays the form."""
+        if bearer is not None:
+            return token_matches(bearer, self.settings.admin_token), receive
+        body = await _read_at_most(receive, MAX_LOGIN_FORM_BYTES)
+        if body is None:
+            return False, receive
+        try:
+            form = dict(parse_qsl(body.decode("utf-8", "replace"), max_num_fields=MAX_LOGIN_FORM_FIELDS))
+        except ValueError:  # more fields than a login form has
+            return False, receive
+        return token_matches(form.get("token", ""), self.settings.admin_token), _replaying(body, receive)
+
     def _refusal(self, request: Request, reason: str) -> Response:
         if self.is_html_route(request.url.path) or (request.method == "GET" and wants_html(request)):
             expired = None if request.method == "GET" else "Your session ended; log in and try again."
@@ -322,3 +352,34 @@ class AdminAuthMiddleware:
             page.headers.update(retry_after)
             return page
         return error_response(429, str(throttled), retry_after)
+
+
+async def _read_at_most(receive: Receive, cap: int) -> bytes | None:
+    """The request body, or None once it passes `cap` bytes (or the client went away)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunk: bytes = message.get("body", b"")
+        size += len(chunk)
+        if size > cap:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that gives the route the body already read, then the client's own messages."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if replayed:
+            return await receive()
+        replayed = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay

@@ -31,7 +31,7 @@ def test_doctor_on_a_healthy_instance_answers_only_check_marks_and_exits_0(tmp_p
         result = run_fedqueue("doctor", cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    assert len(lines) == 8 and all(line.startswith("✓ ") for line in lines), result.stdout
+    assert len(lines) == 9 and all(line.startswith("✓ ") for line in lines), result.stdout
     labels = [line.split(":")[0][2:] for line in lines]
     assert labels == [
         "settings",
@@ -42,6 +42,7 @@ def test_doctor_on_a_healthy_instance_answers_only_check_marks_and_exits_0(tmp_p
         "clock",
         "admin token",
         "private addresses",
+        "trusted proxies",
     ]
     assert f"GET {live.origin}/actors/alice answered its actor" in result.stdout
     assert ADMIN_TOKEN not in result.stdout
@@ -91,6 +92,22 @@ def test_doctor_refuses_a_plain_http_base_url_for_a_public_instance_naming_the_f
     assert result.returncode == 1
     [line] = [line for line in result.stdout.splitlines() if line.startswith("✗ base_url")]
     assert "fix: set FEDQUEUE_BASE_URL to the https:// origin" in line
+
+
+def test_doctor_flags_an_https_base_url_without_trusted_proxies_in_one_line(tmp_path: Path) -> None:
+    assert run_fedqueue("migrate", cwd=tmp_path).returncode == 0
+    result = run_fedqueue("doctor", cwd=tmp_path, env={"FEDQUEUE_BASE_URL": "https://fedqueue.example.org"})
+    assert result.returncode == 1
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("✗ trusted proxies")]
+    assert "https://fedqueue.example.org is likely served through a reverse proxy" in line
+    assert line.endswith(
+        "fix: set FEDQUEUE_TRUSTED_PROXIES to the proxy's address, e.g. 127.0.0.1/32 (docs/deploy.md)"
+    )
+    proxied = {
+        "FEDQUEUE_BASE_URL": "https://fedqueue.example.org",
+        "FEDQUEUE_TRUSTED_PROXIES": "127.0.0.1/32",
+    }
+    assert "✓ trusted proxies: 127.0.0.1/32" in run_fedqueue("doctor", cwd=tmp_path, env=proxied).stdout
 
 
 def test_doctor_with_a_bad_setting_is_one_cross_naming_it(tmp_path: Path) -> None:

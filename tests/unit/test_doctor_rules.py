@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from fedqueue.cli.doctor_rules import (
     admin_token_check,
     autovacuum_check,
     clock_check,
     private_addresses_check,
+    proxy_check,
     self_fetch_check,
 )
 
@@ -54,3 +57,24 @@ def test_autovacuum_off_is_a_cross_naming_the_setting_and_on_a_check() -> None:
     off = autovacuum_check(False)
     assert not off.ok and "never removed" in off.line() and "set `autovacuum = on`" in off.line()
     assert autovacuum_check(True).ok
+
+
+@pytest.mark.parametrize(
+    ("base_url", "trusted_proxies", "ok"),
+    [
+        (BASE, "", False),  # https: `serve` speaks plain http, so something ends TLS in front
+        ("http://fedqueue.example.org", "", False),  # a public name
+        (BASE, "127.0.0.1/32", True),
+        ("http://127.0.0.1:8000", "", True),
+        ("http://localhost:8000", "", True),
+    ],
+)
+def test_a_likely_reverse_proxy_without_trusted_proxies_is_a_cross_naming_the_setting(
+    base_url: str, trusted_proxies: str, ok: bool
+) -> None:
+    check = proxy_check(base_url, trusted_proxies)
+    assert check.ok is ok
+    if not ok:
+        assert check.line().startswith("✗ trusted proxies: none, but")
+        assert "fix: set FEDQUEUE_TRUSTED_PROXIES to the proxy's address" in check.line()
+        assert "\n" not in check.line()

@@ -1,5 +1,6 @@
 """Wrong admin tokens in-process: a few answered 401, then 429 with a growing Retry-After, each
-logged with the address (never the token), counted, and charged to that address only."""
+logged with the address (never the token), counted, and charged to that address only; the right
+admin token is let in even from a refused address."""
 
 from __future__ import annotations
 
@@ -54,13 +55,13 @@ async def test_wrong_logins_past_the_free_ones_get_429_with_a_growing_retry_afte
             assert refused.status_code == 429
             assert "try again in" in refused.text and 'name="token"' in refused.text
             waits.append(int(refused.headers["retry-after"]))
-            # While refused, even the right token is not looked at.
-            blocked = await client.post("/admin/login", data={"token": ADMIN_TOKEN})
-            assert (blocked.status_code, "set-cookie" in blocked.headers) == (429, False)
+            # While refused, a wrong token is not read, and the right one logs in.
+            unread = await client.post("/admin/login", data={"token": GUESS})
+            assert unread.status_code == 429 and "try again in" in unread.text
+            logged = await client.post("/admin/login", data={"token": ADMIN_TOKEN})
+            assert (logged.status_code, "set-cookie" in logged.headers) == (303, True)
             clock.now += waits[-1]
         assert waits == [1, 2, 4, 8]
-        logged = await client.post("/admin/login", data={"token": ADMIN_TOKEN})
-        assert logged.status_code == 303  # once the refusal is over, the right token works
     failures = [r.getMessage() for r in caplog.records if "wrong admin token" in r.getMessage()]
     assert len(failures) == FREE + 4  # one per wrong token; the refused ones were not read
     assert all("192.0.2.7" in line and GUESS not in line for line in failures)
@@ -78,7 +79,7 @@ async def test_bearer_guesses_under_admin_are_throttled_like_the_login_form(app:
             (await client.get("/admin/deliveries", headers=guess)).status_code for _ in range(FREE + 3)
         ]
         assert statuses == [401] * FREE + [429] * 3
-        refused = await client.get("/admin/hosts", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        refused = await client.get("/admin/hosts", headers=guess)
         assert refused.status_code == 429
         assert re.fullmatch(
             r"too many wrong admin tokens from 192\.0\.2\.8: try again in 1 s", refused.json()["error"]
@@ -86,13 +87,31 @@ async def test_bearer_guesses_under_admin_are_throttled_like_the_login_form(app:
         # The status_url, open to actors' tokens, counts a token that is neither as a wrong one.
         status_url = await client.get("/admin/activities/1", headers=guess)
         assert status_url.status_code == 429
+        # The admin's own token is compared first: one mistyped token locks no admin out.
+        admin = await client.get("/admin/hosts", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        assert admin.status_code == 200
+
+
+async def test_from_a_refused_address_a_login_form_over_4_kib_or_of_many_fields_is_refused_unread(
+    app: Starlette,
+) -> None:
+    async with from_address(app, "192.0.2.10") as client:
+        for _ in range(FREE + 1):
+            await client.post("/admin/login", data={"token": GUESS})
+        padded = await client.post("/admin/login", data={"token": ADMIN_TOKEN, "pad": "x" * 5000})
+        many = await client.post(
+            "/admin/login", data={f"f{n}": "x" for n in range(10)} | {"token": ADMIN_TOKEN}
+        )
+        assert [padded.status_code, many.status_code] == [429, 429]
+        right = await client.post("/admin/login", data={"token": ADMIN_TOKEN})
+        assert right.status_code == 303
 
 
 async def test_a_refused_address_holds_up_no_other_address(app: Starlette) -> None:
     async with from_address(app, "192.0.2.9") as attacker:
         for _ in range(FREE + 10):
             await attacker.post("/admin/login", data={"token": GUESS})
-        assert (await attacker.post("/admin/login", data={"token": ADMIN_TOKEN})).status_code == 429
+        assert (await attacker.post("/admin/login", data={"token": GUESS})).status_code == 429
     async with from_address(app, "198.51.100.1") as admin:
         assert (await admin.post("/admin/login", data={"token": ADMIN_TOKEN})).status_code == 303
         ok = await admin.get("/admin/hosts", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
