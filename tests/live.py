@@ -119,22 +119,33 @@ def running(
         log.close()
 
 
-def fedqueue_command(live: LiveInstance, cwd: Path, *args: str) -> dict[str, Any]:
-    """`fedqueue ARGS` against the live instance's database and address; its JSON answer."""
-    env = {
+def fedqueue_run(
+    live: LiveInstance, cwd: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`fedqueue ARGS` against the live instance's database and address (`env` overrides its
+    settings, as live_instance's does), within 60 s; what it printed and its exit status."""
+    settings = {
         **os.environ,
         "FEDQUEUE_DATABASE_URL": live.database_url,
         "FEDQUEUE_BASE_URL": live.origin,
         "FEDQUEUE_ALLOW_PRIVATE_ADDRESSES": "true",
+        **(env or {}),
     }
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "fedqueue", *args],
         cwd=cwd,
-        env=env,
+        env=settings,
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def fedqueue_command(
+    live: LiveInstance, cwd: Path, *args: str, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """`fedqueue ARGS` (as `fedqueue_run`), which must succeed; its JSON answer."""
+    done = fedqueue_run(live, cwd, *args, env=env)
     assert done.returncode == 0, f"fedqueue {' '.join(args)}: {done.stderr}"
     answer: dict[str, Any] = json.loads(done.stdout)
     return answer

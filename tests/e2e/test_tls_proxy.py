@@ -18,7 +18,7 @@ import socket
 import ssl
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,8 +66,8 @@ class Authority:
         return context
 
 
-def make_ca(directory: Path) -> Authority:
-    """A CA, and a certificate it signed for `localhost` and 127.0.0.1, as PEM files."""
+def make_ca(directory: Path, addresses: Sequence[str] = ("127.0.0.1",)) -> Authority:
+    """A CA, and a certificate it signed for `localhost` and `addresses`, as PEM files."""
     now = datetime.datetime.now(datetime.UTC)
     valid = (now - datetime.timedelta(minutes=5), now + datetime.timedelta(hours=2))
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -88,7 +88,7 @@ def make_ca(directory: Path) -> Authority:
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
-    names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    names = [x509.DNSName("localhost"), *(x509.IPAddress(ipaddress.ip_address(a)) for a in addresses)]
     certificate = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
@@ -128,8 +128,9 @@ def site_config(port: int, redirect_port: int, upstream: str, ca: Authority) -> 
 
 
 @contextmanager
-def nginx(prefix: Path, site: str, port: int) -> Iterator[None]:
-    """nginx in the foreground with everything (pid, logs, temp files) under `prefix`."""
+def nginx(prefix: Path, site: str, port: int, address: str = "127.0.0.1") -> Iterator[None]:
+    """nginx in the foreground with everything (pid, logs, temp files) under `prefix`, once it
+    listens on `address`:`port`."""
     prefix.mkdir()
     (prefix / "site.conf").write_text(site)
     temp = " ".join(
@@ -153,7 +154,7 @@ def nginx(prefix: Path, site: str, port: int) -> Iterator[None]:
             if process.poll() is not None:
                 raise RuntimeError(f"nginx exited: {(prefix / 'error.log').read_text()}")
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                socket.create_connection((address, port), timeout=1).close()
                 break
             except OSError:
                 if time.monotonic() > deadline:
