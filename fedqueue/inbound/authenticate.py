@@ -14,11 +14,16 @@ was forwarded, and it is accepted only if one of these holds, in order:
 Only activities authenticated by the actor's own key (HTTP or LD signature) may be forwarded
 again: a re-fetched copy is not what the actor signed, so it is stored but not passed on.
 
-An Announce (a relay's, or anyone's) that embeds an object from another origin vouches only for
-itself, not for what it embeds: the embedded object is checked as a forwarded activity is. An
-embedded activity by the same two ways (its actor's LD signature, else its object re-fetched);
-an embedded object by its copy re-fetched from its own origin. When neither works the Announce
-is stored with only the object's id, so nothing unverified is stored as that origin's word.
+Whatever authenticated it, an activity embeds whole only objects its actor speaks for
+(`origin_rules`: the object's id on the actor's origin, the actor its author). A Create's or
+Update's other object is stored as its id only.
+
+An Announce (a relay's, or anyone's) vouches only for itself, not for what it embeds, unless the
+embedded object is the announcer's own. One from another origin is checked as a forwarded
+activity is: an embedded activity by the same two ways (its actor's LD signature, else its
+object re-fetched); an embedded object by its copy re-fetched from its own origin, which must
+name only authors on that origin. One on the announcer's origin by another author, or one that
+fails those checks, is stored as its id only, so nothing unverified is stored as another's word.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import Any
 
 from fedqueue.errors import FedqueueError
 from fedqueue.inbound import ld_signatures
+from fedqueue.inbound.origin_rules import attributed_at_home, speaks_for, unvouched_object
 from fedqueue.inbound.receive_rules import Activity, parse_activity, same_origin
 from fedqueue.inbound.signature_schemes import ParsedSignature
 from fedqueue.inbound.verify import KeyResolver, verify_signature
@@ -105,7 +111,26 @@ async def authenticate(
             forwarded_by=verdict.owner,
             signed_with=verdict.key_id if ld_key_id is not None else None,
         )
-    return await _announced_checked(authenticated, resolve, fetch, check_ld, max_depth)
+    return await _announced_checked(
+        _own_object(authenticated, max_depth), resolve, fetch, check_ld, max_depth
+    )
+
+
+def _own_object(authenticated: Authenticated, max_depth: int) -> Authenticated:
+    """A Create or Update with an object its actor does not speak for, with that object's id instead."""
+    activity = authenticated.activity
+    object_id = unvouched_object(activity)
+    if object_id is None:
+        return authenticated
+    log.info(
+        "%s %s: the embedded %s is not %s's own: stored as its id only",
+        activity.type,
+        activity.id,
+        object_id,
+        activity.actor,
+    )
+    copy = _with_object(activity, object_id, max_depth)
+    return replace(authenticated, activity=copy, forwardable=False)
 
 
 async def _vouched(
@@ -132,18 +157,18 @@ async def _announced_checked(
     check_ld: LdCheck,
     max_depth: int,
 ) -> Authenticated:
-    """An Announce whose embedded object comes from another origin, with that object as its
+    """An Announce whose embedded object is not the announcer's own, with that object as its
     origin vouches for it (see the module's docstring); any other activity as it is."""
     activity = authenticated.activity
     embedded = activity.doc.get("object")
-    if activity.type != "Announce" or not isinstance(embedded, dict):
+    if activity.type != "Announce" or not isinstance(embedded, dict) or speaks_for(activity.actor, embedded):
         return authenticated
     object_id = embedded.get("id")
-    if isinstance(object_id, str) and same_origin(object_id, activity.actor):
-        return authenticated
     try:
         if not isinstance(object_id, str):
             raise SignatureError("the embedded object has no id")
+        if same_origin(object_id, activity.actor):  # its origin has spoken: the announcer's
+            raise SignatureError(f"it is on {activity.actor}'s origin but by another author")
         if "actor" in embedded:
             inner = parse_activity(
                 json.dumps(embedded).encode("utf-8"), max_depth=max_depth, anonymous_seed=activity.id
@@ -154,6 +179,8 @@ async def _announced_checked(
             trusted: Any = vouched.doc
         else:
             trusted = await _fetched(object_id, fetch)
+            if not attributed_at_home(trusted):
+                raise SignatureError(f"{object_id} names an author on another origin")
     except FedqueueError as exc:
         log.info("Announce %s: the embedded %s is stored as its id only: %s", activity.id, object_id, exc)
         trusted = object_id

@@ -1,15 +1,18 @@
-"""Which unverifiable activities may still be answered 202: a deleted actor's own Delete (pure).
+"""Which unverifiable activities claim a departure: a deleted actor's own Delete (pure).
 
 When an account is deleted its server answers 410 (or 404) for its actor and key, yet still
 sends the account's `Delete` to every server that knew it. The signature cannot be checked,
 and a 401 makes the sender retry for days. Mastodon and Fedify answer such a self-Delete
-(or self-Update) with 202; so does fedqueue, and it then forgets the actor's follows and the
-deliveries still due to it (`FollowerStore.depart`), storing nothing else.
+(or self-Update) with 202; so does fedqueue.
 
-Accepting it unverified is safe because of what it requires: the activity's object is its
-actor, and every key the request names is on the actor's own origin and answered 410 or 404.
-Only the actor's own server can make its key URLs answer so, and the effect is only that we
-stop following up on that actor, which a verified self-Delete would cause too.
+Such a request only *claims* the departure: its object is its actor, and every key it names
+is on the actor's origin and answered 410 or 404. Any URL on that origin that answers 404 can
+be named, so the claim alone changes nothing. fedqueue then fetches the actor's own document
+itself (`RemoteDirectory.gone`): only when that answers 410 or 404 is the actor gone, and its
+follows and the deliveries still due to it forgotten (`FollowerStore.depart`). Otherwise the
+request is answered 202 all the same (as Mastodon answers for accounts it does not know) and
+changes nothing. The other proof is a signature that verifies under the key fedqueue holds
+for the actor: the ordinary verified path, not this one.
 """
 
 from __future__ import annotations
@@ -34,11 +37,12 @@ def is_self_removal(activity: Activity) -> bool:
     return activity.type in SELF_REMOVAL_TYPES and _uri(activity.doc.get("object")) == activity.actor
 
 
-def accept_unverified(activity: Activity, key_ids: Iterable[str], gone_key_ids: Collection[str]) -> bool:
-    """Whether a request whose signature could not be verified is a gone actor's self-removal.
+def claims_departure(activity: Activity, key_ids: Iterable[str], gone_key_ids: Collection[str]) -> bool:
+    """Whether a request whose signature could not be verified claims its actor is gone.
 
     `key_ids`: every key the request's signatures name; `gone_key_ids`: those whose fetch
-    answered 410 or 404. All must be gone and on the actor's origin.
+    answered 410 or 404. All must be gone and on the actor's origin. A claim, not a proof:
+    the actor's own document decides (see the module's docstring).
     """
     named = set(key_ids)
     return (

@@ -26,7 +26,7 @@ from fedqueue.inbound.client_address import UNKNOWN
 from fedqueue.inbound.followers_sync import FollowersSync
 from fedqueue.inbound.follows import FollowerInboxes, created_object, effects_for
 from fedqueue.inbound.forward_rules import forwarding_for
-from fedqueue.inbound.gone import accept_unverified
+from fedqueue.inbound.gone import claims_departure
 from fedqueue.inbound.health import heard_from
 from fedqueue.inbound.ld_verifier import LdVerifier
 from fedqueue.inbound.moves import effects_of_move
@@ -50,7 +50,7 @@ log = logging.getLogger("fedqueue.inbox")
 _host_of = functools.lru_cache(maxsize=1024)(host_of)
 
 #: What became of an inbound activity answered 202: the answer's `status`, a metrics label.
-Received = Literal["accepted", "duplicate", "gone_actor", "deleted_object"]
+Received = Literal["accepted", "duplicate", "gone_actor", "unproven_departure", "deleted_object"]
 
 #: What a sender is told when its signature's key could not be had, or did not verify it.
 KEY_UNFETCHED = "the signature's key could not be fetched"
@@ -85,8 +85,9 @@ class Receiver:
         """Verify and store one inbound activity from `address`; what became of it (all answered 202).
 
         Only "accepted" stored something new; "gone_actor" is a gone actor's self-Delete
-        (`inbound.gone`), "deleted_object" a Create or Update of an object its actor deleted
-        lately (a tombstone).
+        (`inbound.gone`), "unproven_departure" one whose actor's own document does not say it
+        is gone (nothing changes), "deleted_object" a Create or Update of an object its actor
+        deleted lately (a tombstone).
         """
         settings = self.settings
         if signed.headers.get("host", "").lower() != settings.host.lower():
@@ -116,6 +117,7 @@ class Receiver:
         recipients = await _recipients(self.store, name, admission.auto_accept)
         # The instance actor signs any key fetch (servers in secure mode answer it).
         signer, timeout_s = await self.keyring.instance(), settings.inbound_verify_timeout_seconds
+        deadline = clock.time() + timeout_s  # the key fetches' budget, shared by a departure's proof
         gone_keys: set[str] = set()
         unfetched: set[str] = set()
         if self.throttle is not None:  # the address pays for the fetches unless the signature verifies
@@ -133,8 +135,17 @@ class Receiver:
                 span.set("fedqueue.key_id", authenticated.key_id)
                 span.set("fedqueue.activity_id", authenticated.activity.id)
         except SignatureError as exc:
-            if not accept_unverified(activity, (parsed.key_id for parsed in candidates), gone_keys):
+            if not claims_departure(activity, (parsed.key_id for parsed in candidates), gone_keys):
                 raise opaque(exc, [parsed.key_id for parsed in candidates], unfetched, address) from None
+            if not await self.directory.gone(activity.actor, signer, deadline=deadline):
+                log.info(
+                    "inbox %s %s from %s: unproven departure (its actor document does not answer"
+                    " 410 or 404), nothing changed",
+                    activity.type,
+                    activity.id,
+                    activity.actor,
+                )
+                return "unproven_departure"
             await self._depart(activity)
             return "gone_actor"
         for key_id in authenticated.verified_keys:  # genuine keys: their actors are stored now

@@ -1,7 +1,13 @@
 """Remote actors and keys: signed, guarded, size-capped fetches behind an expiring cache.
 
+A document is who it says only at its own address: one whose `id` is not the URL it was fetched
+from (fragment aside) is not taken as it is. The document at the `id` it claims, on the same
+origin only, is fetched instead and must carry that id (as Mastodon does): so an upload on an
+actor's origin that claims to be the actor does not speak for it. GoToSocial's key ids
+(`https://h/users/x/main-key`, a stub whose `id` is the actor) work this way.
+
 A key is trusted only through its owner's actor document: when a key id names a separate key
-document (as GoToSocial serves), the owner named there is fetched too, and the key must be the
+document, the owner named there is fetched too (at its own address), and the key must be the
 one that actor document lists. So `RemoteKey.owner` is always an actor that claims the key.
 """
 
@@ -109,6 +115,7 @@ def _utf8_text(raw: bytes) -> str | None:
 def parse_actor(doc: Any, uri: str, key_id: str | None = None) -> RemoteActor:
     """An actor document's inboxes and key (the one named `key_id`, else the first).
 
+    `uri` is where the document was fetched from: its `id` must be that (fragment aside).
     Every field kept is checked first (text storable on both engines, http(s) URLs that fit
     their columns), so what is refused on PostgreSQL is refused on SQLite too.
     """
@@ -117,6 +124,8 @@ def parse_actor(doc: Any, uri: str, key_id: str | None = None) -> RemoteActor:
     actor_id = _field("id", doc.get("id"))
     if actor_id is None or not _same_origin(actor_id, uri):
         raise FetchError(f"actor document of {uri} has a missing or foreign id")
+    if urldefrag(actor_id).url != urldefrag(uri).url:
+        raise FetchError(f"actor document at {uri} has the id {actor_id}, not its own address")
     inbox = _field("inbox", doc.get("inbox"))
     if inbox is None:
         raise FetchError(f"actor {actor_id} has no inbox")
@@ -197,8 +206,8 @@ class RemoteDirectory:
             self._memory.put(actor, now, lookup.entry.expires_at)
             return actor
         try:
-            doc, _raw = await self.fetch_json(uri, signer, scheme=self._scheme(lookup.host_scheme))
-            actor = parse_actor(doc, uri)
+            doc, own_url = await self._fetch_own(uri, signer, None, self._scheme(lookup.host_scheme))
+            actor = parse_actor(doc, own_url)
         except FetchError as exc:
             self._memory.forget(uri)
             self._remember_failure(uri, exc, now)
@@ -255,7 +264,10 @@ class RemoteDirectory:
             if key is None:
                 raise FetchError(f"actor {actor.uri} does not list key {key_id}")
         except FetchError as exc:
-            self._remember_failure(key_id, exc, now)
+            # A 410 or 404 at the key's URL itself is remembered there (`_fetch_own`): for every
+            # key id on that URL, and for `gone`.
+            if self._failures.get(url, now) is None:
+                self._remember_failure(key_id, exc, now)
             raise
         fetched = Fetched(actor, slim_document(doc, self._document_bytes), now)
         self._unverified.put(key_id, fetched, now + MEMORY_TTL)
@@ -269,19 +281,68 @@ class RemoteDirectory:
         deadline: float | None,
         scheme: SignatureScheme,
     ) -> tuple[dict[str, Any], str]:
-        """The document that should list `key_id` and its URL: the one at `url`, or the owner's
-        that a key document there names."""
-        doc, _raw = await self.fetch_json(url, signer, deadline=deadline, scheme=scheme)
+        """The document that should list `key_id` and its own URL: the one at `url` (or at the id
+        it claims, `_fetch_own`), or the owner's that a key document there names."""
+        doc, url = await self._fetch_own(url, signer, deadline, scheme)
         if "publicKeyPem" in doc and "inbox" not in doc:  # a separate key document
             owner_uri = doc.get("owner")
             if not isinstance(owner_uri, str):
                 raise FetchError(f"key document {key_id} names no owner")
             same_host = host_of(owner_uri) == host_of(url)
-            url = _checked_url(owner_uri, "key owner")
+            url = urldefrag(_checked_url(owner_uri, "key owner")).url
+            # Fetched at the address the key names: `parse_actor` then requires that id there.
             doc, _raw = await self.fetch_json(
                 url, signer, deadline=deadline, scheme=scheme if same_host else None
             )
         return doc, url
+
+    async def _fetch_own(
+        self, url: str, signer: SigningIdentity | None, deadline: float | None, scheme: SignatureScheme
+    ) -> tuple[dict[str, Any], str]:
+        """The document at `url` and `url` when its `id` is `url` (fragment aside); otherwise the
+        document at the id it claims (on `url`'s origin only) and that id, which it must carry.
+
+        One hop at most. A 410 or 404 at `url` is remembered for `gone` (FAILURE_TTL).
+        """
+        try:
+            doc, _raw = await self.fetch_json(url, signer, deadline=deadline, scheme=scheme)
+        except Gone as exc:
+            self._memory.forget(url)
+            self._remember_failure(url, exc, self._clock())
+            raise
+        claimed = _field("id", doc.get("id"))
+        if claimed is not None and urldefrag(claimed).url == url:
+            return doc, url
+        if claimed is None or not _same_origin(claimed, url):
+            raise FetchError(f"document at {url} has a missing or foreign id")
+        own_url = urldefrag(claimed).url
+        doc, _raw = await self.fetch_json(own_url, signer, deadline=deadline, scheme=scheme)
+        found = doc.get("id")
+        if not isinstance(found, str) or urldefrag(found).url != own_url:
+            raise FetchError(f"{url} claims the id {own_url}, whose document has another id")
+        return doc, own_url
+
+    async def gone(self, uri: str, signer: SigningIdentity | None, *, deadline: float | None) -> bool:
+        """Whether the actor at `uri` is gone: its own document answers 410 or 404 to our fetch.
+
+        A 410 or 404 that a fetch of `uri` itself met within FAILURE_TTL (a key id on `uri`, the
+        sender's retry) counts without another fetch; anything else is fetched now. Any other
+        answer, a failure included, is not a proof of departure.
+        """
+        now = self._clock()
+        try:
+            uri = urldefrag(_checked_url(uri, "actor URI")).url
+            failed = self._failures.get(uri, now)
+            if failed is not None and failed.gone:
+                return True
+            await self.fetch_json(uri, signer, deadline=deadline)
+        except Gone as exc:
+            self._memory.forget(uri)
+            self._remember_failure(uri, exc, now)
+            return True
+        except FetchError:
+            return False
+        return False
 
     def _unverified_key(self, key_id: str, now: datetime) -> RemoteKey | None:
         fetched = self._unverified.get(key_id, now)

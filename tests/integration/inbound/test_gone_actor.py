@@ -1,4 +1,5 @@
-"""A deleted account's own Delete, whose key now answers 410 or 404: 202, its follows and deliveries go."""
+"""A deleted account's own Delete, whose key now answers 410 or 404: 202, and when its actor document
+answers 410 or 404 to fedqueue's own fetch, its follows and deliveries go; else nothing changes."""
 
 from __future__ import annotations
 
@@ -190,3 +191,33 @@ async def test_a_self_delete_signed_with_a_gone_key_on_another_server_is_a_401(
     assert response.status_code == 401, response.text
     follows, _ = await follows_and_inbound(store)
     assert len(follows) == 1
+
+
+@pytest.mark.parametrize("kind", ["Delete", "Update"])
+async def test_a_self_delete_naming_a_404_on_the_actors_origin_changes_nothing_while_its_actor_is_there(
+    client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer, kind: str
+) -> None:
+    await bob_followed_alice_and_deliveries_wait(store, bob)
+    claim = bob.activity(kind, object=bob.uri if kind == "Delete" else {"id": bob.uri, "type": "Person"})
+    signed = bob.signed(PATH, claim, key_id=remote.url("/no/such/page#main-key"))
+    response = await post(client, PATH, signed)
+    assert (response.status_code, response.json()) == (202, {"status": "unproven_departure"})
+    follows, inbound = await follows_and_inbound(store)
+    assert (follows, inbound) == ([bob.uri], [])
+    assert (await deliveries(store))[bob.inbox] == ("queued", None)
+    assert len(remote.received("GET", "/users/bob")) == 1  # fedqueue asked bob's own document
+
+
+async def test_a_gone_actor_whose_key_lives_at_its_own_url_is_forgotten_once_its_actor_document_answers_410(
+    client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer
+) -> None:
+    """GoToSocial's key ids (`/users/bob/main-key`) are not the actor's URL: the actor is asked too."""
+    await bob_followed_alice_and_deliveries_wait(store, bob)
+    answers(remote, "/users/bob/main-key", 410)
+    answers(remote, "/users/bob", 410)
+    signed = bob.signed(PATH, self_delete(bob), key_id=remote.url("/users/bob/main-key"))
+    response = await post(client, PATH, signed)
+    assert (response.status_code, response.json()) == (202, {"status": "gone_actor"})
+    follows, _ = await follows_and_inbound(store)
+    assert follows == []
+    assert len(remote.received("GET", "/users/bob")) == 1

@@ -130,6 +130,56 @@ async def test_a_separate_key_document_must_be_listed_by_its_owner(
         await RemoteDirectory(store, client).key(remote.url("/keys/stolen"), None)
 
 
+async def test_a_document_claiming_to_be_an_actor_elsewhere_on_its_origin_cannot_lend_it_a_key(
+    store: Store, client: HttpClient, remote: LoopbackServer
+) -> None:
+    """An upload on bob's server whose id is bob's: its key is not bob's, and bob stays bob."""
+    bobs, forgers = keys.generate_key_pair(), keys.generate_key_pair()
+    remote.serve_json("/users/bob", actor_doc(remote, "bob", bobs.public_pem))
+    upload = remote.url("/media/upload.json")
+    forged = actor_doc(remote, "bob", forgers.public_pem)
+    forged["inbox"] = remote.url("/media/drop-box")
+    forged["publicKey"] = {
+        "id": f"{upload}#k",
+        "owner": remote.url("/users/bob"),
+        "publicKeyPem": forgers.public_pem,
+    }
+    remote.serve_json("/media/upload.json", forged)
+    directory = RemoteDirectory(store, client)
+    with pytest.raises(FetchError, match="does not list key"):
+        await directory.key(f"{upload}#k", None)
+    actor = await directory.actor(upload, None)  # the actor the upload claims, as its own address serves it
+    assert (actor.uri, actor.inbox, actor.public_key_pem) == (
+        remote.url("/users/bob"),
+        remote.url("/users/bob/inbox"),
+        bobs.public_pem,
+    )
+
+
+async def test_a_key_id_serving_an_actor_stub_resolves_through_the_actors_own_document(
+    store: Store, client: HttpClient, remote: LoopbackServer
+) -> None:
+    """GoToSocial's keys: `/users/bob/main-key` serves a stub whose id is bob; bob lists the key."""
+    pair = keys.generate_key_pair()
+    bob, key_id = remote.url("/users/bob"), remote.url("/users/bob/main-key")
+    public_key = {"id": key_id, "owner": bob, "publicKeyPem": pair.public_pem}
+    remote.serve_json("/users/bob", actor_doc(remote, "bob", pair.public_pem) | {"publicKey": public_key})
+    remote.serve_json("/users/bob/main-key", {"id": bob, "type": "Person", "publicKey": public_key})
+    key = await RemoteDirectory(store, client).key(key_id, None)
+    assert (key.owner, key.public_key_pem) == (bob, pair.public_pem)
+
+
+async def test_a_claimed_id_whose_own_document_has_another_id_is_refused(
+    store: Store, client: HttpClient, remote: LoopbackServer
+) -> None:
+    pair = keys.generate_key_pair()
+    remote.serve_json("/users/alias", actor_doc(remote, "bob", pair.public_pem))
+    remote.serve_json("/users/bob", actor_doc(remote, "carol", pair.public_pem))
+    with pytest.raises(FetchError, match="whose document has another id"):
+        await RemoteDirectory(store, client).actor(remote.url("/users/alias"), None)
+    assert await store.remote_actors.get(remote.url("/users/bob"), utcnow()) is None
+
+
 @pytest.mark.parametrize(
     ("answer", "reason"),
     [

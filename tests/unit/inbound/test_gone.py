@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from fedqueue.inbound.gone import accept_unverified, is_self_removal
+from fedqueue.inbound.gone import claims_departure, is_self_removal
 from fedqueue.inbound.receive_rules import Activity
 
 BOB = "https://remote.example/users/bob"
@@ -46,7 +46,7 @@ def test_only_a_delete_or_update_of_the_actor_itself_is_a_self_removal(
         ([], set(), False),
     ],
 )
-def test_a_self_delete_is_accepted_unverified_only_when_every_key_on_its_origin_is_gone(
+def test_an_unverified_self_delete_claims_a_departure_only_when_every_key_on_its_origin_is_gone(
     key_ids: list[str], gone: set[str], expected: bool
 ) -> None:
-    assert accept_unverified(activity("Delete", BOB), key_ids, gone) is expected
+    assert claims_departure(activity("Delete", BOB), key_ids, gone) is expected
