@@ -88,6 +88,7 @@ class Settings(BaseSettings):
     max_response_headers: int = Field(ge=10, le=10_000)
     tls_ca_file: str
     remote_unverified_cache_entries: int = Field(ge=1)
+    private_key_passphrase_file: str
     remote_unverified_cache_bytes: int = Field(ge=1024)
     remote_actor_document_max_bytes: int = Field(ge=1024)
     remote_failure_cache_entries: int = Field(ge=1)
@@ -200,6 +201,30 @@ class Settings(BaseSettings):
     @classmethod
     def _networks(cls, value: str) -> str:
         parse_networks(value)
+    @field_validator("private_key_passphrase_file")
+    @classmethod
+    def _passphrase_file(cls, value: str) -> str:
+        if value and not Path(value).is_file():
+            raise ValueError(
+                "must name a file holding the private keys' passphrase (no such file), or be empty"
+            )
+        return value
+
+    def private_key_passphrase(self) -> bytes | None:
+        """The passphrase the private keys are encrypted under at rest (the file's first line), or
+        None if `private_key_passphrase_file` is empty; SettingsError naming the setting if unusable."""
+        if not self.private_key_passphrase_file:
+            return None
+        try:
+            lines = Path(self.private_key_passphrase_file).read_bytes().splitlines()
+        except OSError as exc:
+            raise SettingsError(
+                f"FEDQUEUE_PRIVATE_KEY_PASSPHRASE_FILE: cannot read it: {exc.strerror}"
+            ) from None
+        if not lines or not lines[0].strip():
+            raise SettingsError("FEDQUEUE_PRIVATE_KEY_PASSPHRASE_FILE: the file's first line is empty")
+        return lines[0]
+
         return value
 
     @model_validator(mode="after")

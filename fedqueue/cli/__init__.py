@@ -19,6 +19,7 @@ from fedqueue.cli import (
     core,
     doctor,
     host_actions,
+    keys,
     relays,
     retention,
     status,
@@ -29,7 +30,20 @@ from fedqueue.cli import (
 from fedqueue.cli.tables import printable
 from fedqueue.errors import FedqueueError
 
-MODULES = (core, worker, status, admin, host_actions, retention, config, doctor, webhooks, relays, try_follow)
+MODULES = (
+    core,
+    worker,
+    status,
+    admin,
+    host_actions,
+    retention,
+    config,
+    doctor,
+    keys,
+    webhooks,
+    relays,
+    try_follow,
+)
 #: The status of a process ended by SIGPIPE (128 + 13), as `yes | head -1` leaves it.
 SIGPIPE_STATUS = 141
 

@@ -154,6 +154,26 @@ def prepared_settings() -> Settings:
     return settings
 
 
+def open_store(settings: Settings) -> Store:
+    """The store for a command that signs or makes keys: it seals and opens them under the
+    passphrase of `private_key_passphrase_file`, if set."""
+    return Store.open(settings.database_url, settings.private_key_passphrase())
+
+
+def check_private_keys(settings: Settings) -> None:
+    """Refuse to start, in one line naming the setting, if the stored private keys cannot be read
+    (encrypted, and the passphrase is missing or another)."""
+
+    async def check() -> None:
+        store = open_store(settings)
+        try:
+            await store.actors.check_passphrase()
+        finally:
+            await store.close()
+
+    asyncio.run(check())
+
+
 def existing_database_settings() -> Settings:
     """Settings for a command that reads or changes existing data: the schema must be at head already."""
     settings = load_settings()
@@ -173,7 +193,7 @@ def run_actor_create(args: argparse.Namespace) -> int:
     settings = prepared_settings()
 
     async def create() -> dict[str, str]:
-        store = Store.open(settings.database_url)
+        store = open_store(settings)
         try:
             created = await store.actors.create(args.name)
         finally:
@@ -193,7 +213,7 @@ def run_actor_delete(args: argparse.Namespace) -> int:
     settings = existing_database_settings()
 
     async def delete() -> dict[str, object]:
-        store = Store.open(settings.database_url)
+        store = open_store(settings)
         try:
             deletion = await delete_actor(store, Urls(settings.base_url), args.name, "cli")
         finally:
@@ -212,7 +232,7 @@ def run_actor_alias(args: argparse.Namespace) -> int:
     settings = existing_database_settings()
 
     async def alias() -> dict[str, object]:
-        store = Store.open(settings.database_url)
+        store = open_store(settings)
         try:
             aliases = await store.actor_lifecycle.set_aliases(args.name, added, args.remove, "cli", utcnow())
         finally:
@@ -228,7 +248,7 @@ def run_actor_move(args: argparse.Namespace) -> int:
     settings = existing_database_settings()
 
     async def move() -> dict[str, object]:
-        store = Store.open(settings.database_url)
+        store = open_store(settings)
         client = HttpClient(settings)
         urls = Urls(settings.base_url)
         try:
@@ -275,6 +295,7 @@ def run_serve(args: argparse.Namespace) -> int:
         # (in its busy handler, the 5-8 s p99 the in-process writer lock was made to avoid).
         raise SettingsError("--processes above 1 needs PostgreSQL; on SQLite, serve runs in one process")
     settings = prepared_settings()
+    check_private_keys(settings)
     if args.processes == 1:
         run(_serve(settings, args, None, with_worker=not args.no_worker))
         return 0
@@ -343,7 +364,7 @@ async def _serve(
     settings: Settings, args: argparse.Namespace, listening: socket.socket | None, *, with_worker: bool
 ) -> None:
     """The HTTP app (on `listening` if given, else on --host/--port) and, if `with_worker`, the worker."""
-    store = Store.open(settings.database_url)
+    store = open_store(settings)
     # One recorder for the process: /metrics shows what the in-process worker did.
     metrics = Metrics()
     client = HttpClient(settings, metrics=metrics)

@@ -22,7 +22,9 @@ from fedqueue.cli.doctor_rules import (
     base_url_check,
     clock_check,
     database_check,
+    database_file_check,
     failed,
+    keys_at_rest_check,
     keys_check,
     private_addresses_check,
     proxy_check,
@@ -35,7 +37,7 @@ from fedqueue.remote.client import tls_context
 from fedqueue.settings import Settings, config_path, load_settings, setting_sources
 from fedqueue.storage import StorageUnavailable, Store
 from fedqueue.storage.migrate import head_revision, opened_revision
-from fedqueue.storage.sqlite_setup import describe_url, sqlite_file
+from fedqueue.storage.sqlite_setup import describe_url, loose_files, sqlite_file
 from fedqueue.urls import Urls
 
 
@@ -48,7 +50,8 @@ def register(commands: Subparsers) -> None:
         "database is reachable and at the migration head; that base_url is https (unless private "
         "addresses are allowed); that fetching an actor through base_url answers its own document; "
         "the clock against the Date of FEDQUEUE_DOCTOR_PEER_URL (if set); that every local actor "
-        "has a key; on PostgreSQL, that autovacuum is on; the admin token's strength; whether "
+        "has a key, and whether the keys are encrypted at rest; that the SQLite file is its "
+        "owner's alone; on PostgreSQL, that autovacuum is on; the admin token's strength; whether "
         "private addresses are allowed; that a likely reverse proxy (an https base_url) is in "
         "trusted_proxies. Exits 1 on "
         "any ✗. Run it where `fedqueue serve` runs, with the same settings.",
@@ -94,11 +97,20 @@ async def _live_checks(settings: Settings, database_ok: bool) -> list[Check]:
     urls = Urls(settings.base_url)
     checks: list[Check] = []
     actor_url = urls.instance_actor()
+    path = sqlite_file(settings.database_url)
+    if database_ok and path is not None:
+        checks.append(database_file_check(str(path), [str(loose) for loose in loose_files(path)]))
+    passphrase, problem = None, None
+    try:
+        passphrase = settings.private_key_passphrase()
+    except SettingsError as exc:
+        problem = str(exc)
     if database_ok:
-        store = Store.open(settings.database_url)
+        store = Store.open(settings.database_url, passphrase)
         try:
             names = await store.actors.names()
             checks.append(keys_check(len(names), await store.actors.without_usable_keys()))
+            checks.append(await _keys_at_rest(store, passphrase is not None, problem))
             autovacuum = await store.database.autovacuum()
             if autovacuum is not None:
                 checks.append(autovacuum_check(autovacuum))
@@ -114,6 +126,17 @@ async def _live_checks(settings: Settings, database_ok: bool) -> list[Check]:
         checks.insert(0, await _self_fetch(client, actor_url, settings.base_url))
         checks.append(await _clock(client, settings))
     return checks
+
+
+async def _keys_at_rest(store: Store, passphrase_set: bool, problem: str | None) -> Check:
+    """The keys-at-rest line: counts, and whether the passphrase given opens the encrypted keys."""
+    if problem is None:
+        try:
+            await store.actors.check_passphrase()
+        except SettingsError as exc:
+            problem = str(exc)
+    at_rest = await store.actors.keys_at_rest()
+    return keys_at_rest_check(at_rest.encrypted, at_rest.plain, passphrase_set, problem)
 
 
 async def _self_fetch(client: httpx.AsyncClient, url: str, base_url: str) -> Check:

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from fedqueue.remote.guard import is_forbidden_ip
+from fedqueue.wording import plural
 
 #: A token's estimated bits below which it is weak (✗), and from which it is strong.
 WEAK_TOKEN_BITS = 64
@@ -170,6 +171,45 @@ def keys_check(actors: int, without_keys: Sequence[str]) -> Check:
             "delete and re-create those actors (their followers must follow again)",
         )
     return Check(True, "actor keys", f"all {actors} local actors have a key pair")
+
+
+def keys_at_rest_check(encrypted: int, plain: int, passphrase_set: bool, problem: str | None) -> Check:
+    """Whether the private keys are encrypted at rest, and readable with the passphrase given."""
+    label, setting = "keys at rest", "FEDQUEUE_PRIVATE_KEY_PASSPHRASE_FILE"
+    if problem is not None:
+        return Check(False, label, problem, f"set {setting} to the file of the keys' passphrase")
+    stored = encrypted + plain
+    if plain and passphrase_set:
+        return Check(
+            False,
+            label,
+            f"{plain} of {stored} private keys are still in plain text",
+            "run `fedqueue keys encrypt`",
+        )
+    if plain:
+        return Check(
+            True,
+            label,
+            f"{plural(plain, 'private key')} in plain text in the database (to encrypt: set {setting},"
+            " then run `fedqueue keys encrypt`)",
+        )
+    if not passphrase_set:
+        return Check(
+            True, label, f"no private key stored yet; new ones will be in plain text (set {setting})"
+        )
+    return Check(True, label, f"every stored private key ({stored}) is encrypted under the passphrase")
+
+
+def database_file_check(path: str, loose: Sequence[str]) -> Check:
+    """The SQLite file and its -wal/-shm: readable by their owner only (they hold keys and secrets)."""
+    if loose:
+        return Check(
+            False,
+            "database file",
+            f"group or others may read {', '.join(loose)} (keys, webhook secrets)",
+            f"chmod 600 {' '.join(loose)}, as the user fedqueue runs as (it tightens its own files on open)",
+        )
+    return Check(True, "database file", f"{path} and its -wal/-shm are readable by their owner only")
 
 
 def self_fetch_check(url: str, status: int, document: Any, base_url: str) -> Check:

@@ -8,14 +8,14 @@ import getpass
 import json
 from typing import Any
 
-from fedqueue.cli.core import existing_database_settings
+from fedqueue.cli.core import existing_database_settings, open_store
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.tables import printable
 from fedqueue.outbound.relays import add_relay, remove_relay
 from fedqueue.remote.client import HttpClient
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.keyring import Keyring
-from fedqueue.storage import Relay, Store
+from fedqueue.storage import Relay
 from fedqueue.storage.column_types import utcnow
 from fedqueue.urls import Urls
 
@@ -55,7 +55,7 @@ def run_relay(args: argparse.Namespace) -> int:
         who = "cli"
 
     async def work() -> list[dict[str, Any]]:
-        store = Store.open(settings.database_url)
+        store = open_store(settings)
         http = HttpClient(settings)
         urls = Urls(settings.base_url)
         keyring = Keyring(store, urls)

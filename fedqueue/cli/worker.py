@@ -7,13 +7,12 @@ import asyncio
 import contextlib
 import signal
 
-from fedqueue.cli.core import prepared_settings
+from fedqueue.cli.core import check_private_keys, open_store, prepared_settings
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.loop import run
 from fedqueue.outbound.worker import Worker
 from fedqueue.pruning import prune_forever
 from fedqueue.remote.client import HttpClient
-from fedqueue.storage import Store
 
 
 def register(commands: Subparsers) -> None:
@@ -32,9 +31,10 @@ def register(commands: Subparsers) -> None:
 
 def run_worker(args: argparse.Namespace) -> int:
     settings = prepared_settings()
+    check_private_keys(settings)
 
     async def work() -> None:
-        store = Store.open(settings.database_url)
+        store = open_store(settings)
         client = HttpClient(settings)
         try:
             worker = Worker(settings, store, client)

@@ -67,9 +67,9 @@ __all__ = [
 class Store:
     """Every repository over one database connection pool."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, key_passphrase: bytes | None = None) -> None:
         self.database = database
-        self.actors = ActorStore(database)
+        self.actors = ActorStore(database, key_passphrase)
         self.actor_lifecycle = ActorLifecycleStore(database)
         self.remote_actors = RemoteActorStore(database)
         self.admin = AdminStore(database)
@@ -93,8 +93,9 @@ class Store:
         self.consumers = ConsumerStore(database)
 
     @classmethod
-    def open(cls, database_url: str) -> Store:
-        return cls(Database.open(database_url))
+    def open(cls, database_url: str, key_passphrase: bytes | None = None) -> Store:
+        """The store over `database_url`; `key_passphrase` seals and opens the private keys."""
+        return cls(Database.open(database_url), key_passphrase)
 
     async def close(self) -> None:
         """Store what was queued to be written behind (`RemoteActorStore.put_behind`), then close."""

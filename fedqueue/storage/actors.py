@@ -1,4 +1,8 @@
-"""Local actors: creation, lookup, token checks. Private keys leave only as signing keys."""
+"""Local actors: creation, lookup, token checks. Private keys leave only as signing keys.
+
+With a passphrase (`private_key_passphrase_file`), keys are written encrypted and read back
+through it (`signing.keys`); `encrypt_keys` encrypts those stored before it was set.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from fedqueue.errors import ActorGone, Duplicate, InvalidInput, NotFound
+from fedqueue.errors import ActorGone, Duplicate, InvalidInput, NotFound, SettingsError
 from fedqueue.signing import keys
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
@@ -59,9 +63,19 @@ def _loads(public_pem: str) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class KeysAtRest:
+    """How the stored private keys (every actor's with one, and the instance key) are kept."""
+
+    encrypted: int
+    plain: int
+
+
 class ActorStore:
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, key_passphrase: bytes | None = None) -> None:
         self._db = database
+        self._passphrase = key_passphrase
+        self._passphrase_checked = False
         # Built once, the same SQL for any number of names (read for every claimed group of rows).
         self._deleted = select(_actors.c.name).where(
             database.one_of(_actors.c.name, "names"), _actors.c.deleted_at.is_not(None)
@@ -73,7 +87,8 @@ class ActorStore:
         With `who` (an admin, through the admin API) the creation is audited in its transaction.
         """
         check_actor_name(name)
-        pair = keys.generate_key_pair()
+        await self.check_passphrase()  # a key sealed under a wrong passphrase would be lost
+        pair = keys.generate_key_pair(self._passphrase)
         token = keys.new_token()
         try:
             async with self._db.transaction() as conn:
@@ -182,7 +197,7 @@ class ActorStore:
             ).scalar()
         if pem is None:
             raise NotFound(f"no local actor named {name!r}")
-        return keys.load_private_key(pem)
+        return keys.load_private_key(pem, self._passphrase)
 
     async def instance_public_key(self) -> str:
         """The instance actor's public key (PEM); the key pair is made on first need."""
@@ -190,14 +205,15 @@ class ActorStore:
 
     async def instance_signing_key(self) -> PrivateKeyTypes:
         """The instance actor's private key, loaded for signing only; made on first need."""
-        return keys.load_private_key((await self._instance_key_pems())[0])
+        return keys.load_private_key((await self._instance_key_pems())[0], self._passphrase)
 
     async def _instance_key_pems(self) -> tuple[str, str]:
         """(private, public) PEM of the one instance key; concurrent first calls agree on one pair."""
         found = await self._read_instance_key()
         if found is not None:
             return found
-        pair = keys.generate_key_pair()
+        await self.check_passphrase()
+        pair = keys.generate_key_pair(self._passphrase)
         async with self._db.transaction() as conn:
             await conn.execute(
                 self._db.insert_ignoring_conflicts(_instance_key, ["id"]).values(
@@ -214,3 +230,57 @@ class ActorStore:
                 await conn.execute(select(_instance_key.c.private_key_pem, _instance_key.c.public_key_pem))
             ).first()
         return None if row is None else (row.private_key_pem, row.public_key_pem)
+
+    async def keys_at_rest(self) -> KeysAtRest:
+        """How many stored private keys (actors' not deleted, and the instance's) are encrypted
+        and how many are in plain text."""
+        counts = []
+        async with self._db.reading() as conn:
+            for column in (_actors.c.private_key_pem, _instance_key.c.private_key_pem):
+                encrypted = func.count().filter(column.startswith(keys.ENCRYPTED_PEM))
+                query = select(encrypted, func.count()).where(column != "")
+                counts.append((await conn.execute(query)).one())
+        return KeysAtRest(
+            encrypted=sum(int(row[0]) for row in counts), plain=sum(int(row[1] - row[0]) for row in counts)
+        )
+
+    async def check_passphrase(self) -> None:
+        """SettingsError (one line, naming the setting) unless this store can read its keys: an
+        encrypted key needs the passphrase, and the one given must decrypt it.
+
+        One encrypted key is tried (all are encrypted under one passphrase); once it loaded,
+        the answer is kept for the process.
+        """
+        if self._passphrase_checked:
+            return
+        async with self._db.reading() as conn:
+            for column in (_actors.c.private_key_pem, _instance_key.c.private_key_pem):
+                pem = (
+                    await conn.execute(select(column).where(column.startswith(keys.ENCRYPTED_PEM)).limit(1))
+                ).scalar()
+                if pem is not None:
+                    keys.load_private_key(pem, self._passphrase)
+                    break
+        self._passphrase_checked = True
+
+    async def encrypt_keys(self) -> int:
+        """Encrypt every plain stored private key under the passphrase, in one transaction; how many.
+
+        SettingsError without a passphrase, or if it does not decrypt the keys encrypted already.
+        """
+        passphrase = self._passphrase
+        if passphrase is None:
+            raise SettingsError(
+                f"no passphrase to encrypt the private keys with: set {keys.KEY_FILE_SETTING}"
+            )
+        await self.check_passphrase()
+        encrypted = 0
+        async with self._db.transaction() as conn:
+            for table, key in ((_actors, _actors.c.name), (_instance_key, _instance_key.c.id)):
+                column = table.c.private_key_pem
+                plain = select(key, column).where(column != "", ~column.startswith(keys.ENCRYPTED_PEM))
+                for row_key, pem in (await conn.execute(plain)).all():
+                    sealed = keys.encrypt_private_key(pem, passphrase)
+                    await conn.execute(update(table).where(key == row_key).values(private_key_pem=sealed))
+                    encrypted += 1
+        return encrypted

@@ -50,6 +50,7 @@ from fedqueue.storage.rows import Rows
 from fedqueue.storage.sqlite_setup import (
     begin_immediate,
     check_sqlite_directory,
+    keep_private,
     settled,
     sqlite_file,
     sqlite_pragmas,
@@ -132,10 +133,13 @@ class Database:
             if url.startswith("sqlite"):
                 check_sqlite_directory(url)
                 # An in-memory database has one connection (SQLAlchemy's StaticPool).
-                pooled = _pool(pool_size) if sqlite_file(url) is not None else {}
+                path = sqlite_file(url)
+                pooled = _pool(pool_size) if path is not None else {}
                 engine = create_async_engine(
                     url, connect_args={"timeout": 30}, pool_reset_on_return=None, **pooled
                 )
+                if path is not None:  # created 0600 before SQLite opens it: it holds keys and secrets
+                    event.listen(engine.sync_engine, "do_connect", lambda *_: keep_private(path))
                 event.listen(engine.sync_engine, "connect", sqlite_pragmas)
                 event.listen(engine.sync_engine, "reset", sqlite_reset)
                 return cls(engine)

@@ -2,10 +2,17 @@
 
 `Database` (storage/database.py) calls these; `sqlite_file` and `describe_url` also serve the
 CLI (`fedqueue doctor`, `config`) and migrations.
+
+The file holds every actor's private key (unless they are encrypted at rest) and the webhook
+secrets: `keep_private` creates it readable by its owner alone, whatever the umask, and SQLite
+gives its -wal, -shm and -journal files the database file's mode.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +71,40 @@ def check_sqlite_directory(url: str) -> None:
     path = sqlite_file(url)
     if path is not None and not path.resolve().parent.is_dir():
         raise SettingsError(f"FEDQUEUE_DATABASE_URL: directory {path.resolve().parent} does not exist")
+
+
+#: The database file's mode, and the suffixes of the files SQLite keeps beside it with the same data.
+PRIVATE_MODE = 0o600
+COMPANIONS = ("", "-wal", "-shm", "-journal")
+
+
+def loose_files(path: Path) -> list[Path]:
+    """The database file `path` and its companions that exist and that group or others may read."""
+    found = []
+    for suffix in COMPANIONS:
+        companion = path.with_name(path.name + suffix)
+        try:
+            if companion.stat().st_mode & 0o077:
+                found.append(companion)
+        except FileNotFoundError:
+            continue
+    return found
+
+
+def keep_private(path: Path) -> None:
+    """Create the SQLite file `path` with mode 0600 if missing, whatever the umask, and take
+    group's and others' bits off it and its companions where they have any.
+
+    Called just before SQLite opens the file (`Database.open`). A file this user may not
+    chmod (another's, read-only to it) is left as it is: `fedqueue doctor` names it.
+    """
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, PRIVATE_MODE))
+    for loose in loose_files(path):
+        try:
+            os.chmod(loose, stat.S_IMODE(loose.stat().st_mode) & 0o700)
+        except (PermissionError, FileNotFoundError):
+            continue
 
 
 def sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
