@@ -123,7 +123,8 @@ class RecipientFetches:
     def _start(self) -> None:
         """Start fetching in the background, up to `concurrency` at once."""
         self._pumps = {pump for pump in self._pumps if not pump.done()}
-        wanted = sum(len(held.to_fetch) for held in self._held.values())
+        # A pump waiting on a fetch is busy: one more for each recipient still to fetch.
+        wanted = sum(len(held.to_fetch) + held.in_flight for held in self._held.values())
         while len(self._pumps) < min(self._concurrency, wanted):
             self._pumps.add(asyncio.create_task(self._pump()))
         if any(held.fetched for held in self._held.values()):
