@@ -34,7 +34,7 @@ CONFIG_ENV = f"{ENV_PREFIX}CONFIG"
 #: even at the login throttle's first rate; a word or two is not.
 MIN_ADMIN_TOKEN_CHARS = 24
 #: Settings whose values no error message repeats.
-SECRET_SETTINGS = frozenset({"admin_token"})
+SECRET_SETTINGS = frozenset({"admin_token", "metrics_token"})
 
 
 class Settings(BaseSettings):
@@ -45,6 +45,7 @@ class Settings(BaseSettings):
     base_url: str
     database_url: str
     admin_token: str
+    metrics_token: str
     allow_private_addresses: bool
     log_format: Literal["text", "json"]
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"]
@@ -162,6 +163,16 @@ class Settings(BaseSettings):
                 f"must be at least {MIN_ADMIN_TOKEN_CHARS} characters, or empty to turn /admin off"
                 f" (a short token can be guessed; this one has {len(value)}); make one with"
                 " `python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+            )
+        return value
+
+    @field_validator("metrics_token")
+    @classmethod
+    def _unguessable(cls, value: str) -> str:
+        if value and len(value) < MIN_ADMIN_TOKEN_CHARS:
+            raise ValueError(
+                f"must be at least {MIN_ADMIN_TOKEN_CHARS} characters, or empty to leave /metrics public"
+                f" (this one has {len(value)})"
             )
         return value
 

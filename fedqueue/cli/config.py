@@ -17,8 +17,8 @@ MASK = "********"
 
 DESCRIPTION = (
     "Print every setting in effect and its source: the default file, the file FEDQUEUE_CONFIG "
-    "names, or a FEDQUEUE_* environment variable. The admin token and the database password "
-    "are masked."
+    "names, or a FEDQUEUE_* environment variable. The admin and metrics tokens and the database "
+    "password are masked."
 )
 
 
@@ -48,10 +48,12 @@ def register(commands: Subparsers) -> None:
 
 
 def shown_settings() -> dict[str, Any]:
-    """Every setting's value as a person may see it: the admin token masked, the database password hidden."""
+    """Every setting's value as a person may see it: the admin and metrics tokens masked, the database
+    password hidden."""
     values: dict[str, Any] = load_settings().model_dump(mode="json")
     values["database_url"] = describe_url(values["database_url"])
     values["admin_token"] = MASK if values["admin_token"] else ""
+    values["metrics_token"] = MASK if values["metrics_token"] else ""
     return values
 
 

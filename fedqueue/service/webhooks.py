@@ -1,5 +1,7 @@
 """Webhooks as admins add them, from the admin API and the CLI alike: every input checked, the
-URL through the address guard, a secret made unless given; and the JSON both edges print.
+URL through the address guard (its host name resolved as a send would resolve it, so a name of a
+loopback or private address is refused now, not at the first event), a secret made unless given;
+and the JSON both edges print.
 
 Storage writes what this has checked (`WebhookStore.insert`); its events are queued by
 `storage.webhook_events`, inside the transaction of the change they report.
@@ -7,8 +9,10 @@ Storage writes what this has checked (`WebhookStore.insert`); its events are que
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import NotRequired
+from urllib.parse import urlsplit
 
 from pydantic import with_config
 from typing_extensions import TypedDict
@@ -16,10 +20,15 @@ from typing_extensions import TypedDict
 from fedqueue.errors import InvalidInput
 from fedqueue.outbound import webhook_rules as rules
 from fedqueue.remote.guard import FetchError, ForbiddenAddress, check_url
+from fedqueue.remote.resolver import GuardedResolver
 from fedqueue.service.admin_json import SHAPE, IsoTime, iso
 from fedqueue.storage import Store
 from fedqueue.storage.actors import check_actor_name
 from fedqueue.storage.webhook_registry import Webhook
+
+#: How long adding a webhook waits for its host name to resolve; past it, or if the name does not
+#: resolve, the webhook is added and its deliveries check the name again (it may not be up yet).
+RESOLVE_TIMEOUT_S = 5.0
 
 
 @with_config(SHAPE)
@@ -80,6 +89,8 @@ async def add(
     rules.check_webhook_url(url)
     try:
         check_url(url, allow_private=allow_private or server_allows_private)
+        if not (allow_private or server_allows_private):
+            await _check_resolved(url)
     except ForbiddenAddress as exc:
         raise InvalidInput(f"webhook url refused: {exc}; {rules.PRIVATE_HINT}") from None
     except FetchError as exc:
@@ -90,3 +101,17 @@ async def add(
         actor, consumer, url, secret=secret, events=subscribed, allow_private=allow_private, who=who
     )
     return hook, secret
+
+
+async def _check_resolved(url: str) -> None:
+    """ForbiddenAddress if the URL's host name resolves only to loopback or private addresses."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        await asyncio.wait_for(
+            GuardedResolver(allow_private=False).resolve(parts.hostname or "", port), RESOLVE_TIMEOUT_S
+        )
+    except ForbiddenAddress:
+        raise
+    except (OSError, TimeoutError):
+        return  # no answer now (the consumer may not be up yet): each delivery resolves it again

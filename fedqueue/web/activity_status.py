@@ -5,7 +5,8 @@ parameters are a 400 with one line saying why.
 
 Admins read every activity. A local app may read its own actor's activities with that actor's
 outbox bearer token: `AdminAuthMiddleware` lets a bearer token that is not the admin's through
-to this route only (`ACTOR_READABLE`), with no admin session, and the check happens here.
+to this route only (`ACTOR_READABLE`), with no admin session, and the check happens here. Another
+actor's activity answers 404, as a missing one does: a token learns nothing of what is not its own.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fedqueue.errors import Forbidden, NotFound, Unauthorized
+from fedqueue.errors import NotFound, Unauthorized
 from fedqueue.outbound.status_order import status_query
 from fedqueue.service.fanout_status import activity_status
 from fedqueue.storage import Store
@@ -23,7 +24,8 @@ from fedqueue.web.responses import JSONResponse, store_of, urls_of
 
 
 async def _check_actor_token(request: Request, store: Store, token: str, outbox_id: int) -> None:
-    """Return if `token` is the outbox token of the activity's actor; else 401 (429), 404 or 403.
+    """Return if `token` is the outbox token of the activity's actor; else 401 (429), or 404 for an
+    activity that is missing or another actor's (the same answer: its existence is not told).
 
     A token that is neither counts as a wrong admin token for the login throttle.
     """
@@ -34,12 +36,8 @@ async def _check_actor_token(request: Request, store: Store, token: str, outbox_
             raise throttled
         raise Unauthorized("wrong bearer token: neither the admin token nor a local actor's token")
     row = await store.outbox.state(outbox_id)
-    if row is None:
+    if row is None or row.actor != owner:
         raise NotFound(f"no activity {outbox_id}")
-    if row.actor != owner:
-        raise Forbidden(
-            f"activity {outbox_id} is not {owner}'s; an actor's token reads its own activities only"
-        )
 
 
 async def get_activity_status(request: Request) -> Response:

@@ -14,7 +14,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from fedqueue.errors import (
     ActorGone,
@@ -60,6 +60,10 @@ from fedqueue.web.admin_auth import AdminAuthMiddleware, LoginGuard
 from fedqueue.web.responses import JSONResponse, error_response
 
 log = logging.getLogger("fedqueue.web")
+
+#: On every response (`App`): browsers sniff no other type into what fedqueue serves (a stored
+#: activity read as HTML), and links from the console tell other sites nothing of its URLs.
+SECURITY_HEADERS = ((b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin"))
 
 #: Most specific first: the first class in an error's MRO found here decides the status.
 _STATUS_BY_ERROR: dict[type[FedqueueError], int] = {
@@ -120,15 +124,32 @@ async def healthz(request: Request) -> Response:
     return JSONResponse({"status": "ok", **worker.as_json()})
 
 
-class App(Starlette):
-    """Starlette, with inbox POSTs (the flood path) sent straight to their endpoint.
+def _with_security_headers(send: Send) -> Send:
+    """`send`, adding `SECURITY_HEADERS` a response does not set itself."""
 
-    They pass neither the middleware (admin authentication guards only /admin) nor the
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers", []))
+            present = {name.lower() for name, _ in headers}
+            headers += [header for header in SECURITY_HEADERS if header[0] not in present]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return sending
+
+
+class App(Starlette):
+    """Starlette, with inbox POSTs (the flood path) sent straight to their endpoint, and
+    `SECURITY_HEADERS` on every response, errors included.
+
+    Inbox POSTs pass neither the middleware (admin authentication guards only /admin) nor the
     router's scan of every route, and are answered by the same error handlers: a few
     percent of each inbound request's CPU.
     """
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            send = _with_security_headers(send)
         if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
             path: str = scope["path"]
             if path == "/inbox":

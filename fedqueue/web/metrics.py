@@ -1,4 +1,7 @@
-"""GET /metrics: this process's counters plus queue gauges read from the database at scrape time."""
+"""GET /metrics: this process's counters plus queue gauges read from the database at scrape time.
+
+Public unless `metrics_token` is set; then only `Authorization: Bearer <metrics_token>` reads it
+(401 otherwise), compared as the admin token is (`admin_auth.token_matches`)."""
 
 from __future__ import annotations
 
@@ -8,13 +11,15 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from fedqueue.errors import Unauthorized
 from fedqueue.metrics import Metrics, counter, gauge
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.memory import CacheFigures
 from fedqueue.states import DELIVERY_STATES
 from fedqueue.storage.admin_views import CIRCUIT_STATES
 from fedqueue.storage.retention import EXACT_COUNT_BELOW
-from fedqueue.web.responses import store_of
+from fedqueue.web.admin_auth import bearer_of, token_matches
+from fedqueue.web.responses import settings_of, store_of
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: Rows per table are read at most this often (a count of a large SQLite table takes a scan).
@@ -27,6 +32,10 @@ def metrics_of(request: Request) -> Metrics:
 
 
 async def metrics_endpoint(request: Request) -> Response:
+    """The Prometheus text; 401 without the metrics token when one is set."""
+    required = settings_of(request).metrics_token
+    if required and not token_matches(bearer_of(request) or "", required):
+        raise Unauthorized("metrics token required (Authorization: Bearer ...)")
     stats = await store_of(request).stats.queue()
     lines = metrics_of(request).render()
     lines += gauge(
