@@ -31,14 +31,16 @@ def test_doctor_on_a_healthy_instance_answers_only_check_marks_and_exits_0(tmp_p
         result = run_fedqueue("doctor", cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    assert len(lines) == 9 and all(line.startswith("✓ ") for line in lines), result.stdout
+    assert len(lines) == 11 and all(line.startswith("✓ ") for line in lines), result.stdout
     labels = [line.split(":")[0][2:] for line in lines]
     assert labels == [
         "settings",
         "database",
         "base_url",
         "self fetch",
+        "database file",
         "actor keys",
+        "keys at rest",
         "clock",
         "admin token",
         "private addresses",
