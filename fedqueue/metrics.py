@@ -107,6 +107,10 @@ class Metrics:
     host_success_evictions: int = 0
     #: Reads of NodeInfo's usage figures from the database (at most one per `nodeinfo_cache_seconds`).
     nodeinfo_usage_reads: int = 0
+    #: Profile changes through the admin API, by result: `queued` (a new Update), `merged` (into
+    #: the Update still waiting, `actor_update_delay_seconds`), `unsent` (nobody has the actor yet),
+    #: `refused` (a one-line 400, nothing stored).
+    profile_updates: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
     def delivery_outcome(
         self,
@@ -205,6 +209,10 @@ class Metrics:
     def nodeinfo_usage_read(self) -> None:
         """Count one read of NodeInfo's usage figures from the database (`web.nodeinfo`)."""
         self.nodeinfo_usage_reads += 1
+
+    def profile_update(self, result: str) -> None:
+        """Count one profile change through the admin API by its result (`profile_updates`)."""
+        self.profile_updates[result] += 1
 
     def rows_pruned(self, table: str, n: int) -> None:
         """Record `n` rows of `table` deleted after their retention (`fedqueue.pruning`)."""
@@ -313,6 +321,13 @@ class Metrics:
             "Reads of NodeInfo's usage figures from the database, at most one per nodeinfo_cache_seconds"
             " (this process).",
             [({}, self.nodeinfo_usage_reads)],
+        )
+        lines += _family(
+            "fedqueue_actor_profile_updates_total",
+            "counter",
+            "Actor profile changes through the admin API, by result: queued, merged into the waiting"
+            " Update, unsent (no follower yet), refused (this process).",
+            (({"result": k}, v) for k, v in sorted(self.profile_updates.items())),
         )
         lines += _histogram(
             "fedqueue_delivery_latency_seconds", "Seconds from the outbox write to the 2xx.", self.latency

@@ -126,6 +126,7 @@ class Settings(BaseSettings):
     inbox_prune_interval_seconds: float = Field(gt=0)
     inbox_tombstone_hours: float = Field(gt=0)
     actor_tombstone_days: float = Field(gt=0)
+    actor_update_delay_seconds: float = Field(ge=0, le=86_400)
     inbox_followers_sync_interval_seconds: float = Field(ge=0)
     inbox_throttle_per_second: float = Field(ge=0)
     inbox_throttle_burst: int = Field(ge=1)

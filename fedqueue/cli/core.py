@@ -1,4 +1,5 @@
-"""Operator commands: serve, migrate, actor create|delete|alias|move."""
+"""Operator commands: serve, migrate, actor create|delete|alias|move (and, registered here, lock,
+unlock and update)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ from collections.abc import Iterator
 
 import uvicorn
 
-from fedqueue.cli import approval
+from fedqueue.cli import approval, profile
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.loop import run
 from fedqueue.errors import InvalidInput, SettingsError
 from fedqueue.logs import configure_logging
 from fedqueue.metrics import Metrics
-from fedqueue.outbound.actor_changes import check_uri, delete_actor, move_actor
+from fedqueue.outbound.actor_changes import delete_actor, move_actor
+from fedqueue.outbound.actor_rules import check_uri
 from fedqueue.outbound.supervise import WorkerHealth, supervise
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.client import HttpClient
@@ -144,6 +146,7 @@ def register(commands: Subparsers) -> None:
     move.add_argument("--to", required=True, metavar="URI", help="the account it moves to")
     move.set_defaults(run=run_actor_move)
     approval.register_actor_actions(actor_commands)
+    profile.register_actor_update(actor_commands)
 
 
 def prepared_settings() -> Settings:

@@ -18,11 +18,13 @@ from fedqueue.client.answers import (
     InboxItem,
     InboxPage,
     Posted,
+    Profile,
+    ProfileField,
     StatusPage,
     Webhook,
     WebhookEvent,
 )
-from fedqueue.client.calls import WebhookOptions
+from fedqueue.client.calls import ProfileChange, WebhookOptions
 from fedqueue.client.clients import AsyncClient, Client
 from fedqueue.client.webhooks import WebhookRejected, verify_webhook
 
@@ -35,6 +37,9 @@ __all__ = [
     "InboxItem",
     "InboxPage",
     "Posted",
+    "Profile",
+    "ProfileChange",
+    "ProfileField",
     "StatusPage",
     "Webhook",
     "WebhookEvent",

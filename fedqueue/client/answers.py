@@ -104,6 +104,29 @@ class CreatedActor:
 
 
 @dataclass(frozen=True)
+class ProfileField:
+    """One profile field of an actor; `value` as fedqueue keeps it (sanitised HTML)."""
+
+    name: str
+    value: str
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A local actor's profile after a change (null where nothing is set; HTML sanitised)."""
+
+    name: str | None
+    summary: str | None
+    icon: str | None
+    image: str | None
+    url: str | None
+    type: str
+    fields: tuple[ProfileField, ...]
+    discoverable: bool
+    indexable: bool
+
+
+@dataclass(frozen=True)
 class Webhook:
     """A webhook; `secret` only in the answer that added it."""
 

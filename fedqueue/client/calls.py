@@ -20,6 +20,8 @@ from fedqueue.client.answers import (
     InboxItem,
     InboxPage,
     Posted,
+    Profile,
+    ProfileField,
     StatusPage,
     Webhook,
     build,
@@ -39,6 +41,25 @@ class WebhookOptions(TypedDict, total=False):
     events: list[str]
     #: Its URL may be on a loopback or private address (an app on this machine).
     allow_private: bool
+
+
+class ProfileChange(TypedDict, total=False):
+    """A profile change (docs/apps.md, Your actor's profile): only the keys given change; None or
+    "" clears a field; `fields` replaces every profile field."""
+
+    name: str | None
+    #: HTML; fedqueue keeps what Mastodon keeps of a bio (p, br, a, span and a few inline tags).
+    summary: str | None
+    #: http(s) URLs: the avatar, the header image, and the app's page for the actor.
+    icon: str | None
+    image: str | None
+    url: str | None
+    #: Person, Service, Group, Application or Organization.
+    type: str
+    #: At most 16 {"name": label, "value": HTML}.
+    fields: list[dict[str, str]]
+    discoverable: bool
+    indexable: bool
 
 
 @dataclass(frozen=True)
@@ -113,6 +134,11 @@ class Endpoint:
         """POST /admin/actors (admin token): a new local actor and its outbox token."""
         return Call(self._request("POST", "/admin/actors", body={"name": name}), _reader(CreatedActor))
 
+    def update_profile(self, actor: str, change: ProfileChange) -> Call[Profile]:
+        """PATCH /admin/actors/{actor} (admin token): its profile; the actor's Update follows."""
+        request = self._request("PATCH", f"/admin/actors/{quote(actor)}", body=dict(change))
+        return Call(request, _profile)
+
     def add_webhook(self, actor: str, url: str, **options: Unpack[WebhookOptions]) -> Call[Webhook]:
         """POST /admin/webhooks (admin token): the answer holds the secret, shown this once."""
         body = {"actor": actor, "url": url, **options}
@@ -121,6 +147,11 @@ class Endpoint:
 
 def _reader(cls: type[T]) -> Callable[[httpx.Response], T]:
     return lambda response: build(cls, response.json())
+
+
+def _profile(response: httpx.Response) -> Profile:
+    data = response.json()["profile"]
+    return build(Profile, data, fields=tuple(build(ProfileField, item) for item in data["fields"]))
 
 
 def _status_page(response: httpx.Response) -> StatusPage:

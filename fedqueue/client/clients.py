@@ -1,8 +1,9 @@
 """`Client` (blocking) and `AsyncClient`: thin shells that send `calls.Endpoint`'s requests with httpx.
 
 Each method is one line: build the call (`calls`), send it, parse the answer. Construct with the
-token of the actor the app posts and pulls for, or with the admin token for `create_actor` and
-`add_webhook`; pass `http=` to bring your own configured httpx client (it is then not closed).
+token of the actor the app posts and pulls for, or with the admin token for `create_actor`,
+`update_profile` and `add_webhook`; pass `http=` to bring your own configured httpx client (it
+is then not closed).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from typing import Any, Self, TypeVar, Unpack
 
 import httpx
 
-from fedqueue.client.answers import CreatedActor, InboxPage, Posted, StatusPage, Webhook
-from fedqueue.client.calls import Call, Endpoint, WebhookOptions
+from fedqueue.client.answers import CreatedActor, InboxPage, Posted, Profile, StatusPage, Webhook
+from fedqueue.client.calls import Call, Endpoint, ProfileChange, WebhookOptions
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 10.0
@@ -66,6 +67,10 @@ class Client:
     def create_actor(self, name: str) -> CreatedActor:
         """A new local actor (admin token); keep its token, it is shown once."""
         return self._run(self.endpoint.create_actor(name))
+
+    def update_profile(self, actor: str, **change: Unpack[ProfileChange]) -> Profile:
+        """Change `actor`'s profile (admin token): its document at once, its Update to its followers."""
+        return self._run(self.endpoint.update_profile(actor, change))
 
     def add_webhook(self, actor: str, url: str, **options: Unpack[WebhookOptions]) -> Webhook:
         """A webhook for a consumer of `actor`'s inbox (admin token); its secret is in this answer only."""
@@ -134,6 +139,10 @@ class AsyncClient:
     async def create_actor(self, name: str) -> CreatedActor:
         """A new local actor (admin token); keep its token, it is shown once."""
         return await self._run(self.endpoint.create_actor(name))
+
+    async def update_profile(self, actor: str, **change: Unpack[ProfileChange]) -> Profile:
+        """Change `actor`'s profile (admin token): its document at once, its Update to its followers."""
+        return await self._run(self.endpoint.update_profile(actor, change))
 
     async def add_webhook(self, actor: str, url: str, **options: Unpack[WebhookOptions]) -> Webhook:
         """A webhook for a consumer of `actor`'s inbox (admin token); its secret is in this answer only."""

@@ -1,23 +1,27 @@
-"""Deleting and moving a local actor: the checks that need the network, then one store call each.
+"""Deleting, moving and editing a local actor: the checks that need the network, then one store
+call each.
 
-Shared by the CLI (`fedqueue actor delete|move`), the admin API and the actor's own
+Shared by the CLI (`fedqueue actor delete|move|update`), the admin API and the actor's own
 `DELETE /actors/{name}`.
 """
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from fedqueue.column_rules import URI_CHARS, check_text
 from fedqueue.errors import InvalidInput
 from fedqueue.inbound import ld_signatures
 from fedqueue.outbound import actor_rules
+from fedqueue.outbound.actor_rules import check_uri
 from fedqueue.remote.client import SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.remote.guard import FetchError, check_url
-from fedqueue.storage import Deletion, Store
+from fedqueue.remote.guard import FetchError
+from fedqueue.storage import Deletion, ProfileSaved, Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.urls import Urls
 
@@ -38,16 +42,6 @@ async def delete_actor(store: Store, urls: Urls, name: str, who: str) -> Deletio
         activity = ld_signatures.sign(activity, urls.key_id(name), key, now)
     reason = DELETED_REASON.format(name=name)
     return await store.actor_lifecycle.delete(name, activity, reason, who, now)
-
-
-def check_uri(uri: str, what: str) -> str:
-    """`uri` if it is an http(s) URL a row can hold; InvalidInput otherwise."""
-    check_text(what, uri, URI_CHARS)
-    try:
-        check_url(uri, allow_private=True)
-    except (FetchError, ValueError):
-        raise InvalidInput(f"{what} {uri[:200]!r} is not an http(s) URL") from None
-    return uri
 
 
 async def move_actor(
@@ -73,3 +67,17 @@ async def move_actor(
         )
     activity = actor_rules.move(urls, name, target, secrets.token_urlsafe(16))
     await store.actor_lifecycle.move(name, target, activity, who, utcnow())
+
+
+async def update_profile(
+    store: Store, urls: Urls, name: str, change: Mapping[str, Any], who: str, delay_seconds: float
+) -> ProfileSaved:
+    """Apply a checked profile change (`profile_rules.parse_change`); the actor's Update follows.
+
+    The Update waits `delay_seconds` before it is sent, and edits in that time change the one
+    waiting Update instead of queueing more: ten edits in a minute are one Update, the latest.
+    """
+    now = utcnow()
+    return await store.actor_lifecycle.set_profile(
+        name, change, urls, secrets.token_urlsafe(16), who, now, now + timedelta(seconds=delay_seconds)
+    )

@@ -1,13 +1,109 @@
-"""What a local actor's Delete and Move look like, and whom the Delete reaches (pure: no I/O)."""
+"""What a local actor's document, Delete, Move and profile Update look like, and whom the Delete
+reaches (pure: no I/O)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from fedqueue.activitystreams import AS_CONTEXT, PUBLIC, SECURITY_CONTEXT
+from fedqueue.column_rules import URI_CHARS, check_text
+from fedqueue.errors import InvalidInput
+from fedqueue.outbound.profile_rules import Profile
+from fedqueue.remote.guard import FetchError, check_url
 from fedqueue.urls import Urls
+
+#: The terms of Mastodon's actor documents beyond ActivityStreams' (profile fields, discoverable,
+#: indexable), so that a JSON-LD reader keeps them.
+PROFILE_CONTEXT = {
+    "schema": "http://schema.org#",
+    "PropertyValue": "schema:PropertyValue",
+    "value": "schema:value",
+    "toot": "http://joinmastodon.org/ns#",
+    "discoverable": "toot:discoverable",
+    "indexable": "toot:indexable",
+}
+
+
+def check_uri(uri: str, what: str) -> str:
+    """`uri` if it is an http(s) URL a row can hold; InvalidInput otherwise."""
+    check_text(what, uri, URI_CHARS)
+    try:
+        check_url(uri, allow_private=True)
+    except (FetchError, ValueError):
+        raise InvalidInput(f"{what} {uri[:200]!r} is not an http(s) URL") from None
+    return uri
+
+
+def _utc(moment: datetime) -> str:
+    return moment.replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class ActorFacts:
+    """What a local actor's document says besides its profile: its key, follows, aliases, move."""
+
+    name: str
+    public_key_pem: str
+    manually_approves: bool
+    published: datetime
+    also_known_as: tuple[str, ...] = ()
+    moved_to: str | None = None
+
+
+def actor_document(urls: Urls, facts: ActorFacts, profile: Profile) -> dict[str, Any]:
+    """`GET /actors/{name}`: the whole actor document, profile included (Mastodon's fields)."""
+    name = facts.name
+    doc: dict[str, Any] = {
+        "@context": [AS_CONTEXT, SECURITY_CONTEXT, PROFILE_CONTEXT],
+        "id": urls.actor(name),
+        "type": profile.type,
+        "preferredUsername": name,
+        "inbox": urls.inbox(name),
+        "outbox": urls.outbox(name),
+        "followers": urls.followers(name),
+        "following": urls.following(name),
+        "manuallyApprovesFollowers": facts.manually_approves,
+        "discoverable": profile.discoverable,
+        "indexable": profile.indexable,
+        "published": _utc(facts.published),
+        "endpoints": {"sharedInbox": urls.shared_inbox()},
+        "publicKey": {
+            "id": urls.key_id(name),
+            "owner": urls.actor(name),
+            "publicKeyPem": facts.public_key_pem,
+        },
+    }
+    for field in ("name", "summary", "url"):
+        if getattr(profile, field) is not None:
+            doc[field] = getattr(profile, field)
+    for field in ("icon", "image"):
+        if getattr(profile, field) is not None:
+            doc[field] = {"type": "Image", "url": getattr(profile, field)}
+    if profile.fields:
+        doc["attachment"] = [
+            {"type": "PropertyValue", "name": label, "value": value} for label, value in profile.fields
+        ]
+    if facts.also_known_as:
+        doc["alsoKnownAs"] = list(facts.also_known_as)
+    if facts.moved_to is not None:
+        doc["movedTo"] = facts.moved_to
+    return doc
+
+
+def profile_update(urls: Urls, document: dict[str, Any], token: str) -> dict[str, Any]:
+    """The Update of a local actor whose object is its whole document (as Mastodon sends it)."""
+    actor = document["id"]
+    return {
+        "@context": document["@context"],
+        "id": urls.activity(document["preferredUsername"], token),
+        "type": "Update",
+        "actor": actor,
+        "object": {field: value for field, value in document.items() if field != "@context"},
+        "to": [PUBLIC],
+    }
 
 
 def actor_delete(urls: Urls, name: str, token: str) -> dict[str, Any]:

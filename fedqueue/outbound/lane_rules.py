@@ -2,8 +2,9 @@
 
 Interactive (lane 0): Accept, Reject, Follow, Undo (and the tentative answers), direct messages
 (addressed to neither the public nor the followers), webhook events. Bulk (lane 2): a local
-actor's Delete of itself, and any fan-out to more than `bulk_lane_threshold` inboxes, whatever
-its type (a 20,000-follower Undo would otherwise fill the interactive lane). The rest: normal.
+actor's Delete of itself and the Update of its profile, and any fan-out to more than
+`bulk_lane_threshold` inboxes, whatever its type (a 20,000-follower Undo would otherwise fill the
+interactive lane). The rest: normal.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ def is_direct(activity: dict[str, Any], wanted: Recipients) -> bool:
 
 
 def is_actor_delete(activity: dict[str, Any], actor_uri: str) -> bool:
-    """Whether `activity` is the Delete of the sending actor itself (its object is the actor)."""
-    if activity.get("type") != "Delete":
+    """Whether `activity` is the sending actor's Delete or Update of itself (its object is the
+    actor): news for every server that knows the actor, no one waits on it (Mastodon sends both
+    from its bulk queue)."""
+    if activity.get("type") not in ("Delete", "Update"):
         return False
     inner = activity.get("object")
     subject = inner.get("id") if isinstance(inner, dict) else inner

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, TypeAdapter, WithJsonSchema, with_config
 from typing_extensions import TypedDict
 
+from fedqueue.outbound.profile_rules import Profile
 from fedqueue.outbound.waiting import WAITING_REASONS, Waiting
 from fedqueue.states import DELIVERY_STATES, LANES
 from fedqueue.storage.admin_views import (
@@ -255,10 +256,53 @@ def json_schemas(shapes: dict[str, Any], ref_template: str) -> tuple[dict[str, A
 
 
 @with_config(SHAPE)
-class ActorJson(TypedDict):
-    """A local actor after an admin change: its aliases, its move, its deletion and what that did."""
+class ProfileFieldJson(TypedDict):
+    """One profile field (an `attachment` of type PropertyValue); `value` is sanitised HTML."""
 
     name: str
+    value: str
+
+
+@with_config(SHAPE)
+class ProfileJson(TypedDict):
+    """A local actor's profile (`outbound.profile_rules.Profile`); null where nothing is set."""
+
+    name: str | None
+    #: Sanitised HTML (what Mastodon keeps of a bio).
+    summary: str | None
+    icon: str | None
+    image: str | None
+    url: str | None
+    #: Person, Service, Group, Application or Organization.
+    type: str
+    fields: list[ProfileFieldJson]
+    discoverable: bool
+    indexable: bool
+
+
+def profile_json(profile: Profile) -> ProfileJson:
+    """A profile as the admin API and `fedqueue actor update` show it."""
+    return {
+        "name": profile.name,
+        "summary": profile.summary,
+        "icon": profile.icon,
+        "image": profile.image,
+        "url": profile.url,
+        "type": profile.type,
+        "fields": [{"name": name, "value": value} for name, value in profile.fields],
+        "discoverable": profile.discoverable,
+        "indexable": profile.indexable,
+    }
+
+
+@with_config(SHAPE)
+class ActorJson(TypedDict):
+    """A local actor after an admin change: its profile, aliases, move, deletion and what that did."""
+
+    name: str
+    profile: ProfileJson
+    #: After a profile change: the inboxes its Update goes to (else 0).
+    update_inboxes: int
     #: Locked: new follows wait for an admin's approval (`manuallyApprovesFollowers`).
     manually_approves_followers: bool
     also_known_as: list[str]

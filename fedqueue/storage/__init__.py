@@ -6,7 +6,7 @@ caller (`enqueue`, `claim`, `record`, `insert_inbound_if_new`, ...), never for S
 
 from __future__ import annotations
 
-from fedqueue.storage.actor_lifecycle import ActorLifecycleStore, Deletion
+from fedqueue.storage.actor_lifecycle import ActorLifecycleStore, Deletion, ProfileSaved
 from fedqueue.storage.actors import ActorStore, CreatedActor, LocalActor, check_actor_name
 from fedqueue.storage.admin import AdminStore
 from fedqueue.storage.audience import AudienceStore
@@ -50,6 +50,7 @@ __all__ = [
     "NewInbound",
     "OutboxEntry",
     "OutboxSummary",
+    "ProfileSaved",
     "Pulled",
     "Relay",
     "Sendable",

@@ -1,24 +1,28 @@
-"""A local actor's life after creation: aliases, a Move out, deletion, and the tombstone's end.
+"""A local actor's life after creation: aliases, its profile, a Move out, deletion, and the
+tombstone's end.
 
 Each change is one transaction with its audit row and the outbox row it causes (the Move, the
-Delete), so an actor is never deleted without its Delete queued, nor moved without its Move.
+Delete, the Update of its profile), so an actor is never deleted without its Delete queued, nor
+moved without its Move, nor shown with a profile its followers will not hear of.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, exists, insert, select, update
+from sqlalchemy import and_, delete, exists, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.errors import ActorGone, InvalidInput, NotFound
-from fedqueue.outbound.actor_rules import delete_inboxes
+from fedqueue.outbound.actor_rules import ActorFacts, actor_document, delete_inboxes, profile_update
+from fedqueue.outbound.profile_rules import Profile, changed
 from fedqueue.states import BACKLOG, UNFINISHED, UNSENT, DeliveryState, FollowerState, OutboxState
 from fedqueue.storage import webhook_events
+from fedqueue.storage.actors import PROFILE_COLUMNS, profile_of, profile_values
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.database import Database
 from fedqueue.storage.relays import ACCEPTED
@@ -31,6 +35,7 @@ from fedqueue.storage.tables import (
     RelayRow,
     RemoteActorRow,
 )
+from fedqueue.urls import Urls
 
 _actors = ActorRow.__table__  # type: ignore[attr-defined]
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
@@ -53,10 +58,20 @@ class Deletion:
     activities_cancelled: int
 
 
-async def _live_row(conn: AsyncConnection, name: str) -> Any:
+@dataclass(frozen=True)
+class ProfileSaved:
+    """A profile change: the profile now, the inboxes its Update goes to, and whether it changed
+    an Update still waiting to be sent (`merged`) rather than queueing one more."""
+
+    profile: Profile
+    update_inboxes: int
+    merged: bool
+
+
+async def _live_row(conn: AsyncConnection, name: str, *columns: Any) -> Any:
     row = (
         await conn.execute(
-            select(_actors.c.deleted_at, _actors.c.also_known_as, _actors.c.moved_to).where(
+            select(_actors.c.deleted_at, _actors.c.also_known_as, _actors.c.moved_to, *columns).where(
                 _actors.c.name == name
             )
         )
@@ -90,6 +105,57 @@ class ActorLifecycleStore:
             )
         return tuple(aliases)
 
+    async def set_profile(
+        self,
+        name: str,
+        change: Mapping[str, Any],
+        urls: Urls,
+        token: str,
+        who: str,
+        now: datetime,
+        send_at: datetime,
+    ) -> ProfileSaved:
+        """Apply a checked profile change and queue the actor's Update (its whole document) for
+        every inbox that has it: its followers', the accepted relays', every one it delivered to.
+
+        The Update waits in the outbox until `send_at` (`expanding`, no lease owner, never
+        claimed). A change while one waits rewrites that one (document, id, inboxes): every
+        edit until it is sent is carried by one Update, the latest.
+        """
+        facts = (_actors.c.public_key_pem, _actors.c.auto_accept_follows, _actors.c.created_at)
+        async with self._db.transaction() as conn:
+            row = await _live_row(conn, name, *facts, *PROFILE_COLUMNS)
+            profile = changed(profile_of(row), change)
+            await conn.execute(
+                update(_actors).where(_actors.c.name == name).values(**profile_values(profile))
+            )
+            actor = ActorFacts(
+                name,
+                row.public_key_pem,
+                not row.auto_accept_follows,
+                row.created_at,
+                tuple(json.loads(row.also_known_as or "[]")),
+                row.moved_to,
+            )
+            activity = profile_update(urls, actor_document(urls, actor, profile), token)
+            inboxes = await _heard_from_inboxes(conn, name)
+            merged = bool(inboxes) and await _rewrite_waiting_update(conn, name, activity, inboxes)
+            if inboxes and not merged:
+                await conn.execute(
+                    insert(_outbox).values(
+                        actor=name,
+                        activity=json.dumps(activity, ensure_ascii=False),
+                        inboxes=json.dumps(inboxes),
+                        activity_id=activity["id"],
+                        activity_type="Update",
+                        object_id=activity["actor"],
+                        state=OutboxState.EXPANDING,
+                        lease_until=send_at,
+                    )
+                )
+            await record_audit(conn, who, "actor_profile", name, {"changed": sorted(change)}, now)
+        return ProfileSaved(profile, len(inboxes), merged)
+
     async def set_manual_approval(self, name: str, manual: bool, who: str, now: datetime) -> None:
         """Lock (`manual`) or unlock the actor: a locked actor's new follows wait for approval."""
         async with self._db.transaction() as conn:
@@ -122,7 +188,7 @@ class ActorLifecycleStore:
             await conn.execute(
                 update(_actors).where(_actors.c.name == name).values(deleted_at=now, token_hash="")
             )
-            inboxes = await _delete_inboxes(conn, name)
+            inboxes = await _heard_from_inboxes(conn, name)
             killed = list(
                 (
                     await conn.execute(
@@ -140,7 +206,15 @@ class ActorLifecycleStore:
             await webhook_events.after_given_up(self._db, conn, killed, now)
             rejected = await conn.execute(
                 update(_outbox)
-                .where(_outbox.c.actor == name, _outbox.c.state == OutboxState.PENDING)
+                .where(
+                    _outbox.c.actor == name,
+                    # What waits to be expanded: new rows, and those waiting for a later try
+                    # or their time (a profile Update) with no lease.
+                    or_(
+                        _outbox.c.state == OutboxState.PENDING,
+                        and_(_outbox.c.state == OutboxState.EXPANDING, _outbox.c.lease_owner.is_(None)),
+                    ),
+                )
                 .values(state=OutboxState.REJECTED, error=reason)
             )
             await conn.execute(delete(_followers).where(_followers.c.actor == name))
@@ -188,8 +262,37 @@ class ActorLifecycleStore:
         return int(keys.rowcount or 0), int(forgotten.rowcount or 0)
 
 
-async def _delete_inboxes(conn: AsyncConnection, name: str) -> list[str]:
-    """The inboxes of the actor's followers and every inbox it delivered to, shared ones preferred."""
+async def _rewrite_waiting_update(
+    conn: AsyncConnection, name: str, activity: dict[str, Any], inboxes: list[str]
+) -> bool:
+    """Put `activity` in place of the actor's profile Update that waits unclaimed; whether one did.
+
+    A row claimed meanwhile is left alone (`expansion_attempts` counts the claim, in the same
+    statement), and the caller queues a new one.
+    """
+    o = _outbox.c
+    rewritten = await conn.execute(
+        update(_outbox)
+        .where(
+            o.actor == name,
+            o.object_id == activity["actor"],
+            o.activity_type == "Update",
+            o.state == OutboxState.EXPANDING,
+            o.lease_owner.is_(None),
+            o.expansion_attempts == 0,
+        )
+        .values(
+            activity=json.dumps(activity, ensure_ascii=False),
+            activity_id=activity["id"],
+            inboxes=json.dumps(inboxes),
+        )
+    )
+    return bool(rewritten.rowcount)
+
+
+async def _heard_from_inboxes(conn: AsyncConnection, name: str) -> list[str]:
+    """Every inbox that has the actor (its Delete's and its profile Update's): its followers',
+    the accepted relays' and every inbox it delivered to, shared ones preferred."""
     followers = (
         await conn.execute(
             select(_followers.c.inbox, _followers.c.shared_inbox)

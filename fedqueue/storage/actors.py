@@ -9,14 +9,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from fedqueue.errors import ActorGone, Duplicate, InvalidInput, NotFound, SettingsError
+from fedqueue.outbound.profile_rules import Profile
 from fedqueue.signing import keys
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
@@ -26,6 +28,18 @@ from fedqueue.storage.tables import ActorRow, InstanceKeyRow
 ACTOR_NAME = re.compile(r"[a-z0-9_]{1,64}")
 _actors = ActorRow.__table__  # type: ignore[attr-defined]
 _instance_key = InstanceKeyRow.__table__  # type: ignore[attr-defined]
+#: The columns of a local actor's profile, read with it.
+PROFILE_COLUMNS = (
+    _actors.c.display_name,
+    _actors.c.summary,
+    _actors.c.icon_url,
+    _actors.c.image_url,
+    _actors.c.profile_url,
+    _actors.c.actor_type,
+    _actors.c.profile_fields,
+    _actors.c.discoverable,
+    _actors.c.indexable,
+)
 
 
 @dataclass(frozen=True)
@@ -40,6 +54,37 @@ class LocalActor:
     deleted_at: datetime | None = None
     also_known_as: tuple[str, ...] = ()
     moved_to: str | None = None
+    profile: Profile = field(default_factory=Profile)
+
+
+def profile_of(row: Any) -> Profile:
+    """The profile in a row read with `PROFILE_COLUMNS`."""
+    return Profile(
+        name=row.display_name,
+        summary=row.summary,
+        icon=row.icon_url,
+        image=row.image_url,
+        url=row.profile_url,
+        type=row.actor_type,
+        fields=tuple((name, value) for name, value in json.loads(row.profile_fields or "[]")),
+        discoverable=row.discoverable,
+        indexable=row.indexable,
+    )
+
+
+def profile_values(profile: Profile) -> dict[str, Any]:
+    """The column values that store `profile`."""
+    return {
+        "display_name": profile.name,
+        "summary": profile.summary,
+        "icon_url": profile.icon,
+        "image_url": profile.image,
+        "profile_url": profile.url,
+        "actor_type": profile.type,
+        "profile_fields": json.dumps(profile.fields, ensure_ascii=False) if profile.fields else None,
+        "discoverable": profile.discoverable,
+        "indexable": profile.indexable,
+    }
 
 
 @dataclass(frozen=True)
@@ -124,6 +169,7 @@ class ActorStore:
                         _actors.c.deleted_at,
                         _actors.c.also_known_as,
                         _actors.c.moved_to,
+                        *PROFILE_COLUMNS,
                     ).where(_actors.c.name == name)
                 )
             ).first()
@@ -137,6 +183,7 @@ class ActorStore:
             deleted_at=row.deleted_at,
             also_known_as=tuple(json.loads(row.also_known_as or "[]")),
             moved_to=row.moved_to,
+            profile=profile_of(row),
         )
 
     async def live(self, name: str) -> LocalActor:

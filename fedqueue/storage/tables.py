@@ -30,6 +30,7 @@ from sqlalchemy import (
 from sqlmodel import Field, SQLModel
 
 from fedqueue.column_rules import HOST_CHARS, NAME_CHARS, STATE_CHARS, URI_CHARS
+from fedqueue.outbound.profile_rules import MAX_NAME_CHARS
 from fedqueue.states import DeliveryState, FollowerState, Lane, OutboxState
 from fedqueue.storage.column_types import BigId, UTCDateTime
 
@@ -71,6 +72,23 @@ class ActorRow(SQLModel, table=True):
     deleted_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
     also_known_as: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     moved_to: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
+    # Its profile (`outbound.profile_rules`): NULL where nothing is set; `summary` and the values
+    # of `profile_fields` (a JSON array of [name, value]) are sanitised HTML.
+    display_name: str | None = Field(default=None, sa_column=Column(String(MAX_NAME_CHARS), nullable=True))
+    summary: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    icon_url: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
+    image_url: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
+    profile_url: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
+    actor_type: str = Field(
+        default="Person", sa_column=Column(String(16), nullable=False, server_default=text("'Person'"))
+    )
+    profile_fields: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    discoverable: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=text("false"))
+    )
+    indexable: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=text("false"))
+    )
 
 
 class InstanceKeyRow(SQLModel, table=True):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -11,7 +9,8 @@ from starlette.routing import Route
 from fedqueue.activitystreams import ACTIVITY_JSON, AS_CONTEXT, SECURITY_CONTEXT
 from fedqueue.errors import ActorGone, InvalidInput, NotFound, Unauthorized
 from fedqueue.outbound.actor_changes import delete_actor
-from fedqueue.outbound.actor_rules import tombstone
+from fedqueue.outbound.actor_rules import ActorFacts, tombstone
+from fedqueue.outbound.actor_rules import actor_document as actor_document_of
 from fedqueue.storage import check_actor_name
 from fedqueue.web.outbox import authorize_actor
 from fedqueue.web.responses import (
@@ -23,6 +22,9 @@ from fedqueue.web.responses import (
     urls_of,
 )
 from fedqueue.web.signed_fetch import fetch_signer
+
+#: WebFinger's link to an actor's page for people (its profile's `url`), as Mastodon gives it.
+PROFILE_PAGE = "http://webfinger.net/rel/profile-page"
 
 #: What an unsigned GET of an actor gets under authorized fetch (Mastodon's choice): enough to
 #: verify the actor's signatures and to deliver to it, since many servers fetch keys unsigned.
@@ -44,27 +46,15 @@ async def actor_document(request: Request) -> Response:
     urls = urls_of(request)
     if actor.deleted_at is not None:
         return activity_response(tombstone(urls, name, actor.deleted_at, actor.public_key_pem), 410)
-    doc: dict[str, Any] = {
-        "@context": [AS_CONTEXT, SECURITY_CONTEXT],
-        "id": urls.actor(name),
-        "type": "Person",
-        "preferredUsername": name,
-        "inbox": urls.inbox(name),
-        "outbox": urls.outbox(name),
-        "followers": urls.followers(name),
-        "following": urls.following(name),
-        "manuallyApprovesFollowers": not actor.auto_accept_follows,
-        "endpoints": {"sharedInbox": urls.shared_inbox()},
-        "publicKey": {
-            "id": urls.key_id(name),
-            "owner": urls.actor(name),
-            "publicKeyPem": actor.public_key_pem,
-        },
-    }
-    if actor.also_known_as:
-        doc["alsoKnownAs"] = list(actor.also_known_as)
-    if actor.moved_to is not None:
-        doc["movedTo"] = actor.moved_to
+    facts = ActorFacts(
+        name,
+        actor.public_key_pem,
+        not actor.auto_accept_follows,
+        actor.created_at,
+        actor.also_known_as,
+        actor.moved_to,
+    )
+    doc = actor_document_of(urls, facts, actor.profile)
     if settings_of(request).authorized_fetch and not await _verified(request):
         doc = {field: doc[field] for field in KEY_BEARING_FIELDS}
     return activity_response(doc)
@@ -124,16 +114,20 @@ async def webfinger(request: Request) -> Response:
         if name is None:
             raise NotFound(f"{resource} is not an actor on this server")
     if name == host:  # the instance actor, as Mastodon names it: acct:{host}@{host}
-        actor_url = urls.instance_actor()
+        actor_url, page = urls.instance_actor(), None
     else:
-        if (await store_of(request).actors.get(check_actor_name(name))).deleted_at is not None:
+        actor = await store_of(request).actors.get(check_actor_name(name))
+        if actor.deleted_at is not None:
             raise ActorGone(f"{resource} was deleted")
-        actor_url = urls.actor(name)
+        actor_url, page = urls.actor(name), actor.profile.url
+    links = [{"rel": "self", "type": ACTIVITY_JSON, "href": actor_url}]
+    if page is not None:
+        links.insert(0, {"rel": PROFILE_PAGE, "type": "text/html", "href": page})
     return JSONResponse(
         {
             "subject": f"acct:{name}@{host}",
-            "aliases": [actor_url],
-            "links": [{"rel": "self", "type": ACTIVITY_JSON, "href": actor_url}],
+            "aliases": [actor_url] if page is None else [actor_url, page],
+            "links": links,
         },
         media_type="application/jrd+json",
     )

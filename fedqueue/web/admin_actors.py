@@ -1,5 +1,5 @@
-"""The admin API's actor actions (`/admin/actors[/{name}/...]`): creation, aliases, a Move out,
-deletion, and manual approval of followers (lock, unlock, approve, reject)."""
+"""The admin API's actor actions (`/admin/actors[/{name}/...]`): creation, the profile, aliases, a
+Move out, deletion, and manual approval of followers (lock, unlock, approve, reject)."""
 
 from __future__ import annotations
 
@@ -8,25 +8,33 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue.errors import InvalidInput
-from fedqueue.outbound.actor_changes import check_uri, delete_actor, move_actor
+from fedqueue.outbound.actor_changes import delete_actor, move_actor, update_profile
+from fedqueue.outbound.actor_rules import check_uri
+from fedqueue.outbound.profile_rules import FIELDS, MAX_PROFILE_BODY_BYTES, parse_change
 from fedqueue.service import actors as approval
-from fedqueue.service.admin_json import ActorJson
-from fedqueue.storage import Deletion, Store, check_actor_name
+from fedqueue.service.admin_json import ActorJson, profile_json
+from fedqueue.storage import Deletion, ProfileSaved, Store, check_actor_name
 from fedqueue.storage.column_types import utcnow
 from fedqueue.web.admin_auth import session_of
 from fedqueue.web.incoming import read_json_object, string_field
+from fedqueue.web.metrics import metrics_of
 from fedqueue.web.query_params import accepts
-from fedqueue.web.responses import JSONResponse, store_of, urls_of
+from fedqueue.web.responses import JSONResponse, settings_of, store_of, urls_of
 
 #: A new actor's JSON is its name.
 MAX_ACTOR_BODY_BYTES = 1024
 
 
-async def actor_json(store: Store, name: str, deletion: Deletion | None = None) -> ActorJson:
-    """The admin JSON of one local actor, with what its deletion did if it was just deleted."""
+async def actor_json(
+    store: Store, name: str, deletion: Deletion | None = None, saved: ProfileSaved | None = None
+) -> ActorJson:
+    """The admin JSON of one local actor, with what its deletion or profile change did if it was
+    just deleted or changed."""
     actor = await store.actors.get(name)
     return {
         "name": name,
+        "profile": profile_json(actor.profile),
+        "update_inboxes": saved.update_inboxes if saved else 0,
         "manually_approves_followers": not actor.auto_accept_follows,
         "also_known_as": list(actor.also_known_as),
         "moved_to": actor.moved_to,
@@ -45,6 +53,23 @@ async def create_actor(request: Request) -> Response:
     created = await store_of(request).actors.create(name, who=session_of(request).who)
     actor_id = urls_of(request).actor(name)
     return JSONResponse({"id": actor_id, "name": name, "token": created.token}, status_code=201)
+
+
+@accepts()
+async def update(request: Request) -> Response:
+    """PATCH /admin/actors/{name} {profile fields}: the document changes at once, its Update follows."""
+    name = check_actor_name(request.path_params["name"])
+    metrics = metrics_of(request)
+    try:
+        change = parse_change(await read_json_object(request, MAX_PROFILE_BODY_BYTES, FIELDS))
+    except InvalidInput:
+        metrics.profile_update("refused")
+        raise
+    store = store_of(request)
+    delay_s = settings_of(request).actor_update_delay_seconds
+    saved = await update_profile(store, urls_of(request), name, change, session_of(request).who, delay_s)
+    metrics.profile_update("merged" if saved.merged else "queued" if saved.update_inboxes else "unsent")
+    return JSONResponse(await actor_json(store, name, saved=saved))
 
 
 @accepts()
@@ -127,6 +152,7 @@ async def _answer_follow(request: Request, *, approve: bool) -> Response:
 
 routes = [
     Route("/admin/actors", create_actor, methods=["POST"]),
+    Route("/admin/actors/{name}", update, methods=["PATCH"]),
     Route("/admin/actors/{name}", delete, methods=["DELETE"]),
     Route("/admin/actors/{name}/aliases", aliases, methods=["POST"]),
     Route("/admin/actors/{name}/move", move, methods=["POST"]),

@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from fedqueue.column_rules import MAX_ROW_ID
+from fedqueue.column_rules import MAX_ROW_ID, URI_CHARS
+from fedqueue.outbound.profile_rules import (
+    ACTOR_TYPES,
+    MAX_FIELD_NAME_CHARS,
+    MAX_FIELD_VALUE_CHARS,
+    MAX_FIELDS,
+    MAX_NAME_CHARS,
+    MAX_SUMMARY_CHARS,
+)
 from fedqueue.outbound.status_order import DEFAULT_STATUS_PAGE, MAX_STATUS_PAGE
 from fedqueue.outbound.webhook_rules import EVENTS, MAX_SECRET_CHARS, MIN_SECRET_CHARS
 from fedqueue.service.admin_json import (
@@ -102,6 +110,12 @@ def _on_actor(operation: dict[str, Any]) -> dict[str, Any]:
     return {**operation, "responses": {**operation["responses"], "410": _ERROR}}
 
 
+def _too_large_too(operation: dict[str, Any]) -> dict[str, Any]:
+    """`operation` on one local actor with a JSON body: 410 once deleted, 413 past its body cap."""
+    on_actor = _on_actor(operation)
+    return {**on_actor, "responses": {**on_actor["responses"], "413": _ERROR}}
+
+
 def _path_name(name: str, description: str) -> dict[str, Any]:
     schema = {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"}
     return {"name": name, "in": "path", "required": True, "schema": schema, "description": description}
@@ -187,6 +201,42 @@ _NEW_ACTOR: dict[str, Any] = {
     "additionalProperties": False,
     "properties": {
         "name": {"type": "string", "pattern": "^[a-z0-9_]{1,64}$", "description": "local actor name"}
+    },
+}
+_NULLABLE_URL = {"type": ["string", "null"], "maxLength": URI_CHARS, "pattern": "^(https?://.+)?$"}
+_PROFILE_CHANGE: dict[str, Any] = {
+    "type": "object",
+    "minProperties": 1,
+    "additionalProperties": False,
+    "description": "only the fields given change; null or an empty string clears one",
+    "properties": {
+        "name": {"type": ["string", "null"], "maxLength": MAX_NAME_CHARS, "description": "display name"},
+        "summary": {
+            "type": ["string", "null"],
+            "maxLength": MAX_SUMMARY_CHARS,
+            "description": "bio, HTML; kept: p, br, a (http(s) href, rel, class), span (class), b, strong, "
+            "i, em, u, s, del, code",
+        },
+        "icon": {**_NULLABLE_URL, "description": "avatar image URL"},
+        "image": {**_NULLABLE_URL, "description": "header image URL"},
+        "url": {**_NULLABLE_URL, "description": "the app's page for the actor"},
+        "type": {"type": "string", "enum": list(ACTOR_TYPES)},
+        "fields": {
+            "type": ["array", "null"],
+            "maxItems": MAX_FIELDS,
+            "description": "profile fields (PropertyValue); replaces them all",
+            "items": {
+                "type": "object",
+                "required": ["name", "value"],
+                "additionalProperties": False,
+                "properties": {
+                    "name": {"type": "string", "minLength": 1, "maxLength": MAX_FIELD_NAME_CHARS},
+                    "value": {"type": "string", "maxLength": MAX_FIELD_VALUE_CHARS, "description": "HTML"},
+                },
+            },
+        },
+        "discoverable": {"type": "boolean", "description": "may be listed in directories"},
+        "indexable": {"type": "boolean", "description": "its posts may be searched"},
     },
 }
 _CREATED_ACTOR: dict[str, Any] = {
@@ -363,6 +413,20 @@ def _paths() -> dict[str, Any]:
             ),
         },
         "/admin/actors/{name}": {
+            "patch": _too_large_too(
+                _op(
+                    "updateActorProfile",
+                    "Change a local actor's profile: its document at once; its Update reaches its "
+                    "followers, the accepted relays and every inbox it delivered to "
+                    "actor_update_delay_seconds later, one Update for the changes made meanwhile",
+                    ActorJson,
+                    [_ACTOR],
+                    requestBody={
+                        "required": True,
+                        "content": {"application/json": {"schema": _schema_ref("ProfileChange")}},
+                    },
+                )
+            ),
             "delete": _on_actor(
                 _op(
                     "deleteActor",
@@ -370,7 +434,7 @@ def _paths() -> dict[str, Any]:
                     ActorJson,
                     [_ACTOR],
                 )
-            )
+            ),
         },
         "/admin/actors/{name}/aliases": {
             "post": _on_actor(
@@ -448,6 +512,7 @@ def _schemas() -> dict[str, Any]:
         "NewWebhook": _NEW_WEBHOOK,
         "NewActor": _NEW_ACTOR,
         "CreatedActor": _CREATED_ACTOR,
+        "ProfileChange": _PROFILE_CHANGE,
     }
 
 

@@ -51,11 +51,14 @@ def test_only_an_activity_to_named_actors_alone_is_direct() -> None:
     assert not direct({"type": "Create", "to": [ME]})  # nobody but the sender
 
 
-def test_a_delete_is_the_actors_own_only_when_its_object_is_the_actor() -> None:
+def test_a_delete_or_update_is_about_the_actor_itself_only_when_its_object_is_the_actor() -> None:
     assert is_actor_delete({"type": "Delete", "object": ME}, ME)
     assert is_actor_delete({"type": "Delete", "object": {"id": ME, "type": "Person"}}, ME)
     assert not is_actor_delete({"type": "Delete", "object": f"{ME}/notes/1"}, ME)
-    assert not is_actor_delete({"type": "Update", "object": ME}, ME)
+    # A profile Update (its object the whole actor document) goes in the bulk lane, as a Delete.
+    assert is_actor_delete({"type": "Update", "object": {"id": ME, "type": "Service"}}, ME)
+    assert not is_actor_delete({"type": "Update", "object": {"id": f"{ME}/notes/1"}}, ME)
+    assert not is_actor_delete({"type": "Move", "object": ME}, ME)
 
 
 def test_the_lanes_are_claimed_interactive_then_normal_then_bulk() -> None:
