@@ -80,6 +80,8 @@ class Config:
     actor: str
     token: str
     webhook_secret: str
+    #: With the admin token the blog sets its actor's profile at start (name, bio, link back).
+    admin_token: str | None = None
 
     @classmethod
     def from_environment(cls) -> Config:
@@ -91,6 +93,7 @@ class Config:
             env["FEDQUEUE_ACTOR"],
             env["FEDQUEUE_TOKEN"],
             env["FEDQUEUE_WEBHOOK_SECRET"],
+            env.get("FEDQUEUE_ADMIN_TOKEN"),
         )
 
     @property
@@ -226,6 +229,16 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
     async with engine.begin() as conn:
         await conn.run_sync(metadata.create_all)
     app.state.config, app.state.engine = config, engine
+    if config.admin_token:  # how the blog shows on Mastodon: its name, a bio, a link back here
+        async with AsyncClient(config.fedqueue_url, config.admin_token) as admin:
+            await admin.update_profile(
+                config.actor,
+                name="Blog",
+                summary=f'<p>Posts from <a href="{html.escape(config.blog_url)}/">the blog</a></p>',
+                url=f"{config.blog_url}/",
+                type="Service",
+                fields=[{"name": "Website", "value": f"{config.blog_url}/"}],
+            )
     async with AsyncClient(config.fedqueue_url, config.token) as client:
         app.state.fedqueue = client
         yield

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from fedqueue.client import Client
@@ -58,6 +59,7 @@ def blog_env(tmp_path: Path, database_url: str) -> Iterator[tuple[str, str, dict
             "FEDQUEUE_ACTOR": "blog",
             "FEDQUEUE_TOKEN": token,
             "FEDQUEUE_WEBHOOK_SECRET": SECRET,
+            "FEDQUEUE_ADMIN_TOKEN": ADMIN_TOKEN,  # the blog sets its actor's profile
         }
         yield live.origin, blog_url, env
 
@@ -70,3 +72,12 @@ def blog(tmp_path: Path, blog_env: tuple[str, str, dict[str, str]]) -> Iterator[
     command = [sys.executable, "-m", "uvicorn", "app:app", "--app-dir", str(BLOG), "--port", port]
     with running("the blog", command, env, tmp_path / "blog.log", blog_url):
         yield origin, blog_url
+
+
+def test_the_blog_sets_its_actors_profile_through_the_client_as_it_starts(blog: tuple[str, str]) -> None:
+    origin, blog_url = blog
+    document = httpx.get(f"{origin}/actors/blog", headers={"Accept": "application/activity+json"}).json()
+
+    assert (document["name"], document["type"], document["url"]) == ("Blog", "Service", f"{blog_url}/")
+    assert document["summary"] == f'<p>Posts from <a href="{blog_url}/">the blog</a></p>'
+    assert document["attachment"] == [{"type": "PropertyValue", "name": "Website", "value": f"{blog_url}/"}]
