@@ -111,19 +111,24 @@ class Fanout:
         self._decided: dict[int, dict[str, tuple[str, str]]] = {}
         #: This round's rows to give back to `pending` (more rows need fetches than are held).
         self._given_back: list[int] = []
-        self._held_renewed_at = clock()
+        #: Renews the held rows' leases while there are any (`_renew_held`).
+        self._renewing: asyncio.Task[None] | None = None
 
     @property
     def holding(self) -> bool:
         """Whether rows wait for their recipients' fetches (`RecipientFetches`)."""
         return bool(self._fetches.held_ids)
 
-    async def wait_for_fetches(self, timeout_s: float) -> None:
+    async def wait_for_fetches(self, timeout_s: float | None) -> None:
         """Until a held row's fetches have ended (or `timeout_s` passes)."""
         await self._fetches.wait_for_progress(timeout_s)
 
     async def aclose(self) -> None:
         """Stop the recipients' fetches; give the rows held for them back to `pending` at once."""
+        if self._renewing is not None:
+            self._renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewing
         held = await self._fetches.aclose()
         with contextlib.suppress(Exception):  # failing that, their leases run out
             await self._store.outbox.give_back(held, self._owner)
@@ -138,7 +143,6 @@ class Fanout:
         row whose recipients need fetching is held instead (`RecipientFetches`), and so is any
         later row of the same actor, until a later round.
         """
-        await self._renew_held()
         ready = self._fetches.take_ready()
         claimed = await self._store.outbox.claim_pending(
             self._owner,
@@ -182,24 +186,35 @@ class Fanout:
             return
         if budget is None:
             self._fetches.hold(entry, (), None)
+            self._keep_held_leases()
             return
         for limit, _reason in budget.refused.values():
             self._metrics.recipient_fetch_refused(limit)
         self._fetches.hold(entry, budget.allowed, budget.refused)
+        self._keep_held_leases()
+
+    def _keep_held_leases(self) -> None:
+        """Start renewing the held rows' leases in the background, unless that runs already."""
+        if self._renewing is None or self._renewing.done():
+            self._renewing = asyncio.create_task(self._renew_held())
 
     async def _renew_held(self) -> None:
-        """Renew the held rows' leases (a third of a lease after the last time); forget those lost."""
-        now = self._clock()
-        held = self._fetches.held_ids
+        """While rows are held, renew their leases every third of a lease (one statement), in the
+        background: the worker may idle for a poll interval meanwhile. Rows whose lease was lost
+        are forgotten (another worker goes on with them)."""
         lease_s = self._settings.lease_seconds
-        if not held or now - self._held_renewed_at < timedelta(seconds=lease_s / 3):
-            return
-        self._held_renewed_at = now
-        kept = await self._store.outbox.renew(held, self._owner, now + timedelta(seconds=lease_s))
-        lost = set(held) - kept
-        if lost:
-            log.warning("lost the expansion lease of held rows %s; another worker goes on", sorted(lost))
-            self._fetches.forget(lost)
+        while held := self._fetches.held_ids:
+            await asyncio.sleep(lease_s / 3)
+            until = self._clock() + timedelta(seconds=lease_s)
+            try:
+                kept = await self._store.outbox.renew(held, self._owner, until)
+            except Exception as exc:  # failing that, the leases run out
+                self._metrics.worker_error("expand", exc, "could not renew %d held outbox rows", len(held))
+                continue
+            lost = set(held) - kept
+            if lost:
+                log.warning("lost the expansion lease of held rows %s; another worker goes on", sorted(lost))
+                self._fetches.forget(lost)
 
     async def _fetch_one(self, uri: str) -> None:
         """Fetch one held row's recipient into the directory's cache (a failure is remembered there)."""

@@ -103,8 +103,8 @@ class RecipientFetches:
         for outbox_id in outbox_ids:
             self._held.pop(outbox_id, None)
 
-    async def wait_for_progress(self, timeout_s: float) -> None:
-        """Until a held row's fetches have ended (or `timeout_s` passes)."""
+    async def wait_for_progress(self, timeout_s: float | None) -> None:
+        """Until a held row's fetches have ended (or `timeout_s` passes; None: no limit)."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._progress.wait(), timeout_s)
 

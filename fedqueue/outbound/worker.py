@@ -294,10 +294,12 @@ class Worker:
     async def _idle(
         self, stop: asyncio.Event, wake: asyncio.Event | None, timeout_s: float | None = None
     ) -> None:
-        """Until `stop` or `wake` is set, or `timeout_s` (default: the poll interval) passes."""
-        waiters = [asyncio.create_task(stop.wait())]
+        """Until `stop` or `wake` is set, a held outbox row's recipients are fetched (with `wake`),
+        or `timeout_s` (default: the poll interval) passes."""
+        waiters: list[asyncio.Task[Any]] = [asyncio.create_task(stop.wait())]
         if wake is not None:
             waiters.append(asyncio.create_task(wake.wait()))
+            waiters.append(asyncio.create_task(self.fanout.wait_for_fetches(None)))
         try:
             await asyncio.wait(
                 waiters,

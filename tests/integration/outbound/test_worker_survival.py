@@ -277,11 +277,14 @@ async def test_a_slow_expansion_keeps_its_lease_so_no_other_worker_claims_it_mea
         expanding = asyncio.create_task(worker.fanout.expand_pending())
         async with asyncio.timeout(30):
             await asked.wait()
+        assert await expanding == 1  # held while bob's document is fetched beside the worker
         await asyncio.sleep(2.5)  # past the first lease: only renewals keep it
         rival = await store.outbox.claim_pending("rival", utcnow(), 1.5, 10)
         release.set()
-        assert await expanding == 1
+        await worker.fanout.wait_for_fetches(30)
+        assert await worker.fanout.expand_pending() == 1
     finally:
+        await worker.fanout.aclose()
         await client.aclose()
     assert rival == []
     assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]
