@@ -48,7 +48,7 @@ async def read_json_object(request: Request, cap: int, fields: Collection[str]) 
     raw = await read_body(request, cap)
     try:
         body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
         raise InvalidInput("the body must be a JSON object") from None
     if not isinstance(body, dict):
         raise InvalidInput("the body must be a JSON object")

@@ -254,3 +254,16 @@ async def test_deleting_an_actor_cancels_its_waiting_profile_update(
     assert sent == ["Delete"]
     update, _delete = await outbox_rows(store)
     assert update.state == OutboxState.REJECTED
+
+
+async def test_a_profile_body_nested_too_deep_is_a_400_not_a_500(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    await store.actors.create("blog")
+    deep = b'{"fields":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    answer = await client.patch(
+        "/admin/actors/blog", content=deep, headers={**ADMIN, "content-type": "application/json"}
+    )
+
+    assert answer.status_code == 400
+    assert answer.json()["error"] == "the body must be a JSON object"
