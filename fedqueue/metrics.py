@@ -94,6 +94,8 @@ class Metrics:
     recipient_cap_refusals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     #: Recipients given up unfetched past an activity's fetch budget, by the limit (`activity`, `host`).
     recipient_fetches_refused: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    #: Outbox rows given back to `pending` because `expansion_max_held_rows` rows were held.
+    outbox_rows_given_back: int = 0
     latency: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS_S))
     attempts: Histogram = field(default_factory=lambda: Histogram(ATTEMPT_BUCKETS))
     worker_errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
@@ -265,6 +267,12 @@ class Metrics:
             "counter",
             "Recipients given up unfetched past one activity's fetch budget, by limit (this process).",
             (({"limit": k}, v) for k, v in sorted(self.recipient_fetches_refused.items())),
+        )
+        lines += _family(
+            "fedqueue_outbox_rows_given_back_total",
+            "counter",
+            "Outbox rows given back unexpanded: expansion_max_held_rows rows awaited fetches (this process).",
+            [({}, self.outbox_rows_given_back)],
         )
         lines += _family(
             "fedqueue_http_client_refused_total",

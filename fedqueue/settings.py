@@ -70,6 +70,7 @@ class Settings(BaseSettings):
     max_recipients_per_activity: int = Field(ge=1)
     max_recipient_fetches_per_activity: int = Field(ge=0)
     max_recipient_fetches_per_host: int = Field(ge=0)
+    expansion_max_held_rows: int = Field(ge=1, le=10_000)
 
     circuit_failure_threshold: int = Field(ge=1)
     circuit_open_seconds: float = Field(gt=0)

@@ -73,9 +73,6 @@ log = logging.getLogger("fedqueue.outbound.fanout")
 
 #: Delivery rows inserted per transaction (and per lease renewal).
 CHUNK_ROWS = 1000
-#: Outbox rows one worker holds while their recipients are fetched (`RecipientFetches`); past
-#: it, a row that needs fetches goes back to `pending` for a later round.
-MAX_HELD_ROWS = 32
 GONE_REASON = "inbox answered 410 Gone before; skipped until its actor is seen again"
 
 
@@ -104,7 +101,9 @@ class Fanout:
         self._retries = RetrySchedule(
             settings.expansion_retry_seconds, settings.retry_cap_seconds, settings.expansion_max_attempts
         )
-        self._fetches = RecipientFetches(self._fetch_one, ACTOR_FETCH_CONCURRENCY, MAX_HELD_ROWS)
+        self._fetches = RecipientFetches(
+            self._fetch_one, ACTOR_FETCH_CONCURRENCY, settings.expansion_max_held_rows
+        )
         #: This round's rows that were held, and of those whose fetches are over, the recipients
         #: given up past their budget.
         self._ready: set[int] = set()
@@ -183,6 +182,7 @@ class Fanout:
         back to `pending` if as many rows are held as may be."""
         if self._fetches.full:
             self._given_back.append(entry.id)
+            self._metrics.outbox_rows_given_back += 1
             return
         if budget is None:
             self._fetches.hold(entry, (), None)

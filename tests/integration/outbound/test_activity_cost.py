@@ -283,3 +283,44 @@ async def test_another_actors_small_activity_is_delivered_while_a_large_ones_rec
     assert [d.state for d in await store.deliveries.for_outbox(small)] == ["delivered"]
     rows = [*await store.deliveries.for_outbox(large), *await store.deliveries.for_outbox(after)]
     assert len(rows) == 41 and {d.state for d in rows} == {"delivered"}
+
+
+async def test_past_the_held_rows_bound_a_row_awaiting_fetches_goes_back_to_pending_its_claim_uncounted(
+    settings: Settings, store: Store, remote: LoopbackServer
+) -> None:
+    for name in ("alice", "carol", "bob"):
+        await store.actors.create(name)
+    gate = asyncio.Event()
+    for name in ("x", "y"):
+        _gated(remote, f"/users/{name}", gate)
+    accept_all(remote, ["/users/x/inbox", "/users/y/inbox", "/users/f/inbox"])
+    await add_follower(store, "bob", remote.url("/users/f"), remote.url("/users/f/inbox"))
+    held = await insert_outbox_row(
+        store, "alice", {"type": "Like", "object": "x", "to": [remote.url("/users/x")]}
+    )
+    back = await insert_outbox_row(
+        store, "carol", {"type": "Like", "object": "y", "to": [remote.url("/users/y")]}
+    )
+    small = await insert_outbox_row(store, "bob", {"type": "Like", "object": "z", "cc": [f"{BOB}/followers"]})
+    one = bounded(settings, expansion_max_held_rows=1)
+    client = HttpClient(one)
+    worker = Worker(one, store, client, metrics=Metrics())
+    try:
+        assert await worker.fanout.expand_pending() == 2
+        states = [await store.outbox.state(row) for row in (held, back, small)]
+        assert [s.state for s in states if s is not None] == ["expanding", "pending", "expanded"]
+        async with store.database.reading() as conn:
+            claims = (
+                await conn.execute(text(f"SELECT expansion_attempts FROM outbox WHERE id = {back}"))
+            ).scalar()
+        assert claims == 0
+        assert worker.metrics.outbox_rows_given_back == 1
+        gate.set()
+        await worker.run_burst()
+    finally:
+        await client.aclose()
+    for row in (held, back, small):
+        assert [d.state for d in await store.deliveries.for_outbox(row)] == ["delivered"]
+    # Given back again while alice's row still waited, then taken once it had gone out.
+    given_back = worker.metrics.outbox_rows_given_back
+    assert f"fedqueue_outbox_rows_given_back_total {given_back}" in worker.metrics.render()
