@@ -20,7 +20,7 @@ def register(commands: Subparsers) -> None:
         "from then on are stored encrypted under its passphrase; `encrypt` encrypts the ones "
         "stored before, in one transaction, and says how many it did. Run it with serve and the "
         "workers stopped or already given the passphrase; running it again does nothing.",
-        ["FEDQUEUE_PRIVATE_KEY_PASSPHRASE_FILE=/etc/fedqueue/key-passphrase fedqueue keys encrypt"],
+        ["fedqueue keys encrypt  # with FEDQUEUE_PRIVATE_KEY_PASSPHRASE_FILE=/etc/fedqueue/key-passphrase"],
     )
     actions = keys.add_subparsers(dest="keys_action", required=True, metavar="ACTION")
     encrypt = actions.add_parser(
