@@ -236,12 +236,15 @@ class Fanout:
         try:
             attributes = {"fedqueue.outbox_id": entry.id, "fedqueue.attempt": entry.expansion_attempts}
             with tracing.span("fedqueue.fanout", attributes, parent=entry.traceparent) as span:
-                plan = await self._plan(entry, earlier)
+                try:
+                    plan = await self._plan(entry, earlier)
+                except HoldForFetches as held:  # no failure: the span says so, not as an error
+                    span.set("fedqueue.recipient_fetches", len(held.budget.allowed))
+                    self._hold(entry, held.budget)
+                    return None
                 span.set("fedqueue.activity_id", plan.facts.activity_id)
                 span.set("fedqueue.deliveries", len(plan.targets))
                 return plan
-        except HoldForFetches as held:
-            self._hold(entry, held.budget)
         except TooManyRecipients as exc:
             self._metrics.recipient_cap_refused("worker")
             await self._settle(entry, str(exc))
