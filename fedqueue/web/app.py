@@ -53,6 +53,7 @@ from fedqueue.web import (
     followers,
     inbox,
     metrics,
+    minted,
     nodeinfo,
     outbox,
 )
@@ -222,6 +223,7 @@ def create_app(
             *inbox.routes,
             *followers.routes,
             *outbox.routes,
+            *minted.routes,
             *activity_status.routes,
             *metrics.routes,
             *nodeinfo.routes,

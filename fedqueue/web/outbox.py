@@ -2,8 +2,7 @@
 
 `GET /actors/{name}/outbox` is an OrderedCollection of the actor's public activities, newest
 first, paged by cursor (`?page=true`, then `?max_id=N`, as Mastodon pages it), with bto/bcc
-stripped. `GET /actors/{name}/activities/{token}` serves one public activity, since remote
-servers dereference activity ids; anything not public is 404, as if it did not exist.
+stripped. Activity ids are served by `web.minted`.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from starlette.routing import Route
 from fedqueue import tracing
 from fedqueue.activitystreams import AS_CONTEXT
 from fedqueue.column_rules import parse_decimal
-from fedqueue.errors import Conflict, Duplicate, NotFound, Unauthorized
+from fedqueue.errors import Conflict, Duplicate, Unauthorized
 from fedqueue.outbound.addressing import (
     NO_RECIPIENTS,
     TooManyRecipients,
@@ -140,7 +139,8 @@ async def _full(*backlogs: Backlog) -> Backlog | None:
 OUTBOX_PAGE_SIZE = 20
 
 
-def _public(text: str) -> dict[str, Any] | None:
+def public_activity(text: str) -> dict[str, Any] | None:
+    """The stored activity `text` without bto and bcc if it is public, else None."""
     activity = json.loads(text)
     return strip_hidden(activity) if isinstance(activity, dict) and is_public(activity) else None
 
@@ -157,7 +157,7 @@ async def outbox_collection(request: Request) -> Response:
         return ordered_collection(collection, total, f"{collection}?page=true")
     before = parse_decimal("query parameter 'max_id'", raw_max_id) if raw_max_id is not None else None
     rows = await store.published.page(name, before=before, limit=OUTBOX_PAGE_SIZE)
-    items = [item for item in (_public(row.activity) for row in rows) if item is not None]
+    items = [item for item in (public_activity(row.activity) for row in rows) if item is not None]
     page_id = f"{collection}?max_id={before}" if before is not None else f"{collection}?page=true"
     doc: dict[str, Any] = {
         "@context": AS_CONTEXT,
@@ -172,19 +172,7 @@ async def outbox_collection(request: Request) -> Response:
     return activity_response(doc)
 
 
-async def get_activity(request: Request) -> Response:
-    store, urls = store_of(request), urls_of(request)
-    name = check_actor_name(request.path_params["name"])
-    activity_id = urls.activity(name, request.path_params["token"])
-    found = await store.published.get(name, activity_id)
-    public = _public(found.activity) if found is not None else None
-    if public is None:
-        raise NotFound(f"no public activity {activity_id}")
-    return activity_response(public)
-
-
 routes = [
     Route("/actors/{name}/outbox", post_outbox, methods=["POST"]),
     Route("/actors/{name}/outbox", outbox_collection, methods=["GET"]),
-    Route("/actors/{name}/activities/{token}", get_activity, methods=["GET"]),
 ]
