@@ -8,13 +8,15 @@ quotes one of them is the only false positive the SQL can let through).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
-from sqlalchemy import ColumnElement, and_, func, or_, select
+from sqlalchemy import ColumnElement, and_, false, func, or_, select, true, union_all
 
 from fedqueue.outbound.addressing import PUBLIC_FORMS
 from fedqueue.states import UNPUBLISHED
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import OutboxRow
+from fedqueue.visibility_rules import VERSIONS
 
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 
@@ -28,6 +30,26 @@ class Published:
     activity: str
 
 
+@dataclass(frozen=True)
+class MintedRow:
+    """An accepted activity read for a minted id: `named` if its id is the one asked for, else
+    one of the latest versions of the object asked for (`visibility_rules.answer`)."""
+
+    named: bool
+    activity_type: str
+    activity: str
+    accepted_at: datetime
+
+
+def _published() -> ColumnElement[bool]:
+    """Activities of local actors' own, validated and not refused (public or not)."""
+    return and_(
+        _outbox.c.activity_id.is_not(None),
+        _outbox.c.state.not_in(UNPUBLISHED),
+        _outbox.c.forwarded.is_(False),
+    )
+
+
 def _maybe_public(actor: str) -> ColumnElement[bool]:
     return and_(_outbox.c.actor == actor, maybe_public())
 
@@ -35,12 +57,7 @@ def _maybe_public(actor: str) -> ColumnElement[bool]:
 def maybe_public() -> ColumnElement[bool]:
     """Outbox rows that may be in their actor's outbox collection (see the module docstring)."""
     mentions_public = or_(*(_outbox.c.activity.contains(f'"{form}"') for form in sorted(PUBLIC_FORMS)))
-    return and_(
-        _outbox.c.activity_id.is_not(None),
-        _outbox.c.state.not_in(UNPUBLISHED),
-        _outbox.c.forwarded.is_(False),
-        mentions_public,
-    )
+    return and_(_published(), mentions_public)
 
 
 class PublishedStore:
@@ -67,17 +84,28 @@ class PublishedStore:
             )
             return [Published(row.id, row.activity_id, row.activity) for row in rows]
 
-    async def get(self, actor: str, activity_id: str) -> Published | None:
-        """The accepted activity `activity_id` of `actor` (public or not: the caller decides)."""
+    async def minted(self, actor: str, uri: str) -> list[MintedRow]:
+        """What the minted id `uri` of `actor` names, in one statement through two indexes: the
+        activity with that id (unique index), and the two latest Creates, Updates or Deletes of
+        the object `uri` names, or else of that activity's object (ix_outbox_actor_object)."""
+        o = _outbox.c
+        named_object = select(o.object_id).where(o.activity_id == uri, o.actor == actor).scalar_subquery()
+        columns = (o.activity_type, o.activity, o.created_at)
+        named = select(true().label("named"), *columns).where(
+            o.actor == actor, _published(), o.activity_id == uri
+        )
+        versions = (
+            select(false().label("named"), *columns)
+            .where(
+                o.actor == actor,
+                _published(),
+                o.object_id == func.coalesce(named_object, uri),
+                o.activity_type.in_(sorted(VERSIONS)),
+            )
+            .order_by(o.id.desc())
+            .limit(2)
+            .subquery()
+        )
         async with self._db.reading() as conn:
-            row = (
-                await conn.execute(
-                    select(_outbox.c.id, _outbox.c.activity_id, _outbox.c.activity).where(
-                        _outbox.c.actor == actor,
-                        _outbox.c.activity_id == activity_id,
-                        _outbox.c.state.not_in(UNPUBLISHED),
-                        _outbox.c.forwarded.is_(False),
-                    )
-                )
-            ).first()
-        return None if row is None else Published(row.id, row.activity_id, row.activity)
+            rows = await conn.execute(union_all(named, select(versions)))
+            return [MintedRow(bool(row[0]), row[1], row[2], row[3]) for row in rows]

@@ -1,30 +1,82 @@
-"""Minted ids: `GET /actors/{name}/activities/{token}` serves one public activity, since remote
-servers dereference activity ids; anything not public is 404, as if it did not exist.
+"""Minted ids: `GET /actors/{name}/activities/{token}` serves the activity or object with that id.
+
+Remote servers dereference what they are sent by id: a post relayed by its id alone, a reply's
+`inReplyTo`, a forwarded Update's re-fetch. `visibility_rules` decides what an id serves and to
+whom; anyone else gets the 404 an unknown id gets. An unsigned GET costs one read of the outbox;
+a signature is verified only for what is not public (or for anything, under authorized fetch).
+A browser (`Accept: text/html`) is sent to the object's page, else to the actor's profile page.
 """
 
 from __future__ import annotations
 
+import json
+
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from fedqueue.errors import NotFound
-from fedqueue.storage import check_actor_name
-from fedqueue.web.outbox import public_activity
-from fedqueue.web.responses import activity_response, store_of, urls_of
+from fedqueue.errors import InvalidInput, NotFound
+from fedqueue.inbound.verify import Verdict
+from fedqueue.remote.guard import host_of
+from fedqueue.storage import Store, check_actor_name
+from fedqueue.storage.published import MintedRow
+from fedqueue.visibility_rules import ANONYMOUS, Answer, Version, Viewer, answer, page_of
+from fedqueue.web.responses import activity_response, settings_of, store_of, urls_of
+from fedqueue.web.signed_fetch import fetch_signer, require_signer
+
+#: Both representations live at one URL: caches must key on Accept.
+VARY = {"Vary": "Accept"}
 
 
-async def get_activity(request: Request) -> Response:
+def _version(row: MintedRow) -> Version:
+    return Version(row.activity_type, json.loads(row.activity), row.accepted_at)
+
+
+def wants_html(request: Request) -> bool:
+    """Whether the GET is a browser's: it accepts text/html and no ActivityPub JSON."""
+    accept = request.headers.get("accept", "").lower()
+    return "text/html" in accept and "activity+json" not in accept and "ld+json" not in accept
+
+
+async def _viewer(request: Request, store: Store, name: str, signer: Verdict | None) -> Viewer:
+    """Who signed the GET, as the visibility rule needs it; a signature that does not verify
+    counts as none (its reason is logged), so it tells no more than an unknown id would."""
+    if signer is None:
+        try:
+            signer = await fetch_signer(request)
+        except InvalidInput:
+            return ANONYMOUS
+        if signer is None:
+            return ANONYMOUS
+    on_server = await store.followers.ids_on(name, host_of(signer.owner))
+    return Viewer(signer.owner, signer.owner in on_server, bool(on_server))
+
+
+async def get_minted(request: Request) -> Response:
     store, urls = store_of(request), urls_of(request)
     name = check_actor_name(request.path_params["name"])
-    activity_id = urls.activity(name, request.path_params["token"])
-    found = await store.published.get(name, activity_id)
-    public = public_activity(found.activity) if found is not None else None
-    if public is None:
-        raise NotFound(f"no public activity {activity_id}")
-    return activity_response(public)
+    uri = urls.activity(name, request.path_params["token"])
+    signer = await require_signer(request, "this id") if settings_of(request).authorized_fetch else None
+    rows = await store.published.minted(name, uri)
+    named = next((_version(row) for row in rows if row.named), None)
+    found: Answer | None = answer(uri, named, [_version(row) for row in rows if not row.named])
+    if found is not None and not found.public:
+        viewer = await _viewer(request, store, name, signer)
+        if not found.shown_to(viewer, urls.actor(name), urls.followers(name)):
+            found = None
+    if found is None:
+        raise NotFound(f"nothing at {uri}")
+    if found.gone:
+        return activity_response(found.document, status_code=410)
+    if wants_html(request):
+        page = page_of(found.document) or (await store.actors.get(name)).profile.url
+        if page is not None:
+            return RedirectResponse(page, status_code=303, headers=VARY)
+    response = activity_response(found.document)
+    response.headers.update(VARY)
+    return response
 
 
 routes = [
-    Route("/actors/{name}/activities/{token}", get_activity, methods=["GET"]),
+    Route("/actors/{name}/activities/{token}", get_minted, methods=["GET"]),
 ]
