@@ -247,3 +247,54 @@ def test_a_fedify_accounts_move_makes_its_fedqueue_follower_follow_the_new_accou
     [follow] = inbox_of(fedify, "new", "Follow")
     assert (follow["actor"], follow["object"]) == (alice, new)
     eventually(lambda: inbox_of(fedify, "old", "Undo") != [], "the old account got alice's Undo")
+
+
+def posted(instance: LiveInstance, name: str, token: str, doc: dict[str, Any]) -> tuple[str, str]:
+    """`doc` POSTed to `name`'s outbox: (the activity's id, the id of the object it carries)."""
+    answer = httpx.post(
+        f"{instance.origin}/actors/{name}/outbox",
+        json=doc,
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=5,
+    )
+    assert answer.status_code == 201, answer.text
+    activity_id: str = answer.json()["id"]
+    with sqlite3.connect(instance.database_url.removeprefix("sqlite+aiosqlite:///")) as db:
+        [(stored,)] = db.execute(
+            "SELECT activity FROM outbox WHERE activity_id = ?", (activity_id,)
+        ).fetchall()
+    inner = json.loads(stored)["object"]
+    return activity_id, inner["id"] if isinstance(inner, dict) else inner
+
+
+def test_fedify_fetches_every_kind_of_minted_id_and_gets_the_object_404_or_410_as_addressed(
+    instance: LiveInstance, fedify: FedifyServer, tmp_path: Path
+) -> None:
+    token = create_actor(instance, "alice", tmp_path)
+    alice = f"{instance.origin}/actors/alice"
+    public = "https://www.w3.org/ns/activitystreams#Public"
+    create, note = posted(instance, "alice", token, {"type": "Note", "content": "for all", "to": [public]})
+    _, private = posted(
+        instance, "alice", token, {"type": "Note", "content": "ours", "to": [f"{alice}/followers"]}
+    )
+    _, direct = posted(
+        instance, "alice", token, {"type": "Note", "content": "to carol", "to": [fedify.actor("carol")]}
+    )
+    _, deleted = posted(instance, "alice", token, {"type": "Note", "content": "gone soon", "to": [public]})
+    posted(instance, "alice", token, {"type": "Delete", "object": deleted, "to": [public]})
+
+    def lookup(uri: str, signer: str | None = None) -> dict[str, Any]:
+        return fedify.run(do="lookup", uri=uri, signer=signer)
+
+    assert lookup(note) == {"status": 200, "id": note, "type": "Note", "content": "for all"}
+    assert lookup(create)["type"] == "Create"
+    assert lookup(deleted) == {"status": 410, "type": "Tombstone"}
+    # Followers-only: nobody on Fedify's server follows alice yet.
+    assert lookup(private) == {"status": 404}
+    assert lookup(private, "fan")["status"] == 404
+    fedify_follows(instance, fedify, "alice", "fan")
+    assert lookup(private, "fan") == {"status": 200, "id": private, "type": "Note", "content": "ours"}
+    assert lookup(private) == {"status": 404}
+    # Direct: only to carol, or a GET signed on her server.
+    assert lookup(direct)["status"] == 404
+    assert lookup(direct, "carol") == {"status": 200, "id": direct, "type": "Note", "content": "to carol"}

@@ -37,6 +37,10 @@
 //   {"do": "fetchKey", "keyId": URI}
 //       Fedify's own key fetch, uncached (as by a server that never saw the key):
 //       -> {"ok": true, "owner": URI} if it yields a key, else {"error": HTTP STATUS | REASON}.
+//   {"do": "lookup", "uri": URI, "signer": NAME | null}
+//       Fedify dereferences URI (lookupObject), with a GET signed as NAME (its authenticated
+//       document loader) or unsigned: -> {"status": 200, "id", "type", "content"} if Fedify reads
+//       an object there, else {"status": HTTP STATUS, "type": the answer's type, if JSON}.
 //
 // Everything is on 127.0.0.1; allowPrivateAddress is for that and nothing else. Sends use
 // `immediate: true`, so a refusal (any non-2xx) comes back as {"error"} at once.
@@ -56,7 +60,7 @@ import {
   Tombstone,
   Undo,
 } from "@fedify/vocab";
-import { getDocumentLoader } from "@fedify/vocab-runtime";
+import { FetchError, getDocumentLoader } from "@fedify/vocab-runtime";
 
 const ACTORS = ["carol", "dave", "gone", "leaving", "fan", "old", "new"];
 const port = Number(process.argv[2]);
@@ -288,11 +292,35 @@ async function run(command) {
       if (key != null) return { ok: true, owner: key.ownerId?.href };
       return { error: fetchError == null ? "no key" : String(fetchError.status ?? fetchError.error) };
     }
+    case "lookup":
+      return lookup(command.uri, command.signer);
     case "received":
       return { received };
     default:
       return { error: `unknown command ${JSON.stringify(command.do)}` };
   }
+}
+
+async function lookup(uri, signer) {
+  const documentLoader =
+    signer == null
+      ? getDocumentLoader({ allowPrivateAddress: true })
+      : await ctx.getDocumentLoader({ identifier: signer });
+  try {
+    await documentLoader(uri); // a refusal throws, with the answer's status
+  } catch (error) {
+    if (!(error instanceof FetchError) || error.response == null) return { error: String(error) };
+    const body = await error.response.json().catch(() => null);
+    return { status: error.response.status, type: body?.type };
+  }
+  const object = await ctx.lookupObject(uri, { documentLoader });
+  if (object == null) return { error: "Fedify read no object" };
+  return {
+    status: 200,
+    id: object.id?.href,
+    type: object.constructor.typeId.href.split("#").pop(),
+    content: object.content?.toString(),
+  };
 }
 
 console.log("ready");
