@@ -10,9 +10,13 @@ import httpx
 import pytest
 from sqlalchemy import event
 
+from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.settings import Settings
 from fedqueue.storage import Store
+from fedqueue.web.app import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.fediverse import AS_PUBLIC, LOCAL, RemoteActor
+from tests.helpers import asgi_client
 from tests.integration.web.test_authorized_fetch import signed_get
 from tests.loopback import LoopbackServer
 from tests.outbound import add_follower
@@ -210,3 +214,20 @@ async def test_a_minted_id_is_read_through_indexes_in_one_statement(
                 row[-1] for row in (await conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}", parameters)).all()
             ]
             assert not [step for step in plan if step.startswith("SCAN outbox")], plan
+
+
+async def test_under_authorized_fetch_a_public_notes_id_is_served_only_to_a_signed_get(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    store: Store,
+    directory: RemoteDirectory,
+    alice: str,
+    bob: RemoteActor,
+) -> None:
+    _, object_id = await note(client, store, alice, to=[AS_PUBLIC])
+    app = create_app(settings.model_copy(update={"authorized_fetch": True}), store, directory=directory)
+    async with asgi_client(app) as secure:
+        refused = await secure.get(path(object_id))
+        assert refused.status_code == 401 and "signed requests" in refused.json()["error"]
+        answer = await signed(secure, bob, object_id)
+        assert answer.status_code == 200 and answer.json()["content"] == "hello"
