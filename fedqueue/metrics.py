@@ -50,6 +50,8 @@ HOST_UNAVAILABLE = "host_unavailable"
 FEDERATION_POLICY = "federation_policy"
 #: Why a Linked Data signature was not checked (`ld_signatures.TooCostly.reason`); each exported.
 LD_REFUSAL_REASONS = ("values", "context", "triples", "steps", "deadline")
+#: `fedqueue_ld_signatures_total`'s outcomes: a public activity signed, or sent unsigned and why.
+LD_SIGNING_OUTCOMES = ("signed", "not_rsa", "unknown_context")
 #: `fedqueue_admin_login_failures_total`'s results: a wrong token, or an attempt refused unread.
 ADMIN_LOGIN_RESULTS = ("wrong_token", "refused")
 
@@ -101,6 +103,7 @@ class Metrics:
     worker_errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     client_refusals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     ld_refusals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    ld_signings: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     admin_login_failures: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     admin_login_forgotten: int = 0
     pruned: dict[str, int] = field(default_factory=lambda: defaultdict(int))
@@ -195,6 +198,10 @@ class Metrics:
     def ld_refused(self, reason: str) -> None:
         """Record one Linked Data signature not checked for its cost (`LD_REFUSAL_REASONS`)."""
         self.ld_refusals[reason] += 1
+
+    def ld_signed(self, outcome: str) -> None:
+        """Record one public activity LD-signed at fan-out, or sent unsigned (`LD_SIGNING_OUTCOMES`)."""
+        self.ld_signings[outcome] += 1
 
     def admin_login_failed(self, result: str, forgotten: int = 0) -> None:
         """Count one admin token refused: `wrong_token` (checked) or `refused` (429, unread).
@@ -291,6 +298,12 @@ class Metrics:
             "counter",
             "LD signatures of forwarded activities not checked for their cost, by bound (this process).",
             (({"reason": k}, self.ld_refusals.get(k, 0)) for k in LD_REFUSAL_REASONS),
+        )
+        lines += _family(
+            "fedqueue_ld_signatures_total",
+            "counter",
+            "Public activities LD-signed at fan-out, or sent unsigned and why, by outcome (this process).",
+            (({"outcome": k}, self.ld_signings.get(k, 0)) for k in LD_SIGNING_OUTCOMES),
         )
         lines += _family(
             "fedqueue_admin_login_failures_total",

@@ -123,6 +123,7 @@ class Settings(BaseSettings):
     ld_max_blank_node_steps: int = Field(ge=0, le=10_000_000)
     ld_deadline_seconds: float = Field(gt=0, le=30)
     ld_max_concurrent: int = Field(ge=1, le=64)
+    ld_sign_public_activities: bool
     inbox_retention_days: float = Field(gt=0)
     inbox_prune_interval_seconds: float = Field(gt=0)
     inbox_tombstone_hours: float = Field(gt=0)

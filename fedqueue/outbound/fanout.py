@@ -61,6 +61,7 @@ from fedqueue.outbound.intake import (
     subject_of,
 )
 from fedqueue.outbound.lane_rules import is_actor_delete, is_direct, lane_of
+from fedqueue.outbound.ld_signing import sign_public, wants_signature
 from fedqueue.outbound.recipient_fetches import ACTOR_FETCH_CONCURRENCY, RecipientFetches, Unusable, unusable
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import host_of, hosts_of
@@ -335,16 +336,26 @@ class Fanout:
             normalized = dumps(activity)
         inboxes = None if entry.inboxes is None else parse_inboxes(entry.inboxes)
         facts = await self._coalescer.resolve_undo(facts, [p.facts for p in earlier])
+        targets = await self._targets(entry, activity, inboxes, facts)
+        if self._settings.ld_sign_public_activities and wants_signature(activity, entry.forwarded):
+            activity = await self._ld_signed(entry.actor, activity)
+            normalized = dumps(activity)
         # A raw row gets its facts stored; a validated one, its subject if that changed: an Undo
         # naming the undone activity by id gets that activity's object, as its deliveries do
-        # (`CoalescingStore.history` looks subjects up on the outbox rows).
+        # (`CoalescingStore.history` looks subjects up on the outbox rows). A signed one, its
+        # signature: every delivery sends the stored activity.
         accepted = (
             None
             if normalized is None and facts.object_id == entry.object_id
             else Accepted(entry.id, facts, normalized or entry.activity)
         )
-        targets = await self._targets(entry, activity, inboxes, facts)
         return Plan(entry, facts, accepted, targets, self._lane(entry, activity, facts, len(targets)))
+
+    async def _ld_signed(self, actor: str, activity: dict[str, Any]) -> dict[str, Any]:
+        """The public activity with its actor's LD signature, made once for all its deliveries."""
+        signed, outcome = await sign_public(activity, await self._keyring.identity(actor), self._clock())
+        self._metrics.ld_signed(outcome)
+        return signed
 
     def _lane(self, entry: OutboxEntry, activity: dict[str, Any], facts: ActivityFacts, inboxes: int) -> Lane:
         """The lane all of this activity's deliveries wait in (`lane_rules`)."""

@@ -2,7 +2,8 @@
 
 The same rules apply whether an app POSTs or INSERTs: a JSON object with a type; an object
 that is not an activity is wrapped in a Create; the actor must be the outbox's actor and is
-filled in when absent; an id under BASE_URL is assigned when absent.
+filled in when absent; an id under BASE_URL is assigned when absent. A `signature` is dropped:
+only fedqueue holds the actor's key, and it LD-signs public activities at fan-out (`ld_signing`).
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ def normalize(
     if claimed != actor_uri:
         raise InvalidInput(f"the activity's actor {str(claimed)[:200]!r} is not {actor_uri}")
     activity = dict(raw)
+    activity.pop("signature", None)
     if kind not in ACTIVITY_TYPES:
         activity.pop("actor", None)
         if "id" not in activity:
