@@ -41,12 +41,22 @@
 //       Fedify dereferences URI (lookupObject), with a GET signed as NAME (its authenticated
 //       document loader) or unsigned: -> {"status": 200, "id", "type", "content"} if Fedify reads
 //       an object there, else {"status": HTTP STATUS, "type": the answer's type, if JSON}.
+//   {"do": "verifyLd", "document": OBJECT}
+//       Fedify's verifyJsonLd on OBJECT: its Linked Data signature checked with the key its
+//       `creator` names (fetched, uncached), whose owner must be the activity's actor.
+//                                                                   -> {"verified": true | false}
 //
 // Everything is on 127.0.0.1; allowPrivateAddress is for that and nothing else. Sends use
 // `immediate: true`, so a refusal (any non-2xx) comes back as {"error"} at once.
 import http from "node:http";
 import readline from "node:readline";
-import { createFederation, fetchKeyDetailed, generateCryptoKeyPair, MemoryKvStore } from "@fedify/fedify";
+import {
+  createFederation,
+  fetchKeyDetailed,
+  generateCryptoKeyPair,
+  MemoryKvStore,
+  verifyJsonLd,
+} from "@fedify/fedify";
 import {
   Accept,
   Create,
@@ -294,6 +304,13 @@ async function run(command) {
     }
     case "lookup":
       return lookup(command.uri, command.signer);
+    case "verifyLd": {
+      const verified = await verifyJsonLd(command.document, {
+        documentLoader: getDocumentLoader({ allowPrivateAddress: true }), // no cache: a fresh fetch
+        contextLoader: ctx.contextLoader,
+      });
+      return { verified };
+    }
     case "received":
       return { received };
     default:
