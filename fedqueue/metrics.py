@@ -51,7 +51,7 @@ FEDERATION_POLICY = "federation_policy"
 #: Why a Linked Data signature was not checked (`ld_signatures.TooCostly.reason`); each exported.
 LD_REFUSAL_REASONS = ("values", "context", "triples", "steps", "deadline")
 #: `fedqueue_ld_signatures_total`'s outcomes: a public activity signed, or sent unsigned and why.
-LD_SIGNING_OUTCOMES = ("signed", "not_rsa", "unknown_context")
+LD_SIGNING_OUTCOMES = ("signed", "not_rsa", "too_costly", "unknown_context")
 #: `fedqueue_admin_login_failures_total`'s results: a wrong token, or an attempt refused unread.
 ADMIN_LOGIN_RESULTS = ("wrong_token", "refused")
 

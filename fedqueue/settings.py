@@ -124,6 +124,7 @@ class Settings(BaseSettings):
     ld_deadline_seconds: float = Field(gt=0, le=30)
     ld_max_concurrent: int = Field(ge=1, le=64)
     ld_sign_public_activities: bool
+    ld_sign_max_values: int = Field(ge=10, le=100_000)
     inbox_retention_days: float = Field(gt=0)
     inbox_prune_interval_seconds: float = Field(gt=0)
     inbox_tombstone_hours: float = Field(gt=0)

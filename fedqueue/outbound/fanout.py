@@ -353,7 +353,10 @@ class Fanout:
 
     async def _ld_signed(self, actor: str, activity: dict[str, Any]) -> dict[str, Any]:
         """The public activity with its actor's LD signature, made once for all its deliveries."""
-        signed, outcome = await sign_public(activity, await self._keyring.identity(actor), self._clock())
+        identity = await self._keyring.identity(actor)
+        signed, outcome = await sign_public(
+            activity, identity, self._clock(), self._settings.ld_sign_max_values
+        )
         self._metrics.ld_signed(outcome)
         return signed
 

@@ -123,3 +123,19 @@ async def test_with_ld_signing_turned_off_a_public_create_goes_out_unsigned(
     await run_burst(fast(settings, ld_sign_public_activities=False), store)
 
     assert "signature" not in json.loads(bodies(remote)["/f0"])
+
+
+async def test_a_public_create_over_ld_sign_max_values_goes_out_unsigned_and_is_counted(
+    settings: Settings, store: Store, remote: LoopbackServer
+) -> None:
+    await with_followers(store, remote, 1)
+    mentions = [f"https://h{n}.test/users/u" for n in range(20)]
+    create = {"type": "Create", "object": {"type": "Note", "content": "x", "cc": mentions}, "to": [PUBLIC]}
+    await insert_outbox_row(store, "alice", {**create, "cc": mentions}, [remote.url("/f0")])
+    metrics = Metrics()
+
+    await run_burst(fast(settings, ld_sign_max_values=40), store, metrics=metrics)
+
+    assert "signature" not in json.loads(bodies(remote)["/f0"])
+    assert metrics.ld_signings == {"too_costly": 1}
+    assert 'fedqueue_ld_signatures_total{outcome="too_costly"} 1' in metrics.render()

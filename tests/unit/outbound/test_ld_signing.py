@@ -83,7 +83,9 @@ async def test_the_signature_covers_the_activity_as_sent_and_the_stored_one_keep
         .decode()
     )
 
-    stored, outcome = await sign_public(public_create(), SigningIdentity(f"{ALICE}#main-key", key), utcnow())
+    stored, outcome = await sign_public(
+        public_create(), SigningIdentity(f"{ALICE}#main-key", key), utcnow(), 3000
+    )
 
     assert outcome == "signed"
     assert stored["bcc"] == ["https://other.test/users/hidden"]
@@ -98,5 +100,7 @@ async def test_an_activity_that_cannot_be_ld_signed_goes_out_unsigned_and_says_w
     ed_identity = SigningIdentity(f"{ALICE}#ed25519-key", ed25519.Ed25519PrivateKey.generate())
     unknown = public_create([AS_CONTEXT, "https://app.example/ns"])  # a context fedqueue does not ship
 
-    assert await sign_public(unknown, rsa_identity, utcnow()) == (unknown, "unknown_context")
-    assert await sign_public(public_create(), ed_identity, utcnow()) == (public_create(), "not_rsa")
+    assert await sign_public(unknown, rsa_identity, utcnow(), 3000) == (unknown, "unknown_context")
+    assert await sign_public(public_create(), ed_identity, utcnow(), 3000) == (public_create(), "not_rsa")
+    crowded = {**public_create(), "cc": [f"https://h{n}.test/users/u" for n in range(100)]}
+    assert await sign_public(crowded, rsa_identity, utcnow(), 100) == (crowded, "too_costly")
