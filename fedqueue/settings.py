@@ -89,8 +89,8 @@ class Settings(BaseSettings):
     max_response_head_bytes: int = Field(ge=1024, le=16 * 1024 * 1024)
     max_response_headers: int = Field(ge=10, le=10_000)
     tls_ca_file: str
-    remote_unverified_cache_entries: int = Field(ge=1)
     private_key_passphrase_file: str
+    remote_unverified_cache_entries: int = Field(ge=1)
     remote_unverified_cache_bytes: int = Field(ge=1024)
     remote_actor_document_max_bytes: int = Field(ge=1024)
     remote_failure_cache_entries: int = Field(ge=1)
@@ -205,17 +205,6 @@ class Settings(BaseSettings):
             raise ValueError("must start with sqlite+aiosqlite:// or postgresql+asyncpg://")
         return value
 
-    @field_validator("tls_ca_file")
-    @classmethod
-    def _readable_pem(cls, value: str) -> str:
-        if value and not Path(value).is_file():
-            raise ValueError("must name a PEM file of CA certificates (no such file), or be empty")
-        return value
-
-    @field_validator("trusted_proxies")
-    @classmethod
-    def _networks(cls, value: str) -> str:
-        parse_networks(value)
     @field_validator("private_key_passphrase_file")
     @classmethod
     def _passphrase_file(cls, value: str) -> str:
@@ -240,6 +229,17 @@ class Settings(BaseSettings):
             raise SettingsError("FEDQUEUE_PRIVATE_KEY_PASSPHRASE_FILE: the file's first line is empty")
         return lines[0]
 
+    @field_validator("tls_ca_file")
+    @classmethod
+    def _readable_pem(cls, value: str) -> str:
+        if value and not Path(value).is_file():
+            raise ValueError("must name a PEM file of CA certificates (no such file), or be empty")
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: str) -> str:
+        parse_networks(value)
         return value
 
     @model_validator(mode="after")
