@@ -210,7 +210,7 @@ def test_an_instance_that_adds_the_relay_by_its_inbox_uri_is_accepted(federation
 @pytest.mark.xfail(
     strict=True,
     reason="issue 50: B stores the relay's Announce with the Note's bare id: it does not dereference "
-    "a bare object URI (item 5), and A answers that id 404 (item 2)",
+    "a bare object URI (item 5)",
 )
 def test_a_public_note_reaches_the_other_instance_through_the_relay_and_its_app_pulls_it(
     federation: Federation,
@@ -231,12 +231,6 @@ def test_a_public_note_reaches_the_other_instance_through_the_relay_and_its_app_
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 50: B answers the relay's forwarded Update 401 (the forwarded activity could not "
-    "be authenticated): A signs no Linked Data signature on it (item 6), and B's re-fetch of the "
-    "Note gets 404 from A (item 2)",
-)
 def test_an_update_reaches_the_other_instance_through_the_relay_and_its_app_pulls_it(
     federation: Federation,
 ) -> None:
@@ -254,12 +248,6 @@ def test_an_update_reaches_the_other_instance_through_the_relay_and_its_app_pull
     assert update["object"]["content"] == "after the edit"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 50: B answers the relay's forwarded Delete 401 (the forwarded activity could not "
-    "be authenticated): A signs no Linked Data signature on it, and B does not yet accept a "
-    "forwarded Delete whose object answers 404 (item 6)",
-)
 def test_a_delete_reaches_the_other_instance_through_the_relay_and_its_app_pulls_it(
     federation: Federation,
 ) -> None:
