@@ -52,6 +52,8 @@ FEDERATION_POLICY = "federation_policy"
 LD_REFUSAL_REASONS = ("values", "context", "triples", "steps", "deadline")
 #: `fedqueue_ld_signatures_total`'s outcomes: a public activity signed, or sent unsigned and why.
 LD_SIGNING_OUTCOMES = ("signed", "not_rsa", "too_costly", "unknown_context")
+#: `fedqueue_inbound_dereferences_total`'s outcomes (`inbound.dereference.OUTCOMES`).
+DEREFERENCE_OUTCOMES = ("fetched", "failed", "refused")
 #: `fedqueue_admin_login_failures_total`'s results: a wrong token, or an attempt refused unread.
 ADMIN_LOGIN_RESULTS = ("wrong_token", "refused")
 
@@ -104,6 +106,7 @@ class Metrics:
     client_refusals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     ld_refusals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     ld_signings: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    dereferences: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     admin_login_failures: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     admin_login_forgotten: int = 0
     pruned: dict[str, int] = field(default_factory=lambda: defaultdict(int))
@@ -202,6 +205,10 @@ class Metrics:
     def ld_signed(self, outcome: str) -> None:
         """Record one public activity LD-signed at fan-out, or sent unsigned (`LD_SIGNING_OUTCOMES`)."""
         self.ld_signings[outcome] += 1
+
+    def inbound_dereferenced(self, outcome: str) -> None:
+        """Record one inbound bare object URI fetched, or left a URI and why (`DEREFERENCE_OUTCOMES`)."""
+        self.dereferences[outcome] += 1
 
     def admin_login_failed(self, result: str, forgotten: int = 0) -> None:
         """Count one admin token refused: `wrong_token` (checked) or `refused` (429, unread).
@@ -304,6 +311,12 @@ class Metrics:
             "counter",
             "Public activities LD-signed at fan-out, or sent unsigned and why, by outcome (this process).",
             (({"outcome": k}, self.ld_signings.get(k, 0)) for k in LD_SIGNING_OUTCOMES),
+        )
+        lines += _family(
+            "fedqueue_inbound_dereferences_total",
+            "counter",
+            "Inbound bare object URIs fetched, or left a URI (failed, refused), by outcome (this process).",
+            (({"outcome": k}, self.dereferences.get(k, 0)) for k in DEREFERENCE_OUTCOMES),
         )
         lines += _family(
             "fedqueue_admin_login_failures_total",

@@ -118,6 +118,8 @@ class Settings(BaseSettings):
     signature_max_skew_seconds: float = Field(ge=0)
     inbound_max_signatures: int = Field(ge=1, le=20)
     inbound_verify_timeout_seconds: float = Field(gt=0, le=60)
+    inbound_dereference_attempts: int = Field(ge=1, le=5)
+    inbound_dereference_timeout_seconds: float = Field(gt=0, le=30)
     ld_max_values: int = Field(ge=10, le=100_000)
     ld_max_triples: int = Field(ge=10, le=100_000)
     ld_max_blank_node_steps: int = Field(ge=0, le=10_000_000)

@@ -129,7 +129,7 @@ def _own_object(authenticated: Authenticated, max_depth: int) -> Authenticated:
         object_id,
         activity.actor,
     )
-    copy = _with_object(activity, object_id, max_depth)
+    copy = with_object(activity, object_id, max_depth)
     return replace(authenticated, activity=copy, forwardable=False)
 
 
@@ -184,7 +184,7 @@ async def _announced_checked(
     except FedqueueError as exc:
         log.info("Announce %s: the embedded %s is stored as its id only: %s", activity.id, object_id, exc)
         trusted = object_id
-    copy = _with_object(activity, trusted, max_depth)
+    copy = with_object(activity, trusted, max_depth)
     return replace(authenticated, activity=copy, forwardable=False)
 
 
@@ -226,10 +226,10 @@ async def _refetched(activity: Activity, fetch: DocumentFetcher, max_depth: int)
     author_id = author.get("id") if isinstance(author, dict) else author
     if author_id != activity.actor:
         raise SignatureError(f"{object_id} is not attributed to {activity.actor}")
-    return _with_object(activity, fetched, max_depth)
+    return with_object(activity, fetched, max_depth)
 
 
-def _with_object(activity: Activity, target: Any, max_depth: int) -> Activity:
+def with_object(activity: Activity, target: Any, max_depth: int) -> Activity:
     """The activity with `target` as its object, less its LD signature (which no longer matches)."""
     doc = {**activity.doc, "object": target}
     doc.pop("signature", None)

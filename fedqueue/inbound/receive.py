@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -23,6 +23,7 @@ from fedqueue.errors import Forbidden, Unauthorized
 from fedqueue.followers_sync_rules import HEADER as SYNC_HEADER
 from fedqueue.inbound.authenticate import DocumentFetcher, NotAuthenticated, authenticate
 from fedqueue.inbound.client_address import UNKNOWN
+from fedqueue.inbound.dereference import dereference
 from fedqueue.inbound.followers_sync import FollowersSync
 from fedqueue.inbound.follows import FollowerInboxes, created_object, effects_for
 from fedqueue.inbound.forward_rules import forwarding_for
@@ -75,6 +76,8 @@ class Receiver:
     ld_verifier: LdVerifier
     throttle: InboxThrottle | None = None
     followers_sync: FollowersSync | None = None
+    #: Counts each bare object URI dereferenced, by outcome (`metrics.DEREFERENCE_OUTCOMES`).
+    on_dereference: Callable[[str], None] | None = None
 
     async def addressed(self, name: str | None) -> None:
         """NotFound (404) when the path names no local actor: checked before the body is read."""
@@ -154,6 +157,18 @@ class Receiver:
             sender = authenticated.forwarded_by or authenticated.activity.actor
             self.throttle.verified(address, {_host_of(sender)}, clock.time())
         activity = authenticated.activity  # a forwarded one may be replaced by its re-fetched copy
+        reader = sorted(admission.auto_accept)[0] if name is None and admission.auto_accept else name
+        dereferenced = await dereference(
+            activity,
+            self.urls,
+            self.directory,
+            await self.keyring.identity(reader) if reader is not None else signer,
+            attempts=settings.inbound_dereference_attempts,
+            timeout_s=settings.inbound_dereference_timeout_seconds,
+            max_depth=settings.inbox_max_json_depth,
+            record=self.on_dereference,
+        )
+        activity = dereferenced.activity
         check_text("the signature's keyId", authenticated.key_id, URI_CHARS)
         await heard_from(self.store, admission, activity.actor, authenticated.key_id, utcnow())
         forward = forwarding_for(activity, self.urls) if authenticated.forwardable else None
@@ -178,6 +193,7 @@ class Receiver:
                 key_id=authenticated.key_id,
                 recipients=tuple(sorted(recipients)),
                 received_at=utcnow(),
+                object_error=dereferenced.object_error,
             ),
             effects,
             tombstone=_tombstone(activity, settings),

@@ -136,6 +136,7 @@ class InboxEntry:
     body: str
     key_id: str
     received_at: datetime
+    object_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -279,6 +280,7 @@ class InboxStore:
                     _inbound.c.body,
                     _inbound.c.key_id,
                     _inbound.c.received_at,
+                    _inbound.c.object_error,
                 )
                 .join(_inbound, _inbound.c.id == _items.c.inbound_id)
                 .where(_items.c.actor == actor, _items.c.id > start)
@@ -294,6 +296,7 @@ class InboxStore:
                     body=row.body,
                     key_id=row.key_id,
                     received_at=row.received_at,
+                    object_error=row.object_error,
                 )
                 for row in rows
             ]

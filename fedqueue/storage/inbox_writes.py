@@ -50,7 +50,15 @@ INBOX_ORDER_LOCK = 0x66710001
 #: At most this many activities are stored in one transaction.
 MAX_BATCH = 64
 #: The columns an inbound activity's row is written with (`NewInbound`'s fields of those names).
-_INBOUND_COLUMNS = ("activity_id", "actor_uri", "activity_type", "body", "key_id", "received_at")
+_INBOUND_COLUMNS = (
+    "activity_id",
+    "actor_uri",
+    "activity_type",
+    "body",
+    "key_id",
+    "received_at",
+    "object_error",
+)
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,8 @@ class NewInbound:
     key_id: str
     recipients: tuple[str, ...]
     received_at: datetime
+    #: Why its bare object URI could not be dereferenced (`inbound.dereference`), else None.
+    object_error: str | None = None
 
 
 @dataclass(frozen=True)

@@ -339,6 +339,8 @@ class InboundActivityRow(SQLModel, table=True):
     body: str = Field(sa_column=Column(Text, nullable=False))
     key_id: str = Field(sa_column=Column(URI, nullable=False))
     received_at: datetime | None = Field(default=None, sa_column=_created())
+    #: Why the activity's bare object URI could not be dereferenced (`inbound.dereference`), else NULL.
+    object_error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
 
 
 class InboxItemRow(SQLModel, table=True):

@@ -116,6 +116,7 @@ async def _receive(request: Request) -> Received:
         request.app.state.ld_verifier,
         throttle,
         request.app.state.followers_sync,
+        request.app.state.metrics.inbound_dereferenced,
     )
     name = request.path_params.get("name")
     await receiver.addressed(name)
@@ -150,6 +151,7 @@ async def pull(request: Request) -> Response:
             "key_id": entry.key_id,
             "received_at": entry.received_at.isoformat(),
             "activity": json.loads(entry.body),
+            **({"object_error": entry.object_error} if entry.object_error else {}),
         }
         for entry in pulled.entries
     ]
