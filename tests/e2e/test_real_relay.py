@@ -207,11 +207,6 @@ def test_an_instance_that_adds_the_relay_by_its_inbox_uri_is_accepted(federation
     subscribe(federation, "a-by-inbox")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 50: B stores the relay's Announce with the Note's bare id: it does not dereference "
-    "a bare object URI (item 5)",
-)
 def test_a_public_note_reaches_the_other_instance_through_the_relay_and_its_app_pulls_it(
     federation: Federation,
 ) -> None:
