@@ -10,6 +10,8 @@ was forwarded, and it is accepted only if one of these holds, in order:
 2. Its object (a Create's or Update's, with an id on the actor's origin) re-fetched from that
    origin has the same id and is attributed to the actor: the activity is stored with the
    fetched copy as its object, never with the forwarded one.
+3. For a Delete: its object (an id on the actor's origin, not the actor itself) fetched from
+   that origin answers 410 or 404, as Mastodon checks: what it deletes is gone there.
 
 Only activities authenticated by the actor's own key (HTTP or LD signature) may be forwarded
 again: a re-fetched copy is not what the actor signed, so it is stored but not passed on.
@@ -41,6 +43,7 @@ from fedqueue.inbound.origin_rules import attributed_at_home, speaks_for, unvouc
 from fedqueue.inbound.receive_rules import Activity, parse_activity, same_origin
 from fedqueue.inbound.signature_schemes import ParsedSignature
 from fedqueue.inbound.verify import KeyResolver, verify_signature
+from fedqueue.remote.guard import Gone
 from fedqueue.signing.requests import SignatureError
 
 log = logging.getLogger("fedqueue.inbox")
@@ -144,6 +147,8 @@ async def _vouched(
     except (ld_signatures.Unusable, ld_signatures.Forged, SignatureError) as exc:
         reasons.append(f"Linked Data signature: {exc}")
     try:
+        if activity.type == "Delete":
+            return await _gone_at_origin(activity, fetch), None
         return await _refetched(activity, fetch, max_depth), None
     except FedqueueError as exc:
         reasons.append(f"re-fetch: {exc}")
@@ -216,6 +221,21 @@ async def _fetched(object_id: str, fetch: DocumentFetcher) -> dict[str, Any]:
     if fetched.get("id") != object_id:
         raise SignatureError(f"{object_id} serves a document with another id")
     return fetched
+
+
+async def _gone_at_origin(activity: Activity, fetch: DocumentFetcher) -> Activity:
+    """A forwarded Delete as it came, when its object's own origin answers 410 or 404 for it."""
+    target = activity.doc.get("object")
+    object_id = target.get("id") if isinstance(target, dict) else target
+    if not isinstance(object_id, str) or not same_origin(object_id, activity.actor):
+        raise SignatureError("the object has no id on the actor's origin")
+    if object_id == activity.actor:
+        raise SignatureError("a forwarded Delete of its actor is not taken on its origin's word")
+    try:
+        await fetch(object_id)
+    except Gone:
+        return activity
+    raise SignatureError(f"{object_id} is still served by its origin")
 
 
 async def _refetched(activity: Activity, fetch: DocumentFetcher, max_depth: int) -> Activity:
