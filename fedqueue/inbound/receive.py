@@ -12,14 +12,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from fedqueue import tracing
 from fedqueue.column_rules import URI_CHARS, check_text
-from fedqueue.errors import Forbidden, Unauthorized
+from fedqueue.errors import FedqueueError, Forbidden, Unauthorized
 from fedqueue.followers_sync_rules import HEADER as SYNC_HEADER
 from fedqueue.inbound.authenticate import DocumentFetcher, NotAuthenticated, authenticate
 from fedqueue.inbound.client_address import UNKNOWN
@@ -31,7 +31,7 @@ from fedqueue.inbound.gone import claims_departure
 from fedqueue.inbound.health import heard_from
 from fedqueue.inbound.ld_verifier import LdVerifier
 from fedqueue.inbound.moves import effects_of_move
-from fedqueue.inbound.receive_rules import Activity, named_local_actors, parse_activity
+from fedqueue.inbound.receive_rules import Activity, named_local_actors, parse_activity, relay_protocol
 from fedqueue.inbound.signature_schemes import InboundRequest
 from fedqueue.inbound.throttle import InboxThrottle
 from fedqueue.inbound.verify import KeyRecord, KeyResolver, TimeWindow, precheck
@@ -78,6 +78,8 @@ class Receiver:
     followers_sync: FollowersSync | None = None
     #: Counts each bare object URI dereferenced, by outcome (`metrics.DEREFERENCE_OUTCOMES`).
     on_dereference: Callable[[str], None] | None = None
+    #: (relay inbox, its Follow) -> None: POSTs the instance actor's Accept (RelayRefused if not taken).
+    accept_relay: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None
 
     async def addressed(self, name: str | None) -> None:
         """NotFound (404) when the path names no local actor: checked before the body is read."""
@@ -184,6 +186,8 @@ class Receiver:
             )
         if activity.type in ("Accept", "Reject"):  # a relay's answer to the instance actor's Follow
             await _relay_answer(self.store, activity)
+        if relay_protocol(activity, self.urls):  # stored (duplicates, effects), shown to no app
+            recipients = set()
         stored = await self.store.inbox.insert_inbound_if_new(
             NewInbound(
                 activity_id=activity.id,
@@ -208,6 +212,8 @@ class Receiver:
             )
             return "deleted_object"
         log.info("inbox %s %s from %s (%s)", activity.type, activity.id, activity.actor, stored)
+        if stored == "new" and activity.type == "Follow" and relay_protocol(activity, self.urls):
+            await self._accept_relay(activity)
         sync = signed.headers.get(SYNC_HEADER.lower())
         # Only the actor's own HTTP signature speaks for its followers collection.
         if sync and self.followers_sync is not None and authenticated.forwarded_by is None:
@@ -215,6 +221,20 @@ class Receiver:
                 self.store, self.directory, self.urls, signer, activity.actor, sync, timeout_s
             )
         return "accepted" if stored == "new" else "duplicate"
+
+    async def _accept_relay(self, activity: Activity) -> None:
+        """Answer a Follow of the instance actor with an Accept, if its actor is a relay we follow
+        (a LitePub relay follows back): anyone else's is stored and left unanswered."""
+        relay = next((relay for relay in await self.store.relays.all() if relay.uri == activity.actor), None)
+        if relay is None or self.accept_relay is None:
+            log.info("Follow of the instance actor by %s left unanswered: not a relay here", activity.actor)
+            return
+        try:
+            await self.accept_relay(relay.inbox, activity.doc)
+        except FedqueueError as exc:
+            log.warning("relay %s: the Accept of its Follow was not taken: %s", activity.actor, exc)
+            return
+        log.info("relay %s: its Follow of the instance actor accepted", activity.actor)
 
     async def _depart(self, activity: Activity) -> None:
         """A gone actor's self-Delete (`inbound.gone`): forget it, store nothing else."""

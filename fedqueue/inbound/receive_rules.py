@@ -167,3 +167,23 @@ def named_local_actors(activity: Activity, urls: Urls) -> set[str]:
         names.update(urls.local_actor_name(uri) for uri in _addressed(target))
     names.add(urls.local_actor_name(_uri(target) or ""))
     return {name for name in names if name}
+
+
+def relay_protocol(activity: Activity, urls: Urls) -> bool:
+    """Whether the activity is relay protocol traffic, which no app's inbox shows (pure): a Follow
+    of the instance actor (a LitePub relay's), its Undo, or an answer (Accept, Reject) to one of
+    the instance actor's Follows (`fedqueue relay add`)."""
+    instance = urls.instance_actor()
+    target = activity.doc.get("object")
+    if activity.type == "Follow":
+        return _uri(target) == instance
+    if activity.type == "Undo":
+        return (
+            isinstance(target, dict)
+            and target.get("type") == "Follow"
+            and _uri(target.get("object")) == instance
+        )
+    if activity.type in ("Accept", "Reject"):
+        follower = _uri(target.get("actor")) if isinstance(target, dict) else None
+        return follower == instance or (_uri(target) or "").startswith(f"{instance}/")
+    return False

@@ -26,6 +26,7 @@ from fedqueue.remote.guard import FetchError
 from fedqueue.remote.keyring import Keyring
 from fedqueue.remote.memory import RemoteActor
 from fedqueue.storage import Relay, Store
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.relays import PENDING
 from fedqueue.urls import Urls
 
@@ -117,6 +118,27 @@ async def remove_relay(
     }
     await _send(http, relay.inbox, undo, keyring, now)
     return relay
+
+
+def relay_accept(urls: Urls, follow: dict[str, Any], token: str) -> dict[str, object]:
+    """The instance actor's Accept of a relay's Follow of it, addressed to the relay (pure)."""
+    return {
+        "@context": AS_CONTEXT,
+        "id": f"{urls.instance_actor()}/relay-accepts/{token}",
+        "type": "Accept",
+        "actor": urls.instance_actor(),
+        "object": {key: value for key, value in follow.items() if key not in ("@context", "signature")},
+        "to": [follow["actor"]],
+    }
+
+
+async def accept_relay_follow(
+    http: HttpClient, keyring: Keyring, urls: Urls, inbox: str, follow: dict[str, Any]
+) -> None:
+    """POST the instance actor's Accept of a relay's Follow of it to the relay's `inbox`; RelayRefused
+    if it is not taken."""
+    accept = relay_accept(urls, follow, secrets.token_urlsafe(12))
+    await _send(http, inbox, accept, keyring, utcnow())
 
 
 async def relays_reached(store: Store, activity: dict[str, Any]) -> int:

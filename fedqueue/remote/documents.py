@@ -189,6 +189,11 @@ class RemoteDirectory:
         self._refetched = BoundedMemory[str, datetime](settings.remote_failure_cache_entries)
         self._refetches_skipped = 0
 
+    @property
+    def http(self) -> HttpClient:
+        """The shared HTTP client the directory fetches through (guarded, capped)."""
+        return self._client
+
     async def actor(self, uri: str, signer: SigningIdentity | None, *, refresh: bool = False) -> RemoteActor:
         """The actor at `uri`, stored; FetchError (also remembered for a few minutes) if it is unusable."""
         uri = urldefrag(_checked_url(uri, "actor URI")).url

@@ -8,6 +8,7 @@ only an outbox row, sent later by the worker.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from typing import Any
 
@@ -26,6 +27,7 @@ from fedqueue.inbound.receive_rules import (
 from fedqueue.inbound.signature_schemes import InboundRequest
 from fedqueue.inbound.throttle import BytesThrottled, InboxThrottle, UnverifiedThrottled
 from fedqueue.metrics import Metrics
+from fedqueue.outbound.relays import accept_relay_follow
 from fedqueue.outbound.webhook_rules import DEFAULT_CONSUMER, check_consumer
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.keyring import Keyring
@@ -117,6 +119,9 @@ async def _receive(request: Request) -> Received:
         throttle,
         request.app.state.followers_sync,
         request.app.state.metrics.inbound_dereferenced,
+        functools.partial(
+            accept_relay_follow, directory_of(request).http, keyring_of(request), urls_of(request)
+        ),
     )
     name = request.path_params.get("name")
     await receiver.addressed(name)
