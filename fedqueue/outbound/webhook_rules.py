@@ -102,8 +102,10 @@ def inbox_data(
     key_id: str,
     body: str,
     received_at: datetime,
+    object_error: str | None = None,
 ) -> dict[str, Any]:
-    """An `inbox.new` event's data: the same item the pull API returns (`cursor` is its position)."""
+    """An `inbox.new` event's data: the same item the pull API returns (`cursor` is its position);
+    `object_error` only when the activity's bare object URI could not be dereferenced."""
     return {
         "cursor": cursor,
         "id": activity_id,
@@ -112,6 +114,7 @@ def inbox_data(
         "key_id": key_id,
         "received_at": received_at.isoformat(),
         "activity": json.loads(body),
+        **({"object_error": object_error} if object_error else {}),
     }
 
 

@@ -228,6 +228,7 @@ class InboxWriter:
                 inbound.key_id,
                 inbound.body,
                 inbound.received_at,
+                inbound.object_error,
             )
             await webhook_events.emit(
                 self._db, conn, actor, webhook_rules.INBOX, data, inbound.received_at, inbox_item_id=item_id

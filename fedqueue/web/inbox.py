@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 from typing import Any
 
 from starlette.requests import Request
@@ -28,7 +27,7 @@ from fedqueue.inbound.signature_schemes import InboundRequest
 from fedqueue.inbound.throttle import BytesThrottled, InboxThrottle, UnverifiedThrottled
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.relays import accept_relay_follow
-from fedqueue.outbound.webhook_rules import DEFAULT_CONSUMER, check_consumer
+from fedqueue.outbound.webhook_rules import DEFAULT_CONSUMER, check_consumer, inbox_data
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.keyring import Keyring
 from fedqueue.signing.requests import SignatureError
@@ -148,16 +147,16 @@ async def pull(request: Request) -> Response:
     limit = min(_int_param(request, "limit", DEFAULT_PULL_LIMIT) or 1, settings.inbox_pull_max_items)
     pulled = await store.inbox.pull(name, consumer, _int_param(request, "cursor", None), limit)
     items: list[dict[str, Any]] = [
-        {
-            "cursor": entry.cursor,
-            "id": entry.activity_id,
-            "type": entry.activity_type,
-            "actor": entry.actor_uri,
-            "key_id": entry.key_id,
-            "received_at": entry.received_at.isoformat(),
-            "activity": json.loads(entry.body),
-            **({"object_error": entry.object_error} if entry.object_error else {}),
-        }
+        inbox_data(
+            entry.cursor,
+            entry.activity_id,
+            entry.activity_type,
+            entry.actor_uri,
+            entry.key_id,
+            entry.body,
+            entry.received_at,
+            entry.object_error,
+        )
         for entry in pulled.entries
     ]
     return JSONResponse({"consumer": consumer, "items": items, "next_cursor": pulled.next_cursor})

@@ -14,11 +14,14 @@ from aiohttp import web
 from starlette.applications import Starlette
 
 from fedqueue.metrics import Metrics
+from fedqueue.service import webhooks
+from fedqueue.settings import Settings
 from fedqueue.signing import keys
 from fedqueue.signing.requests import SignatureError, parse_cavage_signature, verify_cavage
 from fedqueue.storage import Store
 from tests.fediverse import AS_PUBLIC, LOCAL, RemoteActor, post
 from tests.loopback import LoopbackServer, Recorded
+from tests.outbound import fast, run_burst
 
 
 async def pull(client: httpx.AsyncClient, name: str, token: str) -> list[dict[str, Any]]:
@@ -159,3 +162,30 @@ async def test_dereferences_are_counted_by_outcome(
         assert response.status_code == 202, response.text
     metrics: Metrics = app.state.metrics
     assert (metrics.dereferences["fetched"], metrics.dereferences["failed"]) == (1, 1)
+
+
+async def test_a_webhook_gets_the_object_error_as_the_pull_does(
+    settings: Settings, client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer
+) -> None:
+    created = await store.actors.create("alice")
+    remote.on("POST", "/hook", lambda _r: web.Response(status=200))
+    await webhooks.add(
+        store,
+        "alice",
+        "app",
+        remote.url("/hook"),
+        secret="s" * 32,
+        events=("inbox.new",),
+        allow_private=True,
+        who="test",
+    )
+    object_id = remote.url("/users/bob/notes/missing")
+    activity = bob.activity("Create", to=[f"{LOCAL}/actors/alice"], object=object_id)
+    response = await post(client, "/actors/alice/inbox", bob.signed("/actors/alice/inbox", activity))
+    assert response.status_code == 202, response.text
+    await run_burst(fast(settings), store)
+    [sent] = remote.received("POST", "/hook")
+    data = json.loads(sent.body)["data"]
+    assert "answered 404" in data["object_error"]
+    [item] = await pull(client, "alice", created.token)
+    assert {key: item[key] for key in data} == data
