@@ -83,6 +83,8 @@ class InboxItem:
     key_id: str
     received_at: str
     activity: dict[str, Any]
+    #: Why the activity's `object` is still only a URI: its fetch failed or its origin did not vouch for it.
+    object_error: str | None = None
 
 
 @dataclass(frozen=True)
