@@ -115,9 +115,9 @@ class Metrics:
     host_success_evictions: int = 0
     #: Reads of NodeInfo's usage figures from the database (at most one per `nodeinfo_cache_seconds`).
     nodeinfo_usage_reads: int = 0
-    #: Profile changes through the admin API, by result: `queued` (a new Update), `merged` (into
-    #: the Update still waiting, `actor_update_delay_seconds`), `unsent` (nobody has the actor yet),
-    #: `refused` (a one-line 400, nothing stored).
+    #: Profile changes through the admin API or the console, by result: `queued` (a new Update),
+    #: `merged` (into the Update still waiting, `actor_update_delay_seconds`), `unsent` (nobody has
+    #: the actor yet), `refused` (a one-line 400, nothing stored).
     profile_updates: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
     def delivery_outcome(
@@ -227,7 +227,7 @@ class Metrics:
         self.nodeinfo_usage_reads += 1
 
     def profile_update(self, result: str) -> None:
-        """Count one profile change through the admin API by its result (`profile_updates`)."""
+        """Count one profile change (admin API or console) by its result (`profile_updates`)."""
         self.profile_updates[result] += 1
 
     def rows_pruned(self, table: str, n: int) -> None:
@@ -359,8 +359,8 @@ class Metrics:
         lines += _family(
             "fedqueue_actor_profile_updates_total",
             "counter",
-            "Actor profile changes through the admin API, by result: queued, merged into the waiting"
-            " Update, unsent (no follower yet), refused (this process).",
+            "Actor profile changes through the admin API or the console, by result: queued, merged"
+            " into the waiting Update, unsent (no follower yet), refused (this process).",
             (({"result": k}, v) for k, v in sorted(self.profile_updates.items())),
         )
         lines += _histogram(

@@ -193,11 +193,11 @@ class ActorStore:
             raise ActorGone(f"actor {name!r} was deleted")
         return actor
 
-    async def names(self) -> list[str]:
-        """The names of the local actors not deleted."""
+    async def names(self, limit: int | None = None) -> list[str]:
+        """The names of the local actors not deleted, in order; the first `limit` if given."""
         async with self._db.reading() as conn:
             live = select(_actors.c.name).where(_actors.c.deleted_at.is_(None)).order_by(_actors.c.name)
-            return list((await conn.execute(live)).scalars())
+            return list((await conn.execute(live.limit(limit))).scalars())
 
     async def deleted_among(self, names: Collection[str]) -> set[str]:
         """Those of `names` that are deleted actors (one statement, however many names)."""

@@ -8,11 +8,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue.errors import InvalidInput
-from fedqueue.outbound.actor_changes import delete_actor, move_actor, update_profile
+from fedqueue.outbound.actor_changes import delete_actor, move_actor
 from fedqueue.outbound.actor_rules import check_uri
-from fedqueue.outbound.profile_rules import FIELDS, MAX_PROFILE_BODY_BYTES, parse_change
+from fedqueue.outbound.profile_rules import FIELDS, MAX_PROFILE_BODY_BYTES
 from fedqueue.service import actors as approval
 from fedqueue.service.admin_json import ActorJson, profile_json
+from fedqueue.service.profiles import change_profile
 from fedqueue.storage import Deletion, ProfileSaved, Store, check_actor_name
 from fedqueue.storage.column_types import utcnow
 from fedqueue.web.admin_auth import session_of
@@ -61,14 +62,14 @@ async def update(request: Request) -> Response:
     name = check_actor_name(request.path_params["name"])
     metrics = metrics_of(request)
     try:
-        change = parse_change(await read_json_object(request, MAX_PROFILE_BODY_BYTES, FIELDS))
-    except InvalidInput:
+        body = await read_json_object(request, MAX_PROFILE_BODY_BYTES, FIELDS)
+    except InvalidInput:  # not a JSON object of profile fields: refused as a bad field is
         metrics.profile_update("refused")
         raise
     store = store_of(request)
     delay_s = settings_of(request).actor_update_delay_seconds
-    saved = await update_profile(store, urls_of(request), name, change, session_of(request).who, delay_s)
-    metrics.profile_update("merged" if saved.merged else "queued" if saved.update_inboxes else "unsent")
+    who = session_of(request).who
+    saved = await change_profile(store, urls_of(request), name, body, who, delay_s, metrics)
     return JSONResponse(await actor_json(store, name, saved=saved))
 
 

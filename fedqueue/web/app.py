@@ -48,6 +48,7 @@ from fedqueue.web import (
     admin_actors,
     admin_api,
     admin_webhooks,
+    console_actors,
     dashboard,
     dashboard_actions,
     followers,
@@ -232,6 +233,7 @@ def create_app(
             *admin_actors.routes,
             *dashboard.routes,
             *dashboard_actions.routes,
+            *console_actors.routes,
         ],
         middleware=[
             Middleware(

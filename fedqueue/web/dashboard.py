@@ -36,6 +36,8 @@ from fedqueue.web.responses import settings_of, store_of
 HTML_PREFIXES = ("/admin/ui/", "/admin/login", "/admin/logout")
 HEALTH_FILTERS = ("failing", "healthy")
 PAGE_SIZE = 20
+#: Local actors the overview links to (their profile pages), the first by name.
+OVERVIEW_ACTORS = 100
 #: What the deliveries page filters by (each also a query parameter of /admin/deliveries).
 DELIVERY_FILTERS = ("state", "host", "activity", "inbox")
 DELIVERY_PAGE = 50
@@ -99,6 +101,8 @@ async def overview(request: Request) -> Response:
         next_cursor=next_cursor,
         queue=await store.stats.queue(),
         backlog_bound=settings_of(request).outbox_max_pending,
+        actors=await store.actors.names(limit=OVERVIEW_ACTORS + 1),
+        actors_shown=OVERVIEW_ACTORS,
     )
 
 

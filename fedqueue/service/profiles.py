@@ -1,0 +1,35 @@
+"""A local actor's profile change, for every edge that takes one as a mapping (the admin API's
+PATCH and the console's form): one parser, one store call, one count."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fedqueue.errors import InvalidInput
+from fedqueue.metrics import Metrics
+from fedqueue.outbound.actor_changes import update_profile
+from fedqueue.outbound.profile_rules import parse_change
+from fedqueue.storage import ProfileSaved, Store
+from fedqueue.urls import Urls
+
+
+async def change_profile(
+    store: Store,
+    urls: Urls,
+    name: str,
+    body: Mapping[str, Any],
+    who: str,
+    delay_seconds: float,
+    metrics: Metrics,
+) -> ProfileSaved:
+    """Check `body` (`profile_rules.parse_change`) and save it; its Update follows. Counted in
+    `profile_updates` by result; InvalidInput (one line, nothing stored) for a bad field."""
+    try:
+        change = parse_change(body)
+    except InvalidInput:
+        metrics.profile_update("refused")
+        raise
+    saved = await update_profile(store, urls, name, change, who, delay_seconds)
+    metrics.profile_update("merged" if saved.merged else "queued" if saved.update_inboxes else "unsent")
+    return saved
