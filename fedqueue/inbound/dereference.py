@@ -25,7 +25,7 @@ from typing import Any
 from fedqueue.errors import FedqueueError
 from fedqueue.inbound.authenticate import with_object
 from fedqueue.inbound.origin_rules import attributed_at_home, speaks_for
-from fedqueue.inbound.receive_rules import Activity
+from fedqueue.inbound.receive_rules import Activity, same_origin
 from fedqueue.remote.client import SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.guard import Gone
@@ -85,6 +85,9 @@ async def dereference(
     url = bare_object(activity, urls)
     if url is None:
         return Dereferenced(activity)
+    if activity.type == "Create" and not same_origin(url, activity.actor):
+        # No copy from there could be the actor's own: fetch nothing on a stranger's behalf.
+        return _left_a_uri(activity, url, f"{url} is not on {activity.actor}'s origin", "refused", record)
     deadline = asyncio.get_running_loop().time() + timeout_s
     error = f"{url} could not be fetched"
     outcome = "failed"
@@ -111,6 +114,13 @@ async def dereference(
                 return Dereferenced(copy)
         error, outcome = refusal, "refused"
         break
+    return _left_a_uri(activity, url, error, outcome, record)
+
+
+def _left_a_uri(
+    activity: Activity, url: str, error: str, outcome: str, record: Callable[[str], None] | None
+) -> Dereferenced:
+    """The activity as it came, with why its object stays a URI (one bounded line), counted and logged."""
     if record is not None:
         record(outcome)
     error = " ".join(error.split())[:MAX_ERROR_CHARS]
