@@ -118,9 +118,7 @@ async def _receive(request: Request) -> Received:
         throttle,
         request.app.state.followers_sync,
         request.app.state.metrics.inbound_dereferenced,
-        functools.partial(
-            accept_relay_follow, directory_of(request).http, keyring_of(request), urls_of(request)
-        ),
+        functools.partial(_accept_relay_follow, request),
     )
     name = request.path_params.get("name")
     await receiver.addressed(name)
@@ -128,6 +126,14 @@ async def _receive(request: Request) -> Received:
     check_media_type(request.headers.get("content-type"))
     sized = dataclasses.replace(receiver, throttle=throttle.sized(len(body)))
     return await sized.receive(inbound_request(request, settings.base_url, body), name, client_of(request))
+
+
+async def _accept_relay_follow(request: Request, inbox: str, follow: dict[str, Any]) -> None:
+    """Accept a relay's Follow through the app's client, looked up only when one arrives (an app
+    driven without its lifespan, as tests do, has no client until then)."""
+    await accept_relay_follow(
+        directory_of(request).http, keyring_of(request), urls_of(request), inbox, follow
+    )
 
 
 def _int_param(request: Request, name: str, default: int | None) -> int | None:
