@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from fedqueue.states import DeliveryState
+from fedqueue.rules.states import DeliveryState
 
 log = logging.getLogger("fedqueue.delivery")
 worker_log = logging.getLogger("fedqueue.outbound.worker")
@@ -231,7 +231,7 @@ class Metrics:
         self.profile_updates[result] += 1
 
     def rows_pruned(self, table: str, n: int) -> None:
-        """Record `n` rows of `table` deleted after their retention (`fedqueue.pruning`)."""
+        """Record `n` rows of `table` deleted after their retention (`fedqueue.service.retention`)."""
         self.pruned[table] += n
 
     def render(self) -> list[str]:

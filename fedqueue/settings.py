@@ -23,10 +23,10 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from fedqueue.errors import SettingsError
-from fedqueue.federation_policy import FederationMode, parse_domains
-from fedqueue.inbound.client_address import Network, parse_networks
-from fedqueue.outbound.scheme_rules import SchemePolicy
+from fedqueue.rules.errors import SettingsError
+from fedqueue.rules.federation_policy import FederationMode, parse_domains
+from fedqueue.rules.peer_address import Network, parse_networks
+from fedqueue.rules.scheme_choice import SchemePolicy
 
 ENV_PREFIX = "FEDQUEUE_"
 CONFIG_ENV = f"{ENV_PREFIX}CONFIG"

@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from fedqueue.errors import SettingsError
+from fedqueue.rules.errors import SettingsError
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context

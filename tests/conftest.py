@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.worker import Worker
-from fedqueue.remote.client import HttpClient
+from fedqueue.remote.http_client import HttpClient
 from fedqueue.settings import Settings, load_settings
 from fedqueue.storage import Store
 from fedqueue.storage.migrate import upgrade_to_head

@@ -15,15 +15,13 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
 from starlette.applications import Starlette
 
-from fedqueue.inbound import ld_signatures
 from fedqueue.inbound.receive import FORWARD_UNAUTHENTICATED, KEY_UNFETCHED, NOT_VERIFIED
-from fedqueue.remote.client import HttpClient, SigningIdentity, signed_headers
 from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.settings import Settings
-from fedqueue.signing import keys
-from fedqueue.signing import structured_fields as sf
-from fedqueue.signing.digests import content_digest_header
-from fedqueue.signing.requests import (
+from fedqueue.remote.http_client import HttpClient, SigningIdentity, signed_headers
+from fedqueue.rules.signing import keys, ld_signatures
+from fedqueue.rules.signing import structured_fields as sf
+from fedqueue.rules.signing.digests import content_digest_header
+from fedqueue.rules.signing.requests import (
     RFC9421_POST_COMPONENTS,
     Rfc9421Algorithm,
     cavage_signing_string,
@@ -33,6 +31,7 @@ from fedqueue.signing.requests import (
     sign_request,
     sign_rfc9421,
 )
+from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.web.app import create_app

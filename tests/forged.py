@@ -7,7 +7,7 @@ from uuid import uuid4
 
 from sqlalchemy import func, select
 
-from fedqueue.signing import keys
+from fedqueue.rules.signing import keys
 from fedqueue.storage import Store
 from fedqueue.storage.tables import RemoteActorRow
 from tests.fediverse import RemoteActor

@@ -16,7 +16,7 @@ import httpx
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from fedqueue.column_rules import MAX_ROW_ID, URI_CHARS
+from fedqueue.rules.columns import MAX_ROW_ID, URI_CHARS
 
 #: 127.0.0.1 as inet_aton reads it, but not as a canonical dotted quad.
 ODD_LOOPBACK_HOSTS = ("0177.0.0.1", "127.000.000.001", "127.1", "0x7f.1", "2130706433", "[::ffff:127.0.0.1]")

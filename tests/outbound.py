@@ -11,10 +11,10 @@ from aiohttp import web
 from sqlalchemy import text
 
 from fedqueue.outbound.worker import Worker
-from fedqueue.remote.client import HttpClient
+from fedqueue.remote.http_client import HttpClient
+from fedqueue.rules.signing import keys
+from fedqueue.rules.signing.requests import parse_cavage_signature, sha256_digest_header, verify_cavage
 from fedqueue.settings import Settings
-from fedqueue.signing import keys
-from fedqueue.signing.requests import parse_cavage_signature, sha256_digest_header, verify_cavage
 from fedqueue.storage import Store
 from tests.loopback import LoopbackServer, Recorded
 

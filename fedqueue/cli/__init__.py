@@ -27,8 +27,8 @@ from fedqueue.cli import (
     webhooks,
     worker,
 )
-from fedqueue.cli.tables import printable
-from fedqueue.errors import FedqueueError
+from fedqueue.cli.text_tables import printable
+from fedqueue.rules.errors import FedqueueError
 
 MODULES = (
     core,

@@ -19,13 +19,13 @@ from typing import Any
 from fedqueue.cli import approval
 from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
-from fedqueue.cli.tables import printable, table
-from fedqueue.errors import InvalidInput
+from fedqueue.cli.text_tables import printable, table
+from fedqueue.rules.errors import InvalidInput
+from fedqueue.rules.states import DeliveryState, FollowerState
+from fedqueue.rules.urls import Urls
+from fedqueue.rules.wording import plural
 from fedqueue.service.admin_json import activity_json, delivery_json, host_json
-from fedqueue.states import DeliveryState, FollowerState
 from fedqueue.storage import Store, check_actor_name
-from fedqueue.urls import Urls
-from fedqueue.wording import plural
 
 
 def register(commands: Subparsers) -> None:

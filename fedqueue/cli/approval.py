@@ -9,11 +9,11 @@ import json
 from collections.abc import Awaitable, Callable
 
 from fedqueue.cli.help import Subparsers, command
-from fedqueue.errors import InvalidInput
+from fedqueue.rules.errors import InvalidInput
+from fedqueue.rules.urls import Urls
 from fedqueue.service import actors as approval
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
-from fedqueue.urls import Urls
 
 #: `fedqueue followers WORD ...`: these words are actions, not an actor's name.
 ACTIONS = ("approve", "reject")

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from fedqueue.cli.help import Subparsers, command
-from fedqueue.cli.tables import table
+from fedqueue.cli.text_tables import table
 from fedqueue.settings import config_path, load_settings, setting_sources
 from fedqueue.storage.sqlite_setup import describe_url
 

@@ -19,21 +19,21 @@ import uvicorn
 from fedqueue.cli import approval, profile
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.loop import run
-from fedqueue.errors import InvalidInput, SettingsError
 from fedqueue.logs import configure_logging
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.actor_changes import delete_actor, move_actor
-from fedqueue.outbound.actor_rules import check_uri
 from fedqueue.outbound.supervise import WorkerHealth, supervise
 from fedqueue.outbound.worker import Worker
-from fedqueue.remote.client import HttpClient
 from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.http_client import HttpClient
 from fedqueue.remote.keyring import Keyring
+from fedqueue.rules.actor_documents import check_uri
+from fedqueue.rules.errors import InvalidInput, SettingsError
+from fedqueue.rules.urls import Urls
 from fedqueue.settings import Settings, load_settings
 from fedqueue.storage import Store, check_actor_name
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.migrate import require_head, upgrade_to_head
-from fedqueue.urls import Urls
 from fedqueue.web.app import create_app
 
 

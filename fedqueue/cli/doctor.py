@@ -14,8 +14,7 @@ from datetime import UTC, datetime
 
 import httpx
 
-from fedqueue.activitystreams import ACCEPT_ACTIVITY
-from fedqueue.cli.doctor_rules import (
+from fedqueue.cli.doctor_checks import (
     Check,
     admin_token_check,
     autovacuum_check,
@@ -32,13 +31,14 @@ from fedqueue.cli.doctor_rules import (
     settings_check,
 )
 from fedqueue.cli.help import Subparsers, command
-from fedqueue.errors import SettingsError
-from fedqueue.remote.client import tls_context
+from fedqueue.remote.http_client import tls_context
+from fedqueue.rules.activitystreams import ACCEPT_ACTIVITY
+from fedqueue.rules.errors import SettingsError
+from fedqueue.rules.urls import Urls
 from fedqueue.settings import Settings, config_path, load_settings, setting_sources
 from fedqueue.storage import StorageUnavailable, Store
 from fedqueue.storage.migrate import head_revision, opened_revision
 from fedqueue.storage.sqlite_setup import describe_url, loose_files, sqlite_file
-from fedqueue.urls import Urls
 
 
 def register(commands: Subparsers) -> None:

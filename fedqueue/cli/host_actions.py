@@ -13,11 +13,11 @@ from typing import Any
 
 from fedqueue.cli.admin import _json_flag, _print, _who, _with_store
 from fedqueue.cli.help import Subparsers, command
-from fedqueue.errors import InvalidInput, NotFound
+from fedqueue.rules.errors import InvalidInput, NotFound
+from fedqueue.rules.urls import Urls
+from fedqueue.rules.wording import plural
 from fedqueue.service.admin_json import host_json
 from fedqueue.storage import Store
-from fedqueue.urls import Urls
-from fedqueue.wording import plural
 
 #: name: (summary, description, example); every host action prints the host's flags after it.
 HOST_ACTIONS = {

@@ -7,8 +7,8 @@ import asyncio
 
 from fedqueue.cli.core import existing_database_settings, open_store
 from fedqueue.cli.help import Subparsers, command
+from fedqueue.rules.wording import plural
 from fedqueue.storage.actors import KeysAtRest
-from fedqueue.wording import plural
 
 
 def register(commands: Subparsers) -> None:

@@ -10,14 +10,14 @@ from typing import Any
 
 from fedqueue.cli.core import existing_database_settings, open_store
 from fedqueue.cli.help import Subparsers, command
-from fedqueue.cli.tables import printable
-from fedqueue.outbound.relays import add_relay, remove_relay
-from fedqueue.remote.client import HttpClient
+from fedqueue.cli.text_tables import printable
+from fedqueue.outbound.relay_follows import add_relay, remove_relay
 from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.http_client import HttpClient
 from fedqueue.remote.keyring import Keyring
+from fedqueue.rules.urls import Urls
 from fedqueue.storage import Relay
 from fedqueue.storage.column_types import utcnow
-from fedqueue.urls import Urls
 
 
 def register(commands: Subparsers) -> None:

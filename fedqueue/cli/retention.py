@@ -10,13 +10,13 @@ from typing import Any
 from fedqueue.cli.admin import _json_flag, _print, _when, _who, _with_store
 from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
-from fedqueue.cli.tables import table
-from fedqueue.pruning import PRUNED_TABLES, prune_once
+from fedqueue.cli.text_tables import table
+from fedqueue.rules.urls import Urls
 from fedqueue.service.admin_json import consumer_json
+from fedqueue.service.retention import PRUNED_TABLES, prune_once
 from fedqueue.settings import load_settings
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
-from fedqueue.urls import Urls
 
 
 def register(commands: Subparsers) -> None:

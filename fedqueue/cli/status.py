@@ -22,19 +22,19 @@ from rich.text import Text
 
 from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
-from fedqueue.cli.tables import printable
-from fedqueue.outbound.status_order import (
+from fedqueue.cli.text_tables import printable
+from fedqueue.rules.states import BACKLOG, DELIVERY_STATES, STATUS_ORDER, UNFINISHED, DeliveryState
+from fedqueue.rules.status_order import (
     DEFAULT_STATUS_PAGE,
     MAX_STATUS_PAGE,
     StatusQuery,
     decode_cursor,
     parse_limit,
 )
+from fedqueue.rules.urls import Urls
+from fedqueue.rules.wording import clip, last_result, plural
 from fedqueue.service.fanout_status import ActivityStatus, activity_status, parse_ref
-from fedqueue.states import BACKLOG, DELIVERY_STATES, STATUS_ORDER, UNFINISHED, DeliveryState
 from fedqueue.storage import Store
-from fedqueue.urls import Urls
-from fedqueue.wording import clip, last_result, plural
 
 BAR_CHARS = 40
 #: --watch gives up after this many refreshes (a day at one per second).

@@ -28,18 +28,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fedqueue.activitystreams import ACTIVITY_JSON, AS_CONTEXT, SECURITY_CONTEXT
 from fedqueue.cli.help import Subparsers, command
-from fedqueue.errors import FedqueueError, describe
 from fedqueue.inbound.receive import KEY_UNFETCHED
-from fedqueue.inbound.signature_schemes import InboundRequest
-from fedqueue.inbound.verify import KeyRecord, TimeWindow, precheck, verify_signature
 from fedqueue.remote.documents import parse_actor
-from fedqueue.remote.guard import FetchError
-from fedqueue.remote.memory import RemoteKey
+from fedqueue.rules.activitystreams import ACTIVITY_JSON, AS_CONTEXT, SECURITY_CONTEXT
+from fedqueue.rules.address_guard import FetchError
+from fedqueue.rules.bounded_memory import RemoteKey
+from fedqueue.rules.errors import FedqueueError, describe
+from fedqueue.rules.signature_parsing import InboundRequest
+from fedqueue.rules.signing.keys import generate_key_pair, load_private_key
+from fedqueue.rules.signing.requests import SignatureError, sign_request
+from fedqueue.rules.verification import KeyRecord, TimeWindow, precheck, verify_signature
 from fedqueue.settings import Settings, load_settings
-from fedqueue.signing.keys import generate_key_pair, load_private_key
-from fedqueue.signing.requests import SignatureError, sign_request
 from fedqueue.storage import check_actor_name
 from fedqueue.storage.column_types import utcnow
 

@@ -14,8 +14,8 @@ from typing import Any
 from fedqueue.cli.admin import _who
 from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
-from fedqueue.cli.tables import table
-from fedqueue.outbound.webhook_rules import DEFAULT_CONSUMER, EVENTS
+from fedqueue.cli.text_tables import table
+from fedqueue.rules.webhook_payloads import DEFAULT_CONSUMER, EVENTS
 from fedqueue.service import webhooks
 from fedqueue.service.webhooks import WebhookJson, webhook_json
 from fedqueue.settings import Settings

@@ -11,8 +11,8 @@ from fedqueue.cli.core import check_private_keys, open_store, prepared_settings
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.loop import run
 from fedqueue.outbound.worker import Worker
-from fedqueue.pruning import prune_forever
-from fedqueue.remote.client import HttpClient
+from fedqueue.remote.http_client import HttpClient
+from fedqueue.service.retention import prune_forever
 
 
 def register(commands: Subparsers) -> None:

@@ -1,6 +1,6 @@
 """Checking a webhook POST from fedqueue: one call with the request's headers and raw body.
 
-The signing rule has one home, `fedqueue.outbound.webhook_rules` (pure, standard library only);
+The signing rule has one home, `fedqueue.rules.webhook_payloads` (pure, standard library only);
 this module only gives it the headers as they come from any web framework and reads the event.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from fedqueue.client.answers import WebhookEvent, build
-from fedqueue.outbound import webhook_rules
+from fedqueue.rules import webhook_payloads
 
 #: How far the signing time may be from the receiver's clock before a POST counts as a replay.
 DEFAULT_TOLERANCE_S = 300
@@ -34,7 +34,7 @@ def verify_webhook(
     before any JSON parsing. Answer 2xx only once the event is stored: the answer acknowledges it.
     """
     lowered = {name.lower(): value for name, value in headers.items()}
-    if not webhook_rules.verify(secret, lowered, body, now or datetime.now(UTC), tolerance_s):
+    if not webhook_payloads.verify(secret, lowered, body, now or datetime.now(UTC), tolerance_s):
         raise WebhookRejected(
             "the webhook's signature does not match or its timestamp is more than "
             f"{tolerance_s} s from this clock"

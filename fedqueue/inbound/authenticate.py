@@ -37,14 +37,14 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fedqueue.errors import FedqueueError
-from fedqueue.inbound import ld_signatures
-from fedqueue.inbound.origin_rules import attributed_at_home, speaks_for, unvouched_object
-from fedqueue.inbound.receive_rules import Activity, parse_activity, same_origin
-from fedqueue.inbound.signature_schemes import ParsedSignature
-from fedqueue.inbound.verify import KeyResolver, verify_signature
-from fedqueue.remote.guard import Gone
-from fedqueue.signing.requests import SignatureError
+from fedqueue.rules.address_guard import Gone
+from fedqueue.rules.errors import FedqueueError
+from fedqueue.rules.inbox_acceptance import Activity, parse_activity, same_origin
+from fedqueue.rules.origins import attributed_at_home, speaks_for, unvouched_object
+from fedqueue.rules.signature_parsing import ParsedSignature
+from fedqueue.rules.signing import ld_signatures
+from fedqueue.rules.signing.requests import SignatureError
+from fedqueue.rules.verification import KeyResolver, verify_signature
 
 log = logging.getLogger("fedqueue.inbox")
 

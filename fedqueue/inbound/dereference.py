@@ -22,14 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fedqueue.errors import FedqueueError
 from fedqueue.inbound.authenticate import with_object
-from fedqueue.inbound.origin_rules import attributed_at_home, speaks_for
-from fedqueue.inbound.receive_rules import Activity, same_origin
-from fedqueue.remote.client import SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.remote.guard import Gone
-from fedqueue.urls import Urls
+from fedqueue.remote.http_client import SigningIdentity
+from fedqueue.rules.address_guard import Gone
+from fedqueue.rules.errors import FedqueueError
+from fedqueue.rules.inbox_acceptance import Activity, same_origin
+from fedqueue.rules.origins import attributed_at_home, speaks_for
+from fedqueue.rules.urls import Urls
 
 log = logging.getLogger("fedqueue.inbox")
 

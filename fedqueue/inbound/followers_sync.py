@@ -17,16 +17,16 @@ import json
 import logging
 from typing import Any, Generic, TypeVar
 
-from fedqueue.errors import FedqueueError
-from fedqueue.followers_sync_rules import SyncHeader, applies_to, in_sync, parse_sync_header, plan_sync
-from fedqueue.inbound.follows import EnqueueActivity, undo_follow_activity
-from fedqueue.remote.client import SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.remote.guard import FetchError
+from fedqueue.remote.http_client import SigningIdentity
+from fedqueue.rules.address_guard import FetchError
+from fedqueue.rules.errors import FedqueueError
+from fedqueue.rules.follow_effects import EnqueueActivity, undo_follow_activity
+from fedqueue.rules.followers_digest import SyncHeader, applies_to, in_sync, parse_sync_header, plan_sync
+from fedqueue.rules.urls import Urls
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.following import FollowedState
-from fedqueue.urls import Urls
 
 log = logging.getLogger("fedqueue.inbox")
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import Any
 
-from fedqueue.inbound.receive_rules import Activity, same_origin
+from fedqueue.rules.inbox_acceptance import Activity, same_origin
 
 #: Types whose self-addressed form a deleted actor's server sends.
 SELF_REMOVAL_TYPES = frozenset({"Delete", "Update"})

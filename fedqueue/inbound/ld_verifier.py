@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn
 
-from fedqueue.inbound import ld_signatures
-from fedqueue.inbound.ld_signatures import Budget, TooCostly
+from fedqueue.rules.signing import ld_signatures
+from fedqueue.rules.signing.ld_signatures import Budget, TooCostly
 from fedqueue.settings import Settings
 
 log = logging.getLogger("fedqueue.inbox")

@@ -6,17 +6,17 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from fedqueue.column_rules import URI_CHARS, check_text
-from fedqueue.errors import InvalidInput
-from fedqueue.inbound.follows import Effect
-from fedqueue.inbound.move_rules import VerifiedMove, move_claim, move_effects
-from fedqueue.inbound.receive_rules import Activity
-from fedqueue.outbound.actor_rules import names_alias
-from fedqueue.remote.client import SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory, parse_actor
-from fedqueue.remote.guard import FetchError
+from fedqueue.remote.http_client import SigningIdentity
+from fedqueue.rules.account_moves import VerifiedMove, move_claim, move_effects
+from fedqueue.rules.actor_documents import names_alias
+from fedqueue.rules.address_guard import FetchError
+from fedqueue.rules.columns import URI_CHARS, check_text
+from fedqueue.rules.errors import InvalidInput
+from fedqueue.rules.follow_effects import Effect
+from fedqueue.rules.inbox_acceptance import Activity
+from fedqueue.rules.urls import Urls
 from fedqueue.storage import Store
-from fedqueue.urls import Urls
 
 log = logging.getLogger("fedqueue.inbox")
 

@@ -18,32 +18,32 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from fedqueue import tracing
-from fedqueue.column_rules import URI_CHARS, check_text
-from fedqueue.errors import FedqueueError, Forbidden, Unauthorized
-from fedqueue.followers_sync_rules import HEADER as SYNC_HEADER
 from fedqueue.inbound.authenticate import DocumentFetcher, NotAuthenticated, authenticate
-from fedqueue.inbound.client_address import UNKNOWN
 from fedqueue.inbound.dereference import dereference
 from fedqueue.inbound.followers_sync import FollowersSync
-from fedqueue.inbound.follows import FollowerInboxes, created_object, effects_for
-from fedqueue.inbound.forward_rules import forwarding_for
 from fedqueue.inbound.gone import claims_departure
-from fedqueue.inbound.health import heard_from
+from fedqueue.inbound.heard_from import heard_from
 from fedqueue.inbound.ld_verifier import LdVerifier
 from fedqueue.inbound.moves import effects_of_move
-from fedqueue.inbound.receive_rules import Activity, named_local_actors, parse_activity, relay_protocol
-from fedqueue.inbound.signature_schemes import InboundRequest
 from fedqueue.inbound.throttle import InboxThrottle
-from fedqueue.inbound.verify import KeyRecord, KeyResolver, TimeWindow, precheck
-from fedqueue.remote.client import SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.remote.guard import FetchError, Gone, host_of
+from fedqueue.remote.http_client import SigningIdentity
 from fedqueue.remote.keyring import Keyring
+from fedqueue.rules.address_guard import FetchError, Gone, host_of
+from fedqueue.rules.columns import URI_CHARS, check_text
+from fedqueue.rules.errors import FedqueueError, Forbidden, Unauthorized
+from fedqueue.rules.follow_effects import FollowerInboxes, created_object, effects_for
+from fedqueue.rules.followers_digest import HEADER as SYNC_HEADER
+from fedqueue.rules.forwarding import forwarding_for
+from fedqueue.rules.inbox_acceptance import Activity, named_local_actors, parse_activity, relay_protocol
+from fedqueue.rules.peer_address import UNKNOWN
+from fedqueue.rules.signature_parsing import InboundRequest
+from fedqueue.rules.signing.requests import SignatureError
+from fedqueue.rules.urls import Urls
+from fedqueue.rules.verification import KeyRecord, KeyResolver, TimeWindow, precheck
 from fedqueue.settings import Settings
-from fedqueue.signing.requests import SignatureError
 from fedqueue.storage import NewInbound, Store, check_actor_name
 from fedqueue.storage.column_types import utcnow
-from fedqueue.urls import Urls
 
 log = logging.getLogger("fedqueue.inbox")
 

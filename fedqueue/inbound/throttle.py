@@ -35,7 +35,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from fedqueue.errors import Throttled
+from fedqueue.rules.errors import Throttled
 
 #: Past this many hosts, the buckets that have filled up again are forgotten (they hold nothing).
 MAX_TRACKED_HOSTS = 10_000

@@ -14,16 +14,16 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from fedqueue.errors import InvalidInput
-from fedqueue.inbound import ld_signatures
-from fedqueue.outbound import actor_rules
-from fedqueue.outbound.actor_rules import check_uri
-from fedqueue.remote.client import SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.remote.guard import FetchError
+from fedqueue.remote.http_client import SigningIdentity
+from fedqueue.rules import actor_documents
+from fedqueue.rules.actor_documents import check_uri
+from fedqueue.rules.address_guard import FetchError
+from fedqueue.rules.errors import InvalidInput
+from fedqueue.rules.signing import ld_signatures
+from fedqueue.rules.urls import Urls
 from fedqueue.storage import Deletion, ProfileSaved, Store
 from fedqueue.storage.column_types import utcnow
-from fedqueue.urls import Urls
 
 DELETED_REASON = "cancelled: the actor {name} was deleted"
 
@@ -36,7 +36,7 @@ async def delete_actor(store: Store, urls: Urls, name: str, who: str) -> Deletio
     """
     await store.actors.live(name)
     now = utcnow()
-    activity = actor_rules.actor_delete(urls, name, secrets.token_urlsafe(16))
+    activity = actor_documents.actor_delete(urls, name, secrets.token_urlsafe(16))
     key = await store.actors.signing_key(name)
     if isinstance(key, rsa.RSAPrivateKey):  # RsaSignature2017 is RSA's only
         activity = ld_signatures.sign(activity, urls.key_id(name), key, now)
@@ -60,12 +60,12 @@ async def move_actor(
         document, _raw = await directory.fetch_json(target, signer)
     except FetchError as exc:
         raise InvalidInput(f"cannot fetch the target {target[:200]}: {exc}") from None
-    if not actor_rules.names_alias(document, urls.actor(name)):
+    if not actor_documents.names_alias(document, urls.actor(name)):
         raise InvalidInput(
             f"the target {target[:200]} does not list {urls.actor(name)} in its alsoKnownAs; "
             "add that alias on the new account first"
         )
-    activity = actor_rules.move(urls, name, target, secrets.token_urlsafe(16))
+    activity = actor_documents.move(urls, name, target, secrets.token_urlsafe(16))
     await store.actor_lifecycle.move(name, target, activity, who, utcnow())
 
 

@@ -29,20 +29,20 @@ from datetime import datetime
 from functools import partial
 
 from fedqueue import tracing
-from fedqueue.errors import describe
 from fedqueue.metrics import HOST_UNAVAILABLE, Metrics
-from fedqueue.outbound.backoff import Jitter, RetrySchedule
-from fedqueue.outbound.circuit import CircuitPolicy, HostHealth
 from fedqueue.outbound.context import WorkerContext
-from fedqueue.outbound.outcomes import Attempt
-from fedqueue.outbound.record import Claimed, Result, health_changes, result_of
 from fedqueue.outbound.scheme_discovery import SchemeBook
 from fedqueue.outbound.send import PreparedBody, post_knocking, post_webhook
-from fedqueue.outbound.success_writes import SuccessWrites
-from fedqueue.remote.client import HttpClient
+from fedqueue.remote.http_client import HttpClient
 from fedqueue.remote.signing_process import SignerUnavailable, SigningPool
+from fedqueue.rules.attempt_results import Claimed, Result, health_changes, result_of
+from fedqueue.rules.backoff import Jitter, RetrySchedule
+from fedqueue.rules.circuit import CircuitPolicy, HostHealth
+from fedqueue.rules.errors import describe
+from fedqueue.rules.outcomes import Attempt
+from fedqueue.rules.states import DeliveryState
+from fedqueue.rules.success_writes import SuccessWrites
 from fedqueue.settings import Settings
-from fedqueue.states import DeliveryState
 from fedqueue.storage import StorageUnavailable
 from fedqueue.storage.hosts import Ended
 from fedqueue.storage.webhook_registry import WebhookPayload

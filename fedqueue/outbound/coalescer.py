@@ -26,10 +26,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
 
-from fedqueue.outbound.coalesce_rules import Coalesced, Delivery, before_send, coalesce
-from fedqueue.outbound.intake import ActivityFacts
-from fedqueue.outbound.record import Claimed
-from fedqueue.states import DeliveryState
+from fedqueue.rules.attempt_results import Claimed
+from fedqueue.rules.coalescing import Coalesced, Delivery, before_send, coalesce
+from fedqueue.rules.intake import ActivityFacts
+from fedqueue.rules.states import DeliveryState
 from fedqueue.storage import Decision, HistoryRow, Store
 
 Key = tuple[str, str]

@@ -36,20 +36,20 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import partial
 
-from fedqueue.errors import describe
 from fedqueue.metrics import FEDERATION_POLICY, HOST_UNAVAILABLE
 from fedqueue.outbound.attempts import Attempts, Job, Sent
-from fedqueue.outbound.backoff import Jitter
-from fedqueue.outbound.circuit import CLOSED, HostHealth, admit, unreachable_reason
 from fedqueue.outbound.coalescer import Coalescer, Verdict
 from fedqueue.outbound.context import WorkerContext
-from fedqueue.outbound.record import Claimed, refused_result
 from fedqueue.outbound.send import PreparedBody, prepare_body
 from fedqueue.outbound.sync_digests import SyncDigests
-from fedqueue.remote.client import HttpClient
-from fedqueue.states import DeliveryState
+from fedqueue.remote.http_client import HttpClient
+from fedqueue.rules.attempt_results import Claimed, refused_result
+from fedqueue.rules.backoff import Jitter
+from fedqueue.rules.circuit import CLOSED, HostHealth, admit, unreachable_reason
+from fedqueue.rules.errors import describe
+from fedqueue.rules.states import DeliveryState
+from fedqueue.rules.urls import Urls
 from fedqueue.storage.admin import REFUSED_BLOCKED
-from fedqueue.urls import Urls
 
 EVENT_GONE_REASON = "webhook event is gone"
 

@@ -33,10 +33,14 @@ from datetime import timedelta
 from typing import Any
 
 from fedqueue import tracing
-from fedqueue.errors import FedqueueError, InvalidInput, describe
-from fedqueue.federation_policy import Refusal
 from fedqueue.metrics import FEDERATION_POLICY, HOST_UNAVAILABLE
-from fedqueue.outbound.addressing import (
+from fedqueue.outbound.coalescer import Added, Coalescer
+from fedqueue.outbound.context import WorkerContext
+from fedqueue.outbound.ld_signing import sign_public, wants_signature
+from fedqueue.outbound.recipient_fetches import ACTOR_FETCH_CONCURRENCY, RecipientFetches, Unusable, unusable
+from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.rules.address_guard import host_of, hosts_of
+from fedqueue.rules.addressing import (
     REACHES_EARLIER,
     FetchBudget,
     InboxChoice,
@@ -48,11 +52,11 @@ from fedqueue.outbound.addressing import (
     widened,
     with_earlier,
 )
-from fedqueue.outbound.backoff import RetrySchedule
-from fedqueue.outbound.circuit import unreachable_reason
-from fedqueue.outbound.coalescer import Added, Coalescer
-from fedqueue.outbound.context import WorkerContext
-from fedqueue.outbound.intake import (
+from fedqueue.rules.backoff import RetrySchedule
+from fedqueue.rules.circuit import unreachable_reason
+from fedqueue.rules.errors import FedqueueError, InvalidInput, describe
+from fedqueue.rules.federation_policy import Refusal
+from fedqueue.rules.intake import (
     ActivityFacts,
     dumps,
     normalize,
@@ -60,15 +64,11 @@ from fedqueue.outbound.intake import (
     parse_inboxes,
     subject_of,
 )
-from fedqueue.outbound.lane_rules import is_actor_delete, is_direct, lane_of
-from fedqueue.outbound.ld_signing import sign_public, wants_signature
-from fedqueue.outbound.recipient_fetches import ACTOR_FETCH_CONCURRENCY, RecipientFetches, Unusable, unusable
-from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.remote.guard import host_of, hosts_of
-from fedqueue.states import DeliveryState, Lane, OutboxState
+from fedqueue.rules.lanes import is_actor_delete, is_direct, lane_of
+from fedqueue.rules.states import DeliveryState, Lane, OutboxState
+from fedqueue.rules.urls import Urls
+from fedqueue.rules.wording import plural
 from fedqueue.storage import Accepted, Enqueued, OutboxEntry, Target
-from fedqueue.urls import Urls
-from fedqueue.wording import plural
 
 log = logging.getLogger("fedqueue.outbound.fanout")
 

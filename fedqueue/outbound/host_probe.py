@@ -19,10 +19,10 @@ from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
 from fedqueue.metrics import Metrics
-from fedqueue.outbound.circuit import CircuitPolicy, after_failure, after_success
-from fedqueue.outbound.outcomes import host_is_up
-from fedqueue.remote.client import HttpClient
-from fedqueue.remote.guard import FetchError
+from fedqueue.remote.http_client import HttpClient
+from fedqueue.rules.address_guard import FetchError
+from fedqueue.rules.circuit import CircuitPolicy, after_failure, after_success
+from fedqueue.rules.outcomes import host_is_up
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 

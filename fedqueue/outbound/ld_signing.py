@@ -24,10 +24,10 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from fedqueue.activitystreams import SECURITY_CONTEXT
-from fedqueue.inbound import ld_signatures
-from fedqueue.outbound.addressing import is_public, strip_hidden
-from fedqueue.remote.client import SigningIdentity
+from fedqueue.remote.http_client import SigningIdentity
+from fedqueue.rules.activitystreams import SECURITY_CONTEXT
+from fedqueue.rules.addressing import is_public, strip_hidden
+from fedqueue.rules.signing import ld_signatures
 
 log = logging.getLogger("fedqueue.outbound.ld_signing")
 

@@ -13,10 +13,10 @@ import asyncio
 
 from fedqueue.outbound.context import WorkerContext
 from fedqueue.outbound.recipient_fetches import ACTOR_FETCH_CONCURRENCY, unusable
-from fedqueue.outbound.record import Result
 from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.remote.guard import host_of
-from fedqueue.states import DeliveryState
+from fedqueue.rules.address_guard import host_of
+from fedqueue.rules.attempt_results import Result
+from fedqueue.rules.states import DeliveryState
 from fedqueue.storage.deliveries import Unresolved
 
 #: Rows without an inbox leased per round (they are rare: each is an admin's retry).

@@ -23,10 +23,10 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from fedqueue.errors import describe
 from fedqueue.metrics import Metrics
-from fedqueue.outbound.outcomes import readable_error
-from fedqueue.remote.guard import FetchError
+from fedqueue.rules.address_guard import FetchError
+from fedqueue.rules.errors import describe
+from fedqueue.rules.outcomes import readable_error
 from fedqueue.storage import OutboxEntry
 
 #: Remote actor documents fetched at once while addressing activities (for one worker).

@@ -19,9 +19,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import datetime
 
-from fedqueue.outbound.circuit import HostHealth
-from fedqueue.outbound.outcomes import Attempt
-from fedqueue.outbound.scheme_rules import (
+from fedqueue.rules.circuit import HostHealth
+from fedqueue.rules.outcomes import Attempt
+from fedqueue.rules.scheme_choice import (
     UNKNOWN,
     SchemePolicy,
     confirms,
@@ -29,7 +29,7 @@ from fedqueue.outbound.scheme_rules import (
     is_confirmed,
     second_knock,
 )
-from fedqueue.signing.requests import SignatureScheme
+from fedqueue.rules.signing.requests import SignatureScheme
 
 #: How long a host's other deliveries wait for the answer to its discovery knock.
 DISCOVERY_WAIT_S = 2.0

@@ -3,7 +3,7 @@
 Signing takes the scheme (draft-cavage or RFC 9421). `post_knocking` is the double knock: when
 the answer refuses the signature (or crashes on an RFC 9421 discovery knock), the same delivery
 is re-signed with the other scheme and sent again at once, within one attempt.
-Which scheme goes first is the business of `fedqueue.outbound.scheme_rules` and the dispatcher.
+Which scheme goes first is the business of `fedqueue.rules.scheme_choice` and the dispatcher.
 
 The worker signs on a `SigningPool` (pass `signer`): an RSA signature costs about as much
 CPU as the rest of a delivery, and processes of their own make it beside the event loop.
@@ -16,16 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from fedqueue.activitystreams import ACTIVITY_JSON
-from fedqueue.followers_sync_rules import HEADER as SYNC_HEADER
-from fedqueue.outbound import webhook_rules
-from fedqueue.outbound.addressing import addresses, strip_hidden
-from fedqueue.outbound.outcomes import Attempt, readable_error
-from fedqueue.outbound.scheme_rules import knocks_again
-from fedqueue.remote.client import HttpClient, SendFailed, SigningIdentity, unsigned_request
 from fedqueue.remote.http1 import Answer
+from fedqueue.remote.http_client import HttpClient, SendFailed, SigningIdentity, unsigned_request
 from fedqueue.remote.signing_process import Signer, SignerUnavailable
-from fedqueue.signing.requests import (
+from fedqueue.rules import webhook_payloads
+from fedqueue.rules.activitystreams import ACTIVITY_JSON
+from fedqueue.rules.addressing import addresses, strip_hidden
+from fedqueue.rules.followers_digest import HEADER as SYNC_HEADER
+from fedqueue.rules.outcomes import Attempt, readable_error
+from fedqueue.rules.scheme_choice import knocks_again
+from fedqueue.rules.signing.requests import (
     SignatureError,
     SignatureScheme,
     content_digest_header,
@@ -131,7 +131,7 @@ async def post_webhook(
     """POST one webhook event, HMAC-signed with its secret at `now`; every failure becomes an Attempt."""
     try:
         answer = await client.post(
-            url, body, webhook_rules.signed_headers(secret, kind, body, now), head_bytes=BODY_HEAD_BYTES
+            url, body, webhook_payloads.signed_headers(secret, kind, body, now), head_bytes=BODY_HEAD_BYTES
         )
     except SendFailed as exc:
         return Attempt(status=None, error=str(exc), permanent=exc.permanent)

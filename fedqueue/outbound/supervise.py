@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from fedqueue.errors import describe
 from fedqueue.metrics import Metrics
+from fedqueue.rules.errors import describe
 
 #: The first restart waits this long; each failure in a row doubles it, up to the cap.
 RESTART_BASE_S = 1.0

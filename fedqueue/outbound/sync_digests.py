@@ -17,9 +17,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from fedqueue.followers_sync_rules import digests_by_host, partial_followers_digest, sync_header
+from fedqueue.rules.followers_digest import digests_by_host, partial_followers_digest, sync_header
+from fedqueue.rules.urls import Urls
 from fedqueue.storage import Store
-from fedqueue.urls import Urls
 
 #: How long an actor's digests are reused before its followers are read again.
 MAX_AGE_S = 15.0

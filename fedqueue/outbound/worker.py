@@ -46,22 +46,22 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from fedqueue.errors import FedqueueError, describe
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.attempts import circuit_policy
-from fedqueue.outbound.backoff import Jitter, RetrySchedule
 from fedqueue.outbound.context import WorkerContext
 from fedqueue.outbound.dispatch import Dispatcher
 from fedqueue.outbound.fanout import Fanout
 from fedqueue.outbound.host_probe import HostProber
 from fedqueue.outbound.readdress import Readdresser
-from fedqueue.remote.client import HttpClient
 from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.http_client import HttpClient
 from fedqueue.remote.keyring import Keyring
+from fedqueue.rules.backoff import Jitter, RetrySchedule
+from fedqueue.rules.errors import FedqueueError, describe
+from fedqueue.rules.urls import Urls
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
-from fedqueue.urls import Urls
 
 log = logging.getLogger("fedqueue.outbound.worker")
 #: Longest pause after failed worker rounds (poll interval, doubling per failure in a row).

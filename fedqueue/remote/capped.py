@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from fedqueue.errors import TooLarge
+from fedqueue.rules.errors import TooLarge
 
 
 async def read_capped(

@@ -23,12 +23,10 @@ from typing import Any
 from urllib.parse import urldefrag, urlsplit
 
 from fedqueue import tracing
-from fedqueue.activitystreams import ACCEPT_ACTIVITY
-from fedqueue.column_rules import URI_CHARS, text_problem
-from fedqueue.errors import TooLarge
-from fedqueue.remote.client import HttpClient, SigningIdentity, signed_headers
-from fedqueue.remote.guard import FetchError, Gone, check_url, host_of
-from fedqueue.remote.memory import (
+from fedqueue.remote.http_client import HttpClient, SigningIdentity, signed_headers
+from fedqueue.rules.activitystreams import ACCEPT_ACTIVITY
+from fedqueue.rules.address_guard import FetchError, Gone, check_url, host_of
+from fedqueue.rules.bounded_memory import (
     MEMORY_TTL,
     ActorMemory,
     BoundedMemory,
@@ -40,7 +38,9 @@ from fedqueue.remote.memory import (
     key_of,
     slim_document,
 )
-from fedqueue.signing.requests import SignatureScheme
+from fedqueue.rules.columns import URI_CHARS, text_problem
+from fedqueue.rules.errors import TooLarge
+from fedqueue.rules.signing.requests import SignatureScheme
 from fedqueue.storage import CachedRemote, Store
 from fedqueue.storage.column_types import utcnow
 

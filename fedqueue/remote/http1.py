@@ -31,8 +31,8 @@ from urllib.parse import quote, urlsplit
 
 import httptools
 
-from fedqueue.remote.guard import path_and_query, split_origin
-from fedqueue.signing.rfc9421 import authority
+from fedqueue.rules.address_guard import path_and_query, split_origin
+from fedqueue.rules.signing.rfc9421 import authority
 
 #: An answer's body is read past its head, and dropped, up to this size so that its connection
 #: can be kept; past it the connection is closed instead.

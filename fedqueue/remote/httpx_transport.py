@@ -18,7 +18,6 @@ from contextlib import asynccontextmanager, contextmanager
 import httpcore
 import httpx
 
-from fedqueue.remote.guard import check_url
 from fedqueue.remote.http1 import (
     HEAD_TOO_LARGE,
     KEPT_HEADERS,
@@ -33,6 +32,7 @@ from fedqueue.remote.http1 import (
 from fedqueue.remote.pool import KEEPALIVE_S, Caps
 from fedqueue.remote.resolver import GuardedResolver
 from fedqueue.remote.transport import Fetched
+from fedqueue.rules.address_guard import check_url
 
 #: What h11 holds at most of an unfinished head (httpcore's `MAX_INCOMPLETE_EVENT_SIZE`): a
 #: longer one fails there, before `Limits.head_bytes` can be checked on the whole head.

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 
-from fedqueue.remote.client import SigningIdentity
+from fedqueue.remote.http_client import SigningIdentity
+from fedqueue.rules.urls import Urls
 from fedqueue.storage import Store
-from fedqueue.urls import Urls
 
 
 class Keyring:

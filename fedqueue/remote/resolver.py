@@ -7,7 +7,7 @@ import asyncio
 import socket
 import time
 
-from fedqueue.remote.guard import allowed_addresses
+from fedqueue.rules.address_guard import allowed_addresses
 
 #: A resolved name is used for this long before it is resolved again.
 DNS_TTL_S = 60.0

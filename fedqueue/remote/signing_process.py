@@ -42,8 +42,8 @@ from typing import Protocol, get_args
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
-from fedqueue.errors import FedqueueError, SignatureError
-from fedqueue.signing.unsigned import SigningAlgorithm, sign_bytes
+from fedqueue.rules.errors import FedqueueError, SignatureError
+from fedqueue.rules.signing.unsigned import SigningAlgorithm, sign_bytes
 
 #: Sign requests written to the child in one frame (and answered in one).
 CHUNK = 8

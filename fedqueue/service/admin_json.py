@@ -15,9 +15,10 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, TypeAdapter, WithJsonSchema, with_config
 from typing_extensions import TypedDict
 
-from fedqueue.outbound.profile_rules import Profile
-from fedqueue.outbound.waiting import WAITING_REASONS, Waiting
-from fedqueue.states import DELIVERY_STATES, LANES
+from fedqueue.rules.profile_fields import Profile
+from fedqueue.rules.states import DELIVERY_STATES, LANES
+from fedqueue.rules.urls import Urls
+from fedqueue.rules.waiting import WAITING_REASONS, Waiting
 from fedqueue.storage.admin_views import (
     CIRCUIT_STATES,
     ActivitySummary,
@@ -26,7 +27,6 @@ from fedqueue.storage.admin_views import (
     HostView,
 )
 from fedqueue.storage.consumers import Consumer
-from fedqueue.urls import Urls
 
 #: A timestamp as `datetime.isoformat()` writes it (timezone-aware UTC).
 IsoTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]

@@ -7,10 +7,12 @@ from urllib.parse import urlencode
 from pydantic import with_config
 from typing_extensions import TypedDict
 
-from fedqueue.column_rules import URI_CHARS, check_row_id, check_text
-from fedqueue.errors import NotFound
-from fedqueue.outbound.addressing import NO_RECIPIENTS
-from fedqueue.outbound.status_order import StatusQuery
+from fedqueue.rules.addressing import NO_RECIPIENTS
+from fedqueue.rules.columns import URI_CHARS, check_row_id, check_text
+from fedqueue.rules.errors import NotFound
+from fedqueue.rules.states import UNFINISHED, OutboxState
+from fedqueue.rules.status_order import StatusQuery
+from fedqueue.rules.urls import Urls
 from fedqueue.service.admin_json import (
     SHAPE,
     Counts,
@@ -20,10 +22,8 @@ from fedqueue.service.admin_json import (
     iso,
     waiting_json,
 )
-from fedqueue.states import UNFINISHED, OutboxState
 from fedqueue.storage import Store
 from fedqueue.storage.admin_views import DeliveryView
-from fedqueue.urls import Urls
 
 
 @with_config(SHAPE)

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fedqueue.errors import InvalidInput
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.actor_changes import update_profile
-from fedqueue.outbound.profile_rules import parse_change
+from fedqueue.rules.errors import InvalidInput
+from fedqueue.rules.profile_fields import parse_change
+from fedqueue.rules.urls import Urls
 from fedqueue.storage import ProfileSaved, Store
-from fedqueue.urls import Urls
 
 
 async def change_profile(

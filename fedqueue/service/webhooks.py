@@ -17,10 +17,10 @@ from urllib.parse import urlsplit
 from pydantic import with_config
 from typing_extensions import TypedDict
 
-from fedqueue.errors import InvalidInput
-from fedqueue.outbound import webhook_rules as rules
-from fedqueue.remote.guard import FetchError, ForbiddenAddress, check_url
 from fedqueue.remote.resolver import GuardedResolver
+from fedqueue.rules import webhook_payloads as rules
+from fedqueue.rules.address_guard import FetchError, ForbiddenAddress, check_url
+from fedqueue.rules.errors import InvalidInput
 from fedqueue.service.admin_json import SHAPE, IsoTime, iso
 from fedqueue.storage import Store
 from fedqueue.storage.actors import check_actor_name

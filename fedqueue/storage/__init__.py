@@ -10,6 +10,8 @@ from fedqueue.storage.actor_lifecycle import ActorLifecycleStore, Deletion, Prof
 from fedqueue.storage.actors import ActorStore, CreatedActor, LocalActor, check_actor_name
 from fedqueue.storage.admin import AdminStore
 from fedqueue.storage.audience import AudienceStore
+from fedqueue.storage.blocks import BlockStore
+from fedqueue.storage.coalescing_reads import CoalescingStore, Decision, HistoryRow
 from fedqueue.storage.console_sessions import ConsoleSessionStore
 from fedqueue.storage.consumers import Consumer, ConsumerStore
 from fedqueue.storage.database import Database
@@ -17,12 +19,10 @@ from fedqueue.storage.database_errors import StorageUnavailable, UnstorableValue
 from fedqueue.storage.deliveries import DeliveryStore, DeliveryView, Enqueued, Target
 from fedqueue.storage.followers import Follower, FollowerStore
 from fedqueue.storage.following import FollowingStore
-from fedqueue.storage.histories import CoalescingStore, Decision, HistoryRow
 from fedqueue.storage.hosts import HostStore
 from fedqueue.storage.inbox import Admission, InboxEntry, InboxStore, Pulled
 from fedqueue.storage.inbox_writes import NewInbound
 from fedqueue.storage.outbox import Accepted, OutboxEntry, OutboxStore, OutboxSummary, Sendable, Submitted
-from fedqueue.storage.policy import BlockStore
 from fedqueue.storage.published import PublishedStore
 from fedqueue.storage.relays import Relay, RelayStore
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore

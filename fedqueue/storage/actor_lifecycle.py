@@ -17,10 +17,11 @@ from typing import Any
 from sqlalchemy import and_, delete, exists, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fedqueue.errors import ActorGone, InvalidInput, NotFound
-from fedqueue.outbound.actor_rules import ActorFacts, actor_document, delete_inboxes, profile_update
-from fedqueue.outbound.profile_rules import Profile, changed
-from fedqueue.states import BACKLOG, UNFINISHED, UNSENT, DeliveryState, FollowerState, OutboxState
+from fedqueue.rules.actor_documents import ActorFacts, actor_document, delete_inboxes, profile_update
+from fedqueue.rules.errors import ActorGone, InvalidInput, NotFound
+from fedqueue.rules.profile_fields import Profile, changed
+from fedqueue.rules.states import BACKLOG, UNFINISHED, UNSENT, DeliveryState, FollowerState, OutboxState
+from fedqueue.rules.urls import Urls
 from fedqueue.storage import webhook_events
 from fedqueue.storage.actors import PROFILE_COLUMNS, profile_of, profile_values
 from fedqueue.storage.audit import record_audit
@@ -35,7 +36,6 @@ from fedqueue.storage.tables import (
     RelayRow,
     RemoteActorRow,
 )
-from fedqueue.urls import Urls
 
 _actors = ActorRow.__table__  # type: ignore[attr-defined]
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]

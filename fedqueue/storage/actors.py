@@ -17,9 +17,9 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from fedqueue.errors import ActorGone, Duplicate, InvalidInput, NotFound, SettingsError
-from fedqueue.outbound.profile_rules import Profile
-from fedqueue.signing import keys
+from fedqueue.rules.errors import ActorGone, Duplicate, InvalidInput, NotFound, SettingsError
+from fedqueue.rules.profile_fields import Profile
+from fedqueue.rules.signing import keys
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database

@@ -21,11 +21,11 @@ from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fedqueue.column_rules import HOST_CHARS, check_row_id, check_text
-from fedqueue.errors import InvalidInput, NotFound
-from fedqueue.federation_policy import REFUSED_BLOCKED, covering
-from fedqueue.outbound.circuit import HostHealth, revived
-from fedqueue.states import CANCELLABLE, RETRYABLE, UNFINISHED, DeliveryState
+from fedqueue.rules.circuit import HostHealth, revived
+from fedqueue.rules.columns import HOST_CHARS, check_row_id, check_text
+from fedqueue.rules.errors import InvalidInput, NotFound
+from fedqueue.rules.federation_policy import REFUSED_BLOCKED, covering
+from fedqueue.rules.states import CANCELLABLE, RETRYABLE, UNFINISHED, DeliveryState
 from fedqueue.storage.admin_reads import AdminViews
 from fedqueue.storage.admin_views import DeliveryView, HostView
 from fedqueue.storage.audit import record_audit

@@ -8,11 +8,11 @@ from typing import Any
 from sqlalchemy import case, func, select, union
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fedqueue.column_rules import HOST_CHARS, NAME_CHARS, URI_CHARS, check_row_id, check_text, parse_decimal
-from fedqueue.errors import InvalidInput, NotFound
-from fedqueue.outbound.circuit import CLOSED, HALF_OPEN, OPEN
-from fedqueue.outbound.waiting import why_waiting
-from fedqueue.states import DELIVERY_STATES, FINISHED
+from fedqueue.rules.circuit import CLOSED, HALF_OPEN, OPEN
+from fedqueue.rules.columns import HOST_CHARS, NAME_CHARS, URI_CHARS, check_row_id, check_text, parse_decimal
+from fedqueue.rules.errors import InvalidInput, NotFound
+from fedqueue.rules.states import DELIVERY_STATES, FINISHED
+from fedqueue.rules.waiting import why_waiting
 from fedqueue.storage.admin_views import (
     MAX_PAGE,
     ActivitySummary,

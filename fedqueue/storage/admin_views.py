@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from fedqueue.outbound.circuit import CLOSED, HALF_OPEN, OPEN
-from fedqueue.outbound.waiting import Waiting
-from fedqueue.states import SETTLED, DeliveryState, is_complete
+from fedqueue.rules.circuit import CLOSED, HALF_OPEN, OPEN
+from fedqueue.rules.states import SETTLED, DeliveryState, is_complete
+from fedqueue.rules.waiting import Waiting
 
 CIRCUIT_STATES = (CLOSED, HALF_OPEN, OPEN)
 MAX_PAGE = 500

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from sqlalchemy import bindparam, delete, select
 
-from fedqueue.states import FollowerState
+from fedqueue.rules.states import FollowerState
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import DeliveryRow, FollowerRow, GoneInboxRow, OutboxRow, RemoteActorRow
 

@@ -13,8 +13,8 @@ from datetime import datetime
 
 from sqlalchemy import delete, func, select
 
-from fedqueue.errors import NotFound
-from fedqueue.outbound import webhook_rules as rules
+from fedqueue.rules import webhook_payloads as rules
+from fedqueue.rules.errors import NotFound
 from fedqueue.storage.actors import check_actor_name
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow

@@ -13,8 +13,8 @@ from contextlib import AbstractContextManager, contextmanager
 import asyncpg
 from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 
-from fedqueue.column_rules import text_problem
-from fedqueue.errors import FedqueueError, InvalidInput
+from fedqueue.rules.columns import text_problem
+from fedqueue.rules.errors import FedqueueError, InvalidInput
 
 #: SQLSTATE class 22, "data exception": a value the column refuses (NUL, too long, out of range).
 DATA_EXCEPTION_CLASS = "22"

@@ -34,14 +34,14 @@ from sqlalchemy import (
     update,
 )
 
-from fedqueue.outbound.intake import ActivityFacts
-from fedqueue.outbound.record import Claimed, Result
-from fedqueue.states import BACKLOG, LANES, UNFINISHED, UNSENT, DeliveryState, Lane
+from fedqueue.rules.attempt_results import Claimed, Result
+from fedqueue.rules.intake import ActivityFacts
+from fedqueue.rules.states import BACKLOG, LANES, UNFINISHED, UNSENT, DeliveryState, Lane
+from fedqueue.rules.wording import inert
 from fedqueue.storage.column_types import UTCDateTime, utcnow
 from fedqueue.storage.database import Database, json_array, json_item
 from fedqueue.storage.tables import DeliveryRow, GoneInboxRow, HostRow, OutboxRow
 from fedqueue.storage.webhook_events import after_given_up, after_record, any_webhook, webhooks_exist
-from fedqueue.wording import inert
 
 _deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _hosts = HostRow.__table__  # type: ignore[attr-defined]

@@ -24,18 +24,18 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fedqueue.errors import NotFound
-from fedqueue.followers_sync_rules import resides_on
-from fedqueue.inbound.follows import (
+from fedqueue.rules import webhook_payloads
+from fedqueue.rules.errors import NotFound
+from fedqueue.rules.follow_effects import (
     AddFollower,
     EnqueueActivity,
     RecordFollowerMove,
     RemoveAllFollows,
     RemoveFollower,
 )
-from fedqueue.inbound.forward_rules import ForwardActivity
-from fedqueue.outbound import webhook_rules
-from fedqueue.states import UNSENT, DeliveryState, FollowerState
+from fedqueue.rules.followers_digest import resides_on
+from fedqueue.rules.forwarding import ForwardActivity
+from fedqueue.rules.states import UNSENT, DeliveryState, FollowerState
 from fedqueue.storage import webhook_events
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
@@ -160,7 +160,7 @@ async def add_followers(database: Database, conn: AsyncConnection, effects: Sequ
             await conn.execute(writes.refresh, writes.follows.parameters(refreshed))
         if added and await webhook_events.any_webhook(database, conn):
             for actor, uri in (key for key in chosen if key in added):
-                await _announce(database, conn, webhook_rules.FOLLOWER_ADDED, actor, uri)
+                await _announce(database, conn, webhook_payloads.FOLLOWER_ADDED, actor, uri)
         if added:  # a follower that moved here: its old account is no longer delivered to
             await _remove(database, conn, _moved_to_any(added))
 
@@ -201,7 +201,7 @@ async def _remove(database: Database, conn: AsyncConnection, where: ColumnElemen
     rows = removed.all()
     for row in rows:
         if row.state == FollowerState.ACCEPTED:
-            await _announce(database, conn, webhook_rules.FOLLOWER_REMOVED, row.actor, row.follower_uri)
+            await _announce(database, conn, webhook_payloads.FOLLOWER_REMOVED, row.actor, row.follower_uri)
     return len(rows)
 
 
@@ -371,7 +371,7 @@ class FollowerStore:
             if changed.rowcount == 0:
                 raise NotFound(f"no pending follow of {actor} by {follower_uri}")
             await enqueue(self._db, conn, [accept])
-            await _announce(self._db, conn, webhook_rules.FOLLOWER_ADDED, actor, follower_uri)
+            await _announce(self._db, conn, webhook_payloads.FOLLOWER_ADDED, actor, follower_uri)
             await record_audit(conn, who, "follower_approve", actor, {"follower": follower_uri}, utcnow())
 
     async def reject(self, actor: str, follower_uri: str, reject: EnqueueActivity, who: str) -> None:

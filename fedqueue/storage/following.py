@@ -9,9 +9,9 @@ from datetime import datetime
 from sqlalchemy import delete, func, null, or_, select, union_all
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fedqueue.followers_sync_rules import SyncPlan
-from fedqueue.inbound.follows import AddFollowing, EnqueueActivity, RemoveFollowing
-from fedqueue.states import BACKLOG
+from fedqueue.rules.follow_effects import AddFollowing, EnqueueActivity, RemoveFollowing
+from fedqueue.rules.followers_digest import SyncPlan
+from fedqueue.rules.states import BACKLOG
 from fedqueue.storage.database import Database
 from fedqueue.storage.followers import enqueue
 from fedqueue.storage.tables import ActorRow, FollowingRow, OutboxRow, RemoteActorRow

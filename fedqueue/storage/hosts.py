@@ -1,6 +1,6 @@
 """Remote hosts: health (the circuit breaker's state) and the admin flags paused and blocked.
 
-The rules live in `fedqueue.outbound.circuit`; this module only loads and stores `HostHealth` and
+The rules live in `fedqueue.rules.circuit`; this module only loads and stores `HostHealth` and
 hands out probes atomically, so that of many workers exactly one probes a host at a time.
 
 Given up: the transaction that marks a host `unavailable` also ends its unfinished deliveries
@@ -17,8 +17,8 @@ from functools import partial
 from sqlalchemy import bindparam, case, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fedqueue.outbound.circuit import CLOSED, HALF_OPEN, OPEN, HostHealth, revived, unreachable_reason
-from fedqueue.states import UNFINISHED, DeliveryState
+from fedqueue.rules.circuit import CLOSED, HALF_OPEN, OPEN, HostHealth, revived, unreachable_reason
+from fedqueue.rules.states import UNFINISHED, DeliveryState
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import DeliveryRow, HostRow

@@ -25,8 +25,8 @@ from sqlalchemy import (
 )
 
 from fedqueue import tracing
-from fedqueue.inbound.follows import Effect
-from fedqueue.outbound.circuit import OPEN
+from fedqueue.rules.circuit import OPEN
+from fedqueue.rules.follow_effects import Effect
 from fedqueue.storage.database import Database
 from fedqueue.storage.database_errors import refuse_unstorable
 from fedqueue.storage.group_commit import GroupCommit

@@ -16,7 +16,8 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fedqueue.inbound.follows import (
+from fedqueue.rules import webhook_payloads
+from fedqueue.rules.follow_effects import (
     AddFollower,
     AddFollowing,
     AnnounceMove,
@@ -28,8 +29,7 @@ from fedqueue.inbound.follows import (
     RemoveFollower,
     RemoveFollowing,
 )
-from fedqueue.inbound.forward_rules import ForwardActivity
-from fedqueue.outbound import webhook_rules
+from fedqueue.rules.forwarding import ForwardActivity
 from fedqueue.storage import followers, following, tombstones, webhook_events
 from fedqueue.storage.database import Database
 from fedqueue.storage.database_errors import StorageUnavailable
@@ -220,7 +220,7 @@ class InboxWriter:
             if actor not in hooked:
                 continue
             inbound = wanted[(inbound_id, actor)].inbound
-            data = webhook_rules.inbox_data(
+            data = webhook_payloads.inbox_data(
                 item_id,
                 inbound.activity_id,
                 inbound.activity_type,
@@ -231,7 +231,13 @@ class InboxWriter:
                 inbound.object_error,
             )
             await webhook_events.emit(
-                self._db, conn, actor, webhook_rules.INBOX, data, inbound.received_at, inbox_item_id=item_id
+                self._db,
+                conn,
+                actor,
+                webhook_payloads.INBOX,
+                data,
+                inbound.received_at,
+                inbox_item_id=item_id,
             )
 
     async def _apply_all(self, conn: AsyncConnection, effects: Sequence[tuple[Effect, datetime]]) -> None:
@@ -263,7 +269,7 @@ class InboxWriter:
             await followers.record_move(conn, effect)
         elif isinstance(effect, AnnounceMove):
             data = {"origin": effect.origin, "target": effect.target}
-            await webhook_events.emit(self._db, conn, effect.actor, webhook_rules.ACTOR_MOVED, data, now)
+            await webhook_events.emit(self._db, conn, effect.actor, webhook_payloads.ACTOR_MOVED, data, now)
 
 
 def _activity_row(inbound: NewInbound) -> dict[str, Any]:

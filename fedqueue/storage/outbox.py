@@ -25,13 +25,13 @@ from sqlalchemy import Integer, Update, and_, bindparam, func, insert, or_, sele
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fedqueue.outbound.intake import ActivityFacts
-from fedqueue.states import BACKLOG, OutboxState
+from fedqueue.rules.intake import ActivityFacts
+from fedqueue.rules.states import BACKLOG, OutboxState
+from fedqueue.rules.wording import inert
 from fedqueue.storage import following
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import OutboxRow
 from fedqueue.storage.webhook_events import announce_completions
-from fedqueue.wording import inert
 
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 NOTIFY_CHANNEL = "fedqueue_outbox"

@@ -12,11 +12,11 @@ from datetime import datetime
 
 from sqlalchemy import ColumnElement, and_, false, func, or_, select, true, union_all
 
-from fedqueue.outbound.addressing import PUBLIC_FORMS
-from fedqueue.states import UNPUBLISHED
+from fedqueue.rules.addressing import PUBLIC_FORMS
+from fedqueue.rules.states import UNPUBLISHED
+from fedqueue.rules.visibility import VERSIONS
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import OutboxRow
-from fedqueue.visibility_rules import VERSIONS
 
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 

@@ -1,7 +1,7 @@
 """Retention: deleting finished rows in short batches, and the row counts per table.
 
 Every method deletes at most `limit` rows in one short transaction and returns how many, so a
-caller loops until a batch comes back short (`fedqueue.pruning`); the worker is never held up
+caller loops until a batch comes back short (`fedqueue.service.retention`); the worker is never held up
 for longer than one batch. Nothing unfinished is touched: a delivery is deleted only while it
 is delivered, dead or coalesced (the DELETE checks the state again, so a row an admin retried
 meanwhile stays), an outbox row only once none of its deliveries is left.
@@ -21,7 +21,7 @@ from sqlalchemy import ColumnElement, and_, bindparam, delete, exists, func, or_
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.dml import ReturningDelete
 
-from fedqueue.states import FINISHED, LANES, SETTLED, UNSENT
+from fedqueue.rules.states import FINISHED, LANES, SETTLED, UNSENT
 from fedqueue.storage.database import Database
 from fedqueue.storage.published import maybe_public
 from fedqueue.storage.tables import (

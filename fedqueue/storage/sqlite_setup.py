@@ -22,7 +22,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
 
-from fedqueue.errors import SettingsError
+from fedqueue.rules.errors import SettingsError
 from fedqueue.storage.database_errors import translated_driver_errors
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from sqlalchemy import ScalarSelect, Select, and_, case, func, select, union_all
 
-from fedqueue.nodeinfo_rules import Usage, active_since
-from fedqueue.states import BACKLOG, UNPUBLISHED, UNSENT, DeliveryState
+from fedqueue.rules.nodeinfo_documents import Usage, active_since
+from fedqueue.rules.states import BACKLOG, UNPUBLISHED, UNSENT, DeliveryState
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.published import maybe_public

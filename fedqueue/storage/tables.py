@@ -29,9 +29,9 @@ from sqlalchemy import (
 )
 from sqlmodel import Field, SQLModel
 
-from fedqueue.column_rules import HOST_CHARS, NAME_CHARS, STATE_CHARS, URI_CHARS
-from fedqueue.outbound.profile_rules import MAX_NAME_CHARS
-from fedqueue.states import DeliveryState, FollowerState, Lane, OutboxState
+from fedqueue.rules.columns import HOST_CHARS, NAME_CHARS, STATE_CHARS, URI_CHARS
+from fedqueue.rules.profile_fields import MAX_NAME_CHARS
+from fedqueue.rules.states import DeliveryState, FollowerState, Lane, OutboxState
 from fedqueue.storage.column_types import BigId, UTCDateTime
 
 URI = String(URI_CHARS)

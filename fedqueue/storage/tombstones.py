@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import delete
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fedqueue.inbound.follows import RecordTombstone
+from fedqueue.rules.follow_effects import RecordTombstone
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import TombstoneRow
 

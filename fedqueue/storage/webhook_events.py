@@ -19,10 +19,10 @@ from typing import Any
 from sqlalchemy import Exists, Row, bindparam, case, exists, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fedqueue.outbound import webhook_rules as rules
-from fedqueue.outbound.record import Result
-from fedqueue.remote.guard import host_of
-from fedqueue.states import UNFINISHED, DeliveryState, Lane, OutboxState, is_complete
+from fedqueue.rules import webhook_payloads as rules
+from fedqueue.rules.address_guard import host_of
+from fedqueue.rules.attempt_results import Result
+from fedqueue.rules.states import UNFINISHED, DeliveryState, Lane, OutboxState, is_complete
 from fedqueue.storage.database import Database
 from fedqueue.storage.retention import add_pruned, pruned_columns
 from fedqueue.storage.tables import (

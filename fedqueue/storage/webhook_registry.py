@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
-from fedqueue.column_rules import check_row_id
-from fedqueue.errors import Duplicate, NotFound
+from fedqueue.rules.columns import check_row_id
+from fedqueue.rules.errors import Duplicate, NotFound
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database

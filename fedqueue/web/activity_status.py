@@ -15,8 +15,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fedqueue.errors import NotFound, Unauthorized
-from fedqueue.outbound.status_order import status_query
+from fedqueue.rules.errors import NotFound, Unauthorized
+from fedqueue.rules.status_order import status_query
 from fedqueue.service.fanout_status import activity_status
 from fedqueue.storage import Store
 from fedqueue.web.admin_auth import admin_session, bearer_of, login_guard_of

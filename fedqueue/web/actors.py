@@ -6,11 +6,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fedqueue.activitystreams import ACTIVITY_JSON, AS_CONTEXT, SECURITY_CONTEXT
-from fedqueue.errors import ActorGone, InvalidInput, NotFound, Unauthorized
 from fedqueue.outbound.actor_changes import delete_actor
-from fedqueue.outbound.actor_rules import ActorFacts, tombstone
-from fedqueue.outbound.actor_rules import actor_document as actor_document_of
+from fedqueue.rules.activitystreams import ACTIVITY_JSON, AS_CONTEXT, SECURITY_CONTEXT
+from fedqueue.rules.actor_documents import ActorFacts, tombstone
+from fedqueue.rules.actor_documents import actor_document as actor_document_of
+from fedqueue.rules.errors import ActorGone, InvalidInput, NotFound, Unauthorized
 from fedqueue.storage import check_actor_name
 from fedqueue.web.outbox import authorize_actor
 from fedqueue.web.responses import (

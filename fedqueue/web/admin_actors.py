@@ -7,10 +7,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fedqueue.errors import InvalidInput
 from fedqueue.outbound.actor_changes import delete_actor, move_actor
-from fedqueue.outbound.actor_rules import check_uri
-from fedqueue.outbound.profile_rules import FIELDS, MAX_PROFILE_BODY_BYTES
+from fedqueue.rules.actor_documents import check_uri
+from fedqueue.rules.errors import InvalidInput
+from fedqueue.rules.profile_fields import FIELDS, MAX_PROFILE_BODY_BYTES
 from fedqueue.service import actors as approval
 from fedqueue.service.admin_json import ActorJson, profile_json
 from fedqueue.service.profiles import change_profile

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fedqueue.errors import InvalidInput
+from fedqueue.rules.errors import InvalidInput
 from fedqueue.service.admin_json import (
     HostAction,
     activity_json,

@@ -43,11 +43,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from fedqueue.errors import Throttled, Unauthorized
 from fedqueue.metrics import Metrics
+from fedqueue.rules.errors import Throttled, Unauthorized
+from fedqueue.rules.login_throttle import LoginThrottle, client_key
 from fedqueue.settings import Settings
 from fedqueue.web.incoming import client_of
-from fedqueue.web.login_throttle import LoginThrottle, client_key
 from fedqueue.web.responses import error_response, store_of
 
 log = logging.getLogger("fedqueue.admin")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fedqueue.column_rules import MAX_ROW_ID, URI_CHARS
-from fedqueue.outbound.profile_rules import (
+from fedqueue.rules.columns import MAX_ROW_ID, URI_CHARS
+from fedqueue.rules.profile_fields import (
     ACTOR_TYPES,
     MAX_FIELD_NAME_CHARS,
     MAX_FIELD_VALUE_CHARS,
@@ -20,8 +20,9 @@ from fedqueue.outbound.profile_rules import (
     MAX_NAME_CHARS,
     MAX_SUMMARY_CHARS,
 )
-from fedqueue.outbound.status_order import DEFAULT_STATUS_PAGE, MAX_STATUS_PAGE
-from fedqueue.outbound.webhook_rules import EVENTS, MAX_SECRET_CHARS, MIN_SECRET_CHARS
+from fedqueue.rules.states import DELIVERY_STATES
+from fedqueue.rules.status_order import DEFAULT_STATUS_PAGE, MAX_STATUS_PAGE
+from fedqueue.rules.webhook_payloads import EVENTS, MAX_SECRET_CHARS, MIN_SECRET_CHARS
 from fedqueue.service.admin_json import (
     ActivityPage,
     ActorJson,
@@ -39,7 +40,6 @@ from fedqueue.service.admin_json import (
 )
 from fedqueue.service.fanout_status import ActivityStatus
 from fedqueue.service.webhooks import WebhookJson, WebhookList
-from fedqueue.states import DELIVERY_STATES
 from fedqueue.storage.admin_views import MAX_PAGE
 
 SCHEMA_REF = "#/components/schemas/{model}"

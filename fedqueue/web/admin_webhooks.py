@@ -12,8 +12,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fedqueue.errors import InvalidInput
-from fedqueue.outbound.webhook_rules import DEFAULT_CONSUMER
+from fedqueue.rules.errors import InvalidInput
+from fedqueue.rules.webhook_payloads import DEFAULT_CONSUMER
 from fedqueue.service import webhooks
 from fedqueue.service.webhooks import webhook_json
 from fedqueue.web.admin_auth import session_of

@@ -16,7 +16,16 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
-from fedqueue.errors import (
+from fedqueue.inbound.followers_sync import FollowersSync
+from fedqueue.inbound.ld_verifier import LdVerifier
+from fedqueue.inbound.throttle import InboxThrottle
+from fedqueue.metrics import Metrics
+from fedqueue.outbound.backpressure import Backlog
+from fedqueue.outbound.supervise import WorkerHealth
+from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.http_client import HttpClient
+from fedqueue.remote.keyring import Keyring
+from fedqueue.rules.errors import (
     ActorGone,
     Conflict,
     Duplicate,
@@ -28,20 +37,11 @@ from fedqueue.errors import (
     TooLarge,
     Unauthorized,
 )
-from fedqueue.inbound.followers_sync import FollowersSync
-from fedqueue.inbound.ld_verifier import LdVerifier
-from fedqueue.inbound.receive_rules import UnsupportedMediaType
-from fedqueue.inbound.throttle import InboxThrottle
-from fedqueue.metrics import Metrics
-from fedqueue.outbound.backpressure import Backlog
-from fedqueue.outbound.supervise import WorkerHealth
-from fedqueue.pruning import prune_forever
-from fedqueue.remote.client import HttpClient
-from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.remote.keyring import Keyring
+from fedqueue.rules.inbox_acceptance import UnsupportedMediaType
+from fedqueue.rules.urls import Urls
+from fedqueue.service.retention import prune_forever
 from fedqueue.settings import Settings
 from fedqueue.storage import StorageUnavailable, Store
-from fedqueue.urls import Urls
 from fedqueue.web import (
     activity_status,
     actors,

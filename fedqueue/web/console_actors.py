@@ -11,8 +11,9 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from fedqueue.errors import InvalidInput
-from fedqueue.outbound.profile_rules import ACTOR_TYPES, FLAG_FIELDS, MAX_PROFILE_BODY_BYTES, Profile
+from fedqueue.rules.errors import InvalidInput
+from fedqueue.rules.profile_fields import ACTOR_TYPES, FLAG_FIELDS, MAX_PROFILE_BODY_BYTES, Profile
+from fedqueue.rules.wording import plural
 from fedqueue.service.profiles import change_profile
 from fedqueue.storage import ProfileSaved, check_actor_name
 from fedqueue.web.admin_auth import check_csrf, session_of
@@ -21,7 +22,6 @@ from fedqueue.web.incoming import read_body
 from fedqueue.web.metrics import metrics_of
 from fedqueue.web.query_params import accepts
 from fedqueue.web.responses import settings_of, store_of, urls_of
-from fedqueue.wording import plural
 
 #: Empty label/value rows the form offers below an actor's profile fields.
 EMPTY_FIELD_ROWS = 4

@@ -14,9 +14,9 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from fedqueue.errors import InvalidInput, NotFound
-from fedqueue.outbound.status_order import status_query
-from fedqueue.states import STATUS_ORDER
+from fedqueue.rules.errors import InvalidInput, NotFound
+from fedqueue.rules.states import STATUS_ORDER
+from fedqueue.rules.status_order import status_query
 from fedqueue.storage import Store
 from fedqueue.storage.admin_views import CIRCUIT_STATES, HostView
 from fedqueue.web.admin_auth import (

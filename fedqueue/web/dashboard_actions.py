@@ -10,13 +10,13 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from fedqueue.errors import FedqueueError
-from fedqueue.states import UNFINISHED, DeliveryState
+from fedqueue.rules.errors import FedqueueError
+from fedqueue.rules.states import UNFINISHED, DeliveryState
+from fedqueue.rules.wording import plural
 from fedqueue.web.admin_auth import COOKIE_NAME, check_csrf, session_of
 from fedqueue.web.console_render import render, set_flash
 from fedqueue.web.query_params import accepts
 from fedqueue.web.responses import store_of
-from fedqueue.wording import plural
 
 
 async def _checked_form(request: Request) -> dict[str, str]:

@@ -11,10 +11,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fedqueue.activitystreams import AS_CONTEXT
-from fedqueue.column_rules import HOST_CHARS, check_text, parse_decimal
-from fedqueue.errors import Forbidden, InvalidInput
-from fedqueue.remote.guard import host_of
+from fedqueue.rules.activitystreams import AS_CONTEXT
+from fedqueue.rules.address_guard import host_of
+from fedqueue.rules.columns import HOST_CHARS, check_text, parse_decimal
+from fedqueue.rules.errors import Forbidden, InvalidInput
 from fedqueue.storage import check_actor_name
 from fedqueue.web.responses import (
     activity_response,

@@ -16,21 +16,21 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue import tracing
-from fedqueue.column_rules import parse_decimal
-from fedqueue.errors import Forbidden, InvalidInput, NotFound, Throttled, TooLarge, Unauthorized
 from fedqueue.inbound.receive import Received, Receiver
-from fedqueue.inbound.receive_rules import (
+from fedqueue.inbound.throttle import BytesThrottled, InboxThrottle, UnverifiedThrottled
+from fedqueue.metrics import Metrics
+from fedqueue.outbound.relay_follows import accept_relay_follow
+from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.keyring import Keyring
+from fedqueue.rules.columns import parse_decimal
+from fedqueue.rules.errors import Forbidden, InvalidInput, NotFound, Throttled, TooLarge, Unauthorized
+from fedqueue.rules.inbox_acceptance import (
     UnsupportedMediaType,
     check_media_type,
 )
-from fedqueue.inbound.signature_schemes import InboundRequest
-from fedqueue.inbound.throttle import BytesThrottled, InboxThrottle, UnverifiedThrottled
-from fedqueue.metrics import Metrics
-from fedqueue.outbound.relays import accept_relay_follow
-from fedqueue.outbound.webhook_rules import DEFAULT_CONSUMER, check_consumer, inbox_data
-from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.remote.keyring import Keyring
-from fedqueue.signing.requests import SignatureError
+from fedqueue.rules.signature_parsing import InboundRequest
+from fedqueue.rules.signing.requests import SignatureError
+from fedqueue.rules.webhook_payloads import DEFAULT_CONSUMER, check_consumer, inbox_data
 from fedqueue.storage import StorageUnavailable, check_actor_name
 from fedqueue.web.incoming import bearer_token, client_of, read_body
 from fedqueue.web.responses import JSONResponse, settings_of, store_of, urls_of

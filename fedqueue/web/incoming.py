@@ -9,9 +9,9 @@ from typing import Any
 
 from starlette.requests import Request
 
-from fedqueue.errors import InvalidInput, Unauthorized
-from fedqueue.inbound.client_address import Network, client_address, is_trusted_proxy
 from fedqueue.remote.capped import read_capped
+from fedqueue.rules.errors import InvalidInput, Unauthorized
+from fedqueue.rules.peer_address import Network, client_address, is_trusted_proxy
 
 
 def _proxies(request: Request) -> tuple[Network, ...]:

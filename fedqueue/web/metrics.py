@@ -11,11 +11,11 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from fedqueue.errors import Unauthorized
 from fedqueue.metrics import Metrics, counter, gauge
 from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.remote.memory import CacheFigures
-from fedqueue.states import DELIVERY_STATES
+from fedqueue.rules.bounded_memory import CacheFigures
+from fedqueue.rules.errors import Unauthorized
+from fedqueue.rules.states import DELIVERY_STATES
 from fedqueue.storage.admin_views import CIRCUIT_STATES
 from fedqueue.storage.retention import EXACT_COUNT_BELOW
 from fedqueue.web.admin_auth import bearer_of, token_matches

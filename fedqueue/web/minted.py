@@ -15,12 +15,12 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from fedqueue.errors import InvalidInput, NotFound
-from fedqueue.inbound.verify import Verdict
-from fedqueue.remote.guard import host_of
+from fedqueue.rules.address_guard import host_of
+from fedqueue.rules.errors import InvalidInput, NotFound
+from fedqueue.rules.verification import Verdict
+from fedqueue.rules.visibility import ANONYMOUS, Answer, Version, Viewer, answer, page_of
 from fedqueue.storage import Store, check_actor_name
 from fedqueue.storage.published import MintedRow
-from fedqueue.visibility_rules import ANONYMOUS, Answer, Version, Viewer, answer, page_of
 from fedqueue.web.responses import activity_response, settings_of, store_of, urls_of
 from fedqueue.web.signed_fetch import fetch_signer, require_signer
 

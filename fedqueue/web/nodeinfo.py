@@ -16,8 +16,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue import __version__
-from fedqueue.errors import NotFound
-from fedqueue.nodeinfo_rules import VERSIONS, Usage, discovery, document, media_type
+from fedqueue.rules.errors import NotFound
+from fedqueue.rules.nodeinfo_documents import VERSIONS, Usage, discovery, document, media_type
 from fedqueue.storage.column_types import utcnow
 from fedqueue.web.metrics import metrics_of
 from fedqueue.web.responses import JSONResponse, settings_of, store_of

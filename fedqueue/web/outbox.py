@@ -17,10 +17,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue import tracing
-from fedqueue.activitystreams import AS_CONTEXT
-from fedqueue.column_rules import parse_decimal
-from fedqueue.errors import Conflict, Duplicate, Unauthorized
-from fedqueue.outbound.addressing import (
+from fedqueue.outbound.backpressure import Backlog
+from fedqueue.outbound.relay_follows import relays_reached
+from fedqueue.rules.activitystreams import AS_CONTEXT
+from fedqueue.rules.addressing import (
     NO_RECIPIENTS,
     TooManyRecipients,
     check_recipient_cap,
@@ -29,9 +29,9 @@ from fedqueue.outbound.addressing import (
     recipients,
     strip_hidden,
 )
-from fedqueue.outbound.backpressure import Backlog
-from fedqueue.outbound.intake import dumps, normalize, parse_activity
-from fedqueue.outbound.relays import relays_reached
+from fedqueue.rules.columns import parse_decimal
+from fedqueue.rules.errors import Conflict, Duplicate, Unauthorized
+from fedqueue.rules.intake import dumps, normalize, parse_activity
 from fedqueue.storage import Store, Submitted, check_actor_name
 from fedqueue.web.incoming import bearer_token, read_body
 from fedqueue.web.metrics import metrics_of

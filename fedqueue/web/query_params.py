@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from starlette.requests import Request
 from starlette.responses import Response
 
-from fedqueue.errors import InvalidInput
+from fedqueue.rules.errors import InvalidInput
 
 Handler = Callable[[Request], Awaitable[Response]]
 

@@ -9,10 +9,10 @@ from starlette.convertors import IntegerConvertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import Response
 
-from fedqueue.activitystreams import ACTIVITY_JSON, AS_CONTEXT
+from fedqueue.rules.activitystreams import ACTIVITY_JSON, AS_CONTEXT
+from fedqueue.rules.urls import Urls
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
-from fedqueue.urls import Urls
 
 
 class RowIdConvertor(IntegerConvertor):

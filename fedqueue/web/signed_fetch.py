@@ -12,11 +12,11 @@ import asyncio
 
 from starlette.requests import Request
 
-from fedqueue.errors import Unauthorized
 from fedqueue.inbound.receive import key_resolver, opaque
 from fedqueue.inbound.throttle import InboxThrottle
-from fedqueue.inbound.verify import TimeWindow, Verdict, precheck, verify_signature
-from fedqueue.signing.requests import SignatureError
+from fedqueue.rules.errors import Unauthorized
+from fedqueue.rules.signing.requests import SignatureError
+from fedqueue.rules.verification import TimeWindow, Verdict, precheck, verify_signature
 from fedqueue.storage.column_types import utcnow
 from fedqueue.web.inbox import directory_of, inbound_request, keyring_of
 from fedqueue.web.incoming import client_of

@@ -25,7 +25,7 @@ from pathlib import Path
 from sqlalchemy import text
 
 from fedqueue.outbound.coalescer import Added, Coalescer
-from fedqueue.outbound.intake import ActivityFacts
+from fedqueue.rules.intake import ActivityFacts
 from fedqueue.storage import Enqueued, Store, Target
 from fedqueue.storage.column_types import utcnow
 from tests.bench import harness

@@ -33,13 +33,13 @@ from sqlalchemy import text
 from fedqueue.cli.loop import run
 from fedqueue.outbound.send import post, prepare_body
 from fedqueue.outbound.worker import Worker
-from fedqueue.remote.client import HttpClient
+from fedqueue.remote.http_client import HttpClient
 from fedqueue.remote.keyring import Keyring
 from fedqueue.remote.signing_process import SigningProcess
+from fedqueue.rules.urls import Urls
 from fedqueue.settings import Settings, load_settings
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
-from fedqueue.urls import Urls
 from tests.bench import harness
 
 

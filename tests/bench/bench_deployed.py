@@ -62,7 +62,7 @@ from pathlib import Path
 import httpx
 
 from fedqueue.cli.loop import run
-from fedqueue.signing.keys import KeyPair
+from fedqueue.rules.signing.keys import KeyPair
 from fedqueue.storage import Store
 from tests import procfs
 from tests.bench import harness

@@ -48,11 +48,11 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from fedqueue.cli.loop import run
-from fedqueue.pruning import prune_once
-from fedqueue.remote.client import HttpClient
 from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.http_client import HttpClient
+from fedqueue.rules.signing import keys
+from fedqueue.service.retention import prune_once
 from fedqueue.settings import Settings, load_settings
-from fedqueue.signing import keys
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.web.app import create_app

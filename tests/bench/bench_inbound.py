@@ -53,9 +53,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fedqueue.cli.loop import run
-from fedqueue.followers_sync_rules import HEADER as SYNC_HEADER
-from fedqueue.followers_sync_rules import partial_followers_digest, sync_header
-from fedqueue.signing.keys import KeyPair
+from fedqueue.rules.followers_digest import HEADER as SYNC_HEADER
+from fedqueue.rules.followers_digest import partial_followers_digest, sync_header
+from fedqueue.rules.signing.keys import KeyPair
 from fedqueue.storage import Store
 from tests import procfs
 from tests.bench import harness

@@ -25,7 +25,7 @@ from aiohttp import web
 
 from fedqueue.cli.loop import run
 from fedqueue.outbound.worker import Worker
-from fedqueue.remote.client import HttpClient
+from fedqueue.remote.http_client import HttpClient
 from fedqueue.settings import load_settings
 from fedqueue.storage import Store
 from tests.bench import harness

@@ -47,10 +47,10 @@ from sqlalchemy import text
 
 from fedqueue.cli.loop import run
 from fedqueue.outbound.worker import Worker
-from fedqueue.remote.client import HttpClient
+from fedqueue.remote.http_client import HttpClient
+from fedqueue.rules.urls import Urls
 from fedqueue.settings import load_settings
 from fedqueue.storage import Store
-from fedqueue.urls import Urls
 from tests.bench import harness
 
 ACTOR = "bench"

@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from fedqueue.signing import structured_fields as sf
-from fedqueue.signing.requests import parse_request_signatures, sign_request, verify_parsed
+from fedqueue.rules.signing import structured_fields as sf
+from fedqueue.rules.signing.requests import parse_request_signatures, sign_request, verify_parsed
 
 URL = "https://remote.example/users/bob/inbox"
 BODY = b'{"type": "Create", "object": {"type": "Note", "content": "hello"}}' * 8

@@ -42,9 +42,9 @@ from sqlalchemy import insert, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from fedqueue.remote.client import SigningIdentity, signed_headers
-from fedqueue.signing import keys
-from fedqueue.signing.requests import sha256_digest_header
+from fedqueue.remote.http_client import SigningIdentity, signed_headers
+from fedqueue.rules.signing import keys
+from fedqueue.rules.signing.requests import sha256_digest_header
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.migrate import upgrade_to_head
 from fedqueue.storage.tables import DeliveryRow, InboundActivityRow, InboxItemRow, OutboxRow, RemoteActorRow

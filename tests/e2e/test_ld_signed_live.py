@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 
 from fedqueue.client import AsyncClient
-from fedqueue.inbound import ld_signatures
+from fedqueue.rules.signing import ld_signatures
 from tests.e2e.test_app_client import eventually
 from tests.e2e.test_fedify_interop import INSTALLED, REQUIRED, fedify_server
 from tests.fediverse import RemoteActor

@@ -11,10 +11,10 @@ import httpx
 import pytest
 from aiohttp import web
 
+from fedqueue.rules.urls import Urls
 from fedqueue.service.fanout_status import activity_status
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
-from fedqueue.urls import Urls
 from tests.e2e.test_cli import run_fedqueue
 from tests.live import live_instance
 from tests.loopback import LoopbackServer

@@ -31,8 +31,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from fedqueue.signing import keys
-from fedqueue.signing.requests import parse_cavage_signature, verify_cavage
+from fedqueue.rules.signing import keys
+from fedqueue.rules.signing.requests import parse_cavage_signature, verify_cavage
 from tests.fediverse import RemoteActor
 from tests.live import ADMIN_TOKEN, LiveInstance, create_actor, free_port, live_instance, stop
 from tests.loopback import LoopbackServer, Recorded

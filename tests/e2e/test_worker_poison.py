@@ -10,10 +10,10 @@ from typing import Any
 
 from aiohttp import web
 
+from fedqueue.rules.urls import Urls
 from fedqueue.service.fanout_status import activity_status
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
-from fedqueue.urls import Urls
 from tests.e2e.test_worker_processes import start_worker
 from tests.loopback import LoopbackServer
 from tests.outbound import insert_outbox_row

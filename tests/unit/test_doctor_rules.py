@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from fedqueue.cli.doctor_rules import (
+from fedqueue.cli.doctor_checks import (
     admin_token_check,
     autovacuum_check,
     clock_check,

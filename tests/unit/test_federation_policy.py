@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fedqueue.federation_policy import Policy, covering, parse_domains
+from fedqueue.rules.federation_policy import Policy, covering, parse_domains
 
 
 def test_a_block_of_a_domain_covers_its_subdomains_and_ports_but_not_lookalikes() -> None:

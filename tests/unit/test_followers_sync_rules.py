@@ -6,7 +6,8 @@ import hashlib
 
 import pytest
 
-from fedqueue.followers_sync_rules import (
+from fedqueue.rules.address_guard import host_of
+from fedqueue.rules.followers_digest import (
     SyncHeader,
     SyncPlan,
     applies_to,
@@ -18,7 +19,6 @@ from fedqueue.followers_sync_rules import (
     resides_on,
     sync_header,
 )
-from fedqueue.remote.guard import host_of
 from tests.unit.remote.test_hosts_of import AWKWARD_URLS
 
 IDS = ["https://b.example/users/1", "https://b.example/users/2", "https://b.example/users/3"]

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from fedqueue.activitystreams import PUBLIC
-from fedqueue.outbound.addressing import recipients
-from fedqueue.outbound.lane_rules import is_actor_delete, is_direct, lane_of
-from fedqueue.states import Lane
+from fedqueue.rules.activitystreams import PUBLIC
+from fedqueue.rules.addressing import recipients
+from fedqueue.rules.lanes import is_actor_delete, is_direct, lane_of
+from fedqueue.rules.states import Lane
 
 ME = "https://here.example/actors/alice"
 FOLLOWERS = f"{ME}/followers"

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from fedqueue.web.login_throttle import LoginThrottle, client_key
+from fedqueue.rules.login_throttle import LoginThrottle, client_key
 
 
 def throttle(max_addresses: int = 100) -> LoginThrottle:

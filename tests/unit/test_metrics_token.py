@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fedqueue.cli.config import MASK, shown_settings
-from fedqueue.errors import SettingsError
+from fedqueue.rules.errors import SettingsError
 from fedqueue.settings import load_settings
 
 TOKEN = "metrics-token-for-the-scraper-0123456789"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from fedqueue.errors import SettingsError
+from fedqueue.rules.errors import SettingsError
 from fedqueue.settings import load_settings
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from fedqueue.visibility_rules import ANONYMOUS, Version, Viewer, admits, answer, page_of
+from fedqueue.rules.visibility import ANONYMOUS, Version, Viewer, admits, answer, page_of
 
 ALICE = "https://fq.example/actors/alice"
 FOLLOWERS = f"{ALICE}/followers"

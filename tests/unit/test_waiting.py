@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fedqueue.outbound.waiting import why_waiting
+from fedqueue.rules.waiting import why_waiting
 
 NOW = datetime(2026, 11, 23, 23, 50, tzinfo=UTC)
 

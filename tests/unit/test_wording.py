@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fedqueue.wording import REPLACEMENT, clip, inert, last_result, plural
+from fedqueue.rules.wording import REPLACEMENT, clip, inert, last_result, plural
 
 
 def test_one_is_singular_and_every_other_count_plural() -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import httpx
 
-from fedqueue.remote.client import SigningIdentity, signed_headers
-from fedqueue.signing import keys
-from fedqueue.signing.requests import sha256_digest_header
+from fedqueue.remote.http_client import SigningIdentity, signed_headers
+from fedqueue.rules.signing import keys
+from fedqueue.rules.signing.requests import sha256_digest_header
 from fedqueue.storage.column_types import utcnow
 from tests.live import ADMIN_TOKEN, LiveInstance, free_port, live_instance
 from tests.loopback import EndlessServer

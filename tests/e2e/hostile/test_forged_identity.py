@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
-from fedqueue.outbound.intake import ActivityFacts
-from fedqueue.remote.guard import host_of
-from fedqueue.signing import keys
+from fedqueue.rules.address_guard import host_of
+from fedqueue.rules.intake import ActivityFacts
+from fedqueue.rules.signing import keys
 from fedqueue.storage import Enqueued, Relay, Store, Target
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.relays import PENDING

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import httpx
 
-from fedqueue.remote.client import SigningIdentity, signed_headers
-from fedqueue.signing import keys
-from fedqueue.signing.requests import sha256_digest_header
+from fedqueue.remote.http_client import SigningIdentity, signed_headers
+from fedqueue.rules.signing import keys
+from fedqueue.rules.signing.requests import sha256_digest_header
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from tests.fediverse import RemoteActor

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from fedqueue.signing import keys
+from fedqueue.rules.signing import keys
 from tests.fediverse import LOCAL, RemoteActor
 from tests.live import ADMIN_TOKEN, LiveInstance, create_actor, live_instance
 from tests.loopback import LoopbackServer

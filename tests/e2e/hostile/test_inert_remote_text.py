@@ -12,11 +12,11 @@ import pytest
 from aiohttp import web
 from sqlalchemy import insert, update
 
+from fedqueue.rules.urls import Urls
 from fedqueue.service.fanout_status import activity_status
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.tables import DeliveryRow, OutboxRow
-from fedqueue.urls import Urls
 from tests.e2e.test_cli import run_fedqueue
 from tests.live import ADMIN_TOKEN, live_instance
 from tests.loopback import LoopbackServer

@@ -16,8 +16,8 @@ import pytest
 from aiohttp import web
 from sqlalchemy import text
 
-from fedqueue.signing import keys
-from fedqueue.signing.cavage import parse_cavage_signature, verify_cavage
+from fedqueue.rules.signing import keys
+from fedqueue.rules.signing.cavage import parse_cavage_signature, verify_cavage
 from fedqueue.storage import Store
 from fedqueue.storage.sqlite_setup import sqlite_file
 from tests.e2e.test_cli import run_fedqueue

@@ -14,10 +14,10 @@ from aiohttp import web
 from starlette.applications import Starlette
 
 from fedqueue.metrics import Metrics
+from fedqueue.rules.signing import keys
+from fedqueue.rules.signing.requests import SignatureError, parse_cavage_signature, verify_cavage
 from fedqueue.service import webhooks
 from fedqueue.settings import Settings
-from fedqueue.signing import keys
-from fedqueue.signing.requests import SignatureError, parse_cavage_signature, verify_cavage
 from fedqueue.storage import Store
 from tests.fediverse import AS_PUBLIC, LOCAL, RemoteActor, post
 from tests.loopback import LoopbackServer, Recorded

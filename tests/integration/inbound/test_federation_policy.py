@@ -12,12 +12,12 @@ from sqlalchemy import insert
 
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.worker import Worker
-from fedqueue.remote.client import HttpClient
 from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.remote.guard import FetchError
+from fedqueue.remote.http_client import HttpClient
+from fedqueue.rules.address_guard import FetchError
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
-from fedqueue.storage import policy as block_memory
+from fedqueue.storage import blocks as block_memory
 from fedqueue.storage.admin import BLOCKED, REFUSED_BLOCKED
 from fedqueue.storage.tables import HostRow
 from fedqueue.web.app import create_app

@@ -10,9 +10,9 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from fedqueue.followers_sync_rules import HEADER, partial_followers_digest, sync_header
+from fedqueue.rules.followers_digest import HEADER, partial_followers_digest, sync_header
+from fedqueue.rules.signing.requests import parse_cavage_signature
 from fedqueue.settings import Settings
-from fedqueue.signing.requests import parse_cavage_signature
 from fedqueue.storage import Store, following
 from fedqueue.storage.tables import OutboxRow
 from tests.fediverse import LOCAL, RemoteActor, post

@@ -10,12 +10,12 @@ import httpx
 import pytest
 from sqlalchemy import select, update
 
-from fedqueue.inbound.follows import AddFollower, Effect, EnqueueActivity, accept_activity
+from fedqueue.rules.follow_effects import AddFollower, Effect, EnqueueActivity, accept_activity
+from fedqueue.rules.urls import Urls
 from fedqueue.service import webhooks
 from fedqueue.storage import NewInbound, Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.tables import ActorRow, OutboxRow, WebhookEventRow
-from fedqueue.urls import Urls
 from tests.fediverse import LOCAL, RemoteActor, post
 from tests.loopback import LoopbackServer
 

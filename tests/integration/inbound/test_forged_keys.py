@@ -10,10 +10,10 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from fedqueue.remote.client import HttpClient
 from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.http_client import HttpClient
+from fedqueue.rules.signing import keys
 from fedqueue.settings import Settings
-from fedqueue.signing import keys
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.tables import RemoteActorRow

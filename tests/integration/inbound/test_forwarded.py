@@ -15,8 +15,8 @@ import pytest
 from sqlalchemy import select
 from starlette.applications import Starlette
 
-from fedqueue.inbound import ld_signatures
 from fedqueue.inbound.receive import FORWARD_UNAUTHENTICATED
+from fedqueue.rules.signing import ld_signatures
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.tables import InboundActivityRow, OutboxRow

@@ -13,9 +13,9 @@ from aiohttp import web
 from sqlalchemy import select
 
 from fedqueue.inbound.receive import KEY_UNFETCHED
-from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.remote.guard import host_of
+from fedqueue.rules.address_guard import host_of
+from fedqueue.rules.intake import ActivityFacts
 from fedqueue.settings import Settings
 from fedqueue.storage import Enqueued, Store, Target
 from fedqueue.storage.column_types import utcnow

@@ -12,11 +12,11 @@ from itertools import count
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fedqueue.remote.client import HttpClient, SigningIdentity, signed_headers
 from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.http_client import HttpClient, SigningIdentity, signed_headers
+from fedqueue.rules.signing import keys
+from fedqueue.rules.signing.requests import sha256_digest_header
 from fedqueue.settings import Settings
-from fedqueue.signing import keys
-from fedqueue.signing.requests import sha256_digest_header
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.web.app import create_app

@@ -8,11 +8,11 @@ from datetime import timedelta
 import httpx
 from aiohttp import web
 
-from fedqueue.outbound.circuit import CLOSED, OPEN, HostHealth
 from fedqueue.outbound.worker import Worker
-from fedqueue.remote.client import HttpClient
 from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.remote.guard import host_of
+from fedqueue.remote.http_client import HttpClient
+from fedqueue.rules.address_guard import host_of
+from fedqueue.rules.circuit import CLOSED, OPEN, HostHealth
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow

@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import select, update
 
 from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.rules.signing import keys
+from fedqueue.rules.signing.requests import parse_request_signatures, sha256_digest_header, verify_parsed
 from fedqueue.settings import Settings
-from fedqueue.signing import keys
-from fedqueue.signing.requests import parse_request_signatures, sha256_digest_header, verify_parsed
 from fedqueue.storage import Store
 from fedqueue.storage.actors import ActorStore
 from fedqueue.storage.tables import HostRow, InboundActivityRow, InboxItemRow

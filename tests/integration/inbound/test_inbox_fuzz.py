@@ -13,12 +13,11 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fedqueue.inbound import ld_signatures
-from fedqueue.remote.client import HttpClient, SigningIdentity, signed_headers
 from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.http_client import HttpClient, SigningIdentity, signed_headers
+from fedqueue.rules.signing import keys, ld_signatures
+from fedqueue.rules.signing.requests import sha256_digest_header
 from fedqueue.settings import load_settings
-from fedqueue.signing import keys
-from fedqueue.signing.requests import sha256_digest_header
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.web.app import create_app

@@ -12,12 +12,12 @@ from aiohttp import web
 from sqlalchemy import select
 
 from fedqueue.inbound.receive import KEY_UNFETCHED
-from fedqueue.remote.client import HttpClient
 from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.http_client import HttpClient
+from fedqueue.rules.signing import keys
+from fedqueue.rules.signing.digests import content_digest_header
+from fedqueue.rules.signing.requests import RFC9421_POST_COMPONENTS, sign_rfc9421
 from fedqueue.settings import Settings
-from fedqueue.signing import keys
-from fedqueue.signing.digests import content_digest_header
-from fedqueue.signing.requests import RFC9421_POST_COMPONENTS, sign_rfc9421
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.tables import InboundActivityRow, RemoteActorRow

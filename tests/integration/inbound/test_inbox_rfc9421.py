@@ -9,8 +9,8 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from fedqueue.signing import keys
-from fedqueue.signing.digests import content_digest_header
+from fedqueue.rules.signing import keys
+from fedqueue.rules.signing.digests import content_digest_header
 from fedqueue.storage import Store
 from fedqueue.storage.tables import InboundActivityRow
 from tests.fediverse import RemoteActor, ed25519_key_pair, hours_ago, post, refused_with

@@ -8,11 +8,11 @@ import json
 import httpx
 import pytest
 
-from fedqueue.errors import NotFound
+from fedqueue.rules.errors import NotFound
+from fedqueue.rules.urls import Urls
 from fedqueue.service import actors as approval
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
-from fedqueue.urls import Urls
 from tests.conftest import ADMIN_TOKEN
 from tests.fediverse import LOCAL, RemoteActor
 from tests.integration.inbound.test_follows import ALICE, followers_of, outbox_rows, send

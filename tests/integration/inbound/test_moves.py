@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 from sqlalchemy import insert, select
 
-from fedqueue.inbound.follows import AddFollower, RecordFollowerMove
+from fedqueue.rules.follow_effects import AddFollower, RecordFollowerMove
 from fedqueue.service import webhooks
 from fedqueue.storage import Store, followers
 from fedqueue.storage.column_types import utcnow

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 from aiohttp import web
 
-from fedqueue.signing import keys
-from fedqueue.signing.requests import parse_cavage_signature, verify_cavage
+from fedqueue.rules.signing import keys
+from fedqueue.rules.signing.requests import parse_cavage_signature, verify_cavage
 from fedqueue.storage import Relay, Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.relays import ACCEPTED, PENDING

@@ -13,9 +13,9 @@ from starlette.applications import Starlette
 
 from fedqueue.inbound.throttle import BytesThrottled, UnverifiedThrottled
 from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.remote.guard import host_of
+from fedqueue.rules.address_guard import host_of
+from fedqueue.rules.signing import keys
 from fedqueue.settings import Settings
-from fedqueue.signing import keys
 from fedqueue.storage import Store
 from fedqueue.web.app import create_app
 from fedqueue.web.inbox import refusal_reason

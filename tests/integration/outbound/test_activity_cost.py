@@ -16,7 +16,7 @@ from starlette.applications import Starlette
 
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.worker import Worker
-from fedqueue.remote.client import HttpClient
+from fedqueue.remote.http_client import HttpClient
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.web.app import create_app

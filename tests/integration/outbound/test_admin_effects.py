@@ -8,10 +8,10 @@ from typing import Any
 import httpx
 from aiohttp import web
 
-from fedqueue.outbound.circuit import HostHealth
 from fedqueue.outbound.worker import Worker
-from fedqueue.remote.client import HttpClient
-from fedqueue.remote.guard import host_of
+from fedqueue.remote.http_client import HttpClient
+from fedqueue.rules.address_guard import host_of
+from fedqueue.rules.circuit import HostHealth
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from tests.conftest import ADMIN_TOKEN

@@ -14,12 +14,12 @@ import pytest
 from aiohttp import web
 
 from fedqueue.cli.status import status_text
-from fedqueue.outbound.intake import normalize
+from fedqueue.rules.intake import normalize
+from fedqueue.rules.urls import Urls
 from fedqueue.service.fanout_status import activity_status
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
-from fedqueue.urls import Urls
 from fedqueue.web.app import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.helpers import asgi_client

@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 
 from fedqueue.outbound.coalescer import Added, Coalescer, Verdict
-from fedqueue.outbound.intake import ActivityFacts
+from fedqueue.rules.intake import ActivityFacts
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.deliveries import Enqueued, Target

@@ -14,10 +14,10 @@ from aiohttp import web
 from sqlalchemy import text
 
 from fedqueue.metrics import Metrics
-from fedqueue.outbound.circuit import CLOSED, OPEN, HostHealth
 from fedqueue.outbound.worker import Worker
-from fedqueue.remote.client import HttpClient
-from fedqueue.remote.guard import host_of
+from fedqueue.remote.http_client import HttpClient
+from fedqueue.rules.address_guard import host_of
+from fedqueue.rules.circuit import CLOSED, OPEN, HostHealth
 from fedqueue.service import webhooks
 from fedqueue.settings import Settings
 from fedqueue.storage import Store

@@ -10,12 +10,12 @@ from datetime import timedelta
 
 from aiohttp import web
 
+from fedqueue.rules.signing import keys
+from fedqueue.rules.urls import Urls
 from fedqueue.service.fanout_status import activity_status
 from fedqueue.settings import Settings
-from fedqueue.signing import keys
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
-from fedqueue.urls import Urls
 from tests.loopback import LoopbackServer, Recorded
 from tests.outbound import accept_all, add_follower, fast, insert_outbox_row, run_burst, verify_delivery
 

@@ -9,7 +9,7 @@ import pytest
 
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.worker import Worker
-from fedqueue.remote.client import HttpClient
+from fedqueue.remote.http_client import HttpClient
 from fedqueue.settings import Settings
 from fedqueue.storage import Enqueued, Store
 from fedqueue.storage.deliveries import DeliveryStore

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from fedqueue.followers_sync_rules import partial_followers_digest
-from fedqueue.inbound.follows import AddFollower, RemoveFollower
-from fedqueue.remote.client import SigningIdentity, signed_headers
 from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.http_client import SigningIdentity, signed_headers
+from fedqueue.rules.follow_effects import AddFollower, RemoveFollower
+from fedqueue.rules.followers_digest import partial_followers_digest
+from fedqueue.rules.signing import keys
 from fedqueue.settings import Settings
-from fedqueue.signing import keys
 from fedqueue.storage import NewInbound, Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.followers import FollowerStore

@@ -10,10 +10,10 @@ import pytest
 from aiohttp import web
 
 from fedqueue.metrics import Metrics
-from fedqueue.outbound.circuit import CLOSED, HostHealth, after_failure
 from fedqueue.outbound.worker import Worker
-from fedqueue.remote.client import HttpClient
-from fedqueue.remote.guard import host_of
+from fedqueue.remote.http_client import HttpClient
+from fedqueue.rules.address_guard import host_of
+from fedqueue.rules.circuit import CLOSED, HostHealth, after_failure
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from tests.integration.outbound.test_worker_survival import Clock

@@ -8,9 +8,9 @@ import pytest
 
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.worker import Worker
-from fedqueue.remote.client import HttpClient
+from fedqueue.remote.http_client import HttpClient
+from fedqueue.rules.states import Lane
 from fedqueue.settings import Settings
-from fedqueue.states import Lane
 from fedqueue.storage import Store
 from fedqueue.storage.webhook_events import emit
 from tests.integration.outbound.test_dead_hosts import add_dead_hook

@@ -9,9 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
-from fedqueue.activitystreams import SECURITY_CONTEXT
-from fedqueue.inbound import ld_signatures
 from fedqueue.metrics import Metrics
+from fedqueue.rules.activitystreams import SECURITY_CONTEXT
+from fedqueue.rules.signing import ld_signatures
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from tests.loopback import LoopbackServer

@@ -9,12 +9,12 @@ from collections.abc import Sequence
 import pytest
 from aiohttp import web
 
-from fedqueue.outbound.record import Result
+from fedqueue.rules.attempt_results import Result
+from fedqueue.rules.urls import Urls
 from fedqueue.service.fanout_status import activity_status
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.deliveries import DeliveryStore
-from fedqueue.urls import Urls
 from tests.loopback import LoopbackServer
 from tests.outbound import fast, insert_outbox_row, run_burst
 

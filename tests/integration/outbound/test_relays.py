@@ -11,16 +11,16 @@ import httpx
 import pytest
 from aiohttp import web
 
-from fedqueue.errors import InvalidInput
-from fedqueue.outbound.relays import PUBLIC, RelayRefused, add_relay, remove_relay
+from fedqueue.outbound.relay_follows import PUBLIC, RelayRefused, add_relay, remove_relay
 from fedqueue.outbound.worker import Worker
-from fedqueue.remote.client import HttpClient
 from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.http_client import HttpClient
 from fedqueue.remote.keyring import Keyring
+from fedqueue.rules.errors import InvalidInput
+from fedqueue.rules.urls import Urls
 from fedqueue.settings import Settings
 from fedqueue.storage import Relay, Store
 from fedqueue.storage.column_types import utcnow
-from fedqueue.urls import Urls
 from tests.fediverse import LOCAL, RemoteActor, post
 from tests.loopback import LoopbackServer
 from tests.outbound import insert_outbox_row

@@ -14,15 +14,15 @@ from datetime import timedelta
 import pytest
 from aiohttp import web
 
-from fedqueue.errors import SignatureError
-from fedqueue.outbound.circuit import HostHealth
+from fedqueue.rules.circuit import HostHealth
+from fedqueue.rules.errors import SignatureError
+from fedqueue.rules.signing import keys
+from fedqueue.rules.signing.requests import SignatureScheme, parse_request_signatures, verify_parsed
+from fedqueue.rules.urls import Urls
 from fedqueue.service.fanout_status import activity_status
 from fedqueue.settings import Settings
-from fedqueue.signing import keys
-from fedqueue.signing.requests import SignatureScheme, parse_request_signatures, verify_parsed
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
-from fedqueue.urls import Urls
 from tests.loopback import LoopbackServer, Recorded
 from tests.outbound import fast, insert_outbox_row, run_burst
 

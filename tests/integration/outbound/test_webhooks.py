@@ -17,7 +17,7 @@ import httpx
 import pytest
 from aiohttp import web
 
-from fedqueue.outbound.intake import ActivityFacts
+from fedqueue.rules.intake import ActivityFacts
 from fedqueue.service import webhooks
 from fedqueue.settings import Settings
 from fedqueue.storage import Enqueued, Store, Target

@@ -14,11 +14,11 @@ from aiohttp import web
 from fedqueue.metrics import Metrics
 from fedqueue.outbound import attempts, dispatch
 from fedqueue.outbound.fanout import Fanout
-from fedqueue.outbound.intake import ActivityFacts
-from fedqueue.outbound.record import Result
 from fedqueue.outbound.send import PreparedBody, post_knocking, prepare_body
 from fedqueue.outbound.worker import LEASE_CHECKS, Worker
-from fedqueue.remote.client import HttpClient
+from fedqueue.remote.http_client import HttpClient
+from fedqueue.rules.attempt_results import Result
+from fedqueue.rules.intake import ActivityFacts
 from fedqueue.settings import Settings
 from fedqueue.storage import OutboxEntry, Store, Target
 from fedqueue.storage.column_types import utcnow

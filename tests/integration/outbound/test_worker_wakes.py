@@ -15,12 +15,12 @@ import httpx
 import pytest
 from aiohttp import web
 
-from fedqueue.outbound.intake import ActivityFacts
 from fedqueue.outbound.worker import Worker
-from fedqueue.remote.client import HttpClient
-from fedqueue.remote.guard import host_of
+from fedqueue.remote.http_client import HttpClient
+from fedqueue.rules.address_guard import host_of
+from fedqueue.rules.intake import ActivityFacts
+from fedqueue.rules.states import OutboxState
 from fedqueue.settings import Settings
-from fedqueue.states import OutboxState
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.deliveries import Enqueued, Target

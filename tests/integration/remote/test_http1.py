@@ -19,10 +19,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from fedqueue.remote import pool as pools
-from fedqueue.remote.client import HttpClient, SendFailed
-from fedqueue.remote.guard import ForbiddenAddress
 from fedqueue.remote.http1 import DRAIN_BYTES, Answer, Limits
+from fedqueue.remote.http_client import HttpClient, SendFailed
 from fedqueue.remote.pool import Pool
+from fedqueue.rules.address_guard import ForbiddenAddress
 from fedqueue.settings import load_settings
 from tests.loopback import EndlessServer, Script, ScriptedServer, SilentServer, serving
 

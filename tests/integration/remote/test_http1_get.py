@@ -14,10 +14,10 @@ from typing import cast
 
 import pytest
 
-from fedqueue.errors import TooLarge
-from fedqueue.remote.client import HttpClient
-from fedqueue.remote.guard import FetchError
 from fedqueue.remote.http1 import PAUSE_BYTES, Connection
+from fedqueue.remote.http_client import HttpClient
+from fedqueue.rules.address_guard import FetchError
+from fedqueue.rules.errors import TooLarge
 from fedqueue.settings import load_settings
 from tests.integration.remote.test_http1 import LIMITS
 from tests.loopback import EndlessServer, Script, ScriptedServer, serving

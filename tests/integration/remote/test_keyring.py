@@ -11,10 +11,10 @@ from starlette.applications import Starlette
 
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.keyring import Keyring
+from fedqueue.rules.urls import Urls
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.actors import ActorStore
-from fedqueue.urls import Urls
 from fedqueue.web.app import create_app
 from tests.fediverse import LOCAL, RemoteActor, post
 from tests.helpers import asgi_client

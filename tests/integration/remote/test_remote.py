@@ -17,13 +17,13 @@ import pytest
 from aiohttp import web
 from sqlalchemy import insert
 
-from fedqueue.pruning import prune_forever
-from fedqueue.remote.client import HttpClient, SendFailed, SigningIdentity
 from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.remote.guard import FetchError
+from fedqueue.remote.http_client import HttpClient, SendFailed, SigningIdentity
+from fedqueue.rules.address_guard import FetchError
+from fedqueue.rules.signing import keys
+from fedqueue.rules.signing.requests import parse_cavage_signature, verify_cavage
+from fedqueue.service.retention import prune_forever
 from fedqueue.settings import Settings
-from fedqueue.signing import keys
-from fedqueue.signing.requests import parse_cavage_signature, verify_cavage
 from fedqueue.storage import CachedRemote, Store, remote_actors
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.tables import GoneInboxRow, HostRow

@@ -18,11 +18,16 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from fedqueue.outbound.send import post, prepare_body
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote import signing_process
-from fedqueue.remote.client import HttpClient, SigningIdentity, unsigned_request
+from fedqueue.remote.http_client import HttpClient, SigningIdentity, unsigned_request
 from fedqueue.remote.signing_process import Signer, SignerUnavailable, SigningPool, SigningProcess
+from fedqueue.rules.signing.requests import (
+    SignatureError,
+    SignatureScheme,
+    parse_request_signatures,
+    verify_any,
+)
+from fedqueue.rules.signing.unsigned import SigningAlgorithm
 from fedqueue.settings import Settings
-from fedqueue.signing.requests import SignatureError, SignatureScheme, parse_request_signatures, verify_any
-from fedqueue.signing.unsigned import SigningAlgorithm
 from fedqueue.storage.column_types import utcnow
 from tests.loopback import LoopbackServer
 from tests.procfs import child_pids

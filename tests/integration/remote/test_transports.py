@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from fedqueue.errors import TooLarge
-from fedqueue.remote.client import HttpClient, SendFailed
-from fedqueue.remote.guard import FetchError
+from fedqueue.remote.http_client import HttpClient, SendFailed
+from fedqueue.rules.address_guard import FetchError
+from fedqueue.rules.errors import TooLarge
 from fedqueue.settings import load_settings
 from tests.integration.remote.test_http1_get import DOC, answer, chunked, endless, sized
 from tests.loopback import Script, ScriptedServer, SilentServer, serving

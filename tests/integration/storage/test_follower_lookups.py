@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fedqueue.inbound.follows import AddFollower, RecordFollowerMove, RemoveAllFollows, RemoveFollower
+from fedqueue.rules.follow_effects import AddFollower, RecordFollowerMove, RemoveAllFollows, RemoveFollower
 from fedqueue.storage import Store, followers
 
 REMOTE = "https://remote.example/users"

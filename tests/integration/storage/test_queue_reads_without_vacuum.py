@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 from sqlalchemy import event, insert, text, update
 
-from fedqueue.outbound.record import Result
-from fedqueue.states import DeliveryState, OutboxState
+from fedqueue.rules.attempt_results import Result
+from fedqueue.rules.states import DeliveryState, OutboxState
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.tables import OutboxRow

@@ -15,9 +15,9 @@ import pytest
 from sqlalchemy import func, insert, select, text, update
 
 from fedqueue.cli import main
-from fedqueue.outbound.status_order import StatusQuery
-from fedqueue.pruning import prune_once
+from fedqueue.rules.status_order import StatusQuery
 from fedqueue.service import webhooks
+from fedqueue.service.retention import prune_once
 from fedqueue.settings import Settings
 from fedqueue.storage import CachedRemote, NewInbound, Store
 from fedqueue.storage.audit import record_audit

@@ -4,8 +4,8 @@ import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from fedqueue.errors import Duplicate, InvalidInput, NotFound
-from fedqueue.signing import keys
+from fedqueue.rules.errors import Duplicate, InvalidInput, NotFound
+from fedqueue.rules.signing import keys
 from fedqueue.storage import Store
 
 

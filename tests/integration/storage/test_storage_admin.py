@@ -7,12 +7,12 @@ from datetime import timedelta
 
 import pytest
 
-from fedqueue.errors import InvalidInput, NotFound
+from fedqueue.rules.errors import InvalidInput, NotFound
+from fedqueue.rules.wording import last_result
 from fedqueue.service.admin_json import delivery_json
 from fedqueue.storage import Store
 from fedqueue.storage.admin import BLOCKED, BLOCKED_BEFORE, CANCELLED
 from fedqueue.storage.column_types import utcnow
-from fedqueue.wording import last_result
 from tests.seeding import SeededDelivery, seed_activity, seed_host
 
 GOOD = "https://good.example/inbox"

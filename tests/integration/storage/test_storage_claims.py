@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from fedqueue.outbound.intake import ActivityFacts
-from fedqueue.outbound.record import Result
+from fedqueue.rules.attempt_results import Result
+from fedqueue.rules.intake import ActivityFacts
 from fedqueue.settings import Settings
 from fedqueue.storage import Store, UnstorableValue
 from fedqueue.storage.column_types import utcnow

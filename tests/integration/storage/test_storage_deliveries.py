@@ -6,8 +6,8 @@ import json
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from fedqueue.outbound.intake import ActivityFacts
-from fedqueue.outbound.record import Result
+from fedqueue.rules.attempt_results import Result
+from fedqueue.rules.intake import ActivityFacts
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.deliveries import DeliveryView, Enqueued, Target

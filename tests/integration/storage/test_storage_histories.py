@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from fedqueue.outbound.intake import ActivityFacts
-from fedqueue.storage import Store, histories
+from fedqueue.rules.intake import ActivityFacts
+from fedqueue.storage import Store, coalescing_reads
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.deliveries import Enqueued, Target
 from tests.helpers import statements
@@ -54,7 +54,7 @@ async def test_a_history_holds_each_keys_deliveries_in_submission_order_and_no_o
 async def test_a_history_of_more_keys_than_one_query_reads_them_all(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(histories, "HISTORY_CHUNK", 2)
+    monkeypatch.setattr(coalescing_reads, "HISTORY_CHUNK", 2)
     await store.actors.create("alice")
     inboxes = [f"https://h{n}.example/inbox" for n in range(5)]
     await _activity(store, 1, "Undo", NOTE_1, inboxes)

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from fedqueue.outbound.circuit import CLOSED, CircuitPolicy, HostHealth, after_failure, after_success
+from fedqueue.rules.circuit import CLOSED, CircuitPolicy, HostHealth, after_failure, after_success
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.hosts import HostStore

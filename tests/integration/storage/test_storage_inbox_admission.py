@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import insert
 
-from fedqueue.outbound.circuit import OPEN
+from fedqueue.rules.circuit import OPEN
 from fedqueue.storage import Admission, Store, UnstorableValue
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.remote_actors import CachedRemote

@@ -6,7 +6,7 @@ import json
 
 from sqlalchemy import select
 
-from fedqueue.inbound.follows import EnqueueActivity
+from fedqueue.rules.follow_effects import EnqueueActivity
 from fedqueue.storage import Store, followers
 from fedqueue.storage.tables import OutboxRow
 

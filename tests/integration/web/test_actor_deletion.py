@@ -9,10 +9,10 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from fedqueue.inbound import ld_signatures
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.worker import Worker
-from fedqueue.remote.client import HttpClient
+from fedqueue.remote.http_client import HttpClient
+from fedqueue.rules.signing import ld_signatures
 from fedqueue.settings import Settings
 from fedqueue.storage import Relay, Store
 from fedqueue.storage.column_types import utcnow

@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import select
 from starlette.applications import Starlette
 
+from fedqueue.rules.states import Lane, OutboxState
 from fedqueue.settings import Settings
-from fedqueue.states import Lane, OutboxState
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.tables import DeliveryRow, OutboxRow

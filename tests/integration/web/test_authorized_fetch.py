@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from fedqueue.remote.client import SigningIdentity, signed_headers
 from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.remote.http_client import SigningIdentity, signed_headers
+from fedqueue.rules.signing import keys
+from fedqueue.rules.signing.requests import SignatureScheme, parse_request_signatures, verify_parsed
 from fedqueue.settings import Settings
-from fedqueue.signing import keys
-from fedqueue.signing.requests import SignatureScheme, parse_request_signatures, verify_parsed
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.web.app import create_app

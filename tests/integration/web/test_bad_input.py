@@ -10,9 +10,9 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from fedqueue.column_rules import MAX_ROW_ID, URI_CHARS, check_row_id, check_text, parse_decimal
-from fedqueue.errors import InvalidInput, NotFound
-from fedqueue.outbound.intake import ActivityFacts
+from fedqueue.rules.columns import MAX_ROW_ID, URI_CHARS, check_row_id, check_text, parse_decimal
+from fedqueue.rules.errors import InvalidInput, NotFound
+from fedqueue.rules.intake import ActivityFacts
 from fedqueue.settings import Settings
 from fedqueue.storage import Store, UnstorableValue
 from fedqueue.storage.tables import FollowerRow, InboundActivityRow, OutboxRow

@@ -11,8 +11,8 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
+from fedqueue.rules.states import OutboxState
 from fedqueue.settings import Settings
-from fedqueue.states import OutboxState
 from fedqueue.storage import Store
 from fedqueue.web.app import create_app
 from tests.helpers import asgi_client

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import update
 
 from fedqueue import __version__
-from fedqueue.nodeinfo_rules import Usage
+from fedqueue.rules.nodeinfo_documents import Usage
 from fedqueue.settings import Settings, load_settings
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow

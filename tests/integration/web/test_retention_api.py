@@ -10,8 +10,8 @@ import httpx
 import pytest
 from sqlalchemy import update
 
-from fedqueue.pruning import prune_once
 from fedqueue.service import webhooks
+from fedqueue.service.retention import prune_once
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow

@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from fedqueue.outbound.status_order import Position, encode_cursor
+from fedqueue.rules.states import STATUS_ORDER
+from fedqueue.rules.status_order import Position, encode_cursor
 from fedqueue.settings import Settings
-from fedqueue.states import STATUS_ORDER
 from fedqueue.storage import Store
 from fedqueue.web.app import create_app
 from tests.conftest import ADMIN_TOKEN

@@ -6,9 +6,14 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from fedqueue.rules.signing import keys
+from fedqueue.rules.signing.requests import (
+    GET_SIGNED_HEADERS,
+    parse_cavage_signature,
+    sign_cavage,
+    verify_cavage,
+)
 from fedqueue.settings import Settings
-from fedqueue.signing import keys
-from fedqueue.signing.requests import GET_SIGNED_HEADERS, parse_cavage_signature, sign_cavage, verify_cavage
 from fedqueue.storage import Store
 from fedqueue.web.app import create_app
 from tests.helpers import asgi_client

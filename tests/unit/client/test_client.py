@@ -14,7 +14,7 @@ import pytest
 import respx
 
 from fedqueue.client import AsyncClient, Client, FedqueueError, WebhookRejected, verify_webhook
-from fedqueue.outbound.webhook_rules import signed_headers
+from fedqueue.rules.webhook_payloads import signed_headers
 
 BASE = "http://fedqueue.internal:8000"
 PUBLIC = "https://social.example"  # fedqueue's FEDQUEUE_BASE_URL, in the URLs it answers with

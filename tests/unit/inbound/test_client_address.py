@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from fedqueue.inbound.client_address import UNKNOWN, Network, client_address, parse_networks
+from fedqueue.rules.peer_address import UNKNOWN, Network, client_address, parse_networks
 
 PROXIES = parse_networks("127.0.0.1/32, 10.0.0.0/8, fd00::/8")
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from fedqueue.inbound.follows import RecordTombstone, RemoveAllFollows, created_object, effects_for
-from fedqueue.inbound.receive_rules import Activity
-from fedqueue.urls import Urls
+from fedqueue.rules.follow_effects import RecordTombstone, RemoveAllFollows, created_object, effects_for
+from fedqueue.rules.inbox_acceptance import Activity
+from fedqueue.rules.urls import Urls
 
 BOB = "https://remote.example/users/bob"
 NOTE = "https://remote.example/notes/1"

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from fedqueue.inbound.gone import claims_departure, is_self_removal
-from fedqueue.inbound.receive_rules import Activity
+from fedqueue.rules.inbox_acceptance import Activity
 
 BOB = "https://remote.example/users/bob"
 KEY = f"{BOB}#main-key"

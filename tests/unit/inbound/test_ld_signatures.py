@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from fedqueue.inbound import ld_signatures as ld
 from fedqueue.inbound.ld_verifier import budget_of
 from fedqueue.metrics import LD_REFUSAL_REASONS
+from fedqueue.rules.signing import keys
+from fedqueue.rules.signing import ld_signatures as ld
 from fedqueue.settings import load_settings
-from fedqueue.signing import keys
 from tests.fuzzing import blank_node_clique, scoped_context
 
 VECTOR = Path(__file__).parents[2] / "vectors" / "ld-signatures" / "mastodon-create.json"

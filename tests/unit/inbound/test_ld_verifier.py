@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from fedqueue.inbound import ld_signatures as ld
 from fedqueue.inbound.ld_verifier import LdVerifier
+from fedqueue.rules.signing import keys
+from fedqueue.rules.signing import ld_signatures as ld
 from fedqueue.settings import load_settings
-from fedqueue.signing import keys
 
 
 def costly(n: int = 960) -> dict[str, Any]:

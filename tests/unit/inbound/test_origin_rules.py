@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from fedqueue.errors import InvalidInput
-from fedqueue.inbound.origin_rules import attributed_at_home, speaks_for, unvouched_object
-from fedqueue.inbound.receive_rules import Activity
+from fedqueue.rules.errors import InvalidInput
+from fedqueue.rules.inbox_acceptance import Activity
+from fedqueue.rules.origins import attributed_at_home, speaks_for, unvouched_object
 
 MAL = "https://mal.example/users/mal"
 VIC = "https://vic.example/users/vic"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from fedqueue.errors import SettingsError, Throttled
 from fedqueue.inbound.throttle import (
     BytesThrottled,
     InboxThrottle,
@@ -12,6 +11,7 @@ from fedqueue.inbound.throttle import (
     UnverifiedThrottled,
     address_bucket,
 )
+from fedqueue.rules.errors import SettingsError, Throttled
 from fedqueue.settings import load_settings
 
 

@@ -11,8 +11,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
-from fedqueue.inbound.signature_schemes import Coverage, InboundRequest, rfc9421_coverage
-from fedqueue.inbound.verify import (
+from fedqueue.rules.signature_parsing import Coverage, InboundRequest, rfc9421_coverage
+from fedqueue.rules.signing import keys
+from fedqueue.rules.signing.requests import SignatureError, sign_request
+from fedqueue.rules.verification import (
     KeyRecord,
     TimeWindow,
     Verdict,
@@ -22,8 +24,6 @@ from fedqueue.inbound.verify import (
     precheck,
     verify_signature,
 )
-from fedqueue.signing import keys
-from fedqueue.signing.requests import SignatureError, sign_request
 
 # draft-cavage-http-signatures-12, Appendix C: the test key (RSA, keyId "Test") and request.
 SPEC_PRIVATE_KEY = """-----BEGIN RSA PRIVATE KEY-----

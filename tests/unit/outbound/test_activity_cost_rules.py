@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from fedqueue.outbound.addressing import TooManyRecipients, check_recipient_cap, fetch_budget, recipients
 from fedqueue.outbound.recipient_fetches import RecipientFetches
+from fedqueue.rules.addressing import TooManyRecipients, check_recipient_cap, fetch_budget, recipients
 from fedqueue.storage import OutboxEntry
 
 ALICE = "https://local.example/actors/alice"

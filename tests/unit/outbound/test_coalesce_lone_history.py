@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from fedqueue.outbound.coalesce_rules import (
+from fedqueue.rules.coalescing import (
     LONE_DECIDABLE_TYPES,
     RESTATING_TYPES,
     Delivery,
@@ -18,7 +18,7 @@ from fedqueue.outbound.coalesce_rules import (
     coalesce,
     must_wait_for,
 )
-from fedqueue.states import DeliveryState
+from fedqueue.rules.states import DeliveryState
 
 ACTIVITY = "https://l.example/activities/1"
 #: Every type an outbox row may carry that the rules name, and some they do not.

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedqueue.outbound.coalesce_rules import Coalesced, Delivery, before_send, coalesce
-from fedqueue.states import DeliveryState
+from fedqueue.rules.coalescing import Coalesced, Delivery, before_send, coalesce
+from fedqueue.rules.states import DeliveryState
 
 State = DeliveryState
 INBOXES = ("https://r1.example/inbox", "https://r2.example/users/bob/inbox")

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from fedqueue.outbound.coalesce_rules import (
+from fedqueue.rules.coalescing import (
     RULES,
     Coalesced,
     Delivery,
@@ -12,7 +12,7 @@ from fedqueue.outbound.coalesce_rules import (
     coalesce,
     must_wait_for,
 )
-from fedqueue.states import DeliveryState
+from fedqueue.rules.states import DeliveryState
 
 State = DeliveryState
 INBOX = "https://remote.example/inbox"

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from fedqueue.outbound.intake import normalize
-from fedqueue.urls import Urls
+from fedqueue.rules.intake import normalize
+from fedqueue.rules.urls import Urls
 
 URLS = Urls("http://127.0.0.1:8000")
 NOTE = "https://example.org/notes/1"

@@ -8,10 +8,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
-from fedqueue.activitystreams import AS_CONTEXT, PUBLIC, SECURITY_CONTEXT
-from fedqueue.inbound import ld_signatures
 from fedqueue.outbound.ld_signing import sign_public, wants_signature, with_security_context
-from fedqueue.remote.client import SigningIdentity
+from fedqueue.remote.http_client import SigningIdentity
+from fedqueue.rules.activitystreams import AS_CONTEXT, PUBLIC, SECURITY_CONTEXT
+from fedqueue.rules.signing import ld_signatures
 from fedqueue.storage.column_types import utcnow
 
 ALICE = "https://example.test/actors/alice"

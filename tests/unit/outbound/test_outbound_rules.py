@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fedqueue.outbound.addressing import InboxChoice, choose_inboxes, recipients, strip_hidden
-from fedqueue.outbound.backoff import RetrySchedule
-from fedqueue.outbound.circuit import (
+from fedqueue.rules.addressing import InboxChoice, choose_inboxes, recipients, strip_hidden
+from fedqueue.rules.backoff import RetrySchedule
+from fedqueue.rules.circuit import (
     CLOSED,
     HALF_OPEN,
     OPEN,
@@ -20,7 +20,7 @@ from fedqueue.outbound.circuit import (
     revived,
     unreachable_reason,
 )
-from fedqueue.outbound.outcomes import (
+from fedqueue.rules.outcomes import (
     Dead,
     Delivered,
     Retry,
@@ -28,14 +28,14 @@ from fedqueue.outbound.outcomes import (
     classify_response,
     retry_after_seconds,
 )
-from fedqueue.outbound.scheme_rules import (
+from fedqueue.rules.scheme_choice import (
     SchemePolicy,
     first_knock,
     knocks_again,
     refuses_signature,
     second_knock,
 )
-from fedqueue.signing.requests import SignatureScheme
+from fedqueue.rules.signing.requests import SignatureScheme
 
 NOW = datetime(2026, 11, 22, 4, 0, tzinfo=UTC)
 ME = "https://q.example/actors/alice"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fedqueue.outbound.profile_html import sanitize
+from fedqueue.rules.profile_html import sanitize
 
 
 @pytest.mark.parametrize(

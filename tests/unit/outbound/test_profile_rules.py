@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from fedqueue.errors import InvalidInput
-from fedqueue.outbound.actor_rules import ActorFacts, actor_document, profile_update
-from fedqueue.outbound.profile_rules import Profile, changed, parse_change, parse_field_option
-from fedqueue.urls import Urls
+from fedqueue.rules.actor_documents import ActorFacts, actor_document, profile_update
+from fedqueue.rules.errors import InvalidInput
+from fedqueue.rules.profile_fields import Profile, changed, parse_change, parse_field_option
+from fedqueue.rules.urls import Urls
 
 URLS = Urls("https://here.example")
 FACTS = ActorFacts("blog", "PEM", False, datetime(2026, 1, 2, 3, 4, 5, 678, tzinfo=UTC))

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fedqueue.outbound.outcomes import readable_error
+from fedqueue.rules.outcomes import readable_error
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 LATER = NOW + timedelta(minutes=19)

@@ -7,9 +7,9 @@ import pytest
 import respx
 
 from fedqueue.outbound.send import BODY_HEAD_BYTES, post, prepare_body
-from fedqueue.remote.client import HttpClient, SigningIdentity
+from fedqueue.remote.http_client import HttpClient, SigningIdentity
+from fedqueue.rules.signing import keys
 from fedqueue.settings import load_settings
-from fedqueue.signing import keys
 from fedqueue.storage.column_types import utcnow
 
 INBOX = "https://remote.example/inbox"

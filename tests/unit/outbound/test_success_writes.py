@@ -5,11 +5,11 @@ from __future__ import annotations
 import tracemalloc
 from datetime import UTC, datetime, timedelta
 
-from fedqueue.outbound.circuit import HostHealth
-from fedqueue.outbound.outcomes import Attempt
-from fedqueue.outbound.record import HostAnswers, Result, health_changes
-from fedqueue.outbound.success_writes import SuccessWrites
-from fedqueue.signing.requests import SignatureScheme
+from fedqueue.rules.attempt_results import HostAnswers, Result, health_changes
+from fedqueue.rules.circuit import HostHealth
+from fedqueue.rules.outcomes import Attempt
+from fedqueue.rules.signing.requests import SignatureScheme
+from fedqueue.rules.success_writes import SuccessWrites
 from tests.unit.outbound.test_outbound_rules import POLICY
 
 NOW = datetime(2026, 11, 26, 3, 0, tzinfo=UTC)

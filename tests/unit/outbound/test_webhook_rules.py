@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fedqueue.errors import InvalidInput
-from fedqueue.outbound import webhook_rules
-from fedqueue.outbound.backoff import RetrySchedule
-from fedqueue.outbound.outcomes import Attempt
-from fedqueue.outbound.record import Claimed, result_of
+from fedqueue.rules import webhook_payloads
+from fedqueue.rules.attempt_results import Claimed, result_of
+from fedqueue.rules.backoff import RetrySchedule
+from fedqueue.rules.errors import InvalidInput
+from fedqueue.rules.outcomes import Attempt
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 SECRET = "0123456789abcdef"
@@ -20,7 +20,7 @@ SECRET = "0123456789abcdef"
 
 def test_the_signature_is_hmac_sha256_of_timestamp_dot_body_in_hex() -> None:
     body = b'{"event":"inbox.new"}'
-    headers = webhook_rules.signed_headers(SECRET, "inbox.new", body, NOW)
+    headers = webhook_payloads.signed_headers(SECRET, "inbox.new", body, NOW)
     timestamp = str(int(NOW.timestamp()))
     expected = hmac.new(SECRET.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
     assert headers == {
@@ -44,21 +44,21 @@ def test_the_signature_is_hmac_sha256_of_timestamp_dot_body_in_hex() -> None:
 def test_verify_refuses_another_secret_a_changed_body_and_an_old_or_future_timestamp(
     secret: str, body: bytes, later: timedelta, ok: bool
 ) -> None:
-    headers = webhook_rules.signed_headers(SECRET, "inbox.new", b"{}", NOW)
-    assert webhook_rules.verify(secret, headers, body, NOW + later) is ok
+    headers = webhook_payloads.signed_headers(SECRET, "inbox.new", b"{}", NOW)
+    assert webhook_payloads.verify(secret, headers, body, NOW + later) is ok
 
 
 def test_verify_refuses_a_missing_or_garbled_timestamp() -> None:
-    headers = webhook_rules.signed_headers(SECRET, "inbox.new", b"{}", NOW)
-    assert not webhook_rules.verify(SECRET, {**headers, "x-fedqueue-timestamp": "soon"}, b"{}", NOW)
-    assert not webhook_rules.verify(
+    headers = webhook_payloads.signed_headers(SECRET, "inbox.new", b"{}", NOW)
+    assert not webhook_payloads.verify(SECRET, {**headers, "x-fedqueue-timestamp": "soon"}, b"{}", NOW)
+    assert not webhook_payloads.verify(
         SECRET, {"x-fedqueue-signature": headers["x-fedqueue-signature"]}, b"{}", NOW
     )
 
 
 def test_every_event_shares_one_envelope() -> None:
-    body = webhook_rules.encode(
-        webhook_rules.event("follower.added", "alice", {"follower": "https://x/u/b"}, NOW)
+    body = webhook_payloads.encode(
+        webhook_payloads.event("follower.added", "alice", {"follower": "https://x/u/b"}, NOW)
     )
     assert body == (
         '{"event":"follower.added","actor":"alice","at":"2026-11-23T12:00:00+00:00",'
@@ -79,22 +79,22 @@ def test_every_event_shares_one_envelope() -> None:
 )
 def test_a_bad_webhook_url_is_refused_with_the_reason(url: str, reason: str) -> None:
     with pytest.raises(InvalidInput, match=reason):
-        webhook_rules.check_webhook_url(url)
+        webhook_payloads.check_webhook_url(url)
 
 
 def test_secrets_events_and_consumers_are_checked() -> None:
     with pytest.raises(InvalidInput, match="16-256 printable ASCII"):
-        webhook_rules.check_secret("short")
+        webhook_payloads.check_secret("short")
     with pytest.raises(InvalidInput, match=r"unknown webhook event 'inbox\.old'"):
-        webhook_rules.check_events(["inbox.new", "inbox.old"])
+        webhook_payloads.check_events(["inbox.new", "inbox.old"])
     with pytest.raises(InvalidInput, match="consumer must be"):
-        webhook_rules.check_consumer("no spaces")
-    assert webhook_rules.check_events(None) == webhook_rules.EVENTS
-    assert webhook_rules.check_events(["activity.complete", "inbox.new"]) == (
+        webhook_payloads.check_consumer("no spaces")
+    assert webhook_payloads.check_events(None) == webhook_payloads.EVENTS
+    assert webhook_payloads.check_events(["activity.complete", "inbox.new"]) == (
         "inbox.new",
         "activity.complete",
     )
-    assert len(webhook_rules.new_secret()) >= 43
+    assert len(webhook_payloads.new_secret()) >= 43
 
 
 @pytest.mark.parametrize(("webhook_event_id", "gone"), [(None, True), (7, False)])

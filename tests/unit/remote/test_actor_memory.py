@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from fedqueue.remote.memory import ActorMemory, RemoteActor
+from fedqueue.rules.bounded_memory import ActorMemory, RemoteActor
 
 NOW = datetime(2026, 1, 1)
 LATER = NOW + timedelta(hours=24)

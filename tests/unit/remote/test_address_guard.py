@@ -6,7 +6,13 @@ import re
 
 import pytest
 
-from fedqueue.remote.guard import FetchError, ForbiddenAddress, allowed_addresses, check_url, is_forbidden_ip
+from fedqueue.rules.address_guard import (
+    FetchError,
+    ForbiddenAddress,
+    allowed_addresses,
+    check_url,
+    is_forbidden_ip,
+)
 
 REFUSED = [
     "127.0.0.1",

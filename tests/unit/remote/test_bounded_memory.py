@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 
-from fedqueue.remote.memory import SLIM_LIST_ENTRIES, BoundedMemory, slim_document
+from fedqueue.rules.bounded_memory import SLIM_LIST_ENTRIES, BoundedMemory, slim_document
 
 NOW = datetime(2026, 1, 1)
 LATER = NOW + timedelta(minutes=5)

@@ -12,11 +12,11 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 
-from fedqueue.errors import FedqueueError
-from fedqueue.remote.guard import _check, check_url, host_of, hosts_of, path_and_query, split_origin
 from fedqueue.remote.http1 import TARGET_SAFE, target_of
-from fedqueue.signing.cavage import request_target
-from fedqueue.signing.rfc9421 import _authority, authority
+from fedqueue.rules.address_guard import _check, check_url, host_of, hosts_of, path_and_query, split_origin
+from fedqueue.rules.errors import FedqueueError
+from fedqueue.rules.signing.cavage import request_target
+from fedqueue.rules.signing.rfc9421 import _authority, authority
 
 #: URLs whose host a shortcut could get wrong: case, ports (default, leading zeros, out of
 #: range, empty), user info, IPv6 and malformed brackets, a query or fragment before any path,

@@ -9,9 +9,9 @@ import httpx
 import pytest
 import respx
 
-from fedqueue.errors import TooLarge
-from fedqueue.remote.client import HttpClient, SendFailed
-from fedqueue.remote.guard import FetchError
+from fedqueue.remote.http_client import HttpClient, SendFailed
+from fedqueue.rules.address_guard import FetchError
+from fedqueue.rules.errors import TooLarge
 from fedqueue.settings import load_settings
 
 ACTOR = "https://remote.example/users/alice"

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from fedqueue.remote.client import SigningIdentity, signed_headers
 from fedqueue.remote.http1 import BadRequestLine, request_bytes, target_of
+from fedqueue.remote.http_client import SigningIdentity, signed_headers
 
 URL = "https://bob:secret@Remote.Example:443/users/bob/inbox?x=1"
 NOW = datetime(2026, 11, 24, 6, 0, tzinfo=UTC)

@@ -1,1 +1,1 @@
-"""Tests of fedqueue.signing."""
+"""Tests of fedqueue.rules.signing."""

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from fedqueue.signing import keys
-from fedqueue.signing.requests import (
+from fedqueue.rules.signing import keys
+from fedqueue.rules.signing.requests import (
     POST_SIGNED_HEADERS,
     SignatureError,
     parse_cavage_signature,

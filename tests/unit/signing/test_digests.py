@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from fedqueue.errors import SignatureError
-from fedqueue.signing.digests import (
+from fedqueue.rules.errors import SignatureError
+from fedqueue.rules.signing.digests import (
     DigestAlgorithm,
     check_content_digest,
     content_digest_header,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fedqueue.errors import SettingsError
-from fedqueue.signing import keys
+from fedqueue.rules.errors import SettingsError
+from fedqueue.rules.signing import keys
 
 PASSPHRASE = b"correct horse battery staple"
 

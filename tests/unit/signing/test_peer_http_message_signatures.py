@@ -22,10 +22,10 @@ from http_message_signatures.algorithms import (
     HTTPSignatureAlgorithm,
 )
 
-from fedqueue.errors import SignatureError
-from fedqueue.signing.digests import content_digest_header
-from fedqueue.signing.requests import RFC9421_POST_COMPONENTS, parse_request_signatures, verify_parsed
-from fedqueue.signing.rfc9421 import Rfc9421Algorithm, sign_rfc9421
+from fedqueue.rules.errors import SignatureError
+from fedqueue.rules.signing.digests import content_digest_header
+from fedqueue.rules.signing.requests import RFC9421_POST_COMPONENTS, parse_request_signatures, verify_parsed
+from fedqueue.rules.signing.rfc9421 import Rfc9421Algorithm, sign_rfc9421
 
 PeerKey = rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey
 URL = "https://remote.example/users/bob/inbox?x=1"

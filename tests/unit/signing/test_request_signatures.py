@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
-from fedqueue.signing.requests import (
+from fedqueue.rules.signing.requests import (
     GET_SIGNED_HEADERS,
     POST_SIGNED_HEADERS,
     CavageSignature,

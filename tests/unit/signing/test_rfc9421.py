@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes, PublicKeyTypes
 
-from fedqueue.errors import SignatureError
-from fedqueue.signing.requests import (
+from fedqueue.rules.errors import SignatureError
+from fedqueue.rules.signing.requests import (
     Rfc9421Algorithm,
     Rfc9421Signature,
     parse_request_signatures,

@@ -1,5 +1,5 @@
 """The HTTP working group's structured-field vectors (tests/vectors/structured-field-tests,
-copied from github.com/httpwg/structured-field-tests) against `fedqueue.signing.structured_fields`.
+copied from github.com/httpwg/structured-field-tests) against `fedqueue.rules.signing.structured_fields`.
 
 fedqueue parses dictionaries only (Signature-Input, Signature, Content-Digest) and serialises
 items, inner lists and dictionaries; what it does not implement is skipped with the reason.
@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from fedqueue.errors import InvalidInput
-from fedqueue.signing import structured_fields as sf
+from fedqueue.rules.errors import InvalidInput
+from fedqueue.rules.signing import structured_fields as sf
 
 VECTORS = Path(__file__).resolve().parents[2] / "vectors" / "structured-field-tests"
 #: Item vectors that fail for where the item stands (a whole field), not for what it is.

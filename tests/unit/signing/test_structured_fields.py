@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from fedqueue.errors import InvalidInput
-from fedqueue.signing import structured_fields as sf
+from fedqueue.rules.errors import InvalidInput
+from fedqueue.rules.signing import structured_fields as sf
 
 
 def test_a_signature_input_round_trips_to_the_same_text() -> None:

@@ -1,0 +1,135 @@
+"""Retention: pruning every table that grows with traffic, now (`fedqueue prune`) or periodically.
+
+`serve` and `fedqueue worker` run `prune_forever`; each round deletes, per table, what outlived
+its retention (settings `retention_*`, `inbox_*`), one batch of `prune_batch_rows` per short
+transaction (`storage.retention`), yielding to the worker between batches. docs/operations.md,
+Retention, lists how long each kind of row lives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from functools import partial
+
+from fedqueue.metrics import Metrics
+from fedqueue.rules.states import DeliveryState
+from fedqueue.settings import Settings
+from fedqueue.storage import StorageUnavailable, Store
+from fedqueue.storage.column_types import utcnow
+
+log = logging.getLogger("fedqueue.retention")
+
+#: What a round reports, per table, in this order (`webhook_events_dropped`: of webhook_events,
+#: those dropped unsent past `retention_webhook_backlog`).
+PRUNED_TABLES = (
+    "deliveries",
+    "webhook_events",
+    "webhook_events_dropped",
+    "outbox",
+    "audit_log",
+    "inbox_items",
+    "inbox_tombstones",
+    "remote_actors",
+    "actor_keys",
+    "actors",
+)
+#: At most this many batches per table per round; the next round goes on.
+MAX_BATCHES = 10_000
+
+
+def _days(days: float) -> timedelta:
+    return timedelta(days=days)
+
+
+async def _drain(step: Callable[[], Awaitable[int]], batch: int) -> int:
+    """Run `step` (one batch) until it deletes fewer than `batch` rows; how many in all."""
+    total = 0
+    for _ in range(MAX_BATCHES):
+        deleted = await step()
+        total += deleted
+        if deleted < batch:
+            break
+        await asyncio.sleep(0)  # the worker's own transactions go between batches
+    return total
+
+
+async def prune_once(
+    store: Store, settings: Settings, now: datetime, metrics: Metrics | None = None
+) -> dict[str, int]:
+    """Delete every row past its retention at `now`; how many per table (`PRUNED_TABLES`)."""
+    batch = settings.prune_batch_rows
+    retention = store.retention
+    removed = dict.fromkeys(PRUNED_TABLES, 0)
+    finished = (
+        (DeliveryState.DELIVERED, settings.retention_delivered_days),
+        (DeliveryState.COALESCED, settings.retention_delivered_days),
+        (DeliveryState.DEAD, settings.retention_dead_days),
+    )
+    for state, days in finished:
+        before = now - _days(days)
+        removed["deliveries"] += await _drain(partial(retention.deliveries, state, before, batch), batch)
+    events_before = now - _days(settings.retention_webhook_events_days)
+    removed["webhook_events"] += await _drain(partial(retention.webhook_events, events_before, batch), batch)
+    removed["webhook_events_dropped"] = await _drop_backlogs(store, settings.retention_webhook_backlog, batch)
+    removed["webhook_events"] += removed["webhook_events_dropped"]
+    outbox_before = now - _days(settings.retention_outbox_days)
+    removed["outbox"] = await _drain(partial(retention.outbox, outbox_before, batch), batch)
+    audit_before = now - _days(settings.retention_audit_days)
+    removed["audit_log"] = await _drain(partial(retention.audit, audit_before, batch), batch)
+    removed["inbox_items"] = await store.inbox.prune(
+        now, _days(settings.inbox_retention_days), _days(settings.retention_consumer_idle_days)
+    )
+    removed["inbox_tombstones"] = await store.tombstones.prune(
+        now - timedelta(hours=settings.inbox_tombstone_hours)
+    )
+    removed["remote_actors"] = await store.remote_actors.prune(
+        now, now - _days(settings.retention_remote_actors_days)
+    )
+    removed["actor_keys"], removed["actors"] = await store.actor_lifecycle.finish_deletions(
+        now - _days(settings.actor_tombstone_days)
+    )
+    if metrics is not None:
+        for table, n in removed.items():
+            metrics.rows_pruned(table, n)
+    if any(removed.values()):
+        log.info(
+            "pruned %s",
+            ", ".join(f"{n} {table}" for table, n in removed.items() if n),
+            extra={"event": "pruned", **{f"pruned_{t}": n for t, n in removed.items()}},
+        )
+    return removed
+
+
+async def _drop_backlogs(store: Store, most: int, batch: int) -> int:
+    """Drop the oldest events of every webhook with more than `most` waiting; one warning per webhook."""
+    dropped: dict[int, int] = {}
+    for _ in range(MAX_BATCHES):
+        round_ = await store.retention.webhook_backlog(most, batch)
+        for webhook_id, n in round_.items():
+            dropped[webhook_id] = dropped.get(webhook_id, 0) + n
+        if not any(round_.values()):
+            break
+        await asyncio.sleep(0)
+    for webhook_id, n in sorted(dropped.items()):
+        if n:
+            log.warning(
+                "webhook %d: dropped its %d oldest unsent events (over %d waited: is its consumer down?)",
+                webhook_id,
+                n,
+                most,
+                extra={"event": "webhook_events_dropped", "webhook": webhook_id, "dropped": n},
+            )
+    return sum(dropped.values())
+
+
+async def prune_forever(store: Store, settings: Settings, metrics: Metrics | None = None) -> None:
+    """Prune once per `inbox_prune_interval_seconds` until cancelled; a failed round is logged."""
+    while True:
+        try:
+            await prune_once(store, settings, utcnow(), metrics)
+        except StorageUnavailable as exc:
+            log.warning("pruning skipped: %s", exc)
+        await asyncio.sleep(settings.inbox_prune_interval_seconds)
