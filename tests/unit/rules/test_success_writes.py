@@ -10,7 +10,7 @@ from fedqueue.rules.circuit import HostHealth
 from fedqueue.rules.outcomes import Attempt
 from fedqueue.rules.signing.requests import SignatureScheme
 from fedqueue.rules.success_writes import SuccessWrites
-from tests.unit.outbound.test_outbound_rules import POLICY
+from tests.unit.rules.test_outbound_rules import POLICY
 
 NOW = datetime(2026, 11, 26, 3, 0, tzinfo=UTC)
 WINDOW_S = 5.0

@@ -23,7 +23,7 @@ import pytest
 from fedqueue.rules.errors import InvalidInput
 from fedqueue.rules.signing import structured_fields as sf
 
-VECTORS = Path(__file__).resolve().parents[2] / "vectors" / "structured-field-tests"
+VECTORS = Path(__file__).resolve().parents[3] / "vectors" / "structured-field-tests"
 #: Item vectors that fail for where the item stands (a whole field), not for what it is.
 ITEM_FIELD_ONLY = {"trailing space": "a tab after a dictionary member is allowed whitespace"}
 UNSUPPORTED_TYPES = {

@@ -20,7 +20,7 @@ from fedqueue.rules.signing import ld_signatures as ld
 from fedqueue.settings import load_settings
 from tests.fuzzing import blank_node_clique, scoped_context
 
-VECTOR = Path(__file__).parents[2] / "vectors" / "ld-signatures" / "mastodon-create.json"
+VECTOR = Path(__file__).parents[3] / "vectors" / "ld-signatures" / "mastodon-create.json"
 KEY_ID = "https://a.example/users/ann#main-key"
 SETTINGS = load_settings(database_url="sqlite+aiosqlite:///unused.db")
 #: The default bounds, without a deadline (the deadline has tests of its own).
