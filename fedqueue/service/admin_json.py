@@ -15,17 +15,17 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, TypeAdapter, WithJsonSchema, with_config
 from typing_extensions import TypedDict
 
-from fedqueue.rules.profile_fields import Profile
-from fedqueue.rules.states import DELIVERY_STATES, LANES
-from fedqueue.rules.urls import Urls
-from fedqueue.rules.waiting import WAITING_REASONS, Waiting
-from fedqueue.storage.admin_views import (
+from fedqueue.rules.admin_views import (
     CIRCUIT_STATES,
     ActivitySummary,
     AuditEntry,
     DeliveryView,
     HostView,
 )
+from fedqueue.rules.profile_fields import Profile
+from fedqueue.rules.states import DELIVERY_STATES, LANES
+from fedqueue.rules.urls import Urls
+from fedqueue.rules.waiting import WAITING_REASONS, Waiting
 from fedqueue.storage.consumers import Consumer
 
 #: A timestamp as `datetime.isoformat()` writes it (timezone-aware UTC).

@@ -8,6 +8,7 @@ from pydantic import with_config
 from typing_extensions import TypedDict
 
 from fedqueue.rules.addressing import NO_RECIPIENTS
+from fedqueue.rules.admin_views import DeliveryView
 from fedqueue.rules.columns import URI_CHARS, check_row_id, check_text
 from fedqueue.rules.errors import NotFound
 from fedqueue.rules.states import UNFINISHED, OutboxState
@@ -23,7 +24,6 @@ from fedqueue.service.admin_json import (
     waiting_json,
 )
 from fedqueue.storage import Store
-from fedqueue.storage.admin_views import DeliveryView
 
 
 @with_config(SHAPE)

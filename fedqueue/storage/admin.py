@@ -21,13 +21,13 @@ from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from fedqueue.rules.admin_views import DeliveryView, HostView
 from fedqueue.rules.circuit import HostHealth, revived
 from fedqueue.rules.columns import HOST_CHARS, check_row_id, check_text
 from fedqueue.rules.errors import InvalidInput, NotFound
 from fedqueue.rules.federation_policy import REFUSED_BLOCKED, covering
 from fedqueue.rules.states import CANCELLABLE, RETRYABLE, UNFINISHED, DeliveryState
 from fedqueue.storage.admin_reads import AdminViews
-from fedqueue.storage.admin_views import DeliveryView, HostView
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.hosts import give_up_outstanding

@@ -8,12 +8,7 @@ from typing import Any
 from sqlalchemy import case, func, select, union
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fedqueue.rules.circuit import CLOSED, HALF_OPEN, OPEN
-from fedqueue.rules.columns import HOST_CHARS, NAME_CHARS, URI_CHARS, check_row_id, check_text, parse_decimal
-from fedqueue.rules.errors import InvalidInput, NotFound
-from fedqueue.rules.states import DELIVERY_STATES, FINISHED
-from fedqueue.rules.waiting import why_waiting
-from fedqueue.storage.admin_views import (
+from fedqueue.rules.admin_views import (
     MAX_PAGE,
     ActivitySummary,
     AuditEntry,
@@ -21,6 +16,11 @@ from fedqueue.storage.admin_views import (
     DeliveryView,
     HostView,
 )
+from fedqueue.rules.circuit import CLOSED, HALF_OPEN, OPEN
+from fedqueue.rules.columns import HOST_CHARS, NAME_CHARS, URI_CHARS, check_row_id, check_text, parse_decimal
+from fedqueue.rules.errors import InvalidInput, NotFound
+from fedqueue.rules.states import DELIVERY_STATES, FINISHED
+from fedqueue.rules.waiting import why_waiting
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.retention import add_pruned

@@ -13,10 +13,10 @@ from typing import Any
 
 from sqlalchemy import func, literal_column, select, union_all
 
+from fedqueue.rules.admin_views import DeliveryView
 from fedqueue.rules.states import STATUS_ORDER
 from fedqueue.rules.status_order import Position, StatusQuery
 from fedqueue.storage.admin_reads import delivery_view, with_host
-from fedqueue.storage.admin_views import DeliveryView
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.retention import add_pruned, pruned_columns

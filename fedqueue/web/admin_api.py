@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from fedqueue.rules.admin_views import HostView
 from fedqueue.rules.errors import InvalidInput
 from fedqueue.service.admin_json import (
     HostAction,
@@ -23,7 +24,6 @@ from fedqueue.service.admin_json import (
     delivery_json,
     host_json,
 )
-from fedqueue.storage.admin_views import HostView
 from fedqueue.storage.column_types import utcnow
 from fedqueue.web.admin_auth import session_of
 from fedqueue.web.admin_openapi import openapi_document

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fedqueue.rules.admin_views import MAX_PAGE
 from fedqueue.rules.columns import MAX_ROW_ID, URI_CHARS
 from fedqueue.rules.profile_fields import (
     ACTOR_TYPES,
@@ -40,7 +41,6 @@ from fedqueue.service.admin_json import (
 )
 from fedqueue.service.fanout_status import ActivityStatus
 from fedqueue.service.webhooks import WebhookJson, WebhookList
-from fedqueue.storage.admin_views import MAX_PAGE
 
 SCHEMA_REF = "#/components/schemas/{model}"
 #: Every response body; its schema is components/schemas/<class name>.

@@ -14,11 +14,11 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from fedqueue.rules.admin_views import CIRCUIT_STATES, HostView
 from fedqueue.rules.errors import InvalidInput, NotFound
 from fedqueue.rules.states import STATUS_ORDER
 from fedqueue.rules.status_order import status_query
 from fedqueue.storage import Store
-from fedqueue.storage.admin_views import CIRCUIT_STATES, HostView
 from fedqueue.web.admin_auth import (
     COOKIE_NAME,
     current_session,

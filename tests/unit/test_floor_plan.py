@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
+from enum import StrEnum
 from functools import cache
 from pathlib import Path
 
@@ -142,7 +143,7 @@ def test_no_function_is_over_60_lines() -> None:
 STATE_VALUES = frozenset(
     member.value
     for enum in vars(states).values()
-    if isinstance(enum, type) and issubclass(enum, states.StrEnum) and enum is not states.StrEnum
+    if isinstance(enum, type) and issubclass(enum, StrEnum) and enum is not StrEnum
     for member in enum
 )
 
@@ -172,10 +173,11 @@ def test_no_state_is_spelled_outside_states_py_templates_included() -> None:
             and node.value in STATE_VALUES
             and id(node) not in docstrings
         ]
-    quoted = re.compile(r"""['"](%s)['"]""" % "|".join(sorted(STATE_VALUES)))
+    quoted = re.compile("['\"](" + "|".join(sorted(STATE_VALUES)) + ")['\"]")
     for template in sorted((PACKAGE / "templates").glob("*.html")):
         for number, line in enumerate(template.read_text(encoding="utf-8").splitlines(), 1):
-            spelled += [f"{template.relative_to(ROOT)}:{number} {m.group(1)!r}" for m in quoted.finditer(line)]
+            where = f"{template.relative_to(ROOT)}:{number}"
+            spelled += [f"{where} {m.group(1)!r}" for m in quoted.finditer(line)]
     assert spelled == []
 
 
