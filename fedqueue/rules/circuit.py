@@ -19,9 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-CLOSED = "closed"
-OPEN = "open"
-HALF_OPEN = "half_open"
+from fedqueue.rules.states import TRIPPED, CircuitState
+
+# The names storage/, outbound/, rules/waiting and their tests still import; they move to
+# `states.CircuitState` with their owners' edits (issue 47), and then these three lines go.
+CLOSED, OPEN, HALF_OPEN = CircuitState.CLOSED, CircuitState.OPEN, CircuitState.HALF_OPEN
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,8 @@ class HostHealth:
     first_failure_at: datetime | None = None
     last_failure_at: datetime | None = None
     last_success_at: datetime | None = None
-    circuit: str = CLOSED
+    #: A `CircuitState` value (storage loads the column's plain string).
+    circuit: str = CircuitState.CLOSED
     circuit_until: datetime | None = None
     recovery_allowance: int = 0
     unavailable: bool = False
@@ -69,7 +72,7 @@ def admit(health: HostHealth | None, claimed: int, now: datetime, in_flight: int
         return Admission(send=0, refuse=True)
     if health.paused:
         return Admission(send=0)
-    if health.circuit in (OPEN, HALF_OPEN):
+    if health.circuit in TRIPPED:
         # Claims skip hosts whose circuit_until is ahead; reaching here means a probe is due
         # (or a prober died and its probe lease ran out).
         due = health.circuit_until is None or health.circuit_until <= now
@@ -89,13 +92,13 @@ def unreachable_reason(health: HostHealth) -> str:
 def revived(health: HostHealth, now: datetime) -> HostHealth:
     """Given up no more (it sent a verified request, or an admin reset it): the failure clock starts
     afresh and, if its circuit is open, its next delivery is the probe, due now."""
-    failing = health.circuit != CLOSED
+    failing = health.circuit != CircuitState.CLOSED
     return replace(
         health,
         unavailable=False,
         consecutive_failures=0,
         first_failure_at=None,
-        circuit=OPEN if failing else CLOSED,
+        circuit=CircuitState.OPEN if failing else CircuitState.CLOSED,
         circuit_until=now if failing else None,
         recovery_allowance=0,
     )
@@ -103,7 +106,7 @@ def revived(health: HostHealth, now: datetime) -> HostHealth:
 
 def after_success(health: HostHealth, now: datetime, policy: CircuitPolicy) -> HostHealth:
     """The host answered (any status that is not a host failure)."""
-    if health.circuit != CLOSED:
+    if health.circuit != CircuitState.CLOSED:
         allowance = policy.recovery_start
     elif health.recovery_allowance > 0:
         allowance = health.recovery_allowance * 2
@@ -114,7 +117,7 @@ def after_success(health: HostHealth, now: datetime, policy: CircuitPolicy) -> H
         consecutive_failures=0,
         first_failure_at=None,
         last_success_at=now,
-        circuit=CLOSED,
+        circuit=CircuitState.CLOSED,
         circuit_until=None,
         recovery_allowance=0 if allowance >= policy.full_allowance else allowance,
         unavailable=False,
@@ -126,7 +129,7 @@ def after_failure(health: HostHealth, now: datetime, policy: CircuitPolicy) -> H
     failures = health.consecutive_failures + 1
     first = health.first_failure_at or now
     unavailable = now - first >= timedelta(days=policy.unavailable_after_days)
-    trips = unavailable or health.circuit in (OPEN, HALF_OPEN) or failures >= policy.failure_threshold
+    trips = unavailable or health.circuit in TRIPPED or failures >= policy.failure_threshold
     if unavailable:  # given up: probed once a day (`unavailable_probe_hours`), not by deliveries
         until: datetime | None = now + timedelta(hours=policy.unavailable_probe_hours)
     else:
@@ -136,7 +139,7 @@ def after_failure(health: HostHealth, now: datetime, policy: CircuitPolicy) -> H
         consecutive_failures=failures,
         first_failure_at=first,
         last_failure_at=now,
-        circuit=OPEN if trips else health.circuit,
+        circuit=CircuitState.OPEN if trips else health.circuit,
         circuit_until=until,
         recovery_allowance=0 if trips else health.recovery_allowance,
         unavailable=unavailable,

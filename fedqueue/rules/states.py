@@ -41,6 +41,15 @@ Outbox rows (`outbox.state`, `OutboxState`)::
 
 Followers (`followers.state`, `FollowerState`): `pending` until approved, then `accepted`.
 
+Relays (`relays.state`, `RelayState`): `pending` until the relay's Accept, then `accepted`, or
+`rejected` by its Reject.
+
+Host circuits (`hosts.circuit`, `CircuitState`): `closed`, `open`, `half_open`; the moves are in
+rules/circuit.
+
+Inbox answers (`InboxAnswer`): what became of one inbound activity, the `status` of the inbox's
+202 answer (inbound/receive).
+
 Lanes (`deliveries.lane`, `Lane`): set once at enqueue (outbound/lane_rules), never moved; a claim
 takes due rows of a lower lane before any of a higher one (storage/deliveries.claim).
 """
@@ -112,6 +121,44 @@ class FollowerState(StrEnum):
 
     PENDING = "pending"
     ACCEPTED = "accepted"
+
+
+class RelayState(StrEnum):
+    """The `relays.state` values: our Follow of a relay waits for its Accept or Reject."""
+
+    PENDING = "pending"
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+
+
+class CircuitState(StrEnum):
+    """The `hosts.circuit` values: a host's circuit breaker (rules/circuit)."""
+
+    CLOSED = "closed"
+    HALF_OPEN = "half_open"
+    OPEN = "open"
+
+
+#: Every circuit state, in the order the console and the metrics list them.
+CIRCUIT_STATES: tuple[CircuitState, ...] = tuple(CircuitState)
+#: Not closed: the host's deliveries wait for a probe, or for the probe out to come back.
+TRIPPED: tuple[CircuitState, ...] = (CircuitState.OPEN, CircuitState.HALF_OPEN)
+
+
+class InboxAnswer(StrEnum):
+    """What became of one inbound activity: the `status` of the inbox's 202 answer.
+
+    Only `accepted` stored something new.
+    """
+
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    #: A gone actor's self-Delete (inbound/gone): its follows and deliveries end.
+    GONE_ACTOR = "gone_actor"
+    #: A self-Delete whose actor's own document does not say it is gone: nothing changes.
+    UNPROVEN_DEPARTURE = "unproven_departure"
+    #: A Create or Update of an object its actor deleted lately (a tombstone): not stored.
+    DELETED_OBJECT = "deleted_object"
 
 
 class Lane(IntEnum):
