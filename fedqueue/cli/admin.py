@@ -20,12 +20,13 @@ from fedqueue.cli import approval
 from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.text_tables import printable, table
+from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import InvalidInput
 from fedqueue.rules.states import DeliveryState, FollowerState
 from fedqueue.rules.urls import Urls
 from fedqueue.rules.wording import plural
 from fedqueue.service.admin_json import activity_json, delivery_json, host_json
-from fedqueue.storage import Store, check_actor_name
+from fedqueue.storage import Store
 
 
 def register(commands: Subparsers) -> None:

@@ -28,10 +28,11 @@ from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.http_client import HttpClient
 from fedqueue.remote.keyring import Keyring
 from fedqueue.rules.actor_documents import check_uri
+from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import InvalidInput, SettingsError
 from fedqueue.rules.urls import Urls
 from fedqueue.settings import Settings, load_settings
-from fedqueue.storage import Store, check_actor_name
+from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.migrate import require_head, upgrade_to_head
 from fedqueue.web.app import create_app

@@ -33,10 +33,10 @@ from fedqueue.cli.doctor_checks import (
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.remote.http_client import tls_context
 from fedqueue.rules.activitystreams import ACCEPT_ACTIVITY
-from fedqueue.rules.errors import SettingsError
+from fedqueue.rules.errors import SettingsError, StorageUnavailable
 from fedqueue.rules.urls import Urls
 from fedqueue.settings import Settings, config_path, load_settings, setting_sources
-from fedqueue.storage import StorageUnavailable, Store
+from fedqueue.storage import Store
 from fedqueue.storage.migrate import head_revision, opened_revision
 from fedqueue.storage.sqlite_setup import describe_url, loose_files, sqlite_file
 

@@ -7,8 +7,8 @@ import asyncio
 
 from fedqueue.cli.core import existing_database_settings, open_store
 from fedqueue.cli.help import Subparsers, command
+from fedqueue.rules.signing.keys import KeysAtRest
 from fedqueue.rules.wording import plural
-from fedqueue.storage.actors import KeysAtRest
 
 
 def register(commands: Subparsers) -> None:

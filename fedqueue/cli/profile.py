@@ -9,10 +9,10 @@ from typing import Any
 
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.outbound.actor_changes import update_profile
+from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.profile_fields import ACTOR_TYPES, parse_change, parse_field_option
 from fedqueue.rules.urls import Urls
 from fedqueue.service.admin_json import profile_json
-from fedqueue.storage import check_actor_name
 
 #: Options whose value is the profile field of the same name as given ("" clears it).
 TEXT_OPTIONS = ("name", "summary", "icon", "image", "url", "type")

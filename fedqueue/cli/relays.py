@@ -15,8 +15,8 @@ from fedqueue.outbound.relay_follows import add_relay, remove_relay
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.http_client import HttpClient
 from fedqueue.remote.keyring import Keyring
+from fedqueue.rules.admin_views import Relay
 from fedqueue.rules.urls import Urls
-from fedqueue.storage import Relay
 from fedqueue.storage.column_types import utcnow
 
 

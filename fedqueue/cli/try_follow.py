@@ -34,13 +34,13 @@ from fedqueue.remote.documents import parse_actor
 from fedqueue.rules.activitystreams import ACTIVITY_JSON, AS_CONTEXT, SECURITY_CONTEXT
 from fedqueue.rules.address_guard import FetchError
 from fedqueue.rules.bounded_memory import RemoteKey
+from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import FedqueueError, describe
 from fedqueue.rules.signature_parsing import InboundRequest
 from fedqueue.rules.signing.keys import generate_key_pair, load_private_key
 from fedqueue.rules.signing.requests import SignatureError, sign_request
 from fedqueue.rules.verification import KeyRecord, TimeWindow, precheck, verify_signature
 from fedqueue.settings import Settings, load_settings
-from fedqueue.storage import check_actor_name
 from fedqueue.storage.column_types import utcnow
 
 #: How long a request to the server may take.

@@ -30,7 +30,7 @@ from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.http_client import SigningIdentity
 from fedqueue.remote.keyring import Keyring
 from fedqueue.rules.address_guard import FetchError, Gone, host_of
-from fedqueue.rules.columns import URI_CHARS, check_text
+from fedqueue.rules.columns import URI_CHARS, check_actor_name, check_text
 from fedqueue.rules.errors import FedqueueError, Forbidden, Unauthorized
 from fedqueue.rules.follow_effects import FollowerInboxes, created_object, effects_for
 from fedqueue.rules.followers_digest import HEADER as SYNC_HEADER
@@ -42,7 +42,7 @@ from fedqueue.rules.signing.requests import SignatureError
 from fedqueue.rules.urls import Urls
 from fedqueue.rules.verification import KeyRecord, KeyResolver, TimeWindow, precheck
 from fedqueue.settings import Settings
-from fedqueue.storage import NewInbound, Store, check_actor_name
+from fedqueue.storage import NewInbound, Store
 from fedqueue.storage.column_types import utcnow
 
 log = logging.getLogger("fedqueue.inbox")

@@ -17,12 +17,13 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.http_client import SigningIdentity
 from fedqueue.rules import actor_documents
-from fedqueue.rules.actor_documents import check_uri
+from fedqueue.rules.actor_documents import Deletion, check_uri
 from fedqueue.rules.address_guard import FetchError
 from fedqueue.rules.errors import InvalidInput
+from fedqueue.rules.profile_fields import ProfileSaved
 from fedqueue.rules.signing import ld_signatures
 from fedqueue.rules.urls import Urls
-from fedqueue.storage import Deletion, ProfileSaved, Store
+from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 
 DELETED_REASON = "cancelled: the actor {name} was deleted"

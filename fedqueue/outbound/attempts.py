@@ -38,12 +38,11 @@ from fedqueue.remote.signing_process import SignerUnavailable, SigningPool
 from fedqueue.rules.attempt_results import Claimed, Result, health_changes, result_of
 from fedqueue.rules.backoff import Jitter, RetrySchedule
 from fedqueue.rules.circuit import CircuitPolicy, HostHealth
-from fedqueue.rules.errors import describe
+from fedqueue.rules.errors import StorageUnavailable, describe
 from fedqueue.rules.outcomes import Attempt
 from fedqueue.rules.states import DeliveryState
 from fedqueue.rules.success_writes import SuccessWrites
 from fedqueue.settings import Settings
-from fedqueue.storage import StorageUnavailable
 from fedqueue.storage.hosts import Ended
 from fedqueue.storage.webhook_registry import WebhookPayload
 

@@ -23,10 +23,11 @@ from fedqueue.remote.keyring import Keyring
 from fedqueue.rules.activitystreams import AS_CONTEXT
 from fedqueue.rules.address_guard import FetchError
 from fedqueue.rules.addressing import is_public
+from fedqueue.rules.admin_views import Relay
 from fedqueue.rules.bounded_memory import RemoteActor
 from fedqueue.rules.errors import FedqueueError, InvalidInput
 from fedqueue.rules.urls import Urls
-from fedqueue.storage import Relay, Store
+from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.relays import PENDING
 

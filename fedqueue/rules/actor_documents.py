@@ -187,3 +187,12 @@ def delete_inboxes(
     for inbox in delivered:
         chosen.setdefault(shared_of.get(inbox, inbox), None)
     return list(chosen)
+
+
+@dataclass(frozen=True)
+class Deletion:
+    """What deleting an actor did: its Delete's inboxes, and what it cancelled."""
+
+    inboxes: int
+    deliveries_cancelled: int
+    activities_cancelled: int

@@ -110,3 +110,21 @@ class AuditEntry:
     action: str
     target: str
     detail: str | None
+
+
+@dataclass(frozen=True)
+class Bucket:
+    start: datetime
+    delivered: int
+    failed: int
+    dead: int
+
+
+@dataclass(frozen=True)
+class Relay:
+    uri: str
+    inbox: str
+    follow_activity_id: str
+    state: str
+    created_at: datetime
+    accepted_at: datetime | None

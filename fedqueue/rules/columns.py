@@ -8,6 +8,8 @@ sizes live here so that `storage/tables.py` and the checks read the same numbers
 
 from __future__ import annotations
 
+import re
+
 from fedqueue.rules.errors import InvalidInput, NotFound
 
 URI_CHARS = 2048
@@ -52,3 +54,13 @@ def check_row_id(noun: str, row_id: int) -> int:
     if not 1 <= row_id <= MAX_ROW_ID:
         raise NotFound(f"no {noun} {row_id}")
     return row_id
+
+
+ACTOR_NAME = re.compile(r"[a-z0-9_]{1,64}")
+
+
+def check_actor_name(name: str) -> str:
+    """Return `name` if it is a valid local actor name, else raise InvalidInput."""
+    if not ACTOR_NAME.fullmatch(name):
+        raise InvalidInput(f"invalid actor name {name!r}: use 1-64 of a-z, 0-9 and _")
+    return name

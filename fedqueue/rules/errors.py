@@ -73,3 +73,11 @@ def describe(exc: BaseException, limit: int = REASON_CHARS) -> str:
         lines = []
     text = f"{type(exc).__name__}: {lines[0]}" if lines and lines[0] else type(exc).__name__
     return inert(text[:limit])
+
+
+class StorageUnavailable(FedqueueError):
+    """The database cannot be reached or opened."""
+
+
+class UnstorableValue(InvalidInput):
+    """The database refused a value (the input rules should have caught it first); nothing was stored."""

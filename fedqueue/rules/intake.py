@@ -175,3 +175,13 @@ def parse_inboxes(text: str) -> list[str]:
 def dumps(activity: dict[str, Any]) -> str:
     """The activity as stored JSON text; InvalidInput if it holds text no database can store."""
     return check_text("the activity", json.dumps(activity, ensure_ascii=False, separators=(",", ":")))
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """The outbox row an activity id belongs to; `created` is False for a repeat submission."""
+
+    outbox_id: int
+    activity_id: str
+    actor: str
+    created: bool

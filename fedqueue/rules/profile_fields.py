@@ -122,3 +122,13 @@ def parse_field_option(option: str) -> dict[str, str]:
     if not equals or not label:
         raise InvalidInput(f"--field {option[:100]!r}: write it as LABEL=VALUE")
     return {"name": label, "value": value}
+
+
+@dataclass(frozen=True)
+class ProfileSaved:
+    """A profile change: the profile now, the inboxes its Update goes to, and whether it changed
+    an Update still waiting to be sent (`merged`) rather than queueing one more."""
+
+    profile: Profile
+    update_inboxes: int
+    merged: bool

@@ -147,3 +147,14 @@ def page_of(document: dict[str, Any]) -> str | None:
     inner = document.get("object")
     found = _href(inner.get("url")) if isinstance(inner, dict) else None
     return found or _href(document.get("url"))
+
+
+@dataclass(frozen=True)
+class MintedRow:
+    """An accepted activity read for a minted id: `named` if its id is the one asked for, else
+    one of the latest versions of the object asked for (`visibility_rules.answer`)."""
+
+    named: bool
+    activity_type: str
+    activity: str
+    accepted_at: datetime

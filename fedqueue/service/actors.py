@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import NotFound
 from fedqueue.rules.follow_effects import EnqueueActivity, accept_activity, stored_follow
 from fedqueue.rules.states import FollowerState
 from fedqueue.rules.urls import Urls
 from fedqueue.storage import Store
-from fedqueue.storage.actors import check_actor_name
 
 
 async def set_locked(store: Store, name: str, locked: bool, who: str, now: datetime) -> None:

@@ -9,9 +9,9 @@ from typing import Any
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.actor_changes import update_profile
 from fedqueue.rules.errors import InvalidInput
-from fedqueue.rules.profile_fields import parse_change
+from fedqueue.rules.profile_fields import ProfileSaved, parse_change
 from fedqueue.rules.urls import Urls
-from fedqueue.storage import ProfileSaved, Store
+from fedqueue.storage import Store
 
 
 async def change_profile(

@@ -15,9 +15,10 @@ from datetime import datetime, timedelta
 from functools import partial
 
 from fedqueue.metrics import Metrics
+from fedqueue.rules.errors import StorageUnavailable
 from fedqueue.rules.states import DeliveryState
 from fedqueue.settings import Settings
-from fedqueue.storage import StorageUnavailable, Store
+from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 
 log = logging.getLogger("fedqueue.retention")

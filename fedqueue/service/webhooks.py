@@ -20,10 +20,10 @@ from typing_extensions import TypedDict
 from fedqueue.remote.resolver import GuardedResolver
 from fedqueue.rules import webhook_payloads as rules
 from fedqueue.rules.address_guard import FetchError, ForbiddenAddress, check_url
+from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import InvalidInput
 from fedqueue.service.admin_json import SHAPE, IsoTime, iso
 from fedqueue.storage import Store
-from fedqueue.storage.actors import check_actor_name
 from fedqueue.storage.webhook_registry import Webhook
 
 #: How long adding a webhook waits for its host name to resolve; past it, or if the name does not

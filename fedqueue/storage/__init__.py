@@ -6,8 +6,8 @@ caller (`enqueue`, `claim`, `record`, `insert_inbound_if_new`, ...), never for S
 
 from __future__ import annotations
 
-from fedqueue.storage.actor_lifecycle import ActorLifecycleStore, Deletion, ProfileSaved
-from fedqueue.storage.actors import ActorStore, CreatedActor, LocalActor, check_actor_name
+from fedqueue.storage.actor_lifecycle import ActorLifecycleStore
+from fedqueue.storage.actors import ActorStore, CreatedActor, LocalActor
 from fedqueue.storage.admin import AdminStore
 from fedqueue.storage.audience import AudienceStore
 from fedqueue.storage.blocks import BlockStore
@@ -15,16 +15,15 @@ from fedqueue.storage.coalescing_reads import CoalescingStore, Decision, History
 from fedqueue.storage.console_sessions import ConsoleSessionStore
 from fedqueue.storage.consumers import Consumer, ConsumerStore
 from fedqueue.storage.database import Database
-from fedqueue.storage.database_errors import StorageUnavailable, UnstorableValue
 from fedqueue.storage.deliveries import DeliveryStore, DeliveryView, Enqueued, Target
 from fedqueue.storage.followers import Follower, FollowerStore
 from fedqueue.storage.following import FollowingStore
 from fedqueue.storage.hosts import HostStore
 from fedqueue.storage.inbox import Admission, InboxEntry, InboxStore, Pulled
 from fedqueue.storage.inbox_writes import NewInbound
-from fedqueue.storage.outbox import Accepted, OutboxEntry, OutboxStore, OutboxSummary, Sendable, Submitted
+from fedqueue.storage.outbox import Accepted, OutboxEntry, OutboxStore, OutboxSummary, Sendable
 from fedqueue.storage.published import PublishedStore
-from fedqueue.storage.relays import Relay, RelayStore
+from fedqueue.storage.relays import RelayStore
 from fedqueue.storage.remote_actors import CachedRemote, RemoteActorStore
 from fedqueue.storage.retention import RetentionStore
 from fedqueue.storage.stats import StatsStore
@@ -39,7 +38,6 @@ __all__ = [
     "Consumer",
     "CreatedActor",
     "Decision",
-    "Deletion",
     "DeliveryView",
     "Enqueued",
     "FanoutPage",
@@ -50,18 +48,12 @@ __all__ = [
     "NewInbound",
     "OutboxEntry",
     "OutboxSummary",
-    "ProfileSaved",
     "Pulled",
-    "Relay",
     "Sendable",
-    "StorageUnavailable",
     "Store",
-    "Submitted",
     "Target",
-    "UnstorableValue",
     "Webhook",
     "WebhookPayload",
-    "check_actor_name",
 ]
 
 

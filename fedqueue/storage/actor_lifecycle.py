@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, delete, exists, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fedqueue.rules.actor_documents import ActorFacts, actor_document, delete_inboxes, profile_update
+from fedqueue.rules.actor_documents import (
+    ActorFacts,
+    Deletion,
+    actor_document,
+    delete_inboxes,
+    profile_update,
+)
 from fedqueue.rules.errors import ActorGone, InvalidInput, NotFound
-from fedqueue.rules.profile_fields import Profile, changed
+from fedqueue.rules.profile_fields import ProfileSaved, changed
 from fedqueue.rules.states import BACKLOG, UNFINISHED, UNSENT, DeliveryState, FollowerState, OutboxState
 from fedqueue.rules.urls import Urls
 from fedqueue.storage import webhook_events
@@ -47,25 +52,6 @@ _relays = RelayRow.__table__  # type: ignore[attr-defined]
 
 #: Most aliases one actor may list.
 MAX_ALIASES = 20
-
-
-@dataclass(frozen=True)
-class Deletion:
-    """What deleting an actor did: its Delete's inboxes, and what it cancelled."""
-
-    inboxes: int
-    deliveries_cancelled: int
-    activities_cancelled: int
-
-
-@dataclass(frozen=True)
-class ProfileSaved:
-    """A profile change: the profile now, the inboxes its Update goes to, and whether it changed
-    an Update still waiting to be sent (`merged`) rather than queueing one more."""
-
-    profile: Profile
-    update_inboxes: int
-    merged: bool
 
 
 async def _live_row(conn: AsyncConnection, name: str, *columns: Any) -> Any:

@@ -7,7 +7,6 @@ through it (`signing.keys`); `encrypt_keys` encrypts those stored before it was 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,15 +16,16 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import ActorGone, Duplicate, InvalidInput, NotFound, SettingsError
 from fedqueue.rules.profile_fields import Profile
 from fedqueue.rules.signing import keys
+from fedqueue.rules.signing.keys import KeysAtRest
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import ActorRow, InstanceKeyRow
 
-ACTOR_NAME = re.compile(r"[a-z0-9_]{1,64}")
 _actors = ActorRow.__table__  # type: ignore[attr-defined]
 _instance_key = InstanceKeyRow.__table__  # type: ignore[attr-defined]
 #: The columns of a local actor's profile, read with it.
@@ -93,27 +93,12 @@ class CreatedActor:
     token: str
 
 
-def check_actor_name(name: str) -> str:
-    """Return `name` if it is a valid local actor name, else raise InvalidInput."""
-    if not ACTOR_NAME.fullmatch(name):
-        raise InvalidInput(f"invalid actor name {name!r}: use 1-64 of a-z, 0-9 and _")
-    return name
-
-
 def _loads(public_pem: str) -> bool:
     try:
         keys.load_public_key(public_pem)
     except InvalidInput:
         return False
     return True
-
-
-@dataclass(frozen=True)
-class KeysAtRest:
-    """How the stored private keys (every actor's with one, and the instance key) are kept."""
-
-    encrypted: int
-    plain: int
 
 
 class ActorStore:

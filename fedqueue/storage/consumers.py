@@ -14,8 +14,8 @@ from datetime import datetime
 from sqlalchemy import delete, func, select
 
 from fedqueue.rules import webhook_payloads as rules
+from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import NotFound
-from fedqueue.storage.actors import check_actor_name
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database

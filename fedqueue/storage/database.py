@@ -42,9 +42,9 @@ from sqlalchemy.sql.expression import ClauseElement
 from sqlalchemy.sql.selectable import FromClause, Join, TableValuedAlias
 from sqlalchemy.util import greenlet_spawn
 
-from fedqueue.rules.errors import SettingsError
+from fedqueue.rules.errors import SettingsError, StorageUnavailable
 from fedqueue.storage.column_types import UTCDateTime
-from fedqueue.storage.database_errors import StorageUnavailable, translated_driver_errors, translated_errors
+from fedqueue.storage.database_errors import translated_driver_errors, translated_errors
 from fedqueue.storage.driver_statements import DriverStatement, compiled_for_driver
 from fedqueue.storage.rows import Rows
 from fedqueue.storage.sqlite_setup import (

@@ -14,18 +14,10 @@ import asyncpg
 from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 
 from fedqueue.rules.columns import text_problem
-from fedqueue.rules.errors import FedqueueError, InvalidInput
+from fedqueue.rules.errors import StorageUnavailable, UnstorableValue
 
 #: SQLSTATE class 22, "data exception": a value the column refuses (NUL, too long, out of range).
 DATA_EXCEPTION_CLASS = "22"
-
-
-class StorageUnavailable(FedqueueError):
-    """The database cannot be reached or opened."""
-
-
-class UnstorableValue(InvalidInput):
-    """The database refused a value (the input rules should have caught it first); nothing was stored."""
 
 
 def refuse_unstorable(values: Iterable[str]) -> None:

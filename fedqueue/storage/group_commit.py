@@ -20,7 +20,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from fedqueue.storage.database_errors import StorageUnavailable
+from fedqueue.rules.errors import StorageUnavailable
 
 Write = TypeVar("Write")
 Result = TypeVar("Result")

@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.rules import webhook_payloads
+from fedqueue.rules.errors import StorageUnavailable
 from fedqueue.rules.follow_effects import (
     AddFollower,
     AddFollowing,
@@ -32,7 +33,6 @@ from fedqueue.rules.follow_effects import (
 from fedqueue.rules.forwarding import ForwardActivity
 from fedqueue.storage import followers, following, tombstones, webhook_events
 from fedqueue.storage.database import Database
-from fedqueue.storage.database_errors import StorageUnavailable
 from fedqueue.storage.group_commit import GroupCommit
 from fedqueue.storage.tables import InboundActivityRow, InboxItemRow, TombstoneRow, WebhookRow
 

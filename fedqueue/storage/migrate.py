@@ -19,8 +19,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from alembic import command
+from fedqueue.rules.errors import StorageUnavailable
 from fedqueue.storage.database import Database
-from fedqueue.storage.database_errors import StorageUnavailable
 from fedqueue.storage.sqlite_setup import describe_url, sqlite_file
 
 T = TypeVar("T")

@@ -25,7 +25,7 @@ from sqlalchemy import Integer, Update, and_, bindparam, func, insert, or_, sele
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fedqueue.rules.intake import ActivityFacts
+from fedqueue.rules.intake import ActivityFacts, Submitted
 from fedqueue.rules.states import BACKLOG, OutboxState
 from fedqueue.rules.wording import inert
 from fedqueue.storage import following
@@ -35,16 +35,6 @@ from fedqueue.storage.webhook_events import announce_completions
 
 _outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 NOTIFY_CHANNEL = "fedqueue_outbox"
-
-
-@dataclass(frozen=True)
-class Submitted:
-    """The outbox row an activity id belongs to; `created` is False for a repeat submission."""
-
-    outbox_id: int
-    activity_id: str
-    actor: str
-    created: bool
 
 
 @dataclass(frozen=True)

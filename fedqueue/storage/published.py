@@ -8,13 +8,12 @@ quotes one of them is the only false positive the SQL can let through).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
 from sqlalchemy import ColumnElement, and_, false, func, or_, select, true, union_all
 
 from fedqueue.rules.addressing import PUBLIC_FORMS
 from fedqueue.rules.states import UNPUBLISHED
-from fedqueue.rules.visibility import VERSIONS
+from fedqueue.rules.visibility import VERSIONS, MintedRow
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import OutboxRow
 
@@ -28,17 +27,6 @@ class Published:
     cursor: int
     activity_id: str
     activity: str
-
-
-@dataclass(frozen=True)
-class MintedRow:
-    """An accepted activity read for a minted id: `named` if its id is the one asked for, else
-    one of the latest versions of the object asked for (`visibility_rules.answer`)."""
-
-    named: bool
-    activity_type: str
-    activity: str
-    accepted_at: datetime
 
 
 def _published() -> ColumnElement[bool]:

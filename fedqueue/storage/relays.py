@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import delete, or_, select, update
 
+from fedqueue.rules.admin_views import Relay
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import RelayRow
 
 _relays = RelayRow.__table__  # type: ignore[attr-defined]
 PENDING, ACCEPTED, REJECTED = "pending", "accepted", "rejected"
-
-
-@dataclass(frozen=True)
-class Relay:
-    uri: str
-    inbox: str
-    follow_activity_id: str
-    state: str
-    created_at: datetime
-    accepted_at: datetime | None
 
 
 class RelayStore:

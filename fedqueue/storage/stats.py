@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import ScalarSelect, Select, and_, case, func, select, union_all
 
+from fedqueue.rules.admin_views import Bucket
 from fedqueue.rules.nodeinfo_documents import Usage, active_since
 from fedqueue.rules.states import BACKLOG, UNPUBLISHED, UNSENT, DeliveryState
 from fedqueue.storage.column_types import utcnow
@@ -34,14 +35,6 @@ class QueueStats:
     hosts_unavailable: int
     outbox_backlog: int
     oldest_outbox_age_s: float
-
-
-@dataclass(frozen=True)
-class Bucket:
-    start: datetime
-    delivered: int
-    failed: int
-    dead: int
 
 
 class StatsStore:

@@ -10,8 +10,8 @@ from fedqueue.outbound.actor_changes import delete_actor
 from fedqueue.rules.activitystreams import ACTIVITY_JSON, AS_CONTEXT, SECURITY_CONTEXT
 from fedqueue.rules.actor_documents import ActorFacts, tombstone
 from fedqueue.rules.actor_documents import actor_document as actor_document_of
+from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import ActorGone, InvalidInput, NotFound, Unauthorized
-from fedqueue.storage import check_actor_name
 from fedqueue.web.outbox import authorize_actor
 from fedqueue.web.responses import (
     JSONResponse,

@@ -8,13 +8,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue.outbound.actor_changes import delete_actor, move_actor
-from fedqueue.rules.actor_documents import check_uri
+from fedqueue.rules.actor_documents import Deletion, check_uri
+from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import InvalidInput
-from fedqueue.rules.profile_fields import FIELDS, MAX_PROFILE_BODY_BYTES
+from fedqueue.rules.profile_fields import FIELDS, MAX_PROFILE_BODY_BYTES, ProfileSaved
 from fedqueue.service import actors as approval
 from fedqueue.service.admin_json import ActorJson, profile_json
 from fedqueue.service.profiles import change_profile
-from fedqueue.storage import Deletion, ProfileSaved, Store, check_actor_name
+from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.web.admin_auth import session_of
 from fedqueue.web.incoming import read_json_object, string_field

@@ -33,6 +33,7 @@ from fedqueue.rules.errors import (
     Forbidden,
     InvalidInput,
     NotFound,
+    StorageUnavailable,
     Throttled,
     TooLarge,
     Unauthorized,
@@ -41,7 +42,7 @@ from fedqueue.rules.inbox_acceptance import UnsupportedMediaType
 from fedqueue.rules.urls import Urls
 from fedqueue.service.retention import prune_forever
 from fedqueue.settings import Settings
-from fedqueue.storage import StorageUnavailable, Store
+from fedqueue.storage import Store
 from fedqueue.web import (
     activity_status,
     actors,

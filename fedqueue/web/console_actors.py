@@ -11,11 +11,17 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import InvalidInput
-from fedqueue.rules.profile_fields import ACTOR_TYPES, FLAG_FIELDS, MAX_PROFILE_BODY_BYTES, Profile
+from fedqueue.rules.profile_fields import (
+    ACTOR_TYPES,
+    FLAG_FIELDS,
+    MAX_PROFILE_BODY_BYTES,
+    Profile,
+    ProfileSaved,
+)
 from fedqueue.rules.wording import plural
 from fedqueue.service.profiles import change_profile
-from fedqueue.storage import ProfileSaved, check_actor_name
 from fedqueue.web.admin_auth import check_csrf, session_of
 from fedqueue.web.console_render import render, set_flash
 from fedqueue.web.incoming import read_body

@@ -11,9 +11,9 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from fedqueue.rules.admin_views import Bucket
 from fedqueue.rules.states import DELIVERY_STATES, DeliveryState
 from fedqueue.rules.wording import last_result, plural
-from fedqueue.storage.stats import Bucket
 
 _env = Environment(
     loader=PackageLoader("fedqueue", "templates"),

@@ -13,9 +13,8 @@ from starlette.routing import Route
 
 from fedqueue.rules.activitystreams import AS_CONTEXT
 from fedqueue.rules.address_guard import host_of
-from fedqueue.rules.columns import HOST_CHARS, check_text, parse_decimal
+from fedqueue.rules.columns import HOST_CHARS, check_actor_name, check_text, parse_decimal
 from fedqueue.rules.errors import Forbidden, InvalidInput
-from fedqueue.storage import check_actor_name
 from fedqueue.web.responses import (
     activity_response,
     ordered_collection,

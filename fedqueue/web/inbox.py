@@ -22,8 +22,16 @@ from fedqueue.metrics import Metrics
 from fedqueue.outbound.relay_follows import accept_relay_follow
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.keyring import Keyring
-from fedqueue.rules.columns import parse_decimal
-from fedqueue.rules.errors import Forbidden, InvalidInput, NotFound, Throttled, TooLarge, Unauthorized
+from fedqueue.rules.columns import check_actor_name, parse_decimal
+from fedqueue.rules.errors import (
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    StorageUnavailable,
+    Throttled,
+    TooLarge,
+    Unauthorized,
+)
 from fedqueue.rules.inbox_acceptance import (
     UnsupportedMediaType,
     check_media_type,
@@ -31,7 +39,6 @@ from fedqueue.rules.inbox_acceptance import (
 from fedqueue.rules.signature_parsing import InboundRequest
 from fedqueue.rules.signing.requests import SignatureError
 from fedqueue.rules.webhook_payloads import DEFAULT_CONSUMER, check_consumer, inbox_data
-from fedqueue.storage import StorageUnavailable, check_actor_name
 from fedqueue.web.incoming import bearer_token, client_of, read_body
 from fedqueue.web.responses import JSONResponse, settings_of, store_of, urls_of
 

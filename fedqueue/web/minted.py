@@ -16,11 +16,11 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from fedqueue.rules.address_guard import host_of
+from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import InvalidInput, NotFound
 from fedqueue.rules.verification import Verdict
-from fedqueue.rules.visibility import ANONYMOUS, Answer, Version, Viewer, answer, page_of
-from fedqueue.storage import Store, check_actor_name
-from fedqueue.storage.published import MintedRow
+from fedqueue.rules.visibility import ANONYMOUS, Answer, MintedRow, Version, Viewer, answer, page_of
+from fedqueue.storage import Store
 from fedqueue.web.responses import activity_response, settings_of, store_of, urls_of
 from fedqueue.web.signed_fetch import fetch_signer, require_signer
 

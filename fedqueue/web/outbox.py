@@ -29,10 +29,10 @@ from fedqueue.rules.addressing import (
     recipients,
     strip_hidden,
 )
-from fedqueue.rules.columns import parse_decimal
+from fedqueue.rules.columns import check_actor_name, parse_decimal
 from fedqueue.rules.errors import Conflict, Duplicate, Unauthorized
-from fedqueue.rules.intake import dumps, normalize, parse_activity
-from fedqueue.storage import Store, Submitted, check_actor_name
+from fedqueue.rules.intake import Submitted, dumps, normalize, parse_activity
+from fedqueue.storage import Store
 from fedqueue.web.incoming import bearer_token, read_body
 from fedqueue.web.metrics import metrics_of
 from fedqueue.web.responses import (

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from fedqueue.storage.database_errors import StorageUnavailable
+from fedqueue.rules.errors import StorageUnavailable
 from fedqueue.storage.group_commit import GroupCommit
 
 

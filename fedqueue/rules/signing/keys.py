@@ -124,3 +124,11 @@ def hash_token(token: str) -> str:
 def token_matches(token: str, token_hash: str) -> bool:
     """Constant-time comparison of a presented token against a stored hash."""
     return hmac.compare_digest(hash_token(token), token_hash)
+
+
+@dataclass(frozen=True)
+class KeysAtRest:
+    """How the stored private keys (every actor's with one, and the instance key) are kept."""
+
+    encrypted: int
+    plain: int

@@ -19,9 +19,10 @@ import httpx
 from sqlalchemy import select
 
 from fedqueue.rules.address_guard import host_of
+from fedqueue.rules.admin_views import Relay
 from fedqueue.rules.intake import ActivityFacts
 from fedqueue.rules.signing import keys
-from fedqueue.storage import Enqueued, Relay, Store, Target
+from fedqueue.storage import Enqueued, Store, Target
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.relays import PENDING
 from fedqueue.storage.tables import DeliveryRow, FollowerRow, InboundActivityRow

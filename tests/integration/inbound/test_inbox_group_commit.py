@@ -10,8 +10,9 @@ import pytest
 from sqlalchemy import func, select
 
 from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.rules.errors import UnstorableValue
 from fedqueue.settings import Settings
-from fedqueue.storage import NewInbound, Store, UnstorableValue
+from fedqueue.storage import NewInbound, Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.tables import InboundActivityRow, TombstoneRow
 from fedqueue.web.app import create_app

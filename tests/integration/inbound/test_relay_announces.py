@@ -14,7 +14,8 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from fedqueue.storage import Relay, Store
+from fedqueue.rules.admin_views import Relay
+from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.relays import PENDING
 from fedqueue.storage.tables import InboundActivityRow

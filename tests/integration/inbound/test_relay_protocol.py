@@ -10,9 +10,10 @@ from typing import Any
 import httpx
 from aiohttp import web
 
+from fedqueue.rules.admin_views import Relay
 from fedqueue.rules.signing import keys
 from fedqueue.rules.signing.requests import parse_cavage_signature, verify_cavage
-from fedqueue.storage import Relay, Store
+from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.relays import ACCEPTED, PENDING
 from tests.fediverse import AS_PUBLIC, LOCAL, RemoteActor, post

@@ -16,10 +16,11 @@ from fedqueue.outbound.worker import Worker
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.http_client import HttpClient
 from fedqueue.remote.keyring import Keyring
+from fedqueue.rules.admin_views import Relay
 from fedqueue.rules.errors import InvalidInput
 from fedqueue.rules.urls import Urls
 from fedqueue.settings import Settings
-from fedqueue.storage import Relay, Store
+from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from tests.fediverse import LOCAL, RemoteActor, post
 from tests.loopback import LoopbackServer

@@ -9,9 +9,10 @@ from datetime import datetime, timedelta
 import pytest
 
 from fedqueue.rules.attempt_results import Result
+from fedqueue.rules.errors import UnstorableValue
 from fedqueue.rules.intake import ActivityFacts
 from fedqueue.settings import Settings
-from fedqueue.storage import Store, UnstorableValue
+from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.deliveries import Enqueued, Target

@@ -10,7 +10,8 @@ import pytest
 from sqlalchemy import insert
 
 from fedqueue.rules.circuit import OPEN
-from fedqueue.storage import Admission, Store, UnstorableValue
+from fedqueue.rules.errors import UnstorableValue
+from fedqueue.storage import Admission, Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.remote_actors import CachedRemote
 from fedqueue.storage.tables import GoneInboxRow

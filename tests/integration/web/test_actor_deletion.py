@@ -12,9 +12,10 @@ from sqlalchemy import select
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.http_client import HttpClient
+from fedqueue.rules.admin_views import Relay
 from fedqueue.rules.signing import ld_signatures
 from fedqueue.settings import Settings
-from fedqueue.storage import Relay, Store
+from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.relays import PENDING
 from fedqueue.storage.tables import DeliveryRow, OutboxRow

@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import func, select
 
 from fedqueue.rules.columns import MAX_ROW_ID, URI_CHARS, check_row_id, check_text, parse_decimal
-from fedqueue.rules.errors import InvalidInput, NotFound
+from fedqueue.rules.errors import InvalidInput, NotFound, UnstorableValue
 from fedqueue.rules.intake import ActivityFacts
 from fedqueue.settings import Settings
-from fedqueue.storage import Store, UnstorableValue
+from fedqueue.storage import Store
 from fedqueue.storage.tables import FollowerRow, InboundActivityRow, OutboxRow
 from fedqueue.web.app import create_app
 from tests.conftest import ADMIN_TOKEN
