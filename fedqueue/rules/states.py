@@ -80,6 +80,9 @@ UNFINISHED: tuple[DeliveryState, ...] = (DeliveryState.QUEUED, DeliveryState.SEN
 FINISHED: tuple[DeliveryState, ...] = (DeliveryState.DELIVERED, DeliveryState.DEAD, DeliveryState.COALESCED)
 #: States an admin retry may start from: anything not finished well and not in flight.
 RETRYABLE: tuple[DeliveryState, ...] = (DeliveryState.QUEUED, DeliveryState.FAILED, DeliveryState.DEAD)
+#: States the console offers a Retry button for: not delivered, and tried or given up. `RETRYABLE`
+#: (what a retry accepts, the API's and the CLI's) adds `queued`, never tried: a retry only makes it due now.
+RETRY_OFFERED: tuple[DeliveryState, ...] = (DeliveryState.FAILED, DeliveryState.DEAD)
 #: States an admin cancel may start from; a `sending` row loses its lease, its result is dropped.
 CANCELLABLE = UNFINISHED
 #: Status pages: failing and in-flight first, then the rest.
