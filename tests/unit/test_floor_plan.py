@@ -189,7 +189,7 @@ def _listed_modules() -> set[str]:
     package = ""
     for line in section.splitlines():
         if heading := re.match(r"### `(fedqueue(?:/[\w/]+)?)/?`", line):
-            package = heading.group(1).replace("/", ".")
+            package = heading.group(1).rstrip("/").replace("/", ".")
         elif bullet := re.match(r"- `(\w+)`", line):
             listed.add(f"{package}.{bullet.group(1)}")
     return listed
