@@ -25,13 +25,20 @@ from fedqueue.rules.actor_documents import (
 )
 from fedqueue.rules.errors import ActorGone, InvalidInput, NotFound
 from fedqueue.rules.profile_fields import ProfileSaved, changed
-from fedqueue.rules.states import BACKLOG, UNFINISHED, UNSENT, DeliveryState, FollowerState, OutboxState
+from fedqueue.rules.states import (
+    BACKLOG,
+    UNFINISHED,
+    UNSENT,
+    DeliveryState,
+    FollowerState,
+    OutboxState,
+    RelayState,
+)
 from fedqueue.rules.urls import Urls
 from fedqueue.storage import webhook_events
 from fedqueue.storage.actors import PROFILE_COLUMNS, profile_of, profile_values
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.database import Database
-from fedqueue.storage.relays import ACCEPTED
 from fedqueue.storage.tables import (
     ActorRow,
     DeliveryRow,
@@ -301,7 +308,9 @@ async def _heard_from_inboxes(conn: AsyncConnection, name: str) -> list[str]:
         )
     ).all()
     relays = (
-        await conn.execute(select(_relays.c.inbox).where(_relays.c.state == ACCEPTED).order_by(_relays.c.uri))
+        await conn.execute(
+            select(_relays.c.inbox).where(_relays.c.state == RelayState.ACCEPTED).order_by(_relays.c.uri)
+        )
     ).scalars()
     shared_of = {row.inbox: row.shared_inbox for row in delivered if row.shared_inbox}
     return delete_inboxes(

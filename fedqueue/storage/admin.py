@@ -190,7 +190,7 @@ class AdminStore(AdminViews):
         """How many deliveries to the host (and its subdomains) are dead because it was blocked."""
         host = _check_host(host)
         async with self._db.reading() as conn:
-            covered = await _covered_hosts(conn, host, ("dead",))
+            covered = await _covered_hosts(conn, host, (DeliveryState.DEAD,))
             found = await conn.execute(select(func.count()).where(*_killed_by_block(covered)))
             return int(found.scalar() or 0)
 
@@ -206,7 +206,7 @@ class AdminStore(AdminViews):
             flag = (await conn.execute(select(_hosts.c.blocked).where(_hosts.c.host == host))).scalar()
             if flag:
                 raise InvalidInput(f"host {host} is blocked: unblock it first")
-            covered = await _covered_hosts(conn, host, ("dead",))
+            covered = await _covered_hosts(conn, host, (DeliveryState.DEAD,))
             requeued = await conn.execute(
                 update(_deliveries).where(*_killed_by_block(covered)).values(**_requeued(now))
             )

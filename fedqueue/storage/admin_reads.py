@@ -16,10 +16,9 @@ from fedqueue.rules.admin_views import (
     DeliveryView,
     HostView,
 )
-from fedqueue.rules.circuit import CLOSED, HALF_OPEN, OPEN
 from fedqueue.rules.columns import HOST_CHARS, NAME_CHARS, URI_CHARS, check_row_id, check_text, parse_decimal
 from fedqueue.rules.errors import InvalidInput, NotFound
-from fedqueue.rules.states import DELIVERY_STATES, FINISHED
+from fedqueue.rules.states import DELIVERY_STATES, FINISHED, CircuitState
 from fedqueue.rules.waiting import why_waiting
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
@@ -211,7 +210,11 @@ class AdminViews:
             .group_by(_deliveries.c.host)
             .subquery()
         )
-        circuit_rank = case((_hosts.c.circuit == OPEN, 0), (_hosts.c.circuit == HALF_OPEN, 1), else_=2)
+        circuit_rank = case(
+            (_hosts.c.circuit == CircuitState.OPEN, 0),
+            (_hosts.c.circuit == CircuitState.HALF_OPEN, 1),
+            else_=2,
+        )
         flag_rank = case((_hosts.c.blocked, 0), (_hosts.c.paused, 1), else_=2)
         query = (
             select(
@@ -249,7 +252,7 @@ class AdminViews:
         return [
             HostView(
                 host=row.host,
-                circuit=row.circuit or CLOSED,
+                circuit=row.circuit or CircuitState.CLOSED,
                 consecutive_failures=row.consecutive_failures or 0,
                 failing_since=row.first_failure_at,
                 last_failure_at=row.last_failure_at,

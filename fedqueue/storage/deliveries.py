@@ -36,7 +36,7 @@ from sqlalchemy import (
 
 from fedqueue.rules.attempt_results import Claimed, Result
 from fedqueue.rules.intake import ActivityFacts
-from fedqueue.rules.states import BACKLOG, LANES, UNFINISHED, UNSENT, DeliveryState, Lane
+from fedqueue.rules.states import BACKLOG, LANES, UNFINISHED, UNSENT, CircuitState, DeliveryState, Lane
 from fedqueue.rules.wording import inert
 from fedqueue.storage.column_types import UTCDateTime, utcnow
 from fedqueue.storage.database import Database, json_array, json_item
@@ -129,7 +129,7 @@ class Unresolved:
 def _held_hosts(now: datetime | ColumnElement[datetime]) -> Select[tuple[str]]:
     """Hosts whose deliveries wait: paused, or circuit open (or probing) until a later time."""
     return select(_hosts.c.host).where(
-        or_(_hosts.c.paused, and_(_hosts.c.circuit != "closed", _hosts.c.circuit_until > now))
+        or_(_hosts.c.paused, and_(_hosts.c.circuit != CircuitState.CLOSED, _hosts.c.circuit_until > now))
     )
 
 

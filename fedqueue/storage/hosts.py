@@ -17,8 +17,8 @@ from functools import partial
 from sqlalchemy import bindparam, case, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fedqueue.rules.circuit import CLOSED, HALF_OPEN, OPEN, HostHealth, revived, unreachable_reason
-from fedqueue.rules.states import UNFINISHED, DeliveryState
+from fedqueue.rules.circuit import HostHealth, revived, unreachable_reason
+from fedqueue.rules.states import UNFINISHED, CircuitState, DeliveryState
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import DeliveryRow, HostRow
@@ -104,10 +104,10 @@ class HostStore:
                 update(_hosts)
                 .where(
                     _hosts.c.host == host,
-                    _hosts.c.circuit.in_((OPEN, HALF_OPEN)),
+                    _hosts.c.circuit.in_((CircuitState.OPEN, CircuitState.HALF_OPEN)),
                     or_(_hosts.c.circuit_until.is_(None), _hosts.c.circuit_until <= now),
                 )
-                .values(circuit=HALF_OPEN, circuit_until=until)
+                .values(circuit=CircuitState.HALF_OPEN, circuit_until=until)
             )
         return bool(result.rowcount)
 
@@ -128,7 +128,11 @@ class HostStore:
         async with self._db.transaction() as conn:
             changed = await conn.execute(
                 update(_hosts)
-                .where(_hosts.c.host.in_(names), _hosts.c.circuit == OPEN, _hosts.c.circuit_until > now)
+                .where(
+                    _hosts.c.host.in_(names),
+                    _hosts.c.circuit == CircuitState.OPEN,
+                    _hosts.c.circuit_until > now,
+                )
                 .values(circuit_until=now)
                 .returning(_hosts.c.host)
             )
@@ -236,7 +240,7 @@ class HostStore:
 
 #: A host in good health: after a success, only its `last_success_at` moves (`circuit.after_success`).
 _HEALTHY = (
-    _hosts.c.circuit == CLOSED,
+    _hosts.c.circuit == CircuitState.CLOSED,
     _hosts.c.consecutive_failures == 0,
     _hosts.c.first_failure_at.is_(None),
     _hosts.c.recovery_allowance == 0,
@@ -246,7 +250,7 @@ _HEALTHY = (
 
 def _healthy(health: HostHealth) -> bool:
     return (
-        health.circuit == CLOSED
+        health.circuit == CircuitState.CLOSED
         and health.consecutive_failures == 0
         and health.first_failure_at is None
         and health.recovery_allowance == 0

@@ -31,6 +31,7 @@ from fedqueue.rules.follow_effects import (
     RemoveFollowing,
 )
 from fedqueue.rules.forwarding import ForwardActivity
+from fedqueue.rules.states import InboxAnswer
 from fedqueue.storage import followers, following, tombstones, webhook_events
 from fedqueue.storage.database import Database
 from fedqueue.storage.group_commit import GroupCommit
@@ -43,7 +44,7 @@ _tombstones = TombstoneRow.__table__  # type: ignore[attr-defined]
 
 #: What became of a write: stored, a duplicate (only new recipients added), or dropped because
 #: its actor deleted the object it brings (a tombstone at or after the write's `tombstone` time).
-Stored = Literal["new", "duplicate", "deleted"]
+Stored = Literal["new", InboxAnswer.DUPLICATE, "deleted"]
 
 #: pg_advisory_xact_lock key serializing inbox item inserts (see Database.serialize_in_transaction).
 INBOX_ORDER_LOCK = 0x66710001
@@ -157,7 +158,7 @@ class InboxWriter:
             new = await self._insert(conn, kept, firsts) if firsts else set()
         stored_new = {id(firsts[activity_id]) for activity_id in new}
         return [
-            "deleted" if id(write) in deleted else "new" if id(write) in stored_new else "duplicate"
+            "deleted" if id(write) in deleted else "new" if id(write) in stored_new else InboxAnswer.DUPLICATE
             for write in writes
         ]
 

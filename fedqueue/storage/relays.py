@@ -7,12 +7,15 @@ from datetime import datetime
 from sqlalchemy import delete, or_, select, update
 
 from fedqueue.rules.admin_views import Relay
+from fedqueue.rules.states import RelayState
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.database import Database
 from fedqueue.storage.tables import RelayRow
 
 _relays = RelayRow.__table__  # type: ignore[attr-defined]
-PENDING, ACCEPTED, REJECTED = "pending", "accepted", "rejected"
+#: Aliases of the `RelayState` members, kept only until their importers outside storage name
+#: `RelayState` (issue 47).
+PENDING, ACCEPTED, REJECTED = RelayState.PENDING, RelayState.ACCEPTED, RelayState.REJECTED
 
 
 class RelayStore:
@@ -55,7 +58,7 @@ class RelayStore:
                 delete(_relays).where(
                     _relays.c.uri == relay.uri,
                     _relays.c.follow_activity_id == relay.follow_activity_id,
-                    _relays.c.state == PENDING,
+                    _relays.c.state == RelayState.PENDING,
                 )
             )
             await record_audit(conn, who, "relay_refused", f"relay:{relay.uri}", {"reason": reason}, now)
@@ -65,7 +68,9 @@ class RelayStore:
         conditions = [_relays.c.uri == relay_uri]
         if follow_id is not None:
             conditions.append(_relays.c.follow_activity_id == follow_id)
-        values = {"state": ACCEPTED, "accepted_at": now} if accepted else {"state": REJECTED}
+        values = (
+            {"state": RelayState.ACCEPTED, "accepted_at": now} if accepted else {"state": RelayState.REJECTED}
+        )
         async with self._db.transaction() as conn:
             changed = await conn.execute(update(_relays).where(*conditions).values(**values))
         return bool(changed.rowcount)
@@ -74,6 +79,6 @@ class RelayStore:
         """The inboxes of the relays that accepted: public activities go there too."""
         async with self._db.reading() as conn:
             rows = await conn.execute(
-                select(_relays.c.inbox).where(_relays.c.state == ACCEPTED).order_by(_relays.c.uri)
+                select(_relays.c.inbox).where(_relays.c.state == RelayState.ACCEPTED).order_by(_relays.c.uri)
             )
             return list(rows.scalars())

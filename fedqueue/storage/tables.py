@@ -31,7 +31,7 @@ from sqlmodel import Field, SQLModel
 
 from fedqueue.rules.columns import HOST_CHARS, NAME_CHARS, STATE_CHARS, URI_CHARS
 from fedqueue.rules.profile_fields import MAX_NAME_CHARS
-from fedqueue.rules.states import DeliveryState, FollowerState, Lane, OutboxState
+from fedqueue.rules.states import CircuitState, DeliveryState, FollowerState, Lane, OutboxState
 from fedqueue.storage.column_types import BigId, UTCDateTime
 
 URI = String(URI_CHARS)
@@ -257,7 +257,8 @@ class HostRow(SQLModel, table=True):
     last_failure_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
     last_success_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
     circuit: str = Field(
-        default="closed", sa_column=Column(STATE, nullable=False, server_default=text("'closed'"))
+        default=CircuitState.CLOSED,
+        sa_column=Column(STATE, nullable=False, server_default=text(f"'{CircuitState.CLOSED}'")),
     )
     circuit_until: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
     recovery_allowance: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
