@@ -8,8 +8,7 @@ stripped. Activity ids are served by `web.minted`.
 from __future__ import annotations
 
 import json
-import secrets
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from starlette.requests import Request
@@ -17,22 +16,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue import tracing
-from fedqueue.outbound.backpressure import Backlog
-from fedqueue.outbound.relay_follows import relays_reached
 from fedqueue.rules.activitystreams import AS_CONTEXT
-from fedqueue.rules.addressing import (
-    NO_RECIPIENTS,
-    TooManyRecipients,
-    check_recipient_cap,
-    is_public,
-    recipient_count,
-    recipients,
-    strip_hidden,
-)
+from fedqueue.rules.addressing import NO_RECIPIENTS, is_public, strip_hidden
 from fedqueue.rules.columns import check_actor_name, parse_decimal
-from fedqueue.rules.errors import Conflict, Duplicate, Unauthorized
-from fedqueue.rules.intake import Submitted, dumps, normalize, parse_activity
-from fedqueue.storage import Store
+from fedqueue.service import intake
 from fedqueue.web.incoming import bearer_token, read_body
 from fedqueue.web.metrics import metrics_of
 from fedqueue.web.responses import (
@@ -46,27 +33,16 @@ from fedqueue.web.responses import (
 )
 from fedqueue.web.signed_fetch import authorize_fetch
 
+if TYPE_CHECKING:
+    from fedqueue.storage import Store
+
 #: RFC 3986 reserved characters, `%` and `~`: kept as they are in a Location header.
 URI_PUNCTUATION = ":/?#[]@!$&'()*+,;=%~"
 
 
 async def authorize_actor(request: Request, store: Store, name: str, *, moved_ok: bool = False) -> None:
-    """Return if the bearer token is the actor's; else 404 for an unknown actor, 410 for a deleted
-    one, 401 otherwise; 409 for an actor that moved away unless `moved_ok`.
-
-    Actor documents are public, so telling an unknown outbox from a wrong token reveals nothing.
-    """
-    try:
-        if await store.actors.token_is_valid(name, bearer_token(request)):
-            moved_to = (await store.actors.get(name)).moved_to
-            if moved_to is not None and not moved_ok:
-                raise Conflict(f"actor {name!r} moved to {moved_to}; its outbox takes no new activities")
-            return
-        refusal = Unauthorized("wrong bearer token for this outbox")
-    except Unauthorized as exc:
-        refusal = exc
-    await store.actors.live(name)  # NotFound or ActorGone, whatever the token
-    raise refusal
+    """Return if the bearer token is the actor's; else 404, 410, 401 or 409 (`intake.authorize_actor`)."""
+    await intake.authorize_actor(store, name, lambda: bearer_token(request), moved_ok=moved_ok)
 
 
 async def post_outbox(request: Request) -> Response:
@@ -81,40 +57,21 @@ async def post_outbox(request: Request) -> Response:
 
 async def _post_outbox(request: Request, traceparent: str | None) -> Response:
     name = check_actor_name(request.path_params["name"])
-    store = store_of(request)
+    store, settings, urls = store_of(request), settings_of(request), urls_of(request)
     await authorize_actor(request, store, name)
-    body = await read_body(request, settings_of(request).max_document_bytes)
-    urls = urls_of(request)
-    activity, facts = normalize(parse_activity(body), name, urls, lambda: secrets.token_urlsafe(16))
-    wanted = recipients(activity, urls.followers(name), urls.actor(name))
-    try:
-        check_recipient_cap(wanted, settings_of(request).max_recipients_per_activity)
-    except TooManyRecipients:
-        metrics_of(request).recipient_cap_refused("intake")
-        raise
-    count = recipient_count(wanted, await store.followers.count(name) if wanted.followers else 0)
-    count += await relays_reached(store, activity)
-    rows: Backlog = request.app.state.backlog
-    deliveries: Backlog = request.app.state.delivery_backlog
-    full = await _full(rows, deliveries)
-    if full is not None:
-        # At the bound a repeat still gets its 200: it adds nothing to the backlog.
-        known = await store.outbox.state(facts.activity_id)
-        if known is None:
-            metrics_of(request).outbox_refused("backlog" if full is rows else "deliveries")
-            return error_response(
-                503,
-                f"the outbox backlog is at its bound of {full.bound:,} {full.unit}; try again later",
-                {"Retry-After": str(full.retry_after_s)},
-            )
-        submitted = Submitted(known.id, facts.activity_id, known.actor, created=False)
-    else:
-        submitted = await store.outbox.submit(facts, dumps(activity), None, tracing.to_store(traceparent))
-        if submitted.created:
-            rows.admitted()
-            deliveries.admitted(max(1, count))
-    if submitted.actor != name:
-        raise Duplicate(f"activity id {facts.activity_id} belongs to another actor")
+    body = await read_body(request, settings.max_document_bytes)
+    bounds = intake.Bounds(
+        settings.max_recipients_per_activity, request.app.state.backlog, request.app.state.delivery_backlog
+    )
+    taken = await intake.take_activity(store, name, body, urls, bounds, metrics_of(request), traceparent)
+    if isinstance(taken, intake.BacklogFull):
+        full = taken.backlog
+        return error_response(
+            503,
+            f"the outbox backlog is at its bound of {full.bound:,} {full.unit}; try again later",
+            {"Retry-After": str(full.retry_after_s)},
+        )
+    submitted, count = taken.submitted, taken.recipients
     return JSONResponse(
         {
             "id": submitted.activity_id,
@@ -126,14 +83,6 @@ async def _post_outbox(request: Request, traceparent: str | None) -> Response:
         # Header values are latin-1 without control characters: percent-encode anything else.
         headers={"Location": quote(submitted.activity_id, safe=URI_PUNCTUATION)},
     )
-
-
-async def _full(*backlogs: Backlog) -> Backlog | None:
-    """The first of `backlogs` at its bound, if any."""
-    for backlog in backlogs:
-        if await backlog.full():
-            return backlog
-    return None
 
 
 OUTBOX_PAGE_SIZE = 20
