@@ -7,24 +7,15 @@ only take the caller's name for the audit log. The OpenAPI document is `admin_op
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
-from typing import cast
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fedqueue.rules.admin_views import HostView
 from fedqueue.rules.errors import InvalidInput
-from fedqueue.service.admin_json import (
-    HostAction,
-    activity_json,
-    audit_json,
-    consumer_json,
-    delivery_json,
-    host_json,
-)
-from fedqueue.storage.column_types import utcnow
+from fedqueue.service import admin_actions, admin_reads
+from fedqueue.service.admin_actions import HOST_ACTIONS, HostActionName, host_change_json
+from fedqueue.service.admin_json import activity_json, audit_json, consumer_json, delivery_json, host_json
 from fedqueue.web.admin_auth import session_of
 from fedqueue.web.admin_openapi import openapi_document
 from fedqueue.web.query_params import accepts
@@ -53,7 +44,8 @@ def str_param(request: Request, name: str) -> str | None:
 
 @accepts("limit", "cursor", "actor", "type", "delivery_state")
 async def list_activities(request: Request) -> Response:
-    items, cursor = await store_of(request).admin.activities(
+    items, cursor = await admin_reads.activities(
+        store_of(request),
         limit=int_param(request, "limit", 50),
         cursor=str_param(request, "cursor"),
         actor=str_param(request, "actor"),
@@ -66,7 +58,8 @@ async def list_activities(request: Request) -> Response:
 
 @accepts("state", "host", "activity", "inbox", "cursor", "limit")
 async def list_deliveries(request: Request) -> Response:
-    page = await store_of(request).admin.deliveries(
+    page = await admin_reads.deliveries(
+        store_of(request),
         state=str_param(request, "state"),
         host=str_param(request, "host"),
         activity=str_param(request, "activity"),
@@ -79,14 +72,16 @@ async def list_deliveries(request: Request) -> Response:
 
 @accepts()
 async def get_delivery(request: Request) -> Response:
-    return JSONResponse(delivery_json(await store_of(request).admin.delivery(request.path_params["id"])))
+    return JSONResponse(
+        delivery_json(await admin_reads.delivery(store_of(request), request.path_params["id"]))
+    )
 
 
 @accepts()
 async def retry_delivery(request: Request) -> Response:
     who = session_of(request).who
     return JSONResponse(
-        delivery_json(await store_of(request).admin.retry(request.path_params["id"], who=who))
+        delivery_json(await admin_actions.retry(store_of(request), request.path_params["id"], who=who))
     )
 
 
@@ -94,75 +89,72 @@ async def retry_delivery(request: Request) -> Response:
 async def cancel_delivery(request: Request) -> Response:
     who = session_of(request).who
     return JSONResponse(
-        delivery_json(await store_of(request).admin.cancel(request.path_params["id"], who=who))
+        delivery_json(await admin_actions.cancel(store_of(request), request.path_params["id"], who=who))
     )
 
 
 @accepts("limit")
 async def list_hosts(request: Request) -> Response:
-    hosts = await store_of(request).admin.hosts(limit=int_param(request, "limit", 100))
+    hosts = await admin_reads.hosts(store_of(request), limit=int_param(request, "limit", 100))
     return JSONResponse({"items": [host_json(h) for h in hosts]})
 
 
 @accepts()
 async def get_host(request: Request) -> Response:
-    return JSONResponse(host_json(await store_of(request).admin.host(request.path_params["host"])))
+    return JSONResponse(host_json(await admin_reads.host(store_of(request), request.path_params["host"])))
 
 
-def host_action(action: str) -> Callable[[Request], Awaitable[Response]]:
+def host_action(action: HostActionName) -> Callable[[Request], Awaitable[Response]]:
     """A handler for one host action: pause, resume, block, unblock or reset."""
 
     async def handler(request: Request) -> Response:
-        admin, name, who = store_of(request).admin, request.path_params["host"], session_of(request).who
         requeue = action == "unblock" and bool_param(request, "requeue")
-        if action == "block":
-            host: HostView = await admin.block(name, who=who, reason=str_param(request, "reason"))
-        else:
-            host = await getattr(admin, action)(name, who=who)
-        data = cast(HostAction, host_json(host))
-        if action == "block":
-            data["deliveries_dead"] = await admin.killed_by_block(name)
-        if requeue:
-            counts = await admin.requeue_blocked(name, who=who)
-            data["requeued"], data["still_dead"] = counts.requeued, counts.still_dead
-        return JSONResponse(data)
+        reason = str_param(request, "reason") if action == "block" else None
+        change = await admin_actions.change_host(
+            store_of(request),
+            action,
+            request.path_params["host"],
+            who=session_of(request).who,
+            reason=reason,
+            requeue=requeue,
+        )
+        return JSONResponse(host_change_json(change))
 
     return accepts(*(["requeue"] if action == "unblock" else []))(handler)
-
-
-HOST_ACTIONS = ("pause", "resume", "block", "unblock", "reset")
 
 
 @accepts()
 async def retry_host_dead(request: Request) -> Response:
     host = request.path_params["host"]
-    count = await store_of(request).admin.retry_dead(who=session_of(request).who, host=host)
+    count = await admin_actions.retry_dead(store_of(request), who=session_of(request).who, host=host)
     return JSONResponse({"host": host.lower(), "retried": count})
 
 
 @accepts()
 async def retry_all_dead(request: Request) -> Response:
-    count = await store_of(request).admin.retry_dead(who=session_of(request).who)
+    count = await admin_actions.retry_dead(store_of(request), who=session_of(request).who)
     return JSONResponse({"retried": count})
 
 
 @accepts("limit")
 async def audit(request: Request) -> Response:
-    entries = await store_of(request).admin.audit_log(limit=int_param(request, "limit", 100))
+    entries = await admin_reads.audit_log(store_of(request), limit=int_param(request, "limit", 100))
     return JSONResponse({"items": [audit_json(e) for e in entries]})
 
 
 @accepts("actor")
 async def list_consumers(request: Request) -> Response:
-    idle = timedelta(days=settings_of(request).retention_consumer_idle_days)
-    consumers = await store_of(request).consumers.list(utcnow() - idle, str_param(request, "actor"))
+    idle_days = settings_of(request).retention_consumer_idle_days
+    consumers = await admin_reads.consumers(store_of(request), idle_days, str_param(request, "actor"))
     return JSONResponse({"items": [consumer_json(c) for c in consumers]})
 
 
 @accepts()
 async def delete_consumer(request: Request) -> Response:
     actor, consumer = request.path_params["actor"], request.path_params["consumer"]
-    deleted = await store_of(request).consumers.delete(actor, consumer, who=session_of(request).who)
+    deleted = await admin_actions.delete_consumer(
+        store_of(request), actor, consumer, who=session_of(request).who
+    )
     return JSONResponse(consumer_json(deleted))
 
 

@@ -1,12 +1,12 @@
 """The admin console's pages: server-rendered HTML at /admin/, readable without JavaScript.
 
-Pages read the same storage views as the JSON API. The only script is the opt-in live view
-(/static/live.js, same origin, allowed by the page's CSP). Actions live in `dashboard_actions`.
+Pages read the same views as the JSON API (`service.admin_reads`). The only script is the opt-in
+live view (/static/live.js, same origin, allowed by the page's CSP). Actions live in
+`dashboard_actions`.
 """
 
 from __future__ import annotations
 
-import contextlib
 from importlib.resources import files
 from urllib.parse import urlencode
 
@@ -15,10 +15,9 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from fedqueue.rules.admin_views import CIRCUIT_STATES, HostView
-from fedqueue.rules.errors import InvalidInput, NotFound
 from fedqueue.rules.states import STATUS_ORDER
 from fedqueue.rules.status_order import status_query
-from fedqueue.storage import Store
+from fedqueue.service import admin_reads
 from fedqueue.web.admin_auth import (
     COOKIE_NAME,
     current_session,
@@ -85,23 +84,22 @@ def login_page(request: Request, error: str | None, status_code: int) -> Respons
 
 @accepts("cursor")
 async def overview(request: Request) -> Response:
-    store = store_of(request)
-    hosts = await store.admin.hosts(limit=50)
     cursor = request.query_params.get("cursor") or None
-    activities, next_cursor = await store.admin.activities(limit=PAGE_SIZE, cursor=cursor)
-    buckets = await store.stats.last_hour()
+    seen = await admin_reads.overview(
+        store_of(request), hosts_shown=50, page=PAGE_SIZE, cursor=cursor, actors_shown=OVERVIEW_ACTORS + 1
+    )
     return render(
         request,
         "overview.html",
-        chart=chart(buckets),
-        hour={s: sum(getattr(b, s) for b in buckets) for s in CHART_SERIES},
-        troubled=[h for h in hosts if h.in_trouble],
-        activities=activities,
+        chart=chart(seen.last_hour),
+        hour={s: sum(getattr(b, s) for b in seen.last_hour) for s in CHART_SERIES},
+        troubled=[h for h in seen.hosts if h.in_trouble],
+        activities=seen.activities,
         cursor=cursor,
-        next_cursor=next_cursor,
-        queue=await store.stats.queue(),
+        next_cursor=seen.next_cursor,
+        queue=seen.queue,
         backlog_bound=settings_of(request).outbox_max_pending,
-        actors=await store.actors.names(limit=OVERVIEW_ACTORS + 1),
+        actors=seen.actor_names,
         actors_shown=OVERVIEW_ACTORS,
     )
 
@@ -125,7 +123,7 @@ async def hosts_page(request: Request) -> Response:
         )
     if health is not None and health not in HEALTH_FILTERS:
         return error_page(request, 400, f"unknown health {health[:40]!r}: use failing or healthy")
-    hosts = await store_of(request).admin.hosts(limit=500)
+    hosts = await admin_reads.hosts(store_of(request), limit=500)
     return render(
         request,
         "hosts.html",
@@ -142,8 +140,8 @@ async def deliveries_page(request: Request) -> Response:
     """Deliveries newest first, filtered by state, host, activity (id or URI) and inbox URL."""
     given = {k: v.strip() for k, v in request.query_params.items() if v.strip()}
     filters = {k: v for k, v in given.items() if k in DELIVERY_FILTERS}
-    page = await store_of(request).admin.deliveries(
-        **filters, cursor=given.get("cursor"), limit=DELIVERY_PAGE
+    page = await admin_reads.deliveries(
+        store_of(request), **filters, cursor=given.get("cursor"), limit=DELIVERY_PAGE
     )
     return render(
         request,
@@ -160,22 +158,9 @@ async def search(request: Request) -> Response:
     query = (request.query_params.get("q") or "").strip()
     if not query:
         return error_page(request, 400, f"Type {SEARCHABLE} to search.")
-    return RedirectResponse(await _found_at(store_of(request), query), status_code=303)
-
-
-async def _found_at(store: Store, query: str) -> str:
-    """The console page of what `query` names, in the order of SEARCHABLE; NotFound if nothing."""
-    if query.isascii() and query.isdigit() and len(query) <= 18:
-        return f"/admin/ui/activities/{(await store.admin.activity(int(query))).outbox_id}"
-    found, _ = await store.admin.activities(limit=1, activity_uri=query)
-    if found:
-        return f"/admin/ui/activities/{found[0].outbox_id}"
-    if (await store.admin.deliveries(inbox=query, limit=1)).items:
-        return f"/admin/ui/deliveries?{urlencode({'inbox': query})}"
-    if "/" not in query:
-        with contextlib.suppress(NotFound, InvalidInput):
-            return f"/admin/ui/hosts/{(await store.admin.host(query)).host}"
-    raise NotFound(f"nothing found for {query[:200]!r}: search by {SEARCHABLE}")
+    return RedirectResponse(
+        await admin_reads.console_path_of(store_of(request), query, SEARCHABLE), status_code=303
+    )
 
 
 async def activity_page(request: Request) -> Response:
@@ -183,8 +168,8 @@ async def activity_page(request: Request) -> Response:
     store = store_of(request)
     outbox_id = request.path_params["id"]
     query = status_query(request.query_params.multi_items())
-    activity = await store.admin.activity(outbox_id)
-    page = await store.status_pages.page(outbox_id, query)
+    activity = await admin_reads.activity(store, outbox_id)
+    page = await admin_reads.activity_deliveries(store, outbox_id, query)
     following = query.next_parameters(page.last) if page.last is not None else None
     return render(
         request,
@@ -200,8 +185,8 @@ async def activity_page(request: Request) -> Response:
 @accepts()
 async def host_page(request: Request) -> Response:
     store = store_of(request)
-    host = await store.admin.host(request.path_params["host"])
-    page = await store.admin.deliveries(host=host.host, limit=200)
+    host = await admin_reads.host(store, request.path_params["host"])
+    page = await admin_reads.deliveries(store, host=host.host, limit=200)
     return render(request, "host.html", host=host, deliveries=page.items)
 
 

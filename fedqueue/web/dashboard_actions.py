@@ -10,9 +10,12 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from fedqueue.rules.admin_views import HostView
 from fedqueue.rules.errors import FedqueueError
 from fedqueue.rules.states import UNFINISHED, DeliveryState
 from fedqueue.rules.wording import plural
+from fedqueue.service import admin_actions, admin_reads
+from fedqueue.service.admin_actions import HostActionName
 from fedqueue.web.admin_auth import COOKIE_NAME, check_csrf, session_of
 from fedqueue.web.console_render import render, set_flash
 from fedqueue.web.query_params import accepts
@@ -37,7 +40,7 @@ def back_to(target: str | None) -> str:
 async def logout(request: Request) -> Response:
     """End the session: the version moves on, so this cookie (and every other console's) is refused."""
     await _checked_form(request)
-    await store_of(request).console_sessions.end_all(who=session_of(request).who)
+    await admin_actions.end_console_sessions(store_of(request), who=session_of(request).who)
     response = RedirectResponse("/admin/login", status_code=303)
     response.delete_cookie(COOKIE_NAME, path="/admin", secure=True, httponly=True, samesite="strict")
     return response
@@ -63,33 +66,38 @@ def action(perform: Action) -> Callable[[Request], Awaitable[Response]]:
 
 
 async def _retry(request: Request, who: str) -> str:
-    delivery = await store_of(request).admin.retry(request.path_params["id"], who=who)
+    delivery = await admin_actions.retry(store_of(request), request.path_params["id"], who=who)
     return f"Delivery {delivery.id} to {delivery.inbox} is queued again, due now."
 
 
 async def _cancel(request: Request, who: str) -> str:
-    delivery = await store_of(request).admin.cancel(request.path_params["id"], who=who)
+    delivery = await admin_actions.cancel(store_of(request), request.path_params["id"], who=who)
     return f"Delivery {delivery.id} to {delivery.inbox} is cancelled (now dead); Retry requeues it."
 
 
 async def _retry_dead(request: Request, who: str) -> str:
     host = request.path_params["host"]
-    count = await store_of(request).admin.retry_dead(who=who, host=host)
+    count = await admin_actions.retry_dead(store_of(request), who=who, host=host)
     return f"Queued again: {plural(count, 'dead delivery', 'dead deliveries')} to {host}."
 
 
+async def _change_host(request: Request, action: HostActionName, who: str) -> HostView:
+    change = await admin_actions.change_host(store_of(request), action, request.path_params["host"], who=who)
+    return change.host
+
+
 async def _pause(request: Request, who: str) -> str:
-    host = await store_of(request).admin.pause(request.path_params["host"], who=who)
+    host = await _change_host(request, "pause", who)
     return f"Host {host.host} is paused: its deliveries wait, spending no attempts, until resumed."
 
 
 async def _resume(request: Request, who: str) -> str:
-    host = await store_of(request).admin.resume(request.path_params["host"], who=who)
+    host = await _change_host(request, "resume", who)
     return f"Host {host.host} is resumed: its deliveries flow again."
 
 
 async def _reset(request: Request, who: str) -> str:
-    host = await store_of(request).admin.reset(request.path_params["host"], who=who)
+    host = await _change_host(request, "reset", who)
     return (
         f"Host {host.host} is reset: deliveries to it queue again, the first one as a probe. "
         "Its dead deliveries stay dead until you Retry dead."
@@ -97,20 +105,21 @@ async def _reset(request: Request, who: str) -> str:
 
 
 async def _block(request: Request, who: str) -> str:
-    admin = store_of(request).admin
-    before = await admin.host(request.path_params["host"])
+    store = store_of(request)
+    before = await admin_reads.host(store, request.path_params["host"])
     reason = (await request.form()).get("reason")  # the form is read once, and kept
-    host = await admin.block(before.host, who=who, reason=reason if isinstance(reason, str) else None)
-    killed = await admin.killed_by_block(host.host)
+    blocked = await admin_actions.change_host(
+        store, "block", before.host, who=who, reason=reason if isinstance(reason, str) else None
+    )
     return (
-        f"Host {host.host} and its subdomains are blocked: "
-        f"{plural(killed, 'pending delivery', 'pending deliveries')} became dead. "
+        f"Host {blocked.host.host} and its subdomains are blocked: "
+        f"{plural(blocked.deliveries_dead or 0, 'pending delivery', 'pending deliveries')} became dead. "
         "Unblock, then Retry dead for the host, to requeue them."
     )
 
 
 async def _unblock(request: Request, who: str) -> str:
-    host = await store_of(request).admin.unblock(request.path_params["host"], who=who)
+    host = await _change_host(request, "unblock", who)
     dead = host.counts.get(DeliveryState.DEAD, 0)
     return (
         f"Host {host.host} is unblocked; its {plural(dead, 'dead delivery', 'dead deliveries')} "
@@ -121,7 +130,7 @@ async def _unblock(request: Request, who: str) -> str:
 @accepts("next")
 async def confirm_block(request: Request) -> Response:
     """What Block will do, with the button that does it."""
-    host = await store_of(request).admin.host(request.path_params["host"])
+    host = await admin_reads.host(store_of(request), request.path_params["host"])
     pending = sum(host.counts.get(s, 0) for s in UNFINISHED)
     return render(
         request,
@@ -143,7 +152,7 @@ async def confirm_block(request: Request) -> Response:
 @accepts("next")
 async def confirm_cancel(request: Request) -> Response:
     """What Cancel will do, with the button that does it."""
-    delivery = await store_of(request).admin.delivery(request.path_params["id"])
+    delivery = await admin_reads.delivery(store_of(request), request.path_params["id"])
     return render(
         request,
         "confirm.html",
