@@ -11,13 +11,12 @@ read from the database at scrape time instead, so they are right whichever proce
 from __future__ import annotations
 
 import logging
-import math
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import accumulate
 
+from fedqueue.rules.prometheus_text import family, histogram
 from fedqueue.rules.states import DeliveryState
 
 log = logging.getLogger("fedqueue.delivery")
@@ -237,7 +236,7 @@ class Metrics:
     def render(self) -> list[str]:
         """This process's counters and histograms in Prometheus text exposition format."""
         lines: list[str] = []
-        lines += _family(
+        lines += family(
             "fedqueue_deliveries_total",
             "counter",
             "Delivery attempts by outcome (this process).",
@@ -246,171 +245,148 @@ class Metrics:
                 for (outcome, reason), v in sorted(self.outcomes.items())
             ),
         )
-        lines += _family(
+        lines += family(
             "fedqueue_signature_scheme_total",
             "counter",
             "Signed delivery POSTs by signature scheme (this process).",
             (({"scheme": k}, v) for k, v in sorted(self.schemes.items())),
         )
-        lines += _family(
+        lines += self._intake_lines() + self._fetch_lines() + self._housekeeping_lines()
+        lines += _histogram_lines(
+            "fedqueue_delivery_latency_seconds", "Seconds from the outbox write to the 2xx.", self.latency
+        )
+        lines += _histogram_lines(
+            "fedqueue_delivery_attempts", "Attempts a delivery took, once delivered or dead.", self.attempts
+        )
+        return lines
+
+    def _intake_lines(self) -> list[str]:
+        """What arrived: inbox POSTs, and the outbox POSTs and activities refused or given back."""
+        lines: list[str] = []
+        lines += family(
             "fedqueue_inbox_requests_total",
             "counter",
             "Inbox POSTs by result and reason (this process).",
             (({"result": r, "reason": why}, v) for (r, why), v in sorted(self.inbox.items())),
         )
-        lines += _family(
+        lines += family(
             "fedqueue_inbox_throttled_bytes_total",
             "counter",
             "Body bytes of inbox POSTs refused 429 by their host's bytes bucket, unstored (this process).",
             [({}, self.inbox_bytes_refused)],
         )
-        lines += _family(
+        lines += family(
             "fedqueue_outbox_refused_total",
             "counter",
             "Outbox POSTs refused with 503, by reason: backlog (rows), deliveries (this process).",
             (({"reason": k}, v) for k, v in sorted(self.outbox_refusals.items())),
         )
-        lines += _family(
+        lines += family(
             "fedqueue_recipient_cap_refused_total",
             "counter",
             "Activities refused for naming more than max_recipients_per_activity, by where (this process).",
             (({"where": k}, v) for k, v in sorted(self.recipient_cap_refusals.items())),
         )
-        lines += _family(
+        lines += family(
             "fedqueue_recipient_fetches_refused_total",
             "counter",
             "Recipients given up unfetched past one activity's fetch budget, by limit (this process).",
             (({"limit": k}, v) for k, v in sorted(self.recipient_fetches_refused.items())),
         )
-        lines += _family(
+        lines += family(
             "fedqueue_outbox_rows_given_back_total",
             "counter",
             "Outbox rows given back unexpanded: expansion_max_held_rows rows awaited fetches (this process).",
             [({}, self.outbox_rows_given_back)],
         )
-        lines += _family(
+        return lines
+
+    def _fetch_lines(self) -> list[str]:
+        """The worker's requests and signatures: refused answers, errors survived, LD signatures."""
+        lines: list[str] = []
+        lines += family(
             "fedqueue_http_client_refused_total",
             "counter",
             "Answers to outbound requests refused over a cap or out of step, by reason (this process).",
             (({"reason": k}, v) for k, v in sorted(self.client_refusals.items())),
         )
-        lines += _family(
+        lines += family(
             "fedqueue_worker_errors_total",
             "counter",
             "Unexpected errors the worker survived, by stage (this process).",
             (({"stage": k}, self.worker_errors.get(k, 0)) for k in WORKER_ERROR_STAGES),
         )
-        lines += _family(
+        lines += family(
             "fedqueue_ld_refused_total",
             "counter",
             "LD signatures of forwarded activities not checked for their cost, by bound (this process).",
             (({"reason": k}, self.ld_refusals.get(k, 0)) for k in LD_REFUSAL_REASONS),
         )
-        lines += _family(
+        lines += family(
             "fedqueue_ld_signatures_total",
             "counter",
             "Public activities LD-signed at fan-out, or sent unsigned and why, by outcome (this process).",
             (({"outcome": k}, self.ld_signings.get(k, 0)) for k in LD_SIGNING_OUTCOMES),
         )
-        lines += _family(
+        lines += family(
             "fedqueue_inbound_dereferences_total",
             "counter",
             "Inbound bare object URIs fetched, or left a URI (failed, refused), by outcome (this process).",
             (({"outcome": k}, self.dereferences.get(k, 0)) for k in DEREFERENCE_OUTCOMES),
         )
-        lines += _family(
+        return lines
+
+    def _housekeeping_lines(self) -> list[str]:
+        """Admin logins, pruning, the success memory, NodeInfo reads and profile changes."""
+        lines: list[str] = []
+        lines += family(
             "fedqueue_admin_login_failures_total",
             "counter",
             "Admin tokens refused (login form or bearer): wrong_token, or refused unread (this process).",
             (({"result": k}, self.admin_login_failures.get(k, 0)) for k in ADMIN_LOGIN_RESULTS),
         )
-        lines += _family(
+        lines += family(
             "fedqueue_admin_login_addresses_forgotten_total",
             "counter",
             "Client addresses the login failure table forgot early, being full (this process).",
             [({}, self.admin_login_forgotten)],
         )
-        lines += _family(
+        lines += family(
             "fedqueue_pruned_rows_total",
             "counter",
             "Rows deleted after their retention, by table (this process's pruning).",
             (({"table": k}, v) for k, v in sorted(self.pruned.items())),
         )
-        lines += _family(
+        lines += family(
             "fedqueue_host_successes_remembered",
             "gauge",
             "Healthy hosts whose success the worker wrote lately and skips until host_success_write_seconds"
             " pass (this process; at most host_success_memory_entries).",
             [({}, self.host_successes_remembered)],
         )
-        lines += _family(
+        lines += family(
             "fedqueue_host_success_evictions_total",
             "counter",
             "Hosts that memory dropped, being full: their next success is written (this process).",
             [({}, self.host_success_evictions)],
         )
-        lines += _family(
+        lines += family(
             "fedqueue_nodeinfo_usage_reads_total",
             "counter",
             "Reads of NodeInfo's usage figures from the database, at most one per nodeinfo_cache_seconds"
             " (this process).",
             [({}, self.nodeinfo_usage_reads)],
         )
-        lines += _family(
+        lines += family(
             "fedqueue_actor_profile_updates_total",
             "counter",
             "Actor profile changes through the admin API or the console, by result: queued, merged"
             " into the waiting Update, unsent (no follower yet), refused (this process).",
             (({"result": k}, v) for k, v in sorted(self.profile_updates.items())),
         )
-        lines += _histogram(
-            "fedqueue_delivery_latency_seconds", "Seconds from the outbox write to the 2xx.", self.latency
-        )
-        lines += _histogram(
-            "fedqueue_delivery_attempts", "Attempts a delivery took, once delivered or dead.", self.attempts
-        )
         return lines
 
 
-def gauge(name: str, help_text: str, samples: Iterable[tuple[dict[str, str], float]]) -> list[str]:
-    """A gauge family in text format."""
-    return _family(name, "gauge", help_text, samples)
-
-
-def counter(name: str, help_text: str, samples: Iterable[tuple[dict[str, str], float]]) -> list[str]:
-    """A counter family in text format."""
-    return _family(name, "counter", help_text, samples)
-
-
-def _family(
-    name: str, kind: str, help_text: str, samples: Iterable[tuple[dict[str, str], float]]
-) -> list[str]:
-    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
-    lines += [f"{name}{_labels(labels)} {_number(value)}" for labels, value in samples]
-    return lines
-
-
-def _histogram(name: str, help_text: str, histogram: Histogram) -> list[str]:
-    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
-    for bound, count in zip(histogram.buckets, histogram.cumulative(), strict=True):
-        lines.append(f'{name}_bucket{{le="{_number(bound)}"}} {count}')
-    lines.append(f'{name}_bucket{{le="+Inf"}} {histogram.count}')
-    lines.append(f"{name}_sum {_number(histogram.total)}")
-    lines.append(f"{name}_count {histogram.count}")
-    return lines
-
-
-def _labels(labels: dict[str, str]) -> str:
-    if not labels:
-        return ""
-    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _number(value: float) -> str:
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
+def _histogram_lines(name: str, help_text: str, observed: Histogram) -> list[str]:
+    cumulative = observed.cumulative()
+    return histogram(name, help_text, observed.buckets, cumulative, observed.count, observed.total)

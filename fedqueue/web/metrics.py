@@ -11,11 +11,12 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from fedqueue.metrics import Metrics, counter, gauge
+from fedqueue.metrics import Metrics
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.rules.admin_views import CIRCUIT_STATES
 from fedqueue.rules.bounded_memory import CacheFigures
 from fedqueue.rules.errors import Unauthorized
+from fedqueue.rules.prometheus_text import counter, gauge
 from fedqueue.rules.states import DELIVERY_STATES
 from fedqueue.storage.retention import EXACT_COUNT_BELOW
 from fedqueue.web.admin_auth import bearer_of, token_matches
