@@ -16,14 +16,13 @@ from pydantic import ConfigDict, TypeAdapter, WithJsonSchema, with_config
 from typing_extensions import TypedDict
 
 from fedqueue.rules.admin_views import (
-    CIRCUIT_STATES,
     ActivitySummary,
     AuditEntry,
     DeliveryView,
     HostView,
 )
 from fedqueue.rules.profile_fields import Profile
-from fedqueue.rules.states import DELIVERY_STATES, LANES
+from fedqueue.rules.states import CIRCUIT_STATES, DELIVERY_STATES, LANES
 from fedqueue.rules.urls import Urls
 from fedqueue.rules.waiting import WAITING_REASONS, Waiting
 from fedqueue.storage.consumers import Consumer
@@ -32,7 +31,7 @@ from fedqueue.storage.consumers import Consumer
 IsoTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 DeliveryStateField = Annotated[str, WithJsonSchema({"type": "string", "enum": list(DELIVERY_STATES)})]
 LaneField = Annotated[int, WithJsonSchema({"type": "integer", "enum": [int(lane) for lane in LANES]})]
-CircuitState = Annotated[str, WithJsonSchema({"type": "string", "enum": list(CIRCUIT_STATES)})]
+CircuitStateField = Annotated[str, WithJsonSchema({"type": "string", "enum": list(CIRCUIT_STATES)})]
 #: Deliveries per state; states with none are left out.
 Counts = Annotated[
     dict[str, int],
@@ -108,7 +107,7 @@ class DeliveryJson(TypedDict):
 @with_config(SHAPE)
 class HostJson(TypedDict):
     host: str
-    circuit: CircuitState
+    circuit: CircuitStateField
     consecutive_failures: int
     failing_since: IsoTime | None
     last_failure_at: IsoTime | None
