@@ -13,7 +13,7 @@ from aiohttp import web
 
 from fedqueue.metrics import Metrics
 from fedqueue.outbound import attempts, dispatch
-from fedqueue.outbound.fanout import Fanout
+from fedqueue.outbound.fanout_plan import Planner, Refused
 from fedqueue.outbound.send import PreparedBody, post_knocking, prepare_body
 from fedqueue.outbound.worker import LEASE_CHECKS, Worker
 from fedqueue.remote.http_client import HttpClient
@@ -58,20 +58,21 @@ def clock_of(worker: Worker) -> Clock:
 
 def poison_expansion(monkeypatch: pytest.MonkeyPatch, poison_id: int) -> None:
     """Expanding outbox row `poison_id` raises an error nothing in fedqueue expects."""
-    real = Fanout._targets
+    real = Planner._targets
 
     async def targets(
-        self: Fanout,
+        self: Planner,
         entry: OutboxEntry,
         activity: dict[str, Any],
         inboxes: list[str] | None,
         facts: ActivityFacts,
+        refused: Refused | None,
     ) -> list[Target]:
         if entry.id == poison_id:
             raise RuntimeError("synthetic failure\nwith a second line")
-        return await real(self, entry, activity, inboxes, facts)
+        return await real(self, entry, activity, inboxes, facts, refused)
 
-    monkeypatch.setattr(Fanout, "_targets", targets)
+    monkeypatch.setattr(Planner, "_targets", targets)
 
 
 async def test_a_row_whose_expansion_keeps_failing_ends_rejected_after_the_limit_and_is_never_claimed_again(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fedqueue.outbound.fanout import targets_of
+from fedqueue.outbound.fanout_plan import targets_of
 from fedqueue.rules.address_guard import host_of
 from tests.unit.remote.test_hosts_of import AWKWARD_URLS
 
