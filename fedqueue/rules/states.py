@@ -1,7 +1,8 @@
 """The states of deliveries, outbox rows and followers, and the named sets of them (pure).
 
 This is the one place a state's name is spelled; storage, the flows and the edges import it.
-The values are what the database stores and what the outside contract shows (/work/shared/CONTRACT.md).
+The values are what the database stores and what the outside contract shows (the contract the
+outside test suites drive fedqueue through).
 
 Deliveries (`deliveries.state`, `DeliveryState`), with the code that makes each move::
 
