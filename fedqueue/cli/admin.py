@@ -14,7 +14,7 @@ import json
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fedqueue.cli import approval
 from fedqueue.cli.core import existing_database_settings
@@ -25,11 +25,22 @@ from fedqueue.rules.errors import InvalidInput
 from fedqueue.rules.states import DeliveryState, FollowerState
 from fedqueue.rules.urls import Urls
 from fedqueue.rules.wording import plural
+from fedqueue.service import admin_actions, admin_reads
 from fedqueue.service.admin_json import activity_json, delivery_json, host_json
-from fedqueue.storage import Store
+from fedqueue.service.store_session import opened_store
+
+if TYPE_CHECKING:
+    from fedqueue.storage import Store
 
 
 def register(commands: Subparsers) -> None:
+    """deliveries, hosts, activities, followers, retry and cancel."""
+    _register_deliveries_and_hosts(commands)
+    _register_activities_and_followers(commands)
+    _register_retry_and_cancel(commands)
+
+
+def _register_deliveries_and_hosts(commands: Subparsers) -> None:
     deliveries = command(
         commands,
         "deliveries",
@@ -63,6 +74,8 @@ def register(commands: Subparsers) -> None:
     _json_flag(hosts)
     hosts.set_defaults(run=run_hosts)
 
+
+def _register_activities_and_followers(commands: Subparsers) -> None:
     activities = command(
         commands,
         "activities",
@@ -97,6 +110,8 @@ def register(commands: Subparsers) -> None:
     _json_flag(followers)
     followers.set_defaults(run=run_followers)
 
+
+def _register_retry_and_cancel(commands: Subparsers) -> None:
     retry = command(
         commands,
         "retry",
@@ -141,11 +156,8 @@ def _with_store(work: Callable[[Store, Urls], Awaitable[Any]]) -> Any:
     settings = existing_database_settings()
 
     async def run() -> Any:
-        store = Store.open(settings.database_url)
-        try:
+        async with opened_store(settings.database_url) as store:
             return await work(store, Urls(settings.base_url))
-        finally:
-            await store.close()
 
     return asyncio.run(run())
 
@@ -163,7 +175,8 @@ def _print(args: argparse.Namespace, data: Any, render: Callable[[], str]) -> in
 
 def run_deliveries(args: argparse.Namespace) -> int:
     async def work(store: Store, urls: Urls) -> dict[str, Any]:
-        page = await store.admin.deliveries(
+        page = await admin_reads.deliveries(
+            store,
             state=args.state,
             host=args.host,
             activity=args.activity,
@@ -205,7 +218,7 @@ def run_deliveries(args: argparse.Namespace) -> int:
 
 def run_hosts(args: argparse.Namespace) -> int:
     async def work(store: Store, urls: Urls) -> list[Mapping[str, Any]]:
-        return [host_json(h) for h in await store.admin.hosts(limit=args.limit)]
+        return [host_json(h) for h in await admin_reads.hosts(store, limit=args.limit)]
 
     data = _with_store(work)
 
@@ -244,7 +257,7 @@ def run_hosts(args: argparse.Namespace) -> int:
 
 def run_activities(args: argparse.Namespace) -> int:
     async def work(store: Store, urls: Urls) -> list[Mapping[str, Any]]:
-        items, _ = await store.admin.activities(limit=args.limit, delivery_state=args.delivery_state)
+        items, _ = await admin_reads.activities(store, limit=args.limit, delivery_state=args.delivery_state)
         return [activity_json(a, urls) for a in items]
 
     data = _with_store(work)
@@ -284,8 +297,7 @@ def run_followers(args: argparse.Namespace) -> int:
     state = FollowerState.PENDING if args.pending else FollowerState.ACCEPTED
 
     async def work(store: Store, urls: Urls) -> list[dict[str, Any]]:
-        await store.actors.get(name)  # NotFound: "no actor ..." rather than an empty list
-        page = await store.followers.page(name, offset=0, limit=args.limit, state=state)
+        page = await admin_reads.followers(store, name, state=state, limit=args.limit)
         return [
             {
                 "follower": f.follower_uri,
@@ -317,8 +329,10 @@ def run_retry(args: argparse.Namespace) -> int:
 
     async def work(store: Store, urls: Urls) -> Any:
         if args.dead:
-            return {"retried": await store.admin.retry_dead(who=who, host=args.host, progress=progress)}
-        return [delivery_json(await store.admin.retry(i, who=who)) for i in args.ids]
+            return {
+                "retried": await admin_actions.retry_dead(store, who=who, host=args.host, progress=progress)
+            }
+        return [delivery_json(await admin_actions.retry(store, i, who=who)) for i in args.ids]
 
     data = _with_store(work)
     if isinstance(data, dict):
@@ -330,7 +344,7 @@ def run_cancel(args: argparse.Namespace) -> int:
     who = _who()
 
     async def work(store: Store, urls: Urls) -> list[Mapping[str, Any]]:
-        return [delivery_json(await store.admin.cancel(i, who=who)) for i in args.ids]
+        return [delivery_json(await admin_actions.cancel(store, i, who=who)) for i in args.ids]
 
     data = _with_store(work)
     return _print(args, data, lambda: "\n".join(f"delivery {d['id']}: cancelled" for d in data))

@@ -7,13 +7,17 @@ import argparse
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.rules.errors import InvalidInput
+from fedqueue.rules.states import DeliveryState
 from fedqueue.rules.urls import Urls
 from fedqueue.service import actors as approval
-from fedqueue.storage import Store
-from fedqueue.storage.column_types import utcnow
+from fedqueue.service.store_session import opened_store
+
+if TYPE_CHECKING:
+    from fedqueue.storage import Store
 
 #: `fedqueue followers WORD ...`: these words are actions, not an actor's name.
 ACTIONS = ("approve", "reject")
@@ -44,17 +48,14 @@ def _run(work: Callable[[Store, Urls], Awaitable[None]]) -> None:
     settings = existing_database_settings()
 
     async def run() -> None:
-        store = Store.open(settings.database_url)
-        try:
+        async with opened_store(settings.database_url) as store:
             await work(store, Urls(settings.base_url))
-        finally:
-            await store.close()
 
     asyncio.run(run())
 
 
 def _set_locked(name: str, locked: bool) -> int:
-    _run(lambda store, _urls: approval.set_locked(store, name, locked, "cli", utcnow()))
+    _run(lambda store, _urls: approval.set_locked(store, name, locked, "cli"))
     print(json.dumps({"name": name, "manually_approves_followers": locked}))
     return 0
 
@@ -75,5 +76,6 @@ def run_answer(action: str, words: list[str]) -> int:
     approve = action == "approve"
     _run(lambda store, urls: approval.answer_follow(store, urls, name, follower, approve=approve, who="cli"))
     sent = "Accept" if approve else "Reject"
-    print(json.dumps({"actor": name, "follower": follower, "queued": sent}))
+    # the answer's delivery to the follower's inbox is queued
+    print(json.dumps({"actor": name, "follower": follower, DeliveryState.QUEUED: sent}))
     return 0

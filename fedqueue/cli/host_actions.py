@@ -9,15 +9,18 @@ a domain before it ever writes (a blocklist) is what blocks are for.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fedqueue.cli.admin import _json_flag, _print, _who, _with_store
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.rules.errors import InvalidInput, NotFound
 from fedqueue.rules.urls import Urls
 from fedqueue.rules.wording import plural
-from fedqueue.service.admin_json import host_json
-from fedqueue.storage import Store
+from fedqueue.service import admin_actions, admin_reads
+from fedqueue.service.admin_actions import host_change_json
+
+if TYPE_CHECKING:
+    from fedqueue.storage import Store
 
 #: name: (summary, description, example); every host action prints the host's flags after it.
 HOST_ACTIONS = {
@@ -82,17 +85,17 @@ def run_host_action(args: argparse.Namespace) -> int:
     who = _who()
 
     async def work(store: Store, urls: Urls) -> dict[str, Any]:
-        if args.action == "block":
-            host = dict(host_json(await store.admin.block(args.host, who=who, reason=args.reason)))
-            host["deliveries_dead"] = await store.admin.killed_by_block(args.host)
-        else:
-            if not args.force:
-                await _known_host(store, args.host, args.action)
-            host = dict(host_json(await getattr(store.admin, args.action)(args.host, who=who)))
-        if getattr(args, "requeue", False):
-            counts = await store.admin.requeue_blocked(args.host, who=who)
-            host.update(requeued=counts.requeued, still_dead=counts.still_dead)
-        return host
+        if args.action != "block" and not args.force:
+            await _known_host(store, args.host, args.action)
+        change = await admin_actions.change_host(
+            store,
+            args.action,
+            args.host,
+            who=who,
+            reason=getattr(args, "reason", None),
+            requeue=getattr(args, "requeue", False),
+        )
+        return dict(host_change_json(change))
 
     data = _with_store(work)
     return _print(args, data, lambda: host_action_line(args.action, data))
@@ -105,7 +108,7 @@ def _deliveries(count: int) -> str:
 async def _known_host(store: Store, host: str, action: str) -> None:
     """InvalidInput unless some delivery went to `host` or it has a host record (a typo guard)."""
     try:
-        await store.admin.host(host)
+        await admin_reads.host(store, host)
     except NotFound:
         raise InvalidInput(
             f"{action}: no delivery has gone to {host[:100]!r} and it is not a known host; "

@@ -14,7 +14,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.live import Live
@@ -34,7 +34,10 @@ from fedqueue.rules.status_order import (
 from fedqueue.rules.urls import Urls
 from fedqueue.rules.wording import clip, last_result, plural
 from fedqueue.service.fanout_status import ActivityStatus, activity_status, parse_ref
-from fedqueue.storage import Store
+from fedqueue.service.store_session import opened_store
+
+if TYPE_CHECKING:
+    from fedqueue.storage import Store
 
 BAR_CHARS = 40
 #: --watch gives up after this many refreshes (a day at one per second).
@@ -161,8 +164,7 @@ def run_status(args: argparse.Namespace) -> int:
     console = Console(highlight=False, soft_wrap=True)
 
     async def show() -> ActivityStatus:
-        store = Store.open(settings.database_url)
-        try:
+        async with opened_store(settings.database_url) as store:
             doc = await activity_status(store, urls, ref, query)
             if not args.watch or doc["complete"]:
                 return doc
@@ -171,8 +173,6 @@ def run_status(args: argparse.Namespace) -> int:
             view = Text(status_text(doc), no_wrap=True, overflow="ellipsis")
             with Live(view, console=console, auto_refresh=False, transient=True) as live:
                 return await _until_complete(store, urls, ref, query, doc, args.interval, live)
-        finally:
-            await store.close()
 
     doc = asyncio.run(show())
     if args.json:

@@ -9,7 +9,7 @@ import argparse
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fedqueue.cli.admin import _who
 from fedqueue.cli.core import existing_database_settings
@@ -17,9 +17,12 @@ from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.text_tables import table
 from fedqueue.rules.webhook_payloads import DEFAULT_CONSUMER, EVENTS
 from fedqueue.service import webhooks
+from fedqueue.service.store_session import opened_store
 from fedqueue.service.webhooks import WebhookJson, webhook_json
 from fedqueue.settings import Settings
-from fedqueue.storage import Store
+
+if TYPE_CHECKING:
+    from fedqueue.storage import Store
 
 COLUMNS = (("id", "ID"), ("actor", "ACTOR"), ("consumer", "CONSUMER"), ("url", "URL"), ("events", "EVENTS"))
 
@@ -34,7 +37,11 @@ def register(commands: Subparsers) -> None:
         ["fedqueue webhook add alice https://app.example/hooks/fedqueue", "fedqueue webhook list"],
     )
     actions = webhook.add_subparsers(dest="action", required=True, metavar="ACTION")
+    _register_add(actions)
+    _register_list_and_remove(actions)
 
+
+def _register_add(actions: Subparsers) -> None:
     add = command(
         actions,
         "add",
@@ -65,6 +72,8 @@ def register(commands: Subparsers) -> None:
     )
     add.set_defaults(run=run_add)
 
+
+def _register_list_and_remove(actions: Subparsers) -> None:
     listing = command(
         actions,
         "list",
@@ -91,11 +100,8 @@ def _with_store(work: Callable[[Store, Settings], Awaitable[Any]]) -> Any:
     settings = existing_database_settings()
 
     async def run() -> Any:
-        store = Store.open(settings.database_url)
-        try:
+        async with opened_store(settings.database_url) as store:
             return await work(store, settings)
-        finally:
-            await store.close()
 
     return asyncio.run(run())
 
@@ -121,7 +127,7 @@ def run_add(args: argparse.Namespace) -> int:
 
 def run_list(args: argparse.Namespace) -> int:
     async def work(store: Store, _settings: Settings) -> list[WebhookJson]:
-        return [webhook_json(hook) for hook in await store.webhooks.list(args.actor)]
+        return [webhook_json(hook) for hook in await webhooks.listed(store, args.actor)]
 
     items = _with_store(work)
     if args.json:
@@ -133,7 +139,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_remove(args: argparse.Namespace) -> int:
     async def work(store: Store, _settings: Settings) -> WebhookJson:
-        return webhook_json(await store.webhooks.remove(args.id, who=_who()))
+        return webhook_json(await webhooks.remove(store, args.id, who=_who()))
 
     removed = _with_store(work)
     print(f"removed webhook {removed['id']} ({removed['actor']}/{removed['consumer']} -> {removed['url']})")

@@ -7,7 +7,7 @@ follow is forgotten and a Reject queued). An unlocked actor accepts follows as t
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import NotFound
@@ -17,9 +17,11 @@ from fedqueue.rules.urls import Urls
 from fedqueue.storage import Store
 
 
-async def set_locked(store: Store, name: str, locked: bool, who: str, now: datetime) -> None:
+async def set_locked(store: Store, name: str, locked: bool, who: str, now: datetime | None = None) -> None:
     """Lock (new follows wait for approval) or unlock the local actor `name`; audited."""
-    await store.actor_lifecycle.set_manual_approval(check_actor_name(name), locked, who, now)
+    await store.actor_lifecycle.set_manual_approval(
+        check_actor_name(name), locked, who, now or datetime.now(UTC)
+    )
 
 
 async def answer_follow(

@@ -103,6 +103,17 @@ async def followers(store: Store, actor: str, *, state: str, limit: int) -> list
     return await store.followers.page(actor, offset=0, limit=limit, state=state)
 
 
+async def token_owner(store: Store, token: str) -> str | None:
+    """The local actor whose outbox bearer token `token` is, or None."""
+    return await store.actors.owner_of_token(token)
+
+
+async def activity_actor(store: Store, outbox_id: int) -> str | None:
+    """The local actor who posted activity `outbox_id`, or None if there is no such activity."""
+    row = await store.outbox.state(outbox_id)
+    return row.actor if row is not None else None
+
+
 @dataclasses.dataclass(frozen=True)
 class Overview:
     """The console's first page: the troubled hosts, one page of activities, the last hour, the queue."""

@@ -103,6 +103,16 @@ async def add(
     return hook, secret
 
 
+async def listed(store: Store, actor: str | None = None) -> list[Webhook]:
+    """The webhooks (of `actor`'s consumers, or every one)."""
+    return await store.webhooks.list(actor)
+
+
+async def remove(store: Store, webhook_id: int, *, who: str) -> Webhook:
+    """Remove one webhook (its queued events go with it); NotFound if there is none. Audited."""
+    return await store.webhooks.remove(webhook_id, who=who)
+
+
 async def _check_resolved(url: str) -> None:
     """ForbiddenAddress if the URL's host name resolves only to loopback or private addresses."""
     parts = urlsplit(url)

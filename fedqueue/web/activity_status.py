@@ -11,16 +11,21 @@ actor's activity answers 404, as a missing one does: a token learns nothing of w
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue.rules.errors import NotFound, Unauthorized
 from fedqueue.rules.status_order import status_query
+from fedqueue.service import admin_reads
 from fedqueue.service.fanout_status import activity_status
-from fedqueue.storage import Store
 from fedqueue.web.admin_auth import admin_session, bearer_of, login_guard_of
 from fedqueue.web.responses import JSONResponse, store_of, urls_of
+
+if TYPE_CHECKING:
+    from fedqueue.storage import Store
 
 
 async def _check_actor_token(request: Request, store: Store, token: str, outbox_id: int) -> None:
@@ -29,14 +34,13 @@ async def _check_actor_token(request: Request, store: Store, token: str, outbox_
 
     A token that is neither counts as a wrong admin token for the login throttle.
     """
-    owner = await store.actors.owner_of_token(token)
+    owner = await admin_reads.token_owner(store, token)
     if owner is None:
         throttled = login_guard_of(request).failed(request, "bearer")
         if throttled is not None:
             raise throttled
         raise Unauthorized("wrong bearer token: neither the admin token nor a local actor's token")
-    row = await store.outbox.state(outbox_id)
-    if row is None or row.actor != owner:
+    if await admin_reads.activity_actor(store, outbox_id) != owner:
         raise NotFound(f"no activity {outbox_id}")
 
 

@@ -45,7 +45,7 @@ def _flag(body: dict[str, Any], name: str) -> bool:
 @accepts("actor")
 async def list_webhooks(request: Request) -> Response:
     actor = request.query_params.get("actor") or None
-    hooks = await store_of(request).webhooks.list(actor)
+    hooks = await webhooks.listed(store_of(request), actor)
     return JSONResponse({"items": [webhook_json(h) for h in hooks]})
 
 
@@ -69,7 +69,7 @@ async def add_webhook(request: Request) -> Response:
 
 @accepts()
 async def remove_webhook(request: Request) -> Response:
-    hook = await store_of(request).webhooks.remove(request.path_params["id"], who=session_of(request).who)
+    hook = await webhooks.remove(store_of(request), request.path_params["id"], who=session_of(request).who)
     return JSONResponse(webhook_json(hook))
 
 
