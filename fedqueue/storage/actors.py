@@ -108,7 +108,7 @@ class ActorStore:
         self._passphrase_checked = False
         # Built once, the same SQL for any number of names (read for every claimed group of rows).
         self._deleted = select(_actors.c.name).where(
-            database.one_of(_actors.c.name, "names"), _actors.c.deleted_at.is_not(None)
+            database.dialect.one_of(_actors.c.name, "names"), _actors.c.deleted_at.is_not(None)
         )
 
     async def create(self, name: str, who: str | None = None) -> CreatedActor:
@@ -248,7 +248,7 @@ class ActorStore:
         pair = keys.generate_key_pair(self._passphrase)
         async with self._db.transaction() as conn:
             await conn.execute(
-                self._db.insert_ignoring_conflicts(_instance_key, ["id"]).values(
+                self._db.dialect.insert_ignoring_conflicts(_instance_key, ["id"]).values(
                     id=1, private_key_pem=pair.private_pem, public_key_pem=pair.public_pem
                 )
             )

@@ -23,9 +23,9 @@ class AudienceStore:
     def __init__(self, database: Database) -> None:
         self._db = database
         # Built once, the same SQL for any number of inboxes (read for every group of expanded rows).
-        self._gone = select(_gone.c.inbox).where(database.one_of(_gone.c.inbox, "inboxes"))
+        self._gone = select(_gone.c.inbox).where(database.dialect.one_of(_gone.c.inbox, "inboxes"))
         self._cached = select(_remote.c.uri).where(
-            database.one_of(_remote.c.uri, "uris"),
+            database.dialect.one_of(_remote.c.uri, "uris"),
             _remote.c.expires_at > bindparam("now", type_=_remote.c.expires_at.type),
             _remote.c.error.is_(None),
             _remote.c.inbox.is_not(None),

@@ -59,8 +59,8 @@ class Decision:
 class CoalescingStore:
     def __init__(self, database: Database) -> None:
         self._db = database
-        keys = database.pairs("keys")
-        joined, d = database.looked_up_per_row(
+        keys = database.dialect.pairs("keys")
+        joined, d = database.dialect.looked_up_per_row(
             keys, _deliveries, lambda d: and_(d.inbox == keys.c.first, d.object_id == keys.c.second)
         )
         # Built once: the keys are one bound value, so the SQL is the same for every batch. Its
@@ -103,7 +103,7 @@ class CoalescingStore:
         o = _outbox.c
         self._contested_subjects = (
             select(o.object_id)
-            .where(database.one_of(o.object_id, "subjects"))
+            .where(database.dialect.one_of(o.object_id, "subjects"))
             .group_by(o.object_id)
             .having(
                 or_(

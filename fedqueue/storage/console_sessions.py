@@ -30,7 +30,9 @@ class ConsoleSessionStore:
     async def end_all(self, *, who: str) -> int:
         """Log every console session out (audited); the new version."""
         async with self._db.transaction() as conn:
-            await conn.execute(self._db.insert_ignoring_conflicts(_session, ["id"]).values(id=1, version=0))
+            await conn.execute(
+                self._db.dialect.insert_ignoring_conflicts(_session, ["id"]).values(id=1, version=0)
+            )
             version = (
                 await conn.execute(
                     update(_session)

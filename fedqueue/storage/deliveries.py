@@ -39,7 +39,8 @@ from fedqueue.rules.intake import ActivityFacts
 from fedqueue.rules.states import BACKLOG, LANES, UNFINISHED, UNSENT, CircuitState, DeliveryState, Lane
 from fedqueue.rules.wording import inert
 from fedqueue.storage.column_types import UTCDateTime, utcnow
-from fedqueue.storage.database import Database, json_array, json_item
+from fedqueue.storage.database import Database
+from fedqueue.storage.dialects import json_array, json_item
 from fedqueue.storage.tables import DeliveryRow, GoneInboxRow, HostRow, OutboxRow
 from fedqueue.storage.webhook_events import after_given_up, after_record, any_webhook, webhooks_exist
 
@@ -142,13 +143,13 @@ def _enqueue_statement(database: Database) -> Insert:
     its rows are created in the targets' order. A row whose `last_error` is set is created dead.
     """
     d = _deliveries.c
-    item = database.json_rows("items").c.value
-    facts = [database.json_column(item, n, d[name]).label(name) for n, name in enumerate(_ITEM)]
+    item = database.dialect.json_rows("items").c.value
+    facts = [database.dialect.json_column(item, n, d[name]).label(name) for n, name in enumerate(_ITEM)]
     # Materialized: each activity's facts are read out of its JSON once, not once per target.
     items = (
         select(*facts, json_array(item, len(_ITEM)).label("targets")).cte("items").prefix_with("MATERIALIZED")
     )
-    targets = database.json_elements(items.c.targets)
+    targets = database.dialect.json_elements(items.c.targets)
     target = targets.c.value
     values = {name: items.c[name] for name in _ITEM} | {
         name: json_item(target, n) for n, name in enumerate(_TARGET)
@@ -160,7 +161,7 @@ def _enqueue_statement(database: Database) -> Insert:
     # WHERE: SQLite would otherwise read the upsert's ON CONFLICT as the join's ON.
     rows = select(*values.values()).select_from(items.join(targets, true())).where(true())
     # Either unique key may exist already: (outbox_id, inbox), or (outbox_id, recipient).
-    return database.insert_ignoring_conflicts(_deliveries).from_select(list(values), rows)
+    return database.dialect.insert_ignoring_conflicts(_deliveries).from_select(list(values), rows)
 
 
 def _record_statement(database: Database) -> Update:
@@ -171,16 +172,16 @@ def _record_statement(database: Database) -> Update:
     as arrays (PostgreSQL), each row's nine values went through SQLAlchemy and the driver one by one.
     """
     d = _deliveries.c
-    value = database.json_rows("results").c.value
-    recorded = {name: database.json_column(value, n, d[name]) for n, name in enumerate(_RECORDED)}
+    value = database.dialect.json_rows("results").c.value
+    recorded = {name: database.dialect.json_column(value, n, d[name]) for n, name in enumerate(_RECORDED)}
     return (
         update(_deliveries)
         .where(
             d.id == recorded["id"],
-            *database.looked_up_in(d.id, "ids"),
+            *database.dialect.looked_up_in(d.id, "ids"),
             d.lease_owner == bindparam("owner"),
             # Most results find their row still leased: the ids are the way in, not the state index.
-            database.not_a_way_in(d.state == DeliveryState.SENDING),
+            database.dialect.not_a_way_in(d.state == DeliveryState.SENDING),
         )
         .values(lease_owner=None, lease_until=None, **{name: recorded[name] for name in _RECORDED[1:]})
     )
@@ -206,7 +207,7 @@ def _claim_statement(database: Database, skipping: bool, expired_leases: bool) -
     limit = bindparam("limit", type_=Integer())
     eligible = [d.inbox.is_not(None), d.host.not_in(_held_hosts(now))]
     if skipping:
-        eligible.append(~database.one_of(d.host, "skip"))
+        eligible.append(~database.dialect.one_of(d.host, "skip"))
     # One branch per (state, lane), each an ordered range of ix_deliveries_due (state, lane,
     # next_attempt_at, id) read only as far as it takes: an OR of the states made the
     # database gather and sort every due row first (258 ms a claim on SQLite with 100,000
@@ -230,7 +231,7 @@ def _claim_statement(database: Database, skipping: bool, expired_leases: bool) -
             .order_by(*order)
             .limit(limit)
         )
-    branches = [database.skip_locked(branch) for branch in branches]
+    branches = [database.dialect.skip_locked(branch) for branch in branches]
     candidates = union_all(*(select(branch.subquery()) for branch in branches)).subquery()
     c = candidates.c
     due = select(c.id).order_by(c.lane, c.next_attempt_at, c.id).limit(limit)
@@ -266,7 +267,7 @@ def _claim_unresolved_statement(database: Database) -> Update:
     )
     return (
         update(_deliveries)
-        .where(d.id.in_(database.skip_locked(due).scalar_subquery()))
+        .where(d.id.in_(database.dialect.skip_locked(due).scalar_subquery()))
         .values(
             state=DeliveryState.SENDING,
             lease_owner=bindparam("owner", type_=d.lease_owner.type),
@@ -288,7 +289,7 @@ class DeliveryStore:
         self._enqueue = _enqueue_statement(database)
         self._enqueue_returning = self._enqueue.returning(_deliveries.c.id, _deliveries.c.state)
         self._record = _record_statement(database)
-        self._record_alone = _record_alone_statement(database) if database.is_postgres else None
+        self._record_alone = _record_alone_statement(database) if database.dialect.writes_in_with else None
         self._claim_unresolved = _claim_unresolved_statement(database)
 
     async def enqueue(self, batch: Sequence[Enqueued], now: datetime) -> None:
@@ -407,7 +408,7 @@ class DeliveryStore:
         if not results:
             return 0
         first = {r.id: r for r in reversed(results)}
-        time = self._db.json_times()
+        time = self._db.dialect.json_times()
         rows = [
             (
                 r.id,
@@ -433,7 +434,7 @@ class DeliveryStore:
         async with self._db.transaction() as conn:
             updated = await self._db.write_in(conn, self._record, parameters)
             if gone:
-                await conn.execute(self._db.insert_ignoring_conflicts(_gone, ("inbox",)), gone)
+                await conn.execute(self._db.dialect.insert_ignoring_conflicts(_gone, ("inbox",)), gone)
             await after_record(self._db, conn, results, utcnow())
         return updated
 

@@ -95,11 +95,11 @@ class _FollowerWrites:
 
     @classmethod
     def build(cls, database: Database) -> _FollowerWrites:
-        follows = database.rows(_followers, _FOLLOWER_COLUMNS)
+        follows = database.dialect.rows(_followers, _FOLLOWER_COLUMNS)
         refreshed = ("inbox", "shared_inbox", "follow_activity_id")
-        accept = follows.into(database.upsert(_followers))
-        refresh = follows.into(database.upsert(_followers))
-        queued = database.rows(_outbox, ("actor", "activity", "inboxes"))
+        accept = follows.into(database.dialect.upsert(_followers))
+        refresh = follows.into(database.dialect.upsert(_followers))
+        queued = database.dialect.rows(_outbox, ("actor", "activity", "inboxes"))
         return cls(
             accept=accept.on_conflict_do_update(
                 index_elements=["actor", "follower_uri"],
@@ -258,7 +258,7 @@ async def forward(database: Database, conn: AsyncConnection, effect: ForwardActi
     ).where(exists().where(_actors.c.name == effect.actor))
     columns = ["actor", "activity", "activity_id", "activity_type", "forwarded"]
     await conn.execute(
-        database.upsert(_outbox)
+        database.dialect.upsert(_outbox)
         .from_select(columns, row)
         .on_conflict_do_nothing(index_elements=["activity_id"])
     )

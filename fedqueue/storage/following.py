@@ -56,7 +56,7 @@ async def add(database: Database, conn: AsyncConnection, effect: AddFollowing, n
     _changed(effect.followed_uri)
     values = {"follow_activity_id": follow.activity_id, "accepted_at": now}
     await conn.execute(
-        database.upsert(_following)
+        database.dialect.upsert(_following)
         .values(actor=follow.actor, followed_uri=effect.followed_uri, **values)
         .on_conflict_do_update(index_elements=["actor", "followed_uri"], set_=values)
     )

@@ -79,7 +79,7 @@ class HostStore:
         self._db = database
         # Built once, the same SQL for any set of hosts (read at every claim and every flush).
         self._health = select(*[_hosts.c[name] for name in _FIELDS]).where(
-            database.one_of(_hosts.c.host, "hosts")
+            database.dialect.one_of(_hosts.c.host, "hosts")
         )
 
     async def health(self, hosts: Iterable[str]) -> dict[str, HostHealth]:
@@ -207,10 +207,10 @@ class HostStore:
         async with self._db.transaction() as conn:
             if new:
                 await conn.execute(
-                    self._db.insert_ignoring_conflicts(_hosts, ("host",)),
+                    self._db.dialect.insert_ignoring_conflicts(_hosts, ("host",)),
                     [{"host": name} for name in sorted(new)],
                 )
-            query = self._db.locked(
+            query = self._db.dialect.locked(
                 select(*[_hosts.c[name] for name in _FIELDS])
                 .where(_hosts.c.host.in_(names))
                 .order_by(_hosts.c.host)

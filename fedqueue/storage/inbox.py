@@ -85,14 +85,14 @@ def _admission_statement(database: Database) -> CompoundSelect[Any]:
     senders_inbox = or_(_gone.c.inbox == _remote.c.inbox, _gone.c.inbox == _remote.c.shared_inbox)
     return union_all(
         select(literal("host"), _hosts.c.host, nobody, _hosts.c.blocked, failing).where(
-            database.one_of(_hosts.c.host, "hosts")
+            database.dialect.one_of(_hosts.c.host, "hosts")
         ),
         select(literal("actor"), _actors.c.name, nobody, _actors.c.auto_accept_follows, no).where(
-            database.one_of(_actors.c.name, "names")
+            database.dialect.one_of(_actors.c.name, "names")
         ),
         select(literal("gone"), _gone.c.inbox, _remote.c.uri, no, no)
         .select_from(_remote.join(_gone, senders_inbox))
-        .where(database.one_of(_remote.c.uri, "senders")),
+        .where(database.dialect.one_of(_remote.c.uri, "senders")),
     )
 
 
@@ -258,7 +258,7 @@ class InboxStore:
             after = None if after is None else min(after, newest)  # a cursor from the future skips nothing
             acknowledged = max(stored or 0, after) if after is not None else stored or 0
             await conn.execute(
-                self._db.upsert(_cursors)
+                self._db.dialect.upsert(_cursors)
                 .values(
                     actor=actor,
                     consumer=consumer,

@@ -96,26 +96,26 @@ class InboxWriter:
     def __init__(self, database: Database) -> None:
         self._db = database
         # Built once for this engine (bound parameters only): every batch runs them.
-        self._inbound_rows = database.rows(_inbound, _INBOUND_COLUMNS)
+        self._inbound_rows = database.dialect.rows(_inbound, _INBOUND_COLUMNS)
         self._insert_inbound = (
-            self._inbound_rows.into(database.upsert(_inbound))
+            self._inbound_rows.into(database.dialect.upsert(_inbound))
             .on_conflict_do_nothing(index_elements=["activity_id"])
             .returning(_inbound.c.activity_id, _inbound.c.id)
         )
-        self._item_rows = database.rows(_items, ("inbound_id", "actor"))
+        self._item_rows = database.dialect.rows(_items, ("inbound_id", "actor"))
         self._insert_items = (
-            self._item_rows.into(database.upsert(_items))
+            self._item_rows.into(database.dialect.upsert(_items))
             .on_conflict_do_nothing(index_elements=["inbound_id", "actor"])
             .returning(_items.c.id, _items.c.inbound_id, _items.c.actor)
         )
         self._existing = select(_inbound.c.activity_id, _inbound.c.id).where(
-            database.one_of(_inbound.c.activity_id, "activity_ids")
+            database.dialect.one_of(_inbound.c.activity_id, "activity_ids")
         )
-        hooked = database.one_of(_webhooks.c.actor, "actors")
+        hooked = database.dialect.one_of(_webhooks.c.actor, "actors")
         self._hooked = select(_webhooks.c.actor).where(hooked).distinct()
         self._tombstoned = select(
             _tombstones.c.object_id, _tombstones.c.actor_uri, _tombstones.c.deleted_at
-        ).where(database.one_of(_tombstones.c.object_id, "objects"))
+        ).where(database.dialect.one_of(_tombstones.c.object_id, "objects"))
         self._group: GroupCommit[InboundWrite, Stored] = GroupCommit(
             self.store_batch, self.store_one, max_batch=MAX_BATCH
         )
@@ -149,7 +149,7 @@ class InboxWriter:
         same transaction: a write whose object its actor deleted is dropped (`InboundWrite`).
         """
         async with self._db.transaction() as conn:
-            await self._db.serialize_in_transaction(conn, INBOX_ORDER_LOCK)
+            await self._db.dialect.serialize_in_transaction(conn, INBOX_ORDER_LOCK)
             deleted = await self._deleted(conn, writes)
             kept = [write for write in writes if id(write) not in deleted]
             firsts: dict[str, InboundWrite] = {}

@@ -110,7 +110,7 @@ def _claim_statement(database: Database) -> Update:
         select(o.id).where(o.state == OutboxState.EXPANDING, o.lease_until <= now),
     ]
     candidates = union_all(
-        *(select(database.skip_locked(b.order_by(o.id).limit(limit)).subquery()) for b in branches)
+        *(select(database.dialect.skip_locked(b.order_by(o.id).limit(limit)).subquery()) for b in branches)
     ).subquery()
     claimable = select(candidates.c.id).order_by(candidates.c.id).limit(limit)
     return (
@@ -136,7 +136,7 @@ class OutboxStore:
     def __init__(self, database: Database) -> None:
         self._db = database
         # Built once for this engine (bound parameters only): every expansion batch runs it.
-        self._accepted = database.rows(
+        self._accepted = database.dialect.rows(
             _outbox, ("id", "activity", "activity_id", "activity_type", "object_id")
         )
         accepted = self._accepted.c

@@ -112,14 +112,14 @@ def _lookup_statement(database: Database) -> CompoundSelect[Any]:
     host = [_hosts.c.host, *[null()] * 2, _hosts.c.signature_scheme, *[null()] * (len(_ENTRY) - 4)]
     return union_all(
         select(literal("entry"), *entry).where(
-            database.one_of(_remote.c.uri, "uris"), _remote.c.expires_at > now
+            database.dialect.one_of(_remote.c.uri, "uris"), _remote.c.expires_at > now
         ),
         select(literal("key"), *entry).where(
-            database.one_of(_remote.c.key_id, "key_ids"),
+            database.dialect.one_of(_remote.c.key_id, "key_ids"),
             _remote.c.expires_at > now,
             _remote.c.error.is_(None),
         ),
-        select(literal("host"), *host).where(database.one_of(_hosts.c.host, "hosts")),
+        select(literal("host"), *host).where(database.dialect.one_of(_hosts.c.host, "hosts")),
     )
 
 
@@ -127,17 +127,17 @@ class RemoteActorStore:
     def __init__(self, database: Database) -> None:
         self._db = database
         # Built once for this engine (bound parameters only): every fetch writes its outcome.
-        self._written = database.rows(_remote, ("uri", *_VALUES))
-        upsert = self._written.into(database.upsert(_remote))
+        self._written = database.dialect.rows(_remote, ("uri", *_VALUES))
+        upsert = self._written.into(database.dialect.upsert(_remote))
         put = upsert.on_conflict_do_update(
             index_elements=["uri"], set_={name: upsert.excluded[name] for name in _VALUES}
         )
         # Only marks older than the fetches: a 410 answered after one is news the entry cannot undo.
         since = bindparam("answered_since", type_=_gone.c.gone_at.type)
         forget_gone = delete(_gone).where(
-            database.one_of(_gone.c.inbox, "answered"), _gone.c.gone_at <= since
+            database.dialect.one_of(_gone.c.inbox, "answered"), _gone.c.gone_at <= since
         )
-        self._put, self._forget_gone = database.with_delete(put, forget_gone)
+        self._put, self._forget_gone = database.dialect.with_delete(put, forget_gone)
         self._writes: GroupCommit[CachedRemote, None] = GroupCommit(
             self._put_batch, max_batch=MAX_BATCH, linger_s=BEHIND_LINGER_S
         )

@@ -89,7 +89,7 @@ class RetentionStore:
         self._db = database
 
     def _still(self, condition: ColumnElement[bool]) -> list[ColumnElement[bool]]:
-        """`condition` checked again by a batch's DELETE, on PostgreSQL only.
+        """`condition` checked again by a batch's DELETE, where rows change under a transaction (PostgreSQL).
 
         There a row may change between the batch's read and its delete (READ COMMITTED); on
         SQLite the transaction holds the write lock from its BEGIN IMMEDIATE, so nothing can.
@@ -97,7 +97,7 @@ class RetentionStore:
         for each batch instead of the batch's ids: a prune grew with the square of the history
         (195 s for 900,000 delivered rows; docs/benchmarks.md, Cost with age).
         """
-        return [condition] if self._db.is_postgres else []
+        return [condition] if self._db.dialect.rows_change_under_transactions else []
 
     def finished_batch(self, state: str, before: datetime, limit: int) -> ReturningDelete[Any]:
         """The DELETE of one batch of `deliveries`, returning each deleted row's outbox id."""
@@ -211,7 +211,7 @@ class RetentionStore:
         (`pg_class.reltuples`, no scan) for a large table, an exact count below `EXACT_COUNT_BELOW`."""
         counts: dict[str, int] = {}
         async with self._db.reading() as conn:
-            counts = await self._db.estimated_counts(conn, COUNTED_TABLES, EXACT_COUNT_BELOW)
+            counts = await self._db.dialect.estimated_counts(conn, COUNTED_TABLES, EXACT_COUNT_BELOW)
             for name in COUNTED_TABLES:
                 if name not in counts:
                     exact = select(func.count()).select_from(_TABLES[name])

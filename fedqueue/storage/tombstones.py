@@ -17,7 +17,7 @@ _tombstones = TombstoneRow.__table__  # type: ignore[attr-defined]
 async def record(database: Database, conn: AsyncConnection, effect: RecordTombstone, now: datetime) -> None:
     """Remember (or refresh) that `effect.actor` deleted `effect.object_id` at `now`."""
     await conn.execute(
-        database.upsert(_tombstones)
+        database.dialect.upsert(_tombstones)
         .values(object_id=effect.object_id, actor_uri=effect.actor, deleted_at=now)
         .on_conflict_do_update(index_elements=["object_id", "actor_uri"], set_={"deleted_at": now})
     )

@@ -73,7 +73,7 @@ async def emit(
             "inbox_item_id": inbox_item_id,
             "dedupe_key": dedupe_key,
         }
-        statement = database.insert_ignoring_conflicts(_events, ("webhook_id", "dedupe_key"))
+        statement = database.dialect.insert_ignoring_conflicts(_events, ("webhook_id", "dedupe_key"))
         event_id = (await conn.execute(statement.values(values).returning(_events.c.id))).scalar()
         if event_id is None:
             continue  # queued before under this dedupe key
@@ -215,7 +215,7 @@ async def _advance_cursors(database: Database, conn: AsyncConnection, event_ids:
     for row in acked:
         forward = case((_cursors.c.last_item_id < row.item, row.item), else_=_cursors.c.last_item_id)
         await conn.execute(
-            database.upsert(_cursors)
+            database.dialect.upsert(_cursors)
             .values(actor=row.actor, consumer=row.consumer, last_item_id=row.item)
             .on_conflict_do_update(
                 index_elements=["actor", "consumer"],
@@ -231,7 +231,7 @@ async def _complete_if_done(database: Database, conn: AsyncConnection, outbox_id
     two outcomes at once (or one recording it while another ends the expansion) see each
     other's: one of them queues the event (the dedupe key keeps it to one).
     """
-    query = database.locked(
+    query = database.dialect.locked(
         select(_outbox.c.actor, _outbox.c.activity_id, _outbox.c.state, *pruned_columns()).where(
             _outbox.c.id == outbox_id
         )

@@ -25,7 +25,9 @@ async def test_a_read_in_a_transaction_sees_its_uncommitted_write_and_nothing_on
     with pytest.raises(_Abandon):
         async with database.transaction() as conn:
             assert list(await database.read_in(conn, _NAMED, {"name": "a.example"})) == []
-            await conn.execute(database.insert_ignoring_conflicts(_hosts, ("host",)), [{"host": "a.example"}])
+            await conn.execute(
+                database.dialect.insert_ignoring_conflicts(_hosts, ("host",)), [{"host": "a.example"}]
+            )
             rows = await database.read_in(conn, _NAMED, {"name": "a.example"})
             assert [tuple(row) for row in rows] == [("a.example",)]
             raise _Abandon
@@ -36,7 +38,9 @@ async def test_a_read_in_a_transaction_sees_its_uncommitted_write_and_nothing_on
 async def test_a_write_that_is_its_transactions_only_statement_is_committed_and_counted(store: Store) -> None:
     database = store.database
     async with database.transaction() as conn:
-        await conn.execute(database.insert_ignoring_conflicts(_hosts, ("host",)), [{"host": "a.example"}])
+        await conn.execute(
+            database.dialect.insert_ignoring_conflicts(_hosts, ("host",)), [{"host": "a.example"}]
+        )
     written = committed_writes(_hosts, ("paused",))
 
     async with database.transaction() as conn:
@@ -57,7 +61,9 @@ async def test_a_transaction_whose_connection_was_lost_ends_with_its_own_error_a
     written = committed_writes(_hosts, ("paused",))
     with pytest.raises(_Abandon):
         async with database.transaction() as conn:
-            await conn.execute(database.insert_ignoring_conflicts(_hosts, ("host",)), [{"host": "a.example"}])
+            await conn.execute(
+                database.dialect.insert_ignoring_conflicts(_hosts, ("host",)), [{"host": "a.example"}]
+            )
             await conn.invalidate()
             raise _Abandon
     assert committed_writes(_hosts, ("paused",)) == written
