@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from fedqueue.remote.documents import RemoteDirectory, parse_actor
+from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.http_client import SigningIdentity
 from fedqueue.rules.account_moves import VerifiedMove, move_claim, move_effects
 from fedqueue.rules.actor_documents import names_alias
@@ -15,6 +15,7 @@ from fedqueue.rules.columns import URI_CHARS, check_text
 from fedqueue.rules.errors import InvalidInput
 from fedqueue.rules.follow_effects import Effect
 from fedqueue.rules.inbox_acceptance import Activity
+from fedqueue.rules.remote_actor_documents import parse_actor
 from fedqueue.rules.urls import Urls
 from fedqueue.storage import Store
 

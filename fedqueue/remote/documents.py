@@ -14,18 +14,17 @@ one that actor document lists. So `RemoteKey.owner` is always an actor that clai
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
-from urllib.parse import urldefrag, urlsplit
+from urllib.parse import urldefrag
 
 from fedqueue import tracing
 from fedqueue.remote.http_client import HttpClient, SigningIdentity, signed_headers
 from fedqueue.rules.activitystreams import ACCEPT_ACTIVITY
-from fedqueue.rules.address_guard import FetchError, Gone, check_url, host_of
+from fedqueue.rules.address_guard import FetchError, Gone, host_of
 from fedqueue.rules.bounded_memory import (
     MEMORY_TTL,
     ActorMemory,
@@ -38,8 +37,14 @@ from fedqueue.rules.bounded_memory import (
     key_of,
     slim_document,
 )
-from fedqueue.rules.columns import URI_CHARS, text_problem
 from fedqueue.rules.errors import TooLarge
+from fedqueue.rules.remote_actor_documents import (
+    checked_url,
+    document_field,
+    json_object,
+    parse_actor,
+    same_origin,
+)
 from fedqueue.rules.signing.requests import SignatureScheme
 from fedqueue.storage import CachedRemote, Store
 from fedqueue.storage.column_types import utcnow
@@ -51,100 +56,6 @@ _JSON_TYPES = ("application/activity+json", "application/ld+json", "application/
 _GONE_STATUSES = (404, 410)
 #: A remembered failure's reason is cut to this many characters.
 _REASON_MAX_CHARS = 500
-
-
-def _same_origin(a: str, b: str) -> bool:
-    pa, pb = urlsplit(a), urlsplit(b)
-    return (pa.scheme, pa.netloc.lower()) == (pb.scheme, pb.netloc.lower())
-
-
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc.lower()}"
-
-
-def _public_keys(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    keys = doc.get("publicKey")
-    if isinstance(keys, dict):
-        return [keys]
-    if isinstance(keys, list):
-        return [key for key in keys if isinstance(key, dict)]
-    return []
-
-
-def _unusable_url(value: str) -> str | None:
-    """Why `value` cannot be stored and fetched as a remote URI, or None."""
-    reason = text_problem(value, URI_CHARS)
-    if reason is not None:
-        return reason
-    try:
-        check_url(value, allow_private=True)  # forbidden addresses are refused when fetched
-    except FetchError as exc:
-        return str(exc)
-    return None
-
-
-def _checked_url(value: str, what: str) -> str:
-    """`value`, or FetchError naming `what` when it cannot be stored and fetched."""
-    reason = _unusable_url(value)
-    if reason is not None:
-        raise FetchError(f"{what} is unusable: {reason}")
-    return value
-
-
-def _field(name: str, value: Any, *, url: bool = True) -> str | None:
-    """A string field of a fetched document, checked before anything is stored; None if not a string."""
-    if not isinstance(value, str):
-        return None
-    reason = _unusable_url(value) if url else text_problem(value)
-    if reason is not None:
-        raise FetchError(f"actor document has an unusable {name}: {reason}")
-    return value
-
-
-def _utf8_text(raw: bytes) -> str | None:
-    """`raw` as UTF-8 text, or None. A NUL byte is never in JSON text but fills UTF-16 and UTF-32."""
-    if b"\x00" in raw:
-        return None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-def parse_actor(doc: Any, uri: str, key_id: str | None = None) -> RemoteActor:
-    """An actor document's inboxes and key (the one named `key_id`, else the first).
-
-    `uri` is where the document was fetched from: its `id` must be that (fragment aside).
-    Every field kept is checked first (text storable on both engines, http(s) URLs that fit
-    their columns), so what is refused on PostgreSQL is refused on SQLite too.
-    """
-    if not isinstance(doc, dict):
-        raise FetchError(f"actor document of {uri} is not a JSON object")
-    actor_id = _field("id", doc.get("id"))
-    if actor_id is None or not _same_origin(actor_id, uri):
-        raise FetchError(f"actor document of {uri} has a missing or foreign id")
-    if urldefrag(actor_id).url != urldefrag(uri).url:
-        raise FetchError(f"actor document at {uri} has the id {actor_id}, not its own address")
-    inbox = _field("inbox", doc.get("inbox"))
-    if inbox is None:
-        raise FetchError(f"actor {actor_id} has no inbox")
-    if not _same_origin(inbox, actor_id):
-        raise FetchError(f"inbox {inbox} is not on the actor's origin {_origin(actor_id)}, so it is not used")
-    endpoints = doc.get("endpoints")
-    shared = _field("sharedInbox", endpoints.get("sharedInbox") if isinstance(endpoints, dict) else None)
-    keys = _public_keys(doc)
-    chosen = next((key for key in keys if key.get("id") == key_id), None) if key_id else None
-    chosen = chosen or (keys[0] if keys else None)
-    pem = _field("publicKeyPem", chosen.get("publicKeyPem"), url=False) if chosen else None
-    found_key_id = _field("key id", chosen.get("id")) if chosen else None
-    return RemoteActor(
-        uri=actor_id,
-        inbox=inbox,
-        shared_inbox=shared if shared is not None and _same_origin(shared, actor_id) else None,
-        key_id=found_key_id,
-        public_key_pem=pem,
-    )
 
 
 @dataclass(frozen=True)
@@ -196,7 +107,7 @@ class RemoteDirectory:
 
     async def actor(self, uri: str, signer: SigningIdentity | None, *, refresh: bool = False) -> RemoteActor:
         """The actor at `uri`, stored; FetchError (also remembered for a few minutes) if it is unusable."""
-        uri = urldefrag(_checked_url(uri, "actor URI")).url
+        uri = urldefrag(checked_url(uri, "actor URI")).url
         now = self._clock()
         if not refresh:
             remembered = self._memory.actor(uri, now)
@@ -237,7 +148,7 @@ class RemoteDirectory:
         short by it is a failure like any other, remembered for a few minutes.
         """
         now = self._clock()
-        url = urldefrag(_checked_url(key_id, "key id")).url
+        url = urldefrag(checked_url(key_id, "key id")).url
         if refresh and self._refetched.get(key_id, now) is not None:
             refresh = False  # what the last refetch brought is still the answer
             self._refetches_skipped += 1
@@ -294,7 +205,7 @@ class RemoteDirectory:
             if not isinstance(owner_uri, str):
                 raise FetchError(f"key document {key_id} names no owner")
             same_host = host_of(owner_uri) == host_of(url)
-            url = urldefrag(_checked_url(owner_uri, "key owner")).url
+            url = urldefrag(checked_url(owner_uri, "key owner")).url
             # Fetched at the address the key names: `parse_actor` then requires that id there.
             doc, _raw = await self.fetch_json(
                 url, signer, deadline=deadline, scheme=scheme if same_host else None
@@ -315,10 +226,10 @@ class RemoteDirectory:
             self._memory.forget(url)
             self._remember_failure(url, exc, self._clock())
             raise
-        claimed = _field("id", doc.get("id"))
+        claimed = document_field("id", doc.get("id"))
         if claimed is not None and urldefrag(claimed).url == url:
             return doc, url
-        if claimed is None or not _same_origin(claimed, url):
+        if claimed is None or not same_origin(claimed, url):
             raise FetchError(f"document at {url} has a missing or foreign id")
         own_url = urldefrag(claimed).url
         doc, _raw = await self.fetch_json(own_url, signer, deadline=deadline, scheme=scheme)
@@ -336,7 +247,7 @@ class RemoteDirectory:
         """
         now = self._clock()
         try:
-            uri = urldefrag(_checked_url(uri, "actor URI")).url
+            uri = urldefrag(checked_url(uri, "actor URI")).url
             failed = self._failures.get(uri, now)
             if failed is not None and failed.gone:
                 return True
@@ -380,9 +291,8 @@ class RemoteDirectory:
     ) -> tuple[dict[str, Any], str]:
         """A signed GET of an ActivityStreams document: (parsed object, raw text).
 
-        Signed under `scheme`, or when None the one `_get_scheme` reads for the host.
-        The body must be UTF-8 (RFC 8259 8.1). json.loads alone would also take UTF-16 and
-        UTF-32 bytes, whose text then could not be stored, so the rule is applied here, once.
+        Signed under `scheme`, or when None the one `_get_scheme` reads for the host; the body
+        must be a UTF-8 JSON object (`json_object`).
         """
         await self._check_policy(url)
         timeout_s = None if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
@@ -402,16 +312,7 @@ class RemoteDirectory:
                 raw = await reply.read()
         except TooLarge as exc:
             raise FetchError(f"GET {url}: {exc}") from None
-        text = _utf8_text(raw)
-        if text is None:
-            raise FetchError(f"GET {url} gave a document that is not UTF-8")
-        try:
-            doc = json.loads(text)
-        except (ValueError, RecursionError):
-            raise FetchError(f"GET {url} gave malformed JSON") from None
-        if not isinstance(doc, dict):
-            raise FetchError(f"GET {url} gave JSON that is not an object")
-        return doc, text
+        return json_object(raw, url)
 
     async def _check_policy(self, url: str) -> None:
         """FetchError when the federation policy refuses `url`'s host: nothing is fetched from it."""
