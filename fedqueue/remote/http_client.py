@@ -33,7 +33,8 @@ from fedqueue import __version__
 from fedqueue.metrics import Metrics
 from fedqueue.remote.capped import read_capped
 from fedqueue.remote.decoding import ACCEPT_ENCODING, coding_of, decoded
-from fedqueue.remote.http1 import Answer, BadRequestLine, Limits
+from fedqueue.remote.http1 import Answer, Limits
+from fedqueue.remote.http1_requests import BadRequestLine
 from fedqueue.remote.httpx_transport import HttpxTransport
 from fedqueue.remote.pool import Pool
 from fedqueue.remote.signing_threads import SigningThreads

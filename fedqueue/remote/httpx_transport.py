@@ -24,11 +24,10 @@ from fedqueue.remote.http1 import (
     TOO_MANY_HEADERS,
     Answer,
     BadAnswer,
-    BadRequestLine,
     Limits,
     Refused,
-    target_of,
 )
+from fedqueue.remote.http1_requests import BadRequestLine, target_of
 from fedqueue.remote.pool import KEEPALIVE_S, Caps
 from fedqueue.remote.resolver import GuardedResolver
 from fedqueue.remote.transport import Fetched

@@ -26,7 +26,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
-from fedqueue.remote.http1 import Answer, Connection, Limits, Origin, request_bytes, target_of
+from fedqueue.remote.http1 import Answer, Connection, Limits
+from fedqueue.remote.http1_requests import Origin, request_bytes, target_of
 from fedqueue.remote.resolver import GuardedResolver
 from fedqueue.remote.transport import Fetched
 from fedqueue.rules.address_guard import check_url

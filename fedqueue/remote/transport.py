@@ -12,7 +12,7 @@ concurrency caps, never follow redirects, and refuse an answer whose head is ove
 What a transport raises, so that the client needs to know no library's errors: OSError
 (ConnectionError for a connection lost or an answer that is not HTTP, `guard.ForbiddenAddress`
 for a forbidden address), TimeoutError, `guard.FetchError` for a URL that is not http(s), and
-ValueError for a request that cannot be written at all (`http1.BadRequestLine`).
+ValueError for a request that cannot be written at all (`http1_requests.BadRequestLine`).
 """
 
 from __future__ import annotations

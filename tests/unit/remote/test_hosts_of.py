@@ -12,7 +12,7 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 
-from fedqueue.remote.http1 import TARGET_SAFE, target_of
+from fedqueue.remote.http1_requests import TARGET_SAFE, target_of
 from fedqueue.rules.address_guard import _check, check_url, host_of, hosts_of, path_and_query, split_origin
 from fedqueue.rules.errors import FedqueueError
 from fedqueue.rules.signing.cavage import request_target

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from fedqueue.remote.http1 import BadRequestLine, request_bytes, target_of
+from fedqueue.remote.http1_requests import BadRequestLine, request_bytes, target_of
 from fedqueue.remote.http_client import SigningIdentity, signed_headers
 
 URL = "https://bob:secret@Remote.Example:443/users/bob/inbox?x=1"
