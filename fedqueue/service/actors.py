@@ -1,4 +1,6 @@
-"""Manual approval of followers, for the admin API and the CLI alike.
+"""Local actors as admins read and change them, for the admin API, the console and the CLI alike:
+one actor's record, its creation from the API, its private keys encrypted at rest, and manual
+approval of followers.
 
 A locked actor (`manuallyApprovesFollowers: true` in its document) keeps each new Follow
 pending, with no Accept, until an admin approves it (its Accept is queued) or rejects it (the
@@ -12,9 +14,27 @@ from datetime import UTC, datetime
 from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import NotFound
 from fedqueue.rules.follow_effects import EnqueueActivity, accept_activity, stored_follow
+from fedqueue.rules.signing.keys import KeysAtRest
 from fedqueue.rules.states import FollowerState
 from fedqueue.rules.urls import Urls
 from fedqueue.storage import Store
+from fedqueue.storage.actors import CreatedActor, LocalActor
+
+
+async def local_actor(store: Store, name: str) -> LocalActor:
+    """The local actor `name` (deleted ones too); NotFound if there is none."""
+    return await store.actors.get(name)
+
+
+async def create(store: Store, name: str, *, who: str) -> CreatedActor:
+    """A new local actor with a fresh key pair and outbox token (shown once); audited as `who`."""
+    return await store.actors.create(name, who=who)
+
+
+async def encrypt_private_keys(store: Store) -> tuple[int, KeysAtRest]:
+    """Encrypt the private keys stored in plain text under the store's passphrase, in one
+    transaction: how many it did, and how many are encrypted at rest after it."""
+    return await store.actors.encrypt_keys(), await store.actors.keys_at_rest()
 
 
 async def set_locked(store: Store, name: str, locked: bool, who: str, now: datetime | None = None) -> None:

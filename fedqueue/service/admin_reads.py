@@ -103,6 +103,11 @@ async def followers(store: Store, actor: str, *, state: str, limit: int) -> list
     return await store.followers.page(actor, offset=0, limit=limit, state=state)
 
 
+async def console_session_version(store: Store) -> int:
+    """The console sessions' version: a cookie of another version is logged out."""
+    return await store.console_sessions.version()
+
+
 async def token_owner(store: Store, token: str) -> str | None:
     """The local actor whose outbox bearer token `token` is, or None."""
     return await store.actors.owner_of_token(token)

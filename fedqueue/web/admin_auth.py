@@ -46,6 +46,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from fedqueue.metrics import Metrics
 from fedqueue.rules.errors import Throttled, Unauthorized
 from fedqueue.rules.login_throttle import LoginThrottle, client_key
+from fedqueue.service import admin_reads
 from fedqueue.settings import Settings
 from fedqueue.web.incoming import client_of
 from fedqueue.web.responses import error_response, store_of
@@ -137,7 +138,7 @@ async def current_session(request: Request, settings: Settings) -> SessionCookie
     """The request's cookie session if genuine, unexpired and of the current version (one read)."""
     cookie = request.cookies.get(COOKIE_NAME)
     session = read_session_cookie(cookie, settings.admin_token) if cookie else None
-    if session is None or session.version != await store_of(request).console_sessions.version():
+    if session is None or session.version != await admin_reads.console_session_version(store_of(request)):
         return None
     return session
 

@@ -21,6 +21,7 @@ from fedqueue.rules.profile_fields import (
     ProfileSaved,
 )
 from fedqueue.rules.wording import plural
+from fedqueue.service import actors as local_actors
 from fedqueue.service.profiles import change_profile
 from fedqueue.web.admin_auth import check_csrf, session_of
 from fedqueue.web.console_render import render, set_flash
@@ -79,7 +80,7 @@ def _saved(name: str, saved: ProfileSaved, delay_s: float) -> str:
 async def actor_page(request: Request) -> Response:
     """One local actor's profile, in the form that changes it."""
     name = check_actor_name(request.path_params["name"])
-    actor = await store_of(request).actors.get(name)
+    actor = await local_actors.local_actor(store_of(request), name)
     return _page(request, name, _shown(actor.profile), deleted_at=actor.deleted_at)
 
 
