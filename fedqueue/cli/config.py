@@ -8,8 +8,8 @@ from typing import Any
 
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.text_tables import table
+from fedqueue.service.database import describe_database
 from fedqueue.settings import config_path, load_settings, setting_sources
-from fedqueue.storage.sqlite_setup import describe_url
 
 #: Shown instead of a secret that is set; an unset one shows as empty.
 MASK = "********"
@@ -51,7 +51,7 @@ def shown_settings() -> dict[str, Any]:
     """Every setting's value as a person may see it: the admin and metrics tokens masked, the database
     password hidden."""
     values: dict[str, Any] = load_settings().model_dump(mode="json")
-    values["database_url"] = describe_url(values["database_url"])
+    values["database_url"] = describe_database(values["database_url"])
     values["admin_token"] = MASK if values["admin_token"] else ""
     values["metrics_token"] = MASK if values["metrics_token"] else ""
     return values

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import uvicorn
 
 from fedqueue.cli import approval, profile
-from fedqueue.cli.help import Subparsers, command
+from fedqueue.cli.help import CommandSpec, Subparsers, add_command, argument
 from fedqueue.cli.loop import run
 from fedqueue.logs import configure_logging
 from fedqueue.metrics import Metrics
@@ -31,158 +31,30 @@ from fedqueue.rules.actor_documents import check_uri
 from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import InvalidInput, SettingsError
 from fedqueue.rules.urls import Urls
+from fedqueue.service.actor_setup import create_actor, set_aliases
+from fedqueue.service.database import (
+    bring_schema_to_head,
+    check_private_keys,
+    open_store,
+    require_schema_at_head,
+)
 from fedqueue.settings import Settings, load_settings
-from fedqueue.storage import Store
-from fedqueue.storage.column_types import utcnow
-from fedqueue.storage.migrate import require_head, upgrade_to_head
 from fedqueue.web.app import create_app
-
-
-def register(commands: Subparsers) -> None:
-    serve = command(
-        commands,
-        "serve",
-        "HTTP app and delivery worker in one process",
-        "Serve the HTTP app (actors, inboxes, outboxes, /admin, /metrics) and run the delivery "
-        "worker in the same process; the schema is brought to head first. SIGTERM or Ctrl-C "
-        "stops both, giving sends in flight a grace period. With --processes N (PostgreSQL "
-        "only), N processes answer HTTP on the one port and the worker runs in the first.",
-        [
-            "fedqueue serve",
-            "fedqueue serve --host 0.0.0.0 --port 8080 --no-worker",
-            "fedqueue serve --processes 4",
-        ],
-    )
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    serve.add_argument("--port", type=int, default=8000, help="port to listen on")
-    serve.add_argument("--no-worker", action="store_true", help="serve HTTP only")
-    serve.add_argument(
-        "--processes",
-        type=int,
-        default=1,
-        help="HTTP processes sharing the port, one core each (PostgreSQL only; the worker runs in one)",
-    )
-    serve.set_defaults(run=run_serve)
-
-    migrate = command(
-        commands,
-        "migrate",
-        "bring the schema to head",
-        "Create the database schema or bring it to the latest revision (alembic). `serve`, "
-        "`worker` and `actor create` do this themselves; the read and admin commands never do.",
-        ["fedqueue migrate", "FEDQUEUE_DATABASE_URL=postgresql+asyncpg://fq@db/fq fedqueue migrate"],
-    )
-    migrate.set_defaults(run=run_migrate)
-
-    actor = command(
-        commands,
-        "actor",
-        "local actors",
-        "Manage local actors: create them, give them aliases, move them to another account, delete "
-        "them, lock them (new follows wait for approval) and unlock them.",
-        [
-            "fedqueue actor create alice",
-            "fedqueue actor alias alice --add https://new.example/users/alice",
-            "fedqueue actor move alice --to https://new.example/users/alice",
-            "fedqueue actor delete alice",
-            "fedqueue actor lock alice",
-        ],
-    )
-    actor_commands = actor.add_subparsers(dest="actor_command", required=True, metavar="ACTION")
-    create = command(
-        actor_commands,
-        "create",
-        "create a local actor with a fresh key pair",
-        "Create a local actor NAME with a fresh RSA-2048 key pair and print JSON with its id, "
-        "name and token (the bearer token for POSTs to its outbox; shown once).",
-        ["fedqueue actor create alice"],
-    )
-    create.add_argument("name", metavar="NAME", help="letters, digits, '_', '-' and '.'")
-    create.set_defaults(run=run_actor_create)
-
-    delete = command(
-        actor_commands,
-        "delete",
-        "delete a local actor; its Delete reaches everyone who heard from it",
-        "Delete the local actor NAME. A signed Delete of it is queued for its followers and for "
-        "every inbox it ever delivered to (shared inboxes preferred); what it still had queued is "
-        "cancelled with the reason. From then on its actor document and WebFinger answer 410 "
-        "(a Tombstone) and its token is refused. Its key stays until the Delete is delivered or "
-        "given up; its name stays taken for actor_tombstone_days. Prints JSON with the counts.",
-        ["fedqueue actor delete alice"],
-    )
-    delete.add_argument("name", metavar="NAME", help="the local actor to delete")
-    delete.set_defaults(run=run_actor_delete)
-
-    alias = command(
-        actor_commands,
-        "alias",
-        "add or remove an alsoKnownAs URI of a local actor",
-        "Add (--add) or remove (--remove) URIs of the actor's alsoKnownAs, as its actor document "
-        "shows them. An account moving here from elsewhere needs the old account listed first; "
-        "the old server checks it before it sends its Move.",
-        [
-            "fedqueue actor alias alice --add https://old.example/users/alice",
-            "fedqueue actor alias alice --remove https://old.example/users/alice",
-        ],
-    )
-    alias.add_argument("name", metavar="NAME", help="the local actor")
-    alias.add_argument("--add", action="append", default=[], metavar="URI", help="alias to add (repeatable)")
-    alias.add_argument(
-        "--remove", action="append", default=[], metavar="URI", help="alias to remove (repeatable)"
-    )
-    alias.set_defaults(run=run_actor_alias)
-
-    move = command(
-        actor_commands,
-        "move",
-        "move a local actor to another account (FEP-7628)",
-        "Move the local actor NAME to the account URI. The target's actor document is fetched "
-        "first and must list NAME's id in its alsoKnownAs (add it on the new server). Then "
-        "movedTo is set and a Move is sent to NAME's followers, whose servers follow the new "
-        "account instead. Afterwards NAME's outbox answers 409.",
-        ["fedqueue actor move alice --to https://new.example/users/alice"],
-    )
-    move.add_argument("name", metavar="NAME", help="the local actor that moves")
-    move.add_argument("--to", required=True, metavar="URI", help="the account it moves to")
-    move.set_defaults(run=run_actor_move)
-    approval.register_actor_actions(actor_commands)
-    profile.register_actor_update(actor_commands)
 
 
 def prepared_settings() -> Settings:
     """Settings for a command that uses the database: loaded, logged, schema at head."""
     settings = load_settings()
     configure_logging(settings)
-    upgrade_to_head(settings.database_url)
+    bring_schema_to_head(settings.database_url)
     return settings
-
-
-def open_store(settings: Settings) -> Store:
-    """The store for a command that signs or makes keys: it seals and opens them under the
-    passphrase of `private_key_passphrase_file`, if set."""
-    return Store.open(settings.database_url, settings.private_key_passphrase())
-
-
-def check_private_keys(settings: Settings) -> None:
-    """Refuse to start, in one line naming the setting, if the stored private keys cannot be read
-    (encrypted, and the passphrase is missing or another)."""
-
-    async def check() -> None:
-        store = open_store(settings)
-        try:
-            await store.actors.check_passphrase()
-        finally:
-            await store.close()
-
-    asyncio.run(check())
 
 
 def existing_database_settings() -> Settings:
     """Settings for a command that reads or changes existing data: the schema must be at head already."""
     settings = load_settings()
     configure_logging(settings)
-    require_head(settings.database_url)
+    require_schema_at_head(settings.database_url)
     return settings
 
 
@@ -199,14 +71,9 @@ def run_actor_create(args: argparse.Namespace) -> int:
     async def create() -> dict[str, str]:
         store = open_store(settings)
         try:
-            created = await store.actors.create(args.name)
+            return await create_actor(store, Urls(settings.base_url), args.name)
         finally:
             await store.close()
-        return {
-            "id": Urls(settings.base_url).actor(created.actor.name),
-            "name": args.name,
-            "token": created.token,
-        }
 
     print(json.dumps(asyncio.run(create())))
     return 0
@@ -238,7 +105,7 @@ def run_actor_alias(args: argparse.Namespace) -> int:
     async def alias() -> dict[str, object]:
         store = open_store(settings)
         try:
-            aliases = await store.actor_lifecycle.set_aliases(args.name, added, args.remove, "cli", utcnow())
+            aliases = await set_aliases(store, args.name, added, args.remove, "cli")
         finally:
             await store.close()
         return {"name": args.name, "also_known_as": list(aliases)}
@@ -299,7 +166,7 @@ def run_serve(args: argparse.Namespace) -> int:
         # (in its busy handler, the 5-8 s p99 the in-process writer lock was made to avoid).
         raise SettingsError("--processes above 1 needs PostgreSQL; on SQLite, serve runs in one process")
     settings = prepared_settings()
-    check_private_keys(settings)
+    asyncio.run(check_private_keys(settings))
     if args.processes == 1:
         run(_serve(settings, args, None, with_worker=not args.no_worker))
         return 0
@@ -410,3 +277,119 @@ async def _serve(
             await worker
         await client.aclose()
         await store.close()
+
+
+SERVE = CommandSpec(
+    "serve",
+    "HTTP app and delivery worker in one process",
+    "Serve the HTTP app (actors, inboxes, outboxes, /admin, /metrics) and run the delivery "
+    "worker in the same process; the schema is brought to head first. SIGTERM or Ctrl-C "
+    "stops both, giving sends in flight a grace period. With --processes N (PostgreSQL "
+    "only), N processes answer HTTP on the one port and the worker runs in the first.",
+    (
+        "fedqueue serve",
+        "fedqueue serve --host 0.0.0.0 --port 8080 --no-worker",
+        "fedqueue serve --processes 4",
+    ),
+    run_serve,
+    (
+        argument("--host", default="127.0.0.1", help="address to listen on"),
+        argument("--port", type=int, default=8000, help="port to listen on"),
+        argument("--no-worker", action="store_true", help="serve HTTP only"),
+        argument(
+            "--processes",
+            type=int,
+            default=1,
+            help="HTTP processes sharing the port, one core each (PostgreSQL only; the worker runs in one)",
+        ),
+    ),
+)
+MIGRATE = CommandSpec(
+    "migrate",
+    "bring the schema to head",
+    "Create the database schema or bring it to the latest revision (alembic). `serve`, "
+    "`worker` and `actor create` do this themselves; the read and admin commands never do.",
+    ("fedqueue migrate", "FEDQUEUE_DATABASE_URL=postgresql+asyncpg://fq@db/fq fedqueue migrate"),
+    run_migrate,
+)
+ACTOR = CommandSpec(
+    "actor",
+    "local actors",
+    "Manage local actors: create them, give them aliases, move them to another account, delete "
+    "them, lock them (new follows wait for approval) and unlock them.",
+    (
+        "fedqueue actor create alice",
+        "fedqueue actor alias alice --add https://new.example/users/alice",
+        "fedqueue actor move alice --to https://new.example/users/alice",
+        "fedqueue actor delete alice",
+        "fedqueue actor lock alice",
+    ),
+)
+ACTOR_ACTIONS = (
+    CommandSpec(
+        "create",
+        "create a local actor with a fresh key pair",
+        "Create a local actor NAME with a fresh RSA-2048 key pair and print JSON with its id, "
+        "name and token (the bearer token for POSTs to its outbox; shown once).",
+        ("fedqueue actor create alice",),
+        run_actor_create,
+        (argument("name", metavar="NAME", help="letters, digits, '_', '-' and '.'"),),
+    ),
+    CommandSpec(
+        "delete",
+        "delete a local actor; its Delete reaches everyone who heard from it",
+        "Delete the local actor NAME. A signed Delete of it is queued for its followers and for "
+        "every inbox it ever delivered to (shared inboxes preferred); what it still had queued is "
+        "cancelled with the reason. From then on its actor document and WebFinger answer 410 "
+        "(a Tombstone) and its token is refused. Its key stays until the Delete is delivered or "
+        "given up; its name stays taken for actor_tombstone_days. Prints JSON with the counts.",
+        ("fedqueue actor delete alice",),
+        run_actor_delete,
+        (argument("name", metavar="NAME", help="the local actor to delete"),),
+    ),
+    CommandSpec(
+        "alias",
+        "add or remove an alsoKnownAs URI of a local actor",
+        "Add (--add) or remove (--remove) URIs of the actor's alsoKnownAs, as its actor document "
+        "shows them. An account moving here from elsewhere needs the old account listed first; "
+        "the old server checks it before it sends its Move.",
+        (
+            "fedqueue actor alias alice --add https://old.example/users/alice",
+            "fedqueue actor alias alice --remove https://old.example/users/alice",
+        ),
+        run_actor_alias,
+        (
+            argument("name", metavar="NAME", help="the local actor"),
+            argument("--add", action="append", default=[], metavar="URI", help="alias to add (repeatable)"),
+            argument(
+                "--remove", action="append", default=[], metavar="URI", help="alias to remove (repeatable)"
+            ),
+        ),
+    ),
+    CommandSpec(
+        "move",
+        "move a local actor to another account (FEP-7628)",
+        "Move the local actor NAME to the account URI. The target's actor document is fetched "
+        "first and must list NAME's id in its alsoKnownAs (add it on the new server). Then "
+        "movedTo is set and a Move is sent to NAME's followers, whose servers follow the new "
+        "account instead. Afterwards NAME's outbox answers 409.",
+        ("fedqueue actor move alice --to https://new.example/users/alice",),
+        run_actor_move,
+        (
+            argument("name", metavar="NAME", help="the local actor that moves"),
+            argument("--to", required=True, metavar="URI", help="the account it moves to"),
+        ),
+    ),
+)
+
+
+def register(commands: Subparsers) -> None:
+    add_command(commands, SERVE)
+    add_command(commands, MIGRATE)
+    actor_commands = add_command(commands, ACTOR).add_subparsers(
+        dest="actor_command", required=True, metavar="ACTION"
+    )
+    for action in ACTOR_ACTIONS:
+        add_command(actor_commands, action)
+    approval.register_actor_actions(actor_commands)
+    profile.register_actor_update(actor_commands)

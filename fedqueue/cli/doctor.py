@@ -35,10 +35,14 @@ from fedqueue.remote.http_client import tls_context
 from fedqueue.rules.activitystreams import ACCEPT_ACTIVITY
 from fedqueue.rules.errors import SettingsError, StorageUnavailable
 from fedqueue.rules.urls import Urls
+from fedqueue.service.database import (
+    database_file,
+    describe_database,
+    loose_database_files,
+    schema_revisions,
+    survey_keys,
+)
 from fedqueue.settings import Settings, config_path, load_settings, setting_sources
-from fedqueue.storage import Store
-from fedqueue.storage.migrate import head_revision, opened_revision
-from fedqueue.storage.sqlite_setup import describe_url, loose_files, sqlite_file
 
 
 def register(commands: Subparsers) -> None:
@@ -82,40 +86,42 @@ def run_doctor(args: argparse.Namespace) -> int:
 
 
 def _database(url: str) -> Check:
-    where = describe_url(url)
-    path = sqlite_file(url)
+    where = describe_database(url)
+    path = database_file(url)
     if path is not None and not path.is_file():  # connecting would create it
         return Check(False, "database", f"{where} does not exist", "run `fedqueue migrate`")
     try:
-        current = opened_revision(url)
+        revisions = schema_revisions(url)
     except StorageUnavailable as exc:
         return Check(False, "database", str(exc), "check FEDQUEUE_DATABASE_URL")
-    return database_check(where, current, head_revision())
+    return database_check(where, revisions.current, revisions.head)
 
 
 async def _live_checks(settings: Settings, database_ok: bool) -> list[Check]:
     urls = Urls(settings.base_url)
     checks: list[Check] = []
     actor_url = urls.instance_actor()
-    path = sqlite_file(settings.database_url)
+    path = database_file(settings.database_url)
     if database_ok and path is not None:
-        checks.append(database_file_check(str(path), [str(loose) for loose in loose_files(path)]))
+        loose = loose_database_files(path)
+        checks.append(database_file_check(str(path), [str(file) for file in loose]))
     passphrase, problem = None, None
     try:
         passphrase = settings.private_key_passphrase()
     except SettingsError as exc:
         problem = str(exc)
     if database_ok:
-        store = Store.open(settings.database_url, passphrase)
-        try:
-            names = await store.actors.names()
-            checks.append(keys_check(len(names), await store.actors.without_usable_keys()))
-            checks.append(await _keys_at_rest(store, passphrase is not None, problem))
-            autovacuum = await store.database.autovacuum()
-            if autovacuum is not None:
-                checks.append(autovacuum_check(autovacuum))
-        finally:
-            await store.close()
+        survey = await survey_keys(settings.database_url, passphrase, problem)
+        names = survey.actor_names
+        checks.append(keys_check(len(names), survey.without_usable_keys))
+        at_rest = survey.at_rest
+        checks.append(
+            keys_at_rest_check(
+                at_rest.encrypted, at_rest.plain, passphrase is not None, survey.passphrase_problem
+            )
+        )
+        if survey.autovacuum is not None:
+            checks.append(autovacuum_check(survey.autovacuum))
         if names:
             actor_url = urls.actor(names[0])
     else:
@@ -126,17 +132,6 @@ async def _live_checks(settings: Settings, database_ok: bool) -> list[Check]:
         checks.insert(0, await _self_fetch(client, actor_url, settings.base_url))
         checks.append(await _clock(client, settings))
     return checks
-
-
-async def _keys_at_rest(store: Store, passphrase_set: bool, problem: str | None) -> Check:
-    """The keys-at-rest line: counts, and whether the passphrase given opens the encrypted keys."""
-    if problem is None:
-        try:
-            await store.actors.check_passphrase()
-        except SettingsError as exc:
-            problem = str(exc)
-    at_rest = await store.actors.keys_at_rest()
-    return keys_at_rest_check(at_rest.encrypted, at_rest.plain, passphrase_set, problem)
 
 
 async def _self_fetch(client: httpx.AsyncClient, url: str, base_url: str) -> Check:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fedqueue.cli.admin import _json_flag, _print, _when, _who, _with_store
 from fedqueue.cli.core import existing_database_settings
@@ -13,10 +12,11 @@ from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.text_tables import table
 from fedqueue.rules.urls import Urls
 from fedqueue.service.admin_json import consumer_json
-from fedqueue.service.retention import PRUNED_TABLES, prune_once
+from fedqueue.service.retention import PRUNED_TABLES, forget_consumer, inbox_consumers, prune_now
 from fedqueue.settings import load_settings
-from fedqueue.storage import Store
-from fedqueue.storage.column_types import utcnow
+
+if TYPE_CHECKING:
+    from fedqueue.storage import Store
 
 
 def register(commands: Subparsers) -> None:
@@ -72,14 +72,7 @@ def register(commands: Subparsers) -> None:
 def run_prune(args: argparse.Namespace) -> int:
     settings = existing_database_settings()
 
-    async def work() -> dict[str, int]:
-        store = Store.open(settings.database_url)
-        try:
-            return await prune_once(store, settings, utcnow())
-        finally:
-            await store.close()
-
-    removed = asyncio.run(work())
+    removed = asyncio.run(prune_now(settings))
 
     def render() -> str:
         rows = [{"table": name, "removed": removed[name]} for name in PRUNED_TABLES]
@@ -89,10 +82,10 @@ def run_prune(args: argparse.Namespace) -> int:
 
 
 def run_consumers_list(args: argparse.Namespace) -> int:
-    idle = timedelta(days=load_settings().retention_consumer_idle_days)
+    idle_days = load_settings().retention_consumer_idle_days
 
     async def work(store: Store, urls: Urls) -> list[Any]:
-        return [consumer_json(c) for c in await store.consumers.list(utcnow() - idle, args.actor)]
+        return [consumer_json(c) for c in await inbox_consumers(store, idle_days, args.actor)]
 
     data = _with_store(work)
 
@@ -117,7 +110,7 @@ def run_consumers_delete(args: argparse.Namespace) -> int:
     who = _who()
 
     async def work(store: Store, urls: Urls) -> Any:
-        return consumer_json(await store.consumers.delete(args.actor, args.consumer, who=who))
+        return consumer_json(await forget_consumer(store, args.actor, args.consumer, who))
 
     data = _with_store(work)
     line = f"consumer {data['consumer']} of {data['actor']}: deleted (its cursor was {data['cursor']})"

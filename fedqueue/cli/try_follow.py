@@ -17,6 +17,7 @@ import secrets
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urldefrag
 
@@ -30,18 +31,17 @@ from starlette.routing import Route
 
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.inbound.receive import KEY_UNFETCHED
-from fedqueue.remote.documents import parse_actor
 from fedqueue.rules.activitystreams import ACTIVITY_JSON, AS_CONTEXT, SECURITY_CONTEXT
 from fedqueue.rules.address_guard import FetchError
 from fedqueue.rules.bounded_memory import RemoteKey
 from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import FedqueueError, describe
+from fedqueue.rules.remote_actor_documents import parse_actor
 from fedqueue.rules.signature_parsing import InboundRequest
 from fedqueue.rules.signing.keys import generate_key_pair, load_private_key
 from fedqueue.rules.signing.requests import SignatureError, sign_request
 from fedqueue.rules.verification import KeyRecord, TimeWindow, precheck, verify_signature
 from fedqueue.settings import Settings, load_settings
-from fedqueue.storage.column_types import utcnow
 
 #: How long a request to the server may take.
 HTTP_TIMEOUT_S = 10.0
@@ -208,7 +208,7 @@ async def _send_follow(
     headers = {"Content-Type": ACTIVITY_JSON}
     inbox = str(target["inbox"])
     headers |= sign_request(
-        "cavage", "POST", inbox, headers, body, throwaway.private_key, throwaway.key_id, utcnow()
+        "cavage", "POST", inbox, headers, body, throwaway.private_key, throwaway.key_id, datetime.now(UTC)
     )
     try:
         response = await http.post(inbox, content=body, headers=headers)
@@ -274,7 +274,7 @@ async def _verify(
         return RemoteKey(key_id=key_id, owner=actor.uri, public_key_pem=actor.public_key_pem)
 
     try:
-        candidates = precheck(accept, utcnow(), window)
+        candidates = precheck(accept, datetime.now(UTC), window)
         await verify_signature(candidates, resolve, str(target["id"]))
     except SignatureError as exc:
         raise TryFollowFailed(f"accept received, but its signature does not verify: {exc}") from None

@@ -7,11 +7,12 @@ import asyncio
 import contextlib
 import signal
 
-from fedqueue.cli.core import check_private_keys, open_store, prepared_settings
+from fedqueue.cli.core import prepared_settings
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.loop import run
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.http_client import HttpClient
+from fedqueue.service.database import check_private_keys, open_store
 from fedqueue.service.retention import prune_forever
 
 
@@ -31,7 +32,7 @@ def register(commands: Subparsers) -> None:
 
 def run_worker(args: argparse.Namespace) -> int:
     settings = prepared_settings()
-    check_private_keys(settings)
+    asyncio.run(check_private_keys(settings))
 
     async def work() -> None:
         store = open_store(settings)

@@ -21,6 +21,7 @@ from fedqueue.rules.urls import Urls
 
 if TYPE_CHECKING:
     from fedqueue.metrics import Metrics
+    from fedqueue.settings import Settings
     from fedqueue.storage import Store
 
 
@@ -117,3 +118,17 @@ async def _full(*backlogs: Backlog) -> Backlog | None:
         if await backlog.full():
             return backlog
     return None
+
+
+def intake_backlogs(store: Store, settings: Settings) -> tuple[Backlog, Backlog]:
+    """The outbox's two bounds: activities not yet fanned out, and deliveries waiting to be sent."""
+    activities = Backlog(
+        store.outbox.backlog, settings.outbox_max_pending, poll_interval_s=settings.poll_interval_seconds
+    )
+    deliveries = Backlog(
+        store.deliveries.waiting,
+        settings.outbox_max_pending_deliveries,
+        poll_interval_s=settings.poll_interval_seconds,
+        unit="deliveries",
+    )
+    return activities, deliveries

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 
 from fedqueue.metrics import Metrics
@@ -20,6 +20,7 @@ from fedqueue.rules.states import DeliveryState
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
+from fedqueue.storage.consumers import Consumer
 
 log = logging.getLogger("fedqueue.retention")
 
@@ -134,3 +135,22 @@ async def prune_forever(store: Store, settings: Settings, metrics: Metrics | Non
         except StorageUnavailable as exc:
             log.warning("pruning skipped: %s", exc)
         await asyncio.sleep(settings.inbox_prune_interval_seconds)
+
+
+async def prune_now(settings: Settings) -> dict[str, int]:
+    """One round at the current time, on a store of its own (`fedqueue prune`)."""
+    store = Store.open(settings.database_url)
+    try:
+        return await prune_once(store, settings, datetime.now(UTC))
+    finally:
+        await store.close()
+
+
+async def inbox_consumers(store: Store, idle_days: float, actor: str | None) -> list[Consumer]:
+    """Every inbox consumer (of `actor`, if given); idle if not seen for `idle_days`."""
+    return await store.consumers.list(datetime.now(UTC) - _days(idle_days), actor)
+
+
+async def forget_consumer(store: Store, actor: str, consumer: str, who: str) -> Consumer:
+    """Forget one consumer's cursor (NotFound if it has none); audited as `who`."""
+    return await store.consumers.delete(actor, consumer, who=who)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -20,7 +21,6 @@ from fedqueue.inbound.followers_sync import FollowersSync
 from fedqueue.inbound.ld_verifier import LdVerifier
 from fedqueue.inbound.throttle import InboxThrottle
 from fedqueue.metrics import Metrics
-from fedqueue.outbound.backpressure import Backlog
 from fedqueue.outbound.supervise import WorkerHealth
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.http_client import HttpClient
@@ -40,9 +40,10 @@ from fedqueue.rules.errors import (
 )
 from fedqueue.rules.inbox_acceptance import UnsupportedMediaType
 from fedqueue.rules.urls import Urls
+from fedqueue.service.database import check_database_answers
+from fedqueue.service.intake import intake_backlogs
 from fedqueue.service.retention import prune_forever
 from fedqueue.settings import Settings
-from fedqueue.storage import Store
 from fedqueue.web import (
     activity_status,
     actors,
@@ -61,6 +62,9 @@ from fedqueue.web import (
 )
 from fedqueue.web.admin_auth import AdminAuthMiddleware, LoginGuard
 from fedqueue.web.responses import JSONResponse, error_response
+
+if TYPE_CHECKING:
+    from fedqueue.storage import Store
 
 log = logging.getLogger("fedqueue.web")
 
@@ -118,9 +122,7 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 
 async def healthz(request: Request) -> Response:
     """200 while the database answers and the in-process worker (if any) runs; 503 while it is down."""
-    store: Store = request.app.state.store
-    async with store.database.reading() as _conn:
-        pass
+    await check_database_answers(request.app.state.store)
     worker: WorkerHealth = request.app.state.worker
     if not worker.ok:
         return JSONResponse({"status": "degraded", **worker.as_json()}, status_code=503)
@@ -196,46 +198,10 @@ def create_app(
     `worker` that worker's health, for `/healthz` (None: no worker in this process, `disabled`);
     `keyring` the local actors' parsed keys, shared with that worker (None: the app's own).
     """
-
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        if not settings.admin_token:
-            log.warning("admin console disabled: set FEDQUEUE_ADMIN_TOKEN to use /admin")
-        client: HttpClient | None = None
-        if directory is None:
-            client = HttpClient(settings, metrics=app.state.metrics)
-            app.state.directory = RemoteDirectory(store, client)
-        pruning = asyncio.create_task(prune_forever(store, settings, app.state.metrics))
-        try:
-            yield
-        finally:
-            pruning.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pruning
-            if client is not None:
-                await client.aclose()
-            app.state.ld_verifier.close()
-
     recorder = recorder or Metrics()
     login_guard = LoginGuard(settings, recorder)
     app = App(
-        routes=[
-            Route("/healthz", healthz, methods=["GET"]),
-            *actors.routes,
-            *inbox.routes,
-            *followers.routes,
-            *outbox.routes,
-            *minted.routes,
-            *activity_status.routes,
-            *metrics.routes,
-            *nodeinfo.routes,
-            *admin_api.routes,
-            *admin_webhooks.routes,
-            *admin_actors.routes,
-            *dashboard.routes,
-            *dashboard_actions.routes,
-            *console_actors.routes,
-        ],
+        routes=_routes(),
         middleware=[
             Middleware(
                 AdminAuthMiddleware,
@@ -250,24 +216,72 @@ def create_app(
             HTTPException: _http_error,
             Exception: _unexpected,
         },
-        lifespan=lifespan,
+        lifespan=_lifespan(settings, store, made_here=directory is None),
     )
     app.state.settings = settings
     app.state.store = store
     app.state.metrics = recorder
     app.state.ld_verifier = LdVerifier(settings, recorder.ld_refused)
     app.state.login_guard = login_guard
-    app.state.backlog = Backlog(
-        store.outbox.backlog, settings.outbox_max_pending, poll_interval_s=settings.poll_interval_seconds
-    )
-    app.state.delivery_backlog = Backlog(
-        store.deliveries.waiting,
-        settings.outbox_max_pending_deliveries,
-        poll_interval_s=settings.poll_interval_seconds,
-        unit="deliveries",
-    )
+    app.state.backlog, app.state.delivery_backlog = intake_backlogs(store, settings)
     app.state.directory = directory
-    app.state.inbox_throttle = InboxThrottle(
+    app.state.inbox_throttle = _inbox_throttle(settings)
+    app.state.trusted_proxies = settings.trusted_proxy_networks
+    app.state.followers_sync = FollowersSync(settings.inbox_followers_sync_interval_seconds)
+    app.state.keyring = keyring or Keyring(store, Urls(settings.base_url))
+    app.state.worker = worker or WorkerHealth(state="disabled")
+    return app
+
+
+def _routes() -> list[Route]:
+    return [
+        Route("/healthz", healthz, methods=["GET"]),
+        *actors.routes,
+        *inbox.routes,
+        *followers.routes,
+        *outbox.routes,
+        *minted.routes,
+        *activity_status.routes,
+        *metrics.routes,
+        *nodeinfo.routes,
+        *admin_api.routes,
+        *admin_webhooks.routes,
+        *admin_actors.routes,
+        *dashboard.routes,
+        *dashboard_actions.routes,
+        *console_actors.routes,
+    ]
+
+
+def _lifespan(
+    settings: Settings, store: Store, *, made_here: bool
+) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+    """Start pruning (and, if `made_here`, the RemoteDirectory and its client); stop them at shutdown."""
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if not settings.admin_token:
+            log.warning("admin console disabled: set FEDQUEUE_ADMIN_TOKEN to use /admin")
+        client: HttpClient | None = None
+        if made_here:
+            client = HttpClient(settings, metrics=app.state.metrics)
+            app.state.directory = RemoteDirectory(store, client)
+        pruning = asyncio.create_task(prune_forever(store, settings, app.state.metrics))
+        try:
+            yield
+        finally:
+            pruning.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pruning
+            if client is not None:
+                await client.aclose()
+            app.state.ld_verifier.close()
+
+    return lifespan
+
+
+def _inbox_throttle(settings: Settings) -> InboxThrottle:
+    return InboxThrottle(
         settings.inbox_throttle_per_second,
         settings.inbox_throttle_burst,
         settings.trusted_inbox_hosts,
@@ -276,8 +290,3 @@ def create_app(
         bytes_per_s=settings.inbox_throttle_bytes_per_second,
         bytes_burst=settings.inbox_throttle_bytes_burst,
     )
-    app.state.trusted_proxies = settings.trusted_proxy_networks
-    app.state.followers_sync = FollowersSync(settings.inbox_followers_sync_interval_seconds)
-    app.state.keyring = keyring or Keyring(store, Urls(settings.base_url))
-    app.state.worker = worker or WorkerHealth(state="disabled")
-    return app

@@ -10,6 +10,7 @@ A browser (`Accept: text/html`) is sent to the object's page, else to the actor'
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -20,9 +21,11 @@ from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import InvalidInput, NotFound
 from fedqueue.rules.verification import Verdict
 from fedqueue.rules.visibility import ANONYMOUS, Answer, MintedRow, Version, Viewer, answer, page_of
-from fedqueue.storage import Store
 from fedqueue.web.responses import activity_response, settings_of, store_of, urls_of
 from fedqueue.web.signed_fetch import fetch_signer, require_signer
+
+if TYPE_CHECKING:
+    from fedqueue.storage import Store
 
 #: Both representations live at one URL: caches must key on Accept.
 VARY = {"Vary": "Accept"}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -18,7 +19,6 @@ from starlette.routing import Route
 from fedqueue import __version__
 from fedqueue.rules.errors import NotFound
 from fedqueue.rules.nodeinfo_documents import VERSIONS, Usage, discovery, document, media_type
-from fedqueue.storage.column_types import utcnow
 from fedqueue.web.metrics import metrics_of
 from fedqueue.web.responses import JSONResponse, settings_of, store_of
 
@@ -73,7 +73,7 @@ async def nodeinfo_document(request: Request) -> Response:
 
     async def read() -> Usage:
         metrics_of(request).nodeinfo_usage_read()
-        return await store_of(request).stats.usage(utcnow())
+        return await store_of(request).stats.usage(datetime.now(UTC))
 
     usage = await _cache(request).get(read)
     settings = settings_of(request)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.convertors import IntegerConvertor, register_url_convertor
 from starlette.requests import Request
@@ -12,7 +12,9 @@ from starlette.responses import Response
 from fedqueue.rules.activitystreams import ACTIVITY_JSON, AS_CONTEXT
 from fedqueue.rules.urls import Urls
 from fedqueue.settings import Settings
-from fedqueue.storage import Store
+
+if TYPE_CHECKING:
+    from fedqueue.storage import Store
 
 
 class RowIdConvertor(IntegerConvertor):

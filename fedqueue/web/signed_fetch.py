@@ -9,6 +9,7 @@ actor, so a remote server in authorized-fetch mode answers that fetch too.
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
 from starlette.requests import Request
 
@@ -17,7 +18,6 @@ from fedqueue.inbound.throttle import InboxThrottle
 from fedqueue.rules.errors import Unauthorized
 from fedqueue.rules.signing.requests import SignatureError
 from fedqueue.rules.verification import TimeWindow, Verdict, precheck, verify_signature
-from fedqueue.storage.column_types import utcnow
 from fedqueue.web.inbox import directory_of, inbound_request, keyring_of
 from fedqueue.web.incoming import client_of
 from fedqueue.web.responses import settings_of
@@ -40,7 +40,7 @@ async def fetch_signer(request: Request) -> Verdict | None:
     if signed.headers.get("host", "").lower() != settings.host.lower():
         raise Unauthorized(f"request is for host {signed.headers.get('host', '')[:100]!r}, not this server")
     window = TimeWindow(settings.signature_max_age_seconds, settings.signature_max_skew_seconds)
-    candidates = precheck(signed, utcnow(), window, limit=settings.inbound_max_signatures)
+    candidates = precheck(signed, datetime.now(UTC), window, limit=settings.inbound_max_signatures)
     # As on the inbox, the address pays for the key fetches of what does not verify (`inbound.throttle`).
     throttle: InboxThrottle = request.app.state.inbox_throttle
     address, clock = client_of(request), asyncio.get_running_loop()

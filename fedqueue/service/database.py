@@ -1,0 +1,107 @@
+"""The database as the edges see it: open the store, bring the schema to head, say where the data
+lives and what state it is in (for `serve`, `migrate`, `doctor`, `config show` and `/healthz`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fedqueue.rules.errors import SettingsError
+from fedqueue.rules.signing.keys import KeysAtRest
+from fedqueue.storage import Store
+from fedqueue.storage.migrate import head_revision, opened_revision, require_head, upgrade_to_head
+from fedqueue.storage.sqlite_setup import describe_url, loose_files, sqlite_file
+
+if TYPE_CHECKING:
+    from fedqueue.settings import Settings
+
+
+def open_store(settings: Settings) -> Store:
+    """The store at `settings.database_url`, sealing and opening private keys under the passphrase of
+    `private_key_passphrase_file`, if set."""
+    return Store.open(settings.database_url, settings.private_key_passphrase())
+
+
+def bring_schema_to_head(database_url: str) -> None:
+    """Create the schema or bring it to the newest revision; a no-op when it is there already."""
+    upgrade_to_head(database_url)
+
+
+def require_schema_at_head(database_url: str) -> None:
+    """Refuse, in one line, a database that is missing or not at head; never create one."""
+    require_head(database_url)
+
+
+def describe_database(database_url: str) -> str:
+    """The database URL for a person: password hidden, a relative SQLite path also shown resolved."""
+    return describe_url(database_url)
+
+
+def database_file(database_url: str) -> Path | None:
+    """The SQLite file of `database_url`; None on PostgreSQL."""
+    return sqlite_file(database_url)
+
+
+def loose_database_files(path: Path) -> list[Path]:
+    """The SQLite file `path` and its companions (-wal, -shm, -journal) that group or others may read."""
+    return loose_files(path)
+
+
+@dataclass(frozen=True)
+class SchemaRevisions:
+    current: str | None
+    head: str | None
+
+
+def schema_revisions(database_url: str) -> SchemaRevisions:
+    """The schema's revision and the code's head; StorageUnavailable if the database does not answer."""
+    return SchemaRevisions(opened_revision(database_url), head_revision())
+
+
+async def check_database_answers(store: Store) -> None:
+    """Return once the database answers a read; StorageUnavailable if it does not."""
+    async with store.database.reading() as _conn:
+        pass
+
+
+async def check_private_keys(settings: Settings) -> None:
+    """Refuse to start, in one line naming the setting, if the stored private keys cannot be read
+    (encrypted, and the passphrase is missing or another)."""
+    store = open_store(settings)
+    try:
+        await store.actors.check_passphrase()
+    finally:
+        await store.close()
+
+
+@dataclass(frozen=True)
+class KeySurvey:
+    """What `doctor` reports of the stored actors and their keys."""
+
+    actor_names: list[str]
+    without_usable_keys: list[str]
+    at_rest: KeysAtRest
+    #: Why the passphrase does not open the encrypted keys (None: it does, or none are encrypted).
+    passphrase_problem: str | None
+    #: PostgreSQL's autovacuum setting; None on SQLite.
+    autovacuum: bool | None
+
+
+async def survey_keys(database_url: str, passphrase: bytes | None, problem: str | None) -> KeySurvey:
+    """The actors, their keys and autovacuum, read with `passphrase`; `problem` is why reading
+    the passphrase failed, if it did (then it is not checked again)."""
+    store = Store.open(database_url, passphrase)
+    try:
+        names = await store.actors.names()
+        without = await store.actors.without_usable_keys()
+        if problem is None:
+            try:
+                await store.actors.check_passphrase()
+            except SettingsError as exc:
+                problem = str(exc)
+        at_rest = await store.actors.keys_at_rest()
+        autovacuum = await store.database.autovacuum()
+    finally:
+        await store.close()
+    return KeySurvey(names, without, at_rest, problem, autovacuum)
