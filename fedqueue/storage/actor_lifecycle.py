@@ -39,23 +39,7 @@ from fedqueue.storage import webhook_events
 from fedqueue.storage.actors import PROFILE_COLUMNS, profile_of, profile_values
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import (
-    ActorRow,
-    DeliveryRow,
-    FollowerRow,
-    FollowingRow,
-    OutboxRow,
-    RelayRow,
-    RemoteActorRow,
-)
-
-_actors = ActorRow.__table__  # type: ignore[attr-defined]
-_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
-_followers = FollowerRow.__table__  # type: ignore[attr-defined]
-_following = FollowingRow.__table__  # type: ignore[attr-defined]
-_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
-_remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
-_relays = RelayRow.__table__  # type: ignore[attr-defined]
+from fedqueue.storage.schema import ACTORS, DELIVERIES, FOLLOWERS, FOLLOWING, OUTBOX, RELAYS, REMOTE_ACTORS
 
 #: Most aliases one actor may list.
 MAX_ALIASES = 20
@@ -64,8 +48,8 @@ MAX_ALIASES = 20
 async def _live_row(conn: AsyncConnection, name: str, *columns: Any) -> Any:
     row = (
         await conn.execute(
-            select(_actors.c.deleted_at, _actors.c.also_known_as, _actors.c.moved_to, *columns).where(
-                _actors.c.name == name
+            select(ACTORS.c.deleted_at, ACTORS.c.also_known_as, ACTORS.c.moved_to, *columns).where(
+                ACTORS.c.name == name
             )
         )
     ).first()
@@ -91,7 +75,7 @@ class ActorLifecycleStore:
             if len(aliases) > MAX_ALIASES:
                 raise InvalidInput(f"an actor lists at most {MAX_ALIASES} aliases")
             await conn.execute(
-                update(_actors).where(_actors.c.name == name).values(also_known_as=json.dumps(aliases))
+                update(ACTORS).where(ACTORS.c.name == name).values(also_known_as=json.dumps(aliases))
             )
             await record_audit(
                 conn, who, "actor_alias", name, {"add": list(add), "remove": list(remove)}, now
@@ -115,13 +99,11 @@ class ActorLifecycleStore:
         claimed). A change while one waits rewrites that one (document, id, inboxes): every
         edit until it is sent is carried by one Update, the latest.
         """
-        facts = (_actors.c.public_key_pem, _actors.c.auto_accept_follows, _actors.c.created_at)
+        facts = (ACTORS.c.public_key_pem, ACTORS.c.auto_accept_follows, ACTORS.c.created_at)
         async with self._db.transaction() as conn:
             row = await _live_row(conn, name, *facts, *PROFILE_COLUMNS)
             profile = changed(profile_of(row), change)
-            await conn.execute(
-                update(_actors).where(_actors.c.name == name).values(**profile_values(profile))
-            )
+            await conn.execute(update(ACTORS).where(ACTORS.c.name == name).values(**profile_values(profile)))
             actor = ActorFacts(
                 name,
                 row.public_key_pem,
@@ -135,7 +117,7 @@ class ActorLifecycleStore:
             merged = bool(inboxes) and await _rewrite_waiting_update(conn, name, activity, inboxes)
             if inboxes and not merged:
                 await conn.execute(
-                    insert(_outbox).values(
+                    insert(OUTBOX).values(
                         actor=name,
                         activity=json.dumps(activity, ensure_ascii=False),
                         inboxes=json.dumps(inboxes),
@@ -154,7 +136,7 @@ class ActorLifecycleStore:
         async with self._db.transaction() as conn:
             await _live_row(conn, name)
             await conn.execute(
-                update(_actors).where(_actors.c.name == name).values(auto_accept_follows=not manual)
+                update(ACTORS).where(ACTORS.c.name == name).values(auto_accept_follows=not manual)
             )
             await record_audit(conn, who, "actor_lock" if manual else "actor_unlock", name, {}, now)
 
@@ -164,9 +146,9 @@ class ActorLifecycleStore:
             row = await _live_row(conn, name)
             if row.moved_to is not None:
                 raise InvalidInput(f"actor {name!r} moved to {row.moved_to} already")
-            await conn.execute(update(_actors).where(_actors.c.name == name).values(moved_to=target))
+            await conn.execute(update(ACTORS).where(ACTORS.c.name == name).values(moved_to=target))
             await conn.execute(
-                insert(_outbox).values(actor=name, activity=json.dumps(activity, ensure_ascii=False))
+                insert(OUTBOX).values(actor=name, activity=json.dumps(activity, ensure_ascii=False))
             )
             await record_audit(conn, who, "actor_move", name, {"target": target}, now)
 
@@ -179,42 +161,42 @@ class ActorLifecycleStore:
         async with self._db.transaction() as conn:
             await _live_row(conn, name)
             await conn.execute(
-                update(_actors).where(_actors.c.name == name).values(deleted_at=now, token_hash="")
+                update(ACTORS).where(ACTORS.c.name == name).values(deleted_at=now, token_hash="")
             )
             inboxes = await _heard_from_inboxes(conn, name)
             killed = list(
                 (
                     await conn.execute(
-                        update(_deliveries)
+                        update(DELIVERIES)
                         .where(
-                            _deliveries.c.actor == name,
-                            _deliveries.c.webhook_id.is_(None),
-                            _deliveries.c.state.in_(UNSENT),
+                            DELIVERIES.c.actor == name,
+                            DELIVERIES.c.webhook_id.is_(None),
+                            DELIVERIES.c.state.in_(UNSENT),
                         )
                         .values(state=DeliveryState.DEAD, last_error=reason, last_error_detail=None)
-                        .returning(_deliveries.c.id)
+                        .returning(DELIVERIES.c.id)
                     )
                 ).scalars()
             )
             await webhook_events.after_given_up(self._db, conn, killed, now)
             rejected = await conn.execute(
-                update(_outbox)
+                update(OUTBOX)
                 .where(
-                    _outbox.c.actor == name,
+                    OUTBOX.c.actor == name,
                     # What waits to be expanded: new rows, and those waiting for a later try
                     # or their time (a profile Update) with no lease.
                     or_(
-                        _outbox.c.state == OutboxState.PENDING,
-                        and_(_outbox.c.state == OutboxState.EXPANDING, _outbox.c.lease_owner.is_(None)),
+                        OUTBOX.c.state == OutboxState.PENDING,
+                        and_(OUTBOX.c.state == OutboxState.EXPANDING, OUTBOX.c.lease_owner.is_(None)),
                     ),
                 )
                 .values(state=OutboxState.REJECTED, error=reason)
             )
-            await conn.execute(delete(_followers).where(_followers.c.actor == name))
-            await conn.execute(delete(_following).where(_following.c.actor == name))
+            await conn.execute(delete(FOLLOWERS).where(FOLLOWERS.c.actor == name))
+            await conn.execute(delete(FOLLOWING).where(FOLLOWING.c.actor == name))
             if inboxes:
                 await conn.execute(
-                    insert(_outbox).values(
+                    insert(OUTBOX).values(
                         actor=name,
                         activity=json.dumps(activity, ensure_ascii=False),
                         inboxes=json.dumps(inboxes),
@@ -231,25 +213,25 @@ class ActorLifecycleStore:
         """Drop the keys of deleted actors with nothing left to send, and forget the actors
         deleted before `tombstone_before` (their names are free again); (keys, actors)."""
         waiting = exists().where(
-            _deliveries.c.actor == _actors.c.name,
-            _deliveries.c.webhook_id.is_(None),
-            _deliveries.c.state.in_(UNFINISHED),
+            DELIVERIES.c.actor == ACTORS.c.name,
+            DELIVERIES.c.webhook_id.is_(None),
+            DELIVERIES.c.state.in_(UNFINISHED),
         )
-        unexpanded = exists().where(_outbox.c.actor == _actors.c.name, _outbox.c.state.in_(BACKLOG))
+        unexpanded = exists().where(OUTBOX.c.actor == ACTORS.c.name, OUTBOX.c.state.in_(BACKLOG))
         async with self._db.transaction() as conn:
             keys = await conn.execute(
-                update(_actors)
+                update(ACTORS)
                 .where(
-                    _actors.c.deleted_at.is_not(None),
-                    _actors.c.private_key_pem != "",
+                    ACTORS.c.deleted_at.is_not(None),
+                    ACTORS.c.private_key_pem != "",
                     ~waiting,
                     ~unexpanded,
                 )
                 .values(private_key_pem="", public_key_pem="")
             )
             forgotten = await conn.execute(
-                delete(_actors).where(
-                    and_(_actors.c.deleted_at < tombstone_before, _actors.c.private_key_pem == "")
+                delete(ACTORS).where(
+                    and_(ACTORS.c.deleted_at < tombstone_before, ACTORS.c.private_key_pem == "")
                 )
             )
         return int(keys.rowcount or 0), int(forgotten.rowcount or 0)
@@ -263,9 +245,9 @@ async def _rewrite_waiting_update(
     A row claimed meanwhile is left alone (`expansion_attempts` counts the claim, in the same
     statement), and the caller queues a new one.
     """
-    o = _outbox.c
+    o = OUTBOX.c
     rewritten = await conn.execute(
-        update(_outbox)
+        update(OUTBOX)
         .where(
             o.actor == name,
             o.object_id == activity["actor"],
@@ -288,28 +270,28 @@ async def _heard_from_inboxes(conn: AsyncConnection, name: str) -> list[str]:
     the accepted relays' and every inbox it delivered to, shared ones preferred."""
     followers = (
         await conn.execute(
-            select(_followers.c.inbox, _followers.c.shared_inbox)
-            .where(_followers.c.actor == name, _followers.c.state == FollowerState.ACCEPTED)
-            .order_by(_followers.c.created_at, _followers.c.follower_uri)
+            select(FOLLOWERS.c.inbox, FOLLOWERS.c.shared_inbox)
+            .where(FOLLOWERS.c.actor == name, FOLLOWERS.c.state == FollowerState.ACCEPTED)
+            .order_by(FOLLOWERS.c.created_at, FOLLOWERS.c.follower_uri)
         )
     ).all()
     # With the shared inbox the actor cache knows for each (one statement, however many).
     delivered = (
         await conn.execute(
-            select(_deliveries.c.inbox, _remote.c.shared_inbox)
-            .select_from(_deliveries.outerjoin(_remote, _remote.c.inbox == _deliveries.c.inbox))
+            select(DELIVERIES.c.inbox, REMOTE_ACTORS.c.shared_inbox)
+            .select_from(DELIVERIES.outerjoin(REMOTE_ACTORS, REMOTE_ACTORS.c.inbox == DELIVERIES.c.inbox))
             .where(
-                _deliveries.c.actor == name,
-                _deliveries.c.webhook_id.is_(None),
-                _deliveries.c.inbox.is_not(None),
+                DELIVERIES.c.actor == name,
+                DELIVERIES.c.webhook_id.is_(None),
+                DELIVERIES.c.inbox.is_not(None),
             )
             .distinct()
-            .order_by(_deliveries.c.inbox)
+            .order_by(DELIVERIES.c.inbox)
         )
     ).all()
     relays = (
         await conn.execute(
-            select(_relays.c.inbox).where(_relays.c.state == RelayState.ACCEPTED).order_by(_relays.c.uri)
+            select(RELAYS.c.inbox).where(RELAYS.c.state == RelayState.ACCEPTED).order_by(RELAYS.c.uri)
         )
     ).scalars()
     shared_of = {row.inbox: row.shared_inbox for row in delivered if row.shared_inbox}

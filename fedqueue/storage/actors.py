@@ -24,21 +24,19 @@ from fedqueue.rules.signing.keys import KeysAtRest
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import ActorRow, InstanceKeyRow
+from fedqueue.storage.schema import ACTORS, INSTANCE_KEY
 
-_actors = ActorRow.__table__  # type: ignore[attr-defined]
-_instance_key = InstanceKeyRow.__table__  # type: ignore[attr-defined]
 #: The columns of a local actor's profile, read with it.
 PROFILE_COLUMNS = (
-    _actors.c.display_name,
-    _actors.c.summary,
-    _actors.c.icon_url,
-    _actors.c.image_url,
-    _actors.c.profile_url,
-    _actors.c.actor_type,
-    _actors.c.profile_fields,
-    _actors.c.discoverable,
-    _actors.c.indexable,
+    ACTORS.c.display_name,
+    ACTORS.c.summary,
+    ACTORS.c.icon_url,
+    ACTORS.c.image_url,
+    ACTORS.c.profile_url,
+    ACTORS.c.actor_type,
+    ACTORS.c.profile_fields,
+    ACTORS.c.discoverable,
+    ACTORS.c.indexable,
 )
 
 
@@ -107,8 +105,8 @@ class ActorStore:
         self._passphrase = key_passphrase
         self._passphrase_checked = False
         # Built once, the same SQL for any number of names (read for every claimed group of rows).
-        self._deleted = select(_actors.c.name).where(
-            database.dialect.one_of(_actors.c.name, "names"), _actors.c.deleted_at.is_not(None)
+        self._deleted = select(ACTORS.c.name).where(
+            database.dialect.one_of(ACTORS.c.name, "names"), ACTORS.c.deleted_at.is_not(None)
         )
 
     async def create(self, name: str, who: str | None = None) -> CreatedActor:
@@ -123,7 +121,7 @@ class ActorStore:
         try:
             async with self._db.transaction() as conn:
                 await conn.execute(
-                    insert(_actors).values(
+                    insert(ACTORS).values(
                         name=name,
                         private_key_pem=pair.private_pem,
                         public_key_pem=pair.public_pem,
@@ -147,15 +145,15 @@ class ActorStore:
             row = (
                 await conn.execute(
                     select(
-                        _actors.c.name,
-                        _actors.c.public_key_pem,
-                        _actors.c.auto_accept_follows,
-                        _actors.c.created_at,
-                        _actors.c.deleted_at,
-                        _actors.c.also_known_as,
-                        _actors.c.moved_to,
+                        ACTORS.c.name,
+                        ACTORS.c.public_key_pem,
+                        ACTORS.c.auto_accept_follows,
+                        ACTORS.c.created_at,
+                        ACTORS.c.deleted_at,
+                        ACTORS.c.also_known_as,
+                        ACTORS.c.moved_to,
                         *PROFILE_COLUMNS,
-                    ).where(_actors.c.name == name)
+                    ).where(ACTORS.c.name == name)
                 )
             ).first()
         if row is None:
@@ -181,7 +179,7 @@ class ActorStore:
     async def names(self, limit: int | None = None) -> list[str]:
         """The names of the local actors not deleted, in order; the first `limit` if given."""
         async with self._db.reading() as conn:
-            live = select(_actors.c.name).where(_actors.c.deleted_at.is_(None)).order_by(_actors.c.name)
+            live = select(ACTORS.c.name).where(ACTORS.c.deleted_at.is_(None)).order_by(ACTORS.c.name)
             return list((await conn.execute(live.limit(limit))).scalars())
 
     async def deleted_among(self, names: Collection[str]) -> set[str]:
@@ -195,16 +193,14 @@ class ActorStore:
         """Names of the actors whose key pair is missing or whose public key does not load."""
         async with self._db.reading() as conn:
             rows = (
-                await conn.execute(
-                    select(_actors.c.name, _actors.c.private_key_pem, _actors.c.public_key_pem)
-                )
+                await conn.execute(select(ACTORS.c.name, ACTORS.c.private_key_pem, ACTORS.c.public_key_pem))
             ).all()
         return [row.name for row in rows if not row.private_key_pem or not _loads(row.public_key_pem)]
 
     async def token_is_valid(self, name: str, token: str) -> bool:
         """Constant-time check of an outbox bearer token; False for unknown actors too."""
         async with self._db.reading() as conn:
-            stored = (await conn.execute(select(_actors.c.token_hash).where(_actors.c.name == name))).scalar()
+            stored = (await conn.execute(select(ACTORS.c.token_hash).where(ACTORS.c.name == name))).scalar()
         # Compare against a dummy for unknown actors so timing does not reveal which names exist.
         return keys.token_matches(token, stored or "0" * 64) and stored is not None
 
@@ -216,17 +212,13 @@ class ActorStore:
         """
         async with self._db.reading() as conn:
             return (
-                await conn.execute(
-                    select(_actors.c.name).where(_actors.c.token_hash == keys.hash_token(token))
-                )
+                await conn.execute(select(ACTORS.c.name).where(ACTORS.c.token_hash == keys.hash_token(token)))
             ).scalar()
 
     async def signing_key(self, name: str) -> PrivateKeyTypes:
         """The actor's private key, loaded for signing only."""
         async with self._db.reading() as conn:
-            pem = (
-                await conn.execute(select(_actors.c.private_key_pem).where(_actors.c.name == name))
-            ).scalar()
+            pem = (await conn.execute(select(ACTORS.c.private_key_pem).where(ACTORS.c.name == name))).scalar()
         if pem is None:
             raise NotFound(f"no local actor named {name!r}")
         return keys.load_private_key(pem, self._passphrase)
@@ -248,7 +240,7 @@ class ActorStore:
         pair = keys.generate_key_pair(self._passphrase)
         async with self._db.transaction() as conn:
             await conn.execute(
-                self._db.dialect.insert_ignoring_conflicts(_instance_key, ["id"]).values(
+                self._db.dialect.insert_ignoring_conflicts(INSTANCE_KEY, ["id"]).values(
                     id=1, private_key_pem=pair.private_pem, public_key_pem=pair.public_pem
                 )
             )
@@ -259,7 +251,7 @@ class ActorStore:
     async def _read_instance_key(self) -> tuple[str, str] | None:
         async with self._db.reading() as conn:
             row = (
-                await conn.execute(select(_instance_key.c.private_key_pem, _instance_key.c.public_key_pem))
+                await conn.execute(select(INSTANCE_KEY.c.private_key_pem, INSTANCE_KEY.c.public_key_pem))
             ).first()
         return None if row is None else (row.private_key_pem, row.public_key_pem)
 
@@ -268,7 +260,7 @@ class ActorStore:
         and how many are in plain text."""
         counts = []
         async with self._db.reading() as conn:
-            for column in (_actors.c.private_key_pem, _instance_key.c.private_key_pem):
+            for column in (ACTORS.c.private_key_pem, INSTANCE_KEY.c.private_key_pem):
                 encrypted = func.count().filter(column.startswith(keys.ENCRYPTED_PEM))
                 query = select(encrypted, func.count()).where(column != "")
                 counts.append((await conn.execute(query)).one())
@@ -286,7 +278,7 @@ class ActorStore:
         if self._passphrase_checked:
             return
         async with self._db.reading() as conn:
-            for column in (_actors.c.private_key_pem, _instance_key.c.private_key_pem):
+            for column in (ACTORS.c.private_key_pem, INSTANCE_KEY.c.private_key_pem):
                 pem = (
                     await conn.execute(select(column).where(column.startswith(keys.ENCRYPTED_PEM)).limit(1))
                 ).scalar()
@@ -308,7 +300,7 @@ class ActorStore:
         await self.check_passphrase()
         encrypted = 0
         async with self._db.transaction() as conn:
-            for table, key in ((_actors, _actors.c.name), (_instance_key, _instance_key.c.id)):
+            for table, key in ((ACTORS, ACTORS.c.name), (INSTANCE_KEY, INSTANCE_KEY.c.id)):
                 column = table.c.private_key_pem
                 plain = select(key, column).where(column != "", ~column.startswith(keys.ENCRYPTED_PEM))
                 for row_key, pem in (await conn.execute(plain)).all():

@@ -31,13 +31,8 @@ from fedqueue.storage.admin_reads import AdminViews
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.hosts import give_up_outstanding
-from fedqueue.storage.tables import AuditRow, DeliveryRow, HostRow, OutboxRow
+from fedqueue.storage.schema import DELIVERIES, HOSTS
 from fedqueue.storage.webhook_events import after_given_up
-
-_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
-_hosts = HostRow.__table__  # type: ignore[attr-defined]
-_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
-_audit = AuditRow.__table__  # type: ignore[attr-defined]
 
 CANCELLED = "cancelled by admin"
 #: The longest reason a block keeps.
@@ -69,8 +64,8 @@ class AdminStore(AdminViews):
             if before[0] not in RETRYABLE:
                 raise InvalidInput(f"delivery {delivery_id} is {before[0]}; only {'/'.join(RETRYABLE)} retry")
             await conn.execute(
-                update(_deliveries)
-                .where(_deliveries.c.id == delivery_id, _deliveries.c.state.in_(RETRYABLE))
+                update(DELIVERIES)
+                .where(DELIVERIES.c.id == delivery_id, DELIVERIES.c.state.in_(RETRYABLE))
                 .values(**_requeued(now))
             )
             await record_audit(
@@ -98,10 +93,10 @@ class AdminStore(AdminViews):
         target = f"host:{host}" if host else "all"
         total = 0
         while True:
-            conditions = [_deliveries.c.state == DeliveryState.DEAD, _not_cancelled()]
+            conditions = [DELIVERIES.c.state == DeliveryState.DEAD, _not_cancelled()]
             if host:
-                conditions.append(_deliveries.c.host == host)
-            batch = select(_deliveries.c.id).where(*conditions).order_by(_deliveries.c.id).limit(batch_size)
+                conditions.append(DELIVERIES.c.host == host)
+            batch = select(DELIVERIES.c.id).where(*conditions).order_by(DELIVERIES.c.id).limit(batch_size)
             async with self._db.transaction() as conn:
                 ids = list((await conn.execute(batch)).scalars())
                 if not ids:
@@ -109,8 +104,8 @@ class AdminStore(AdminViews):
                         await record_audit(conn, who, "retry_dead", target, {"count": 0}, now)
                     break
                 await conn.execute(
-                    update(_deliveries)
-                    .where(_deliveries.c.id.in_(ids), _deliveries.c.state == DeliveryState.DEAD)
+                    update(DELIVERIES)
+                    .where(DELIVERIES.c.id.in_(ids), DELIVERIES.c.state == DeliveryState.DEAD)
                     .values(**_requeued(now))
                 )
                 detail = {"count": len(ids), "first": ids[0], "last": ids[-1]}
@@ -132,8 +127,8 @@ class AdminStore(AdminViews):
                     f"delivery {delivery_id} is {before[0]}; only {'/'.join(CANCELLABLE)} can be cancelled"
                 )
             await conn.execute(
-                update(_deliveries)
-                .where(_deliveries.c.id == delivery_id, _deliveries.c.state.in_(CANCELLABLE))
+                update(DELIVERIES)
+                .where(DELIVERIES.c.id == delivery_id, DELIVERIES.c.state.in_(CANCELLABLE))
                 .values(
                     state=DeliveryState.DEAD,
                     last_error=CANCELLED,
@@ -173,13 +168,13 @@ class AdminStore(AdminViews):
         """
         host = _check_host(host)
         now = now or utcnow()
-        fields = [_hosts.c[name] for name in HostHealth.__dataclass_fields__]
+        fields = [HOSTS.c[name] for name in HostHealth.__dataclass_fields__]
         async with self._db.transaction() as conn:
-            row = (await conn.execute(select(*fields).where(_hosts.c.host == host))).first()
+            row = (await conn.execute(select(*fields).where(HOSTS.c.host == host))).first()
             if row is not None:
                 before = HostHealth(**row._asdict())
                 after = dataclasses.asdict(revived(before, now))
-                await conn.execute(update(_hosts).where(_hosts.c.host == host).values(**after))
+                await conn.execute(update(HOSTS).where(HOSTS.c.host == host).values(**after))
                 detail = {"unavailable": before.unavailable, "failures": before.consecutive_failures}
             else:
                 detail = {"unavailable": False, "failures": 0}
@@ -203,16 +198,16 @@ class AdminStore(AdminViews):
         host = _check_host(host)
         now = now or utcnow()
         async with self._db.transaction() as conn:
-            flag = (await conn.execute(select(_hosts.c.blocked).where(_hosts.c.host == host))).scalar()
+            flag = (await conn.execute(select(HOSTS.c.blocked).where(HOSTS.c.host == host))).scalar()
             if flag:
                 raise InvalidInput(f"host {host} is blocked: unblock it first")
             covered = await _covered_hosts(conn, host, (DeliveryState.DEAD,))
             requeued = await conn.execute(
-                update(_deliveries).where(*_killed_by_block(covered)).values(**_requeued(now))
+                update(DELIVERIES).where(*_killed_by_block(covered)).values(**_requeued(now))
             )
             still_dead = await conn.execute(
                 select(func.count()).where(
-                    _deliveries.c.host == host, _deliveries.c.state == DeliveryState.DEAD
+                    DELIVERIES.c.host == host, DELIVERIES.c.state == DeliveryState.DEAD
                 )
             )
             counts = Requeued(int(requeued.rowcount), int(still_dead.scalar() or 0))
@@ -227,9 +222,9 @@ class AdminStore(AdminViews):
         for attempt in range(2):
             try:
                 async with self._db.transaction() as conn:
-                    changed = await conn.execute(update(_hosts).where(_hosts.c.host == host).values(**flags))
+                    changed = await conn.execute(update(HOSTS).where(HOSTS.c.host == host).values(**flags))
                     if changed.rowcount == 0:
-                        await conn.execute(insert(_hosts).values(host=host, **flags))
+                        await conn.execute(insert(HOSTS).values(host=host, **flags))
                     detail: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
                     if flags.get("blocked"):
                         killed = 0
@@ -248,7 +243,7 @@ class AdminStore(AdminViews):
         check_row_id("delivery", delivery_id)
         row = (
             await conn.execute(
-                select(_deliveries.c.state, _deliveries.c.attempts).where(_deliveries.c.id == delivery_id)
+                select(DELIVERIES.c.state, DELIVERIES.c.attempts).where(DELIVERIES.c.id == delivery_id)
             )
         ).first()
         if row is None:
@@ -265,21 +260,21 @@ def _check_host(host: str) -> str:
 
 async def _covered_hosts(conn: AsyncConnection, domain: str, states: tuple[str, ...]) -> list[str]:
     """The hosts of deliveries in `states` that a block of `domain` covers (itself, its subdomains)."""
-    hosts = await conn.execute(select(_deliveries.c.host).where(_deliveries.c.state.in_(states)).distinct())
+    hosts = await conn.execute(select(DELIVERIES.c.host).where(DELIVERIES.c.state.in_(states)).distinct())
     return sorted(host for host in hosts.scalars() if covering((domain,), host) is not None)
 
 
 def _killed_by_block(hosts: list[str]) -> tuple[Any, ...]:
     """Dead deliveries of `hosts` that a block killed: at the block, refused at fan-out or by the worker."""
     return (
-        _deliveries.c.host.in_(hosts),
-        _deliveries.c.state == DeliveryState.DEAD,
-        _deliveries.c.last_error.in_((BLOCKED, BLOCKED_BEFORE, REFUSED_BLOCKED)),
+        DELIVERIES.c.host.in_(hosts),
+        DELIVERIES.c.state == DeliveryState.DEAD,
+        DELIVERIES.c.last_error.in_((BLOCKED, BLOCKED_BEFORE, REFUSED_BLOCKED)),
     )
 
 
 def _not_cancelled() -> Any:
-    return or_(_deliveries.c.last_error.is_(None), _deliveries.c.last_error != CANCELLED)
+    return or_(DELIVERIES.c.last_error.is_(None), DELIVERIES.c.last_error != CANCELLED)
 
 
 def _requeued(now: datetime) -> dict[str, Any]:

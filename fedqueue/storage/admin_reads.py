@@ -23,12 +23,7 @@ from fedqueue.rules.waiting import why_waiting
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.retention import add_pruned
-from fedqueue.storage.tables import AuditRow, DeliveryRow, HostRow, OutboxRow
-
-_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
-_hosts = HostRow.__table__  # type: ignore[attr-defined]
-_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
-_audit = AuditRow.__table__  # type: ignore[attr-defined]
+from fedqueue.storage.schema import AUDIT_LOG, DELIVERIES, HOSTS, OUTBOX
 
 
 def parse_cursor(cursor: str | None) -> int | None:
@@ -54,7 +49,7 @@ def _limit(limit: int) -> int:
 
 def _count_columns() -> list[Any]:
     return [
-        func.sum(case((_deliveries.c.state == state, 1), else_=0)).label(state.value)
+        func.sum(case((DELIVERIES.c.state == state, 1), else_=0)).label(state.value)
         for state in DELIVERY_STATES
     ]
 
@@ -80,22 +75,22 @@ class AdminViews:
         _check_state(delivery_state)
         limit = _limit(limit)
         after = parse_cursor(cursor)
-        query = select(_outbox).order_by(_outbox.c.id.desc()).limit(limit + 1)
+        query = select(OUTBOX).order_by(OUTBOX.c.id.desc()).limit(limit + 1)
         if after is not None:
-            query = query.where(_outbox.c.id < after)
+            query = query.where(OUTBOX.c.id < after)
         if outbox_id is not None:
-            query = query.where(_outbox.c.id == check_row_id("activity", outbox_id))
+            query = query.where(OUTBOX.c.id == check_row_id("activity", outbox_id))
         if activity_uri is not None:
-            query = query.where(_outbox.c.activity_id == check_text("activity URI", activity_uri, URI_CHARS))
+            query = query.where(OUTBOX.c.activity_id == check_text("activity URI", activity_uri, URI_CHARS))
         if actor:
-            query = query.where(_outbox.c.actor == check_text("actor filter", actor, NAME_CHARS))
+            query = query.where(OUTBOX.c.actor == check_text("actor filter", actor, NAME_CHARS))
         if activity_type:
             checked = check_text("type filter", activity_type, NAME_CHARS)
-            query = query.where(_outbox.c.activity_type == checked)
+            query = query.where(OUTBOX.c.activity_type == checked)
         if delivery_state:
             has_state = (
-                select(_deliveries.c.id)
-                .where(_deliveries.c.outbox_id == _outbox.c.id, _deliveries.c.state == delivery_state)
+                select(DELIVERIES.c.id)
+                .where(DELIVERIES.c.outbox_id == OUTBOX.c.id, DELIVERIES.c.state == delivery_state)
                 .exists()
             )
             query = query.where(has_state)
@@ -131,9 +126,9 @@ class AdminViews:
         if not ids:
             return {}
         result = await conn.execute(
-            select(_deliveries.c.outbox_id, _deliveries.c.state, func.count().label("n"))
-            .where(_deliveries.c.outbox_id.in_(ids))
-            .group_by(_deliveries.c.outbox_id, _deliveries.c.state)
+            select(DELIVERIES.c.outbox_id, DELIVERIES.c.state, func.count().label("n"))
+            .where(DELIVERIES.c.outbox_id.in_(ids))
+            .group_by(DELIVERIES.c.outbox_id, DELIVERIES.c.state)
         )
         counts: dict[int, dict[str, int]] = {}
         for outbox_id, state, n in result.all():
@@ -156,24 +151,24 @@ class AdminViews:
         limit = _limit(limit)
         after = parse_cursor(cursor)
         query = (
-            with_host(select(_deliveries, _outbox.c.activity_id))
-            .order_by(_deliveries.c.id.desc())
+            with_host(select(DELIVERIES, OUTBOX.c.activity_id))
+            .order_by(DELIVERIES.c.id.desc())
             .limit(limit + 1)
         )
         if after is not None:
-            query = query.where(_deliveries.c.id < after)
+            query = query.where(DELIVERIES.c.id < after)
         if state:
-            query = query.where(_deliveries.c.state == state)
+            query = query.where(DELIVERIES.c.state == state)
         if host:
-            query = query.where(_deliveries.c.host == check_text("host filter", host, HOST_CHARS).lower())
+            query = query.where(DELIVERIES.c.host == check_text("host filter", host, HOST_CHARS).lower())
         if activity:
             check_text("activity filter", activity, URI_CHARS)
             if activity.isascii() and activity.isdigit() and len(activity) <= 18:
-                query = query.where(_deliveries.c.outbox_id == int(activity))
+                query = query.where(DELIVERIES.c.outbox_id == int(activity))
             else:
-                query = query.where(_outbox.c.activity_id == activity)
+                query = query.where(OUTBOX.c.activity_id == activity)
         if inbox:
-            query = query.where(_deliveries.c.inbox == check_text("inbox filter", inbox, URI_CHARS))
+            query = query.where(DELIVERIES.c.inbox == check_text("inbox filter", inbox, URI_CHARS))
         async with self._db.reading() as conn:
             rows = (await conn.execute(query)).all()
         page = rows[:limit]
@@ -186,9 +181,7 @@ class AdminViews:
         async with self._db.reading() as conn:
             row = (
                 await conn.execute(
-                    with_host(select(_deliveries, _outbox.c.activity_id)).where(
-                        _deliveries.c.id == delivery_id
-                    )
+                    with_host(select(DELIVERIES, OUTBOX.c.activity_id)).where(DELIVERIES.c.id == delivery_id)
                 )
             ).first()
         if row is None:
@@ -202,43 +195,39 @@ class AdminViews:
         failures, most dead, most failed; ties by name.
         """
         limit = _limit(limit)
-        names = union(
-            select(_hosts.c.host.label("host")), select(_deliveries.c.host.label("host"))
-        ).subquery()
+        names = union(select(HOSTS.c.host.label("host")), select(DELIVERIES.c.host.label("host"))).subquery()
         counts = (
-            select(_deliveries.c.host.label("host"), *_count_columns())
-            .group_by(_deliveries.c.host)
-            .subquery()
+            select(DELIVERIES.c.host.label("host"), *_count_columns()).group_by(DELIVERIES.c.host).subquery()
         )
         circuit_rank = case(
-            (_hosts.c.circuit == CircuitState.OPEN, 0),
-            (_hosts.c.circuit == CircuitState.HALF_OPEN, 1),
+            (HOSTS.c.circuit == CircuitState.OPEN, 0),
+            (HOSTS.c.circuit == CircuitState.HALF_OPEN, 1),
             else_=2,
         )
-        flag_rank = case((_hosts.c.blocked, 0), (_hosts.c.paused, 1), else_=2)
+        flag_rank = case((HOSTS.c.blocked, 0), (HOSTS.c.paused, 1), else_=2)
         query = (
             select(
                 names.c.host,
-                _hosts.c.circuit,
-                _hosts.c.consecutive_failures,
-                _hosts.c.first_failure_at,
-                _hosts.c.last_failure_at,
-                _hosts.c.last_success_at,
-                _hosts.c.paused,
-                _hosts.c.blocked,
-                _hosts.c.unavailable,
-                _hosts.c.signature_scheme,
-                _hosts.c.circuit_until,
-                _hosts.c.block_reason,
+                HOSTS.c.circuit,
+                HOSTS.c.consecutive_failures,
+                HOSTS.c.first_failure_at,
+                HOSTS.c.last_failure_at,
+                HOSTS.c.last_success_at,
+                HOSTS.c.paused,
+                HOSTS.c.blocked,
+                HOSTS.c.unavailable,
+                HOSTS.c.signature_scheme,
+                HOSTS.c.circuit_until,
+                HOSTS.c.block_reason,
                 *[counts.c[state] for state in DELIVERY_STATES],
             )
             .select_from(names)
-            .outerjoin(_hosts, _hosts.c.host == names.c.host)
+            .outerjoin(HOSTS, HOSTS.c.host == names.c.host)
             .outerjoin(counts, counts.c.host == names.c.host)
             .order_by(
                 circuit_rank,
                 flag_rank,
-                func.coalesce(_hosts.c.consecutive_failures, 0).desc(),
+                func.coalesce(HOSTS.c.consecutive_failures, 0).desc(),
                 func.coalesce(counts.c.dead, 0).desc(),
                 func.coalesce(counts.c.failed, 0).desc(),
                 names.c.host,
@@ -277,7 +266,7 @@ class AdminViews:
     async def audit_log(self, *, limit: int = 100) -> list[AuditEntry]:
         async with self._db.reading() as conn:
             rows = (
-                await conn.execute(select(_audit).order_by(_audit.c.id.desc()).limit(_limit(limit)))
+                await conn.execute(select(AUDIT_LOG).order_by(AUDIT_LOG.c.id.desc()).limit(_limit(limit)))
             ).all()
         return [AuditEntry(**row._asdict()) for row in rows]
 
@@ -287,15 +276,15 @@ def with_host(query: Any, source: Any = None) -> Any:
 
     `source` is what the deliveries are read from: the table, or a join of it (a page of ids).
     """
-    source = _deliveries if source is None else source
+    source = DELIVERIES if source is None else source
     return query.add_columns(
-        _hosts.c.circuit.label("host_circuit"),
-        _hosts.c.circuit_until.label("host_circuit_until"),
-        _hosts.c.paused.label("host_paused"),
-        _hosts.c.blocked.label("host_blocked"),
+        HOSTS.c.circuit.label("host_circuit"),
+        HOSTS.c.circuit_until.label("host_circuit_until"),
+        HOSTS.c.paused.label("host_paused"),
+        HOSTS.c.blocked.label("host_blocked"),
     ).select_from(
-        source.outerjoin(_outbox, _outbox.c.id == _deliveries.c.outbox_id).outerjoin(
-            _hosts, _hosts.c.host == _deliveries.c.host
+        source.outerjoin(OUTBOX, OUTBOX.c.id == DELIVERIES.c.outbox_id).outerjoin(
+            HOSTS, HOSTS.c.host == DELIVERIES.c.host
         )
     )
 

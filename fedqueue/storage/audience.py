@@ -10,25 +10,21 @@ from sqlalchemy import bindparam, delete, select
 
 from fedqueue.rules.states import FollowerState
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import DeliveryRow, FollowerRow, GoneInboxRow, OutboxRow, RemoteActorRow
-
-_followers = FollowerRow.__table__  # type: ignore[attr-defined]
-_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
-_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
-_gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
-_remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
+from fedqueue.storage.schema import DELIVERIES, FOLLOWERS, GONE_INBOXES, OUTBOX, REMOTE_ACTORS
 
 
 class AudienceStore:
     def __init__(self, database: Database) -> None:
         self._db = database
         # Built once, the same SQL for any number of inboxes (read for every group of expanded rows).
-        self._gone = select(_gone.c.inbox).where(database.dialect.one_of(_gone.c.inbox, "inboxes"))
-        self._cached = select(_remote.c.uri).where(
-            database.dialect.one_of(_remote.c.uri, "uris"),
-            _remote.c.expires_at > bindparam("now", type_=_remote.c.expires_at.type),
-            _remote.c.error.is_(None),
-            _remote.c.inbox.is_not(None),
+        self._gone = select(GONE_INBOXES.c.inbox).where(
+            database.dialect.one_of(GONE_INBOXES.c.inbox, "inboxes")
+        )
+        self._cached = select(REMOTE_ACTORS.c.uri).where(
+            database.dialect.one_of(REMOTE_ACTORS.c.uri, "uris"),
+            REMOTE_ACTORS.c.expires_at > bindparam("now", type_=REMOTE_ACTORS.c.expires_at.type),
+            REMOTE_ACTORS.c.error.is_(None),
+            REMOTE_ACTORS.c.inbox.is_not(None),
         )
 
     async def follower_inboxes(self, actor: str) -> list[tuple[str, str | None]]:
@@ -36,9 +32,9 @@ class AudienceStore:
         async with self._db.reading() as conn:
             rows = (
                 await conn.execute(
-                    select(_followers.c.inbox, _followers.c.shared_inbox)
-                    .where(_followers.c.actor == actor, _followers.c.state == FollowerState.ACCEPTED)
-                    .order_by(_followers.c.created_at, _followers.c.follower_uri)
+                    select(FOLLOWERS.c.inbox, FOLLOWERS.c.shared_inbox)
+                    .where(FOLLOWERS.c.actor == actor, FOLLOWERS.c.state == FollowerState.ACCEPTED)
+                    .order_by(FOLLOWERS.c.created_at, FOLLOWERS.c.follower_uri)
                 )
             ).all()
         return [(row.inbox, row.shared_inbox) for row in rows]
@@ -46,18 +42,18 @@ class AudienceStore:
     async def earlier_inboxes(self, actor: str, object_id: str, outbox_id: int) -> list[str] | None:
         """Every inbox an earlier activity of `actor` about `object_id` went to (delivered or not);
         None when no such activity is kept any more (pruned past retention, or never sent)."""
-        earlier = select(_outbox.c.id).where(
-            _outbox.c.actor == actor, _outbox.c.object_id == object_id, _outbox.c.id < outbox_id
+        earlier = select(OUTBOX.c.id).where(
+            OUTBOX.c.actor == actor, OUTBOX.c.object_id == object_id, OUTBOX.c.id < outbox_id
         )
         async with self._db.reading() as conn:
             ids = list((await conn.execute(earlier)).scalars())
             if not ids:
                 return None
             rows = await conn.execute(
-                select(_deliveries.c.inbox)
-                .where(_deliveries.c.outbox_id.in_(ids), _deliveries.c.inbox.is_not(None))
+                select(DELIVERIES.c.inbox)
+                .where(DELIVERIES.c.outbox_id.in_(ids), DELIVERIES.c.inbox.is_not(None))
                 .distinct()
-                .order_by(_deliveries.c.inbox)
+                .order_by(DELIVERIES.c.inbox)
             )
             return [inbox for inbox in rows.scalars() if inbox is not None]
 
@@ -87,4 +83,4 @@ class AudienceStore:
         if not found:
             return
         async with self._db.transaction() as conn:
-            await conn.execute(delete(_gone).where(_gone.c.inbox.in_(sorted(found))))
+            await conn.execute(delete(GONE_INBOXES).where(GONE_INBOXES.c.inbox.in_(sorted(found))))

@@ -9,9 +9,7 @@ from typing import Any
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fedqueue.storage.tables import AuditRow
-
-_audit = AuditRow.__table__  # type: ignore[attr-defined]
+from fedqueue.storage.schema import AUDIT_LOG
 
 
 async def record_audit(
@@ -19,7 +17,7 @@ async def record_audit(
 ) -> None:
     """One audit row, written in `conn`'s transaction with the change it describes."""
     await conn.execute(
-        insert(_audit).values(
+        insert(AUDIT_LOG).values(
             who=who[:255], action=action, target=target[:2048], detail=json.dumps(detail), at=now
         )
     )

@@ -17,10 +17,9 @@ from sqlalchemy import select
 
 from fedqueue.rules.federation_policy import FederationMode, Policy
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import HostRow
+from fedqueue.storage.schema import HOSTS
 from fedqueue.storage.write_counts import committed_writes
 
-_hosts = HostRow.__table__  # type: ignore[attr-defined]
 #: The longest a block made by another process goes unseen here (as `inbox.ADMISSION_MEMORY_S`).
 BLOCKS_MEMORY_S = 1.0
 _READS = ("host", "blocked", "block_reason")
@@ -45,11 +44,9 @@ class BlockStore:
         async with self._lock:
             if self._fresh():
                 return self._blocks
-            version, at_s = committed_writes(_hosts, _READS), time.monotonic()
+            version, at_s = committed_writes(HOSTS, _READS), time.monotonic()
             async with self._db.reading() as conn:
-                rows = await conn.execute(
-                    select(_hosts.c.host, _hosts.c.block_reason).where(_hosts.c.blocked)
-                )
+                rows = await conn.execute(select(HOSTS.c.host, HOSTS.c.block_reason).where(HOSTS.c.blocked))
                 blocks = {row.host: row.block_reason or "" for row in rows}
             self.reads += 1
             self._blocks, self._read_at, self._version = MappingProxyType(blocks), at_s, version
@@ -63,5 +60,5 @@ class BlockStore:
         return (
             self._read_at is not None
             and time.monotonic() - self._read_at < BLOCKS_MEMORY_S
-            and committed_writes(_hosts, _READS) == self._version
+            and committed_writes(HOSTS, _READS) == self._version
         )

@@ -20,10 +20,7 @@ from sqlalchemy import and_, bindparam, case, func, or_, select, update
 from fedqueue.rules.coalescing import LONE_DECIDABLE_TYPES
 from fedqueue.rules.states import DeliveryState
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import DeliveryRow, OutboxRow
-
-_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
-_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
+from fedqueue.storage.schema import DELIVERIES, OUTBOX
 
 #: (inbox, subject) keys read per query; bounded so that one bound value stays small.
 HISTORY_CHUNK = 1000
@@ -61,7 +58,7 @@ class CoalescingStore:
         self._db = database
         keys = database.dialect.pairs("keys")
         joined, d = database.dialect.looked_up_per_row(
-            keys, _deliveries, lambda d: and_(d.inbox == keys.c.first, d.object_id == keys.c.second)
+            keys, DELIVERIES, lambda d: and_(d.inbox == keys.c.first, d.object_id == keys.c.second)
         )
         # Built once: the keys are one bound value, so the SQL is the same for every batch. Its
         # columns are in the order of HistoryRow's fields.
@@ -70,7 +67,7 @@ class CoalescingStore:
                 d.id,
                 d.outbox_id,
                 d.inbox,
-                func.coalesce(_outbox.c.activity_id, "").label("activity_id"),
+                func.coalesce(OUTBOX.c.activity_id, "").label("activity_id"),
                 d.actor,
                 d.activity_type,
                 d.object_id,
@@ -81,7 +78,7 @@ class CoalescingStore:
                 case((d.state == DeliveryState.SENDING, d.lease_until), else_=d.next_attempt_at).label("due"),
             )
             .select_from(joined)
-            .join(_outbox, _outbox.c.id == d.outbox_id)
+            .join(OUTBOX, OUTBOX.c.id == d.outbox_id)
         )
         # The rows of contested keys only: more than one row, or a lone one of a type in
         # LONE_DECIDABLE_TYPES. Counted per key over the rows the join reads anyway (no lookup
@@ -100,7 +97,7 @@ class CoalescingStore:
         # outbox row has one delivery per inbox), or by one of a lone-decidable type. One lookup
         # per subject (a fan-out's batch has one) before one per key: at 20,000 followers the
         # keys' lookups were 12 % of PostgreSQL's time and found nothing (Sixteenth pass).
-        o = _outbox.c
+        o = OUTBOX.c
         self._contested_subjects = (
             select(o.object_id)
             .where(database.dialect.one_of(o.object_id, "subjects"))
@@ -140,8 +137,8 @@ class CoalescingStore:
         async with self._db.reading() as conn:
             return (
                 await conn.execute(
-                    select(_outbox.c.object_id).where(
-                        _outbox.c.activity_id == activity_id, _outbox.c.actor == actor
+                    select(OUTBOX.c.object_id).where(
+                        OUTBOX.c.activity_id == activity_id, OUTBOX.c.actor == actor
                     )
                 )
             ).scalar()
@@ -150,9 +147,9 @@ class CoalescingStore:
         """Mark rows coalesced: unclaimed ones still queued or failed, or ones `owner` holds the lease of."""
         if not decisions:
             return
-        d = _deliveries.c
+        d = DELIVERIES.c
         statement = (
-            update(_deliveries)
+            update(DELIVERIES)
             .where(
                 d.id == bindparam("c_id"),
                 or_(
@@ -177,9 +174,9 @@ class CoalescingStore:
         """Give claimed rows back unsent until the given times, without spending an attempt."""
         if not until:
             return
-        d = _deliveries.c
+        d = DELIVERIES.c
         statement = (
-            update(_deliveries)
+            update(DELIVERIES)
             .where(d.id == bindparam("w_id"), d.lease_owner == owner, d.state == DeliveryState.SENDING)
             .values(
                 state=case((d.attempts == 0, DeliveryState.QUEUED.value), else_=DeliveryState.FAILED.value),

@@ -19,10 +19,7 @@ from fedqueue.rules.errors import NotFound
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import InboxCursorRow, InboxItemRow
-
-_cursors = InboxCursorRow.__table__  # type: ignore[attr-defined]
-_items = InboxItemRow.__table__  # type: ignore[attr-defined]
+from fedqueue.storage.schema import INBOX_CURSORS, INBOX_ITEMS
 
 
 @dataclass(frozen=True)
@@ -43,10 +40,10 @@ class ConsumerStore:
 
     async def list(self, idle_before: datetime, actor: str | None = None) -> list[Consumer]:
         """Every consumer (of `actor`'s inbox, if given), by actor and name."""
-        c = _cursors.c
+        c = INBOX_CURSORS.c
         behind = (
             select(func.count())
-            .where(_items.c.actor == c.actor, _items.c.id > c.last_item_id)
+            .where(INBOX_ITEMS.c.actor == c.actor, INBOX_ITEMS.c.id > c.last_item_id)
             .scalar_subquery()
             .label("behind")
         )
@@ -73,11 +70,11 @@ class ConsumerStore:
         """Forget one consumer's cursor (NotFound if it has none); audited."""
         check_actor_name(actor)
         rules.check_consumer(consumer)
-        c = _cursors.c
+        c = INBOX_CURSORS.c
         async with self._db.transaction() as conn:
             row = (
                 await conn.execute(
-                    delete(_cursors)
+                    delete(INBOX_CURSORS)
                     .where(c.actor == actor, c.consumer == consumer)
                     .returning(c.actor, c.consumer, c.last_item_id, c.updated_at)
                 )

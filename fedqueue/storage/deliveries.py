@@ -41,16 +41,11 @@ from fedqueue.rules.wording import inert
 from fedqueue.storage.column_types import UTCDateTime, utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.dialects import json_array, json_item
-from fedqueue.storage.tables import DeliveryRow, GoneInboxRow, HostRow, OutboxRow
+from fedqueue.storage.schema import DELIVERIES, GONE_INBOXES, HOSTS, OUTBOX
 from fedqueue.storage.webhook_events import after_given_up, after_record, any_webhook, webhooks_exist
 
-_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
-_hosts = HostRow.__table__  # type: ignore[attr-defined]
-_gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
-_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
-
 #: What `claim` returns: the columns of `Claimed`'s fields, in their order.
-_CLAIMED = [_deliveries.c[name] for name in Claimed.__dataclass_fields__]
+_CLAIMED = [DELIVERIES.c[name] for name in Claimed.__dataclass_fields__]
 #: A claimed row's (lane, next_attempt_at, id), the claim order, by position (`claim` returns the
 #: lane first): an attribute lookup on a Row costs ten times as much, for each of 1,000 rows.
 _CLAIM_ORDER = itemgetter(
@@ -129,8 +124,8 @@ class Unresolved:
 
 def _held_hosts(now: datetime | ColumnElement[datetime]) -> Select[tuple[str]]:
     """Hosts whose deliveries wait: paused, or circuit open (or probing) until a later time."""
-    return select(_hosts.c.host).where(
-        or_(_hosts.c.paused, and_(_hosts.c.circuit != CircuitState.CLOSED, _hosts.c.circuit_until > now))
+    return select(HOSTS.c.host).where(
+        or_(HOSTS.c.paused, and_(HOSTS.c.circuit != CircuitState.CLOSED, HOSTS.c.circuit_until > now))
     )
 
 
@@ -142,7 +137,7 @@ def _enqueue_statement(database: Database) -> Insert:
     processors and the driver one by one. An activity's facts come once, before its targets;
     its rows are created in the targets' order. A row whose `last_error` is set is created dead.
     """
-    d = _deliveries.c
+    d = DELIVERIES.c
     item = database.dialect.json_rows("items").c.value
     facts = [database.dialect.json_column(item, n, d[name]).label(name) for n, name in enumerate(_ITEM)]
     # Materialized: each activity's facts are read out of its JSON once, not once per target.
@@ -161,7 +156,7 @@ def _enqueue_statement(database: Database) -> Insert:
     # WHERE: SQLite would otherwise read the upsert's ON CONFLICT as the join's ON.
     rows = select(*values.values()).select_from(items.join(targets, true())).where(true())
     # Either unique key may exist already: (outbox_id, inbox), or (outbox_id, recipient).
-    return database.dialect.insert_ignoring_conflicts(_deliveries).from_select(list(values), rows)
+    return database.dialect.insert_ignoring_conflicts(DELIVERIES).from_select(list(values), rows)
 
 
 def _record_statement(database: Database) -> Update:
@@ -171,11 +166,11 @@ def _record_statement(database: Database) -> Update:
     One parameter for any number of rows, as in `enqueue`: bound as an executemany (SQLite) or
     as arrays (PostgreSQL), each row's nine values went through SQLAlchemy and the driver one by one.
     """
-    d = _deliveries.c
+    d = DELIVERIES.c
     value = database.dialect.json_rows("results").c.value
     recorded = {name: database.dialect.json_column(value, n, d[name]) for n, name in enumerate(_RECORDED)}
     return (
-        update(_deliveries)
+        update(DELIVERIES)
         .where(
             d.id == recorded["id"],
             *database.dialect.looked_up_in(d.id, "ids"),
@@ -202,10 +197,10 @@ def _record_alone_statement(database: Database) -> Select[tuple[bool, int]]:
 def _claim_statement(database: Database, skipping: bool, expired_leases: bool) -> Update:
     """`DeliveryStore.claim`'s statement, built once (bound: now, owner, lease_until, limit and,
     if `skipping`, the hosts to skip): building it for every claim cost more than running it."""
-    d = _deliveries.c
+    d = DELIVERIES.c
     now = bindparam("now", type_=d.next_attempt_at.type)
     limit = bindparam("limit", type_=Integer())
-    eligible = [d.inbox.is_not(None), d.host.not_in(_held_hosts(now))]
+    eligible: list[ColumnElement[bool]] = [d.inbox.is_not(None), d.host.not_in(_held_hosts(now))]
     if skipping:
         eligible.append(~database.dialect.one_of(d.host, "skip"))
     # One branch per (state, lane), each an ordered range of ix_deliveries_due (state, lane,
@@ -236,21 +231,21 @@ def _claim_statement(database: Database, skipping: bool, expired_leases: bool) -
     c = candidates.c
     due = select(c.id).order_by(c.lane, c.next_attempt_at, c.id).limit(limit)
     return (
-        update(_deliveries)
-        .where(_deliveries.c.id.in_(due.scalar_subquery()))
+        update(DELIVERIES)
+        .where(DELIVERIES.c.id.in_(due.scalar_subquery()))
         .values(
             state=DeliveryState.SENDING,
             lease_owner=bindparam("owner", type_=d.lease_owner.type),
             lease_until=bindparam("lease_until", type_=d.lease_until.type),
         )
-        .returning(_deliveries.c.lane, *_CLAIMED)
+        .returning(DELIVERIES.c.lane, *_CLAIMED)
     )
 
 
 def _claim_unresolved_statement(database: Database) -> Update:
     """`DeliveryStore.claim_unresolved`'s statement, built once (bound: now, owner, lease_until,
     limit): a busy worker looks four times a second, and building it cost three times running it."""
-    d = _deliveries.c
+    d = DELIVERIES.c
     now = bindparam("now", type_=d.next_attempt_at.type)
     due = (
         select(d.id)
@@ -266,7 +261,7 @@ def _claim_unresolved_statement(database: Database) -> Update:
         .limit(bindparam("limit", type_=Integer()))
     )
     return (
-        update(_deliveries)
+        update(DELIVERIES)
         .where(d.id.in_(database.dialect.skip_locked(due).scalar_subquery()))
         .values(
             state=DeliveryState.SENDING,
@@ -287,7 +282,7 @@ class DeliveryStore:
             for expired in (False, True)
         }
         self._enqueue = _enqueue_statement(database)
-        self._enqueue_returning = self._enqueue.returning(_deliveries.c.id, _deliveries.c.state)
+        self._enqueue_returning = self._enqueue.returning(DELIVERIES.c.id, DELIVERIES.c.state)
         self._record = _record_statement(database)
         self._record_alone = _record_alone_statement(database) if database.dialect.writes_in_with else None
         self._claim_unresolved = _claim_unresolved_statement(database)
@@ -378,7 +373,7 @@ class DeliveryStore:
         If the activity reaches that inbox through another delivery already, the row is
         dead with that reason instead, and that delivery's id is returned.
         """
-        d = _deliveries.c
+        d = DELIVERIES.c
         async with self._db.transaction() as conn:
             other = (
                 await conn.execute(select(d.id).where(d.outbox_id == row.outbox_id, d.inbox == inbox))
@@ -394,7 +389,7 @@ class DeliveryStore:
             else:
                 values = {"inbox": inbox, "host": host, "state": DeliveryState.QUEUED, "next_attempt_at": now}
             await conn.execute(
-                update(_deliveries).where(mine).values(lease_owner=None, lease_until=None, **values)
+                update(DELIVERIES).where(mine).values(lease_owner=None, lease_until=None, **values)
             )
         return None if other is None else int(other)
 
@@ -434,7 +429,7 @@ class DeliveryStore:
         async with self._db.transaction() as conn:
             updated = await self._db.write_in(conn, self._record, parameters)
             if gone:
-                await conn.execute(self._db.dialect.insert_ignoring_conflicts(_gone, ("inbox",)), gone)
+                await conn.execute(self._db.dialect.insert_ignoring_conflicts(GONE_INBOXES, ("inbox",)), gone)
             await after_record(self._db, conn, results, utcnow())
         return updated
 
@@ -444,7 +439,7 @@ class DeliveryStore:
             return
         values: dict[str, object] = {
             "state": case(
-                (_deliveries.c.attempts == 0, DeliveryState.QUEUED.value), else_=DeliveryState.FAILED.value
+                (DELIVERIES.c.attempts == 0, DeliveryState.QUEUED.value), else_=DeliveryState.FAILED.value
             ),
             "lease_owner": None,
             "lease_until": None,
@@ -453,11 +448,11 @@ class DeliveryStore:
             values["next_attempt_at"] = next_attempt_at
         async with self._db.transaction() as conn:
             await conn.execute(
-                update(_deliveries)
+                update(DELIVERIES)
                 .where(
-                    _deliveries.c.id.in_(ids),
-                    _deliveries.c.lease_owner == owner,
-                    _deliveries.c.state == DeliveryState.SENDING,
+                    DELIVERIES.c.id.in_(ids),
+                    DELIVERIES.c.lease_owner == owner,
+                    DELIVERIES.c.state == DeliveryState.SENDING,
                 )
                 .values(**values)
             )
@@ -471,7 +466,7 @@ class DeliveryStore:
         at `cap` index entries.
         """
         now = now or utcnow()
-        d, o = _deliveries.c, _outbox.c
+        d, o = DELIVERIES.c, OUTBOX.c
         queued = (
             select(d.id)
             .where(d.state == DeliveryState.QUEUED, d.next_attempt_at <= now, d.host.not_in(_held_hosts(now)))
@@ -488,15 +483,15 @@ class DeliveryStore:
     async def next_due(self, now: datetime) -> datetime | None:
         """When the earliest claimable delivery falls due (lease end for `sending`); held hosts excluded."""
         when = case(
-            (_deliveries.c.state == DeliveryState.SENDING, _deliveries.c.lease_until),
-            else_=_deliveries.c.next_attempt_at,
+            (DELIVERIES.c.state == DeliveryState.SENDING, DELIVERIES.c.lease_until),
+            else_=DELIVERIES.c.next_attempt_at,
         )
         earliest = type_coerce(func.min(when), UTCDateTime())
         async with self._db.reading() as conn:
             value = (
                 await conn.execute(
                     select(earliest).where(
-                        _deliveries.c.state.in_(UNFINISHED), _deliveries.c.host.not_in(_held_hosts(now))
+                        DELIVERIES.c.state.in_(UNFINISHED), DELIVERIES.c.host.not_in(_held_hosts(now))
                     )
                 )
             ).scalar()
@@ -504,7 +499,7 @@ class DeliveryStore:
 
     async def for_outbox(self, outbox_id: int) -> list[DeliveryView]:
         """Every delivery of one activity, in creation order."""
-        d = _deliveries.c
+        d = DELIVERIES.c
         async with self._db.reading() as conn:
             rows = (
                 await conn.execute(
@@ -534,9 +529,9 @@ class DeliveryStore:
         async with self._db.reading() as conn:
             rows = (
                 await conn.execute(
-                    select(_deliveries.c.state, func.count())
-                    .where(_deliveries.c.outbox_id == outbox_id)
-                    .group_by(_deliveries.c.state)
+                    select(DELIVERIES.c.state, func.count())
+                    .where(DELIVERIES.c.outbox_id == outbox_id)
+                    .group_by(DELIVERIES.c.state)
                 )
             ).all()
         return Counter({row[0]: int(row[1]) for row in rows})

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from fedqueue.storage.database import Database
 
 Columns = ReadOnlyColumnCollection[str, Any]
-Row = TypeVar("Row", bound=tuple[Any, ...])
+AnySelect = TypeVar("AnySelect", bound=Select[Any])
 
 
 class JsonList(TypeDecorator[Sequence[Any]]):
@@ -152,11 +152,11 @@ class Dialect(ABC):
         return self.upsert(table).on_conflict_do_nothing(index_elements=list(keys) or None)
 
     @abstractmethod
-    def skip_locked(self, query: Select[Row]) -> Select[Row]:
+    def skip_locked(self, query: AnySelect) -> AnySelect:
         """`query` taking only rows no other transaction has locked, and locking them (a claim)."""
 
     @abstractmethod
-    def locked(self, query: Select[Row]) -> Select[Row]:
+    def locked(self, query: AnySelect) -> AnySelect:
         """`query` locking the rows it reads until the transaction ends. Give it an order so two
         lockers take rows in one order."""
 

@@ -41,13 +41,7 @@ from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.rows import Rows
-from fedqueue.storage.tables import ActorRow, DeliveryRow, FollowerRow, OutboxRow, RemoteActorRow
-
-_followers = FollowerRow.__table__  # type: ignore[attr-defined]
-_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
-_actors = ActorRow.__table__  # type: ignore[attr-defined]
-_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
-_remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
+from fedqueue.storage.schema import ACTORS, DELIVERIES, FOLLOWERS, OUTBOX, REMOTE_ACTORS
 
 #: The columns a follow is written with.
 _FOLLOWER_COLUMNS = ("actor", "follower_uri", "inbox", "shared_inbox", "follow_activity_id", "state")
@@ -95,23 +89,23 @@ class _FollowerWrites:
 
     @classmethod
     def build(cls, database: Database) -> _FollowerWrites:
-        follows = database.dialect.rows(_followers, _FOLLOWER_COLUMNS)
+        follows = database.dialect.rows(FOLLOWERS, _FOLLOWER_COLUMNS)
         refreshed = ("inbox", "shared_inbox", "follow_activity_id")
-        accept = follows.into(database.dialect.upsert(_followers))
-        refresh = follows.into(database.dialect.upsert(_followers))
-        queued = database.dialect.rows(_outbox, ("actor", "activity", "inboxes"))
+        accept = follows.into(database.dialect.upsert(FOLLOWERS))
+        refresh = follows.into(database.dialect.upsert(FOLLOWERS))
+        queued = database.dialect.rows(OUTBOX, ("actor", "activity", "inboxes"))
         return cls(
             accept=accept.on_conflict_do_update(
                 index_elements=["actor", "follower_uri"],
                 set_={**{name: accept.excluded[name] for name in refreshed}, "state": FollowerState.ACCEPTED},
-                where=_followers.c.state != FollowerState.ACCEPTED,
-            ).returning(_followers.c.actor, _followers.c.follower_uri),
+                where=FOLLOWERS.c.state != FollowerState.ACCEPTED,
+            ).returning(FOLLOWERS.c.actor, FOLLOWERS.c.follower_uri),
             refresh=refresh.on_conflict_do_update(
                 index_elements=["actor", "follower_uri"],
                 set_={name: refresh.excluded[name] for name in refreshed},
             ),
             follows=follows,
-            enqueue=queued.into(insert(_outbox)),
+            enqueue=queued.into(insert(OUTBOX)),
             queued=queued,
         )
 
@@ -175,9 +169,9 @@ def _moved_to_any(follows: set[tuple[str, str]]) -> ColumnElement[bool]:
     for actor, uri in sorted(follows):
         by_actor.setdefault(actor, []).append(uri)
     moved = (
-        and_(_followers.c.actor == actor, _followers.c.moved_to.in_(uris)) for actor, uris in by_actor.items()
+        and_(FOLLOWERS.c.actor == actor, FOLLOWERS.c.moved_to.in_(uris)) for actor, uris in by_actor.items()
     )
-    return and_(_followers.c.moved_to.is_not(None), or_(*moved))
+    return and_(FOLLOWERS.c.moved_to.is_not(None), or_(*moved))
 
 
 def _follower_values(effect: AddFollower) -> dict[str, Any]:
@@ -194,9 +188,9 @@ def _follower_values(effect: AddFollower) -> dict[str, Any]:
 async def _remove(database: Database, conn: AsyncConnection, where: ColumnElement[bool]) -> int:
     """Delete follows; each accepted one removed is announced (`follower.removed`). Returns how many."""
     removed = await conn.execute(
-        delete(_followers)
+        delete(FOLLOWERS)
         .where(where)
-        .returning(_followers.c.actor, _followers.c.follower_uri, _followers.c.state)
+        .returning(FOLLOWERS.c.actor, FOLLOWERS.c.follower_uri, FOLLOWERS.c.state)
     )
     rows = removed.all()
     for row in rows:
@@ -206,26 +200,26 @@ async def _remove(database: Database, conn: AsyncConnection, where: ColumnElemen
 
 
 async def remove_follower(database: Database, conn: AsyncConnection, effect: RemoveFollower) -> None:
-    where = _followers.c.follower_uri == effect.follower_uri
+    where = FOLLOWERS.c.follower_uri == effect.follower_uri
     if effect.actor is not None:
-        where = and_(where, _followers.c.actor == effect.actor)
+        where = and_(where, FOLLOWERS.c.actor == effect.actor)
     else:
-        where = and_(where, _followers.c.follow_activity_id == effect.follow_activity_id)
+        where = and_(where, FOLLOWERS.c.follow_activity_id == effect.follow_activity_id)
     await _remove(database, conn, where)
 
 
 async def record_move(conn: AsyncConnection, effect: RecordFollowerMove) -> None:
     """The follower moved (a verified Move): recorded on each of its follows, which stay."""
     await conn.execute(
-        update(_followers)
-        .where(_followers.c.follower_uri == effect.follower_uri)
+        update(FOLLOWERS)
+        .where(FOLLOWERS.c.follower_uri == effect.follower_uri)
         .values(moved_to=effect.moved_to)
     )
 
 
 async def remove_all_follows(database: Database, conn: AsyncConnection, effect: RemoveAllFollows) -> int:
     """Every follow by `effect.follower_uri`; returns how many were removed."""
-    return await _remove(database, conn, _followers.c.follower_uri == effect.follower_uri)
+    return await _remove(database, conn, FOLLOWERS.c.follower_uri == effect.follower_uri)
 
 
 async def enqueue(database: Database, conn: AsyncConnection, effects: Sequence[EnqueueActivity]) -> None:
@@ -255,10 +249,10 @@ async def forward(database: Database, conn: AsyncConnection, effect: ForwardActi
         literal(effect.activity_id),
         literal(effect.activity_type),
         true(),
-    ).where(exists().where(_actors.c.name == effect.actor))
+    ).where(exists().where(ACTORS.c.name == effect.actor))
     columns = ["actor", "activity", "activity_id", "activity_type", "forwarded"]
     await conn.execute(
-        database.dialect.upsert(_outbox)
+        database.dialect.upsert(OUTBOX)
         .from_select(columns, row)
         .on_conflict_do_nothing(index_elements=["activity_id"])
     )
@@ -272,8 +266,8 @@ class FollowerStore:
         async with self._db.reading() as conn:
             row = (
                 await conn.execute(
-                    select(_followers).where(
-                        _followers.c.actor == actor, _followers.c.follower_uri == follower_uri
+                    select(FOLLOWERS).where(
+                        FOLLOWERS.c.actor == actor, FOLLOWERS.c.follower_uri == follower_uri
                     )
                 )
             ).first()
@@ -286,8 +280,8 @@ class FollowerStore:
         async with self._db.reading() as conn:
             total = await conn.execute(
                 select(func.count())
-                .select_from(_followers)
-                .where(_followers.c.actor == actor, _followers.c.state == FollowerState.ACCEPTED)
+                .select_from(FOLLOWERS)
+                .where(FOLLOWERS.c.actor == actor, FOLLOWERS.c.state == FollowerState.ACCEPTED)
             )
         return int(total.scalar_one())
 
@@ -295,13 +289,13 @@ class FollowerStore:
         """Ids of `actor`'s accepted followers residing on `domain` (FEP-8fcf's partial collection)."""
         async with self._db.reading() as conn:
             rows = await conn.execute(
-                select(_followers.c.follower_uri)
+                select(FOLLOWERS.c.follower_uri)
                 .where(
-                    _followers.c.actor == actor,
-                    _followers.c.state == FollowerState.ACCEPTED,
-                    _followers.c.follower_uri.contains(f"://{domain}", autoescape=True),
+                    FOLLOWERS.c.actor == actor,
+                    FOLLOWERS.c.state == FollowerState.ACCEPTED,
+                    FOLLOWERS.c.follower_uri.contains(f"://{domain}", autoescape=True),
                 )
-                .order_by(_followers.c.follower_uri)
+                .order_by(FOLLOWERS.c.follower_uri)
             )
             # The LIKE narrows the rows down; the rule decides (case, ports, look-alike hosts).
             return [uri for uri in rows.scalars() if resides_on(uri, domain)]
@@ -310,8 +304,8 @@ class FollowerStore:
         """Ids of all `actor`'s accepted followers, in one read (for every host's FEP-8fcf digest at once)."""
         async with self._db.reading() as conn:
             rows = await conn.execute(
-                select(_followers.c.follower_uri).where(
-                    _followers.c.actor == actor, _followers.c.state == FollowerState.ACCEPTED
+                select(FOLLOWERS.c.follower_uri).where(
+                    FOLLOWERS.c.actor == actor, FOLLOWERS.c.state == FollowerState.ACCEPTED
                 )
             )
             return list(rows.scalars())
@@ -322,9 +316,9 @@ class FollowerStore:
         """Followers of `actor` in `state`, oldest follow first."""
         async with self._db.reading() as conn:
             rows = await conn.execute(
-                select(_followers)
-                .where(_followers.c.actor == actor, _followers.c.state == state)
-                .order_by(_followers.c.created_at, _followers.c.follower_uri)
+                select(FOLLOWERS)
+                .where(FOLLOWERS.c.actor == actor, FOLLOWERS.c.state == state)
+                .order_by(FOLLOWERS.c.created_at, FOLLOWERS.c.follower_uri)
                 .offset(offset)
                 .limit(limit)
             )
@@ -338,17 +332,19 @@ class FollowerStore:
         or to it by name while its inbox was unknown. One transaction.
         """
         async with self._db.transaction() as conn:
-            known = select(_followers.c.inbox).where(_followers.c.follower_uri == actor_uri)
-            cached = select(_remote.c.inbox).where(_remote.c.uri == actor_uri, _remote.c.inbox.is_not(None))
+            known = select(FOLLOWERS.c.inbox).where(FOLLOWERS.c.follower_uri == actor_uri)
+            cached = select(REMOTE_ACTORS.c.inbox).where(
+                REMOTE_ACTORS.c.uri == actor_uri, REMOTE_ACTORS.c.inbox.is_not(None)
+            )
             inboxes = set((await conn.execute(known)).scalars()) | set((await conn.execute(cached)).scalars())
-            waiting = or_(_deliveries.c.recipient == actor_uri, _deliveries.c.inbox.in_(sorted(inboxes)))
+            waiting = or_(DELIVERIES.c.recipient == actor_uri, DELIVERIES.c.inbox.in_(sorted(inboxes)))
             killed = list(
                 (
                     await conn.execute(
-                        update(_deliveries)
-                        .where(waiting, _deliveries.c.state.in_(UNSENT))
+                        update(DELIVERIES)
+                        .where(waiting, DELIVERIES.c.state.in_(UNSENT))
                         .values(state=DeliveryState.DEAD, last_error=reason, last_error_detail=None)
-                        .returning(_deliveries.c.id)
+                        .returning(DELIVERIES.c.id)
                     )
                 ).scalars()
             )
@@ -360,11 +356,11 @@ class FollowerStore:
         """Manual approval: a pending follower becomes accepted and its Accept is queued, together."""
         async with self._db.transaction() as conn:
             changed = await conn.execute(
-                update(_followers)
+                update(FOLLOWERS)
                 .where(
-                    _followers.c.actor == actor,
-                    _followers.c.follower_uri == follower_uri,
-                    _followers.c.state == FollowerState.PENDING,
+                    FOLLOWERS.c.actor == actor,
+                    FOLLOWERS.c.follower_uri == follower_uri,
+                    FOLLOWERS.c.state == FollowerState.PENDING,
                 )
                 .values(state=FollowerState.ACCEPTED)
             )
@@ -378,10 +374,10 @@ class FollowerStore:
         """A pending follow refused: the row is forgotten and its Reject queued, together; audited."""
         async with self._db.transaction() as conn:
             removed = await conn.execute(
-                delete(_followers).where(
-                    _followers.c.actor == actor,
-                    _followers.c.follower_uri == follower_uri,
-                    _followers.c.state == FollowerState.PENDING,
+                delete(FOLLOWERS).where(
+                    FOLLOWERS.c.actor == actor,
+                    FOLLOWERS.c.follower_uri == follower_uri,
+                    FOLLOWERS.c.state == FollowerState.PENDING,
                 )
             )
             if removed.rowcount == 0:

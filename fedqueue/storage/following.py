@@ -14,12 +14,7 @@ from fedqueue.rules.followers_digest import SyncPlan
 from fedqueue.rules.states import BACKLOG
 from fedqueue.storage.database import Database
 from fedqueue.storage.followers import enqueue
-from fedqueue.storage.tables import ActorRow, FollowingRow, OutboxRow, RemoteActorRow
-
-_following = FollowingRow.__table__  # type: ignore[attr-defined]
-_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
-_actors = ActorRow.__table__  # type: ignore[attr-defined]
-_remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
+from fedqueue.storage.schema import ACTORS, FOLLOWING, OUTBOX, REMOTE_ACTORS
 
 #: Changes this process made to whom local actors follow, counted per bucket of followed actors
 #: (a hash of the URI: a shared bucket only costs a reader a needless re-read).
@@ -43,20 +38,20 @@ class FollowedState:
 
 async def add(database: Database, conn: AsyncConnection, effect: AddFollowing, now: datetime) -> None:
     """Record the follow if our outbox holds the accepted Follow; a forged Accept records nothing."""
-    sent = select(_outbox.c.actor, _outbox.c.activity_id).where(
-        _outbox.c.activity_type == "Follow", _outbox.c.object_id == effect.followed_uri
+    sent = select(OUTBOX.c.actor, OUTBOX.c.activity_id).where(
+        OUTBOX.c.activity_type == "Follow", OUTBOX.c.object_id == effect.followed_uri
     )
     if effect.follow_activity_id is not None:
-        sent = sent.where(_outbox.c.activity_id == effect.follow_activity_id)
+        sent = sent.where(OUTBOX.c.activity_id == effect.follow_activity_id)
     if effect.actor is not None:
-        sent = sent.where(_outbox.c.actor == effect.actor)
-    follow = (await conn.execute(sent.order_by(_outbox.c.id.desc()).limit(1))).first()
+        sent = sent.where(OUTBOX.c.actor == effect.actor)
+    follow = (await conn.execute(sent.order_by(OUTBOX.c.id.desc()).limit(1))).first()
     if follow is None:
         return
     _changed(effect.followed_uri)
     values = {"follow_activity_id": follow.activity_id, "accepted_at": now}
     await conn.execute(
-        database.dialect.upsert(_following)
+        database.dialect.upsert(FOLLOWING)
         .values(actor=follow.actor, followed_uri=effect.followed_uri, **values)
         .on_conflict_do_update(index_elements=["actor", "followed_uri"], set_=values)
     )
@@ -64,21 +59,21 @@ async def add(database: Database, conn: AsyncConnection, effect: AddFollowing, n
 
 async def remove(conn: AsyncConnection, effect: RemoveFollowing) -> None:
     """Forget the follow: the local actor's when named, else the one made by the Follow's id."""
-    where = _following.c.followed_uri == effect.followed_uri
+    where = FOLLOWING.c.followed_uri == effect.followed_uri
     if effect.actor is not None:
-        where = where & (_following.c.actor == effect.actor)
+        where = where & (FOLLOWING.c.actor == effect.actor)
     else:
-        where = where & (_following.c.follow_activity_id == effect.follow_activity_id)
+        where = where & (FOLLOWING.c.follow_activity_id == effect.follow_activity_id)
     _changed(effect.followed_uri)
-    await conn.execute(delete(_following).where(where))
+    await conn.execute(delete(FOLLOWING).where(where))
 
 
 async def forget_undone(conn: AsyncConnection, actor: str, follow_activity_id: str) -> None:
     """The local actor sent an Undo of its Follow `follow_activity_id`: that follow is over."""
     ended = await conn.execute(
-        delete(_following)
-        .where(_following.c.actor == actor, _following.c.follow_activity_id == follow_activity_id)
-        .returning(_following.c.followed_uri)
+        delete(FOLLOWING)
+        .where(FOLLOWING.c.actor == actor, FOLLOWING.c.follow_activity_id == follow_activity_id)
+        .returning(FOLLOWING.c.followed_uri)
     )
     for followed_uri in ended.scalars():
         _changed(followed_uri)
@@ -92,8 +87,8 @@ class FollowingStore:
         """The local actors recorded following `followed_uri`, each with its Follow's id."""
         async with self._db.reading() as conn:
             rows = await conn.execute(
-                select(_following.c.actor, _following.c.follow_activity_id).where(
-                    _following.c.followed_uri == followed_uri
+                select(FOLLOWING.c.actor, FOLLOWING.c.follow_activity_id).where(
+                    FOLLOWING.c.followed_uri == followed_uri
                 )
             )
             return {row.actor: row.follow_activity_id for row in rows}
@@ -102,7 +97,7 @@ class FollowingStore:
         """How many remote actors `actor` follows (its Follows they accepted)."""
         async with self._db.reading() as conn:
             total = await conn.execute(
-                select(func.count()).select_from(_following).where(_following.c.actor == actor)
+                select(func.count()).select_from(FOLLOWING).where(FOLLOWING.c.actor == actor)
             )
         return int(total.scalar_one())
 
@@ -110,9 +105,9 @@ class FollowingStore:
         """The ids of the actors `actor` follows, oldest follow first."""
         async with self._db.reading() as conn:
             rows = await conn.execute(
-                select(_following.c.followed_uri)
-                .where(_following.c.actor == actor)
-                .order_by(_following.c.accepted_at, _following.c.followed_uri)
+                select(FOLLOWING.c.followed_uri)
+                .where(FOLLOWING.c.actor == actor)
+                .order_by(FOLLOWING.c.accepted_at, FOLLOWING.c.followed_uri)
                 .offset(offset)
                 .limit(limit)
             )
@@ -120,11 +115,11 @@ class FollowingStore:
 
     async def followed_state(self, followed_uri: str, now: datetime) -> FollowedState:
         """The followed actor's cached document and whom we record following it, in one statement."""
-        document = select(_remote.c.document, null(), null()).where(
-            _remote.c.uri == followed_uri, _remote.c.expires_at > now
+        document = select(REMOTE_ACTORS.c.document, null(), null()).where(
+            REMOTE_ACTORS.c.uri == followed_uri, REMOTE_ACTORS.c.expires_at > now
         )
-        follows = select(null(), _following.c.actor, _following.c.follow_activity_id).where(
-            _following.c.followed_uri == followed_uri
+        follows = select(null(), FOLLOWING.c.actor, FOLLOWING.c.follow_activity_id).where(
+            FOLLOWING.c.followed_uri == followed_uri
         )
         async with self._db.reading() as conn:
             rows = (await conn.execute(document.union_all(follows))).all()
@@ -154,9 +149,9 @@ class FollowingStore:
         """
         async with self._db.transaction() as conn:
             await conn.execute(
-                delete(_following).where(
-                    _following.c.followed_uri == followed_uri,
-                    _following.c.actor.in_(sorted(plan.unfollowed)),
+                delete(FOLLOWING).where(
+                    FOLLOWING.c.followed_uri == followed_uri,
+                    FOLLOWING.c.actor.in_(sorted(plan.unfollowed)),
                 )
             )
             pending = await _pending_follows(conn, followed_uri, plan.stale)
@@ -165,7 +160,7 @@ class FollowingStore:
             to_undo = set(plan.stale) - set(pending)
             to_undo -= await _unread_rows_naming(conn, followed_uri, sorted(to_undo))
             names = sorted(set(plan.unfollowed) | to_undo)
-            found = await conn.execute(select(_actors.c.name).where(_actors.c.name.in_(names)))
+            found = await conn.execute(select(ACTORS.c.name).where(ACTORS.c.name.in_(names)))
             queued = [undos[name] for name in sorted(found.scalars()) if name in undos]
             await enqueue(self._db, conn, queued)
         _changed(followed_uri)  # committed now: a reader that raced the deletes reads again
@@ -179,7 +174,7 @@ async def _pending_follows(conn: AsyncConnection, followed_uri: str, names: Sequ
     it (`intake.subject_of`; the fan-out then gives it the Follow's object): it is found by
     the ids of the Follows, so a synchronization in that window does not record the follow again.
     """
-    o = _outbox.c
+    o = OUTBOX.c
     own = o.actor.in_(sorted(names))
     of_followed = select(o.actor, o.activity_type, o.activity_id, o.id).where(
         own, o.object_id == followed_uri, o.activity_type.in_(("Follow", "Undo"))
@@ -212,7 +207,7 @@ async def _unread_rows_naming(conn: AsyncConnection, followed_uri: str, names: S
     """
     if not names:
         return set()
-    o = _outbox.c
+    o = OUTBOX.c
     unread = [o.actor.in_(names), o.object_id.is_(None), o.activity_type.is_(None), o.state.in_(BACKLOG)]
     first_rows = select(o.id).where(*unread).limit(UNREAD_ROWS_READ + 1).subquery()
     if (await conn.execute(select(func.count()).select_from(first_rows))).scalar_one() > UNREAD_ROWS_READ:

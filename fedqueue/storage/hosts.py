@@ -21,11 +21,9 @@ from fedqueue.rules.circuit import HostHealth, revived, unreachable_reason
 from fedqueue.rules.states import UNFINISHED, CircuitState, DeliveryState
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import DeliveryRow, HostRow
+from fedqueue.storage.schema import DELIVERIES, HOSTS
 from fedqueue.storage.webhook_events import after_given_up
 
-_hosts = HostRow.__table__  # type: ignore[attr-defined]
-_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 _FIELDS = tuple(HostHealth.__dataclass_fields__)
 
 HealthChange = Callable[[HostHealth], HostHealth]
@@ -60,9 +58,9 @@ async def give_up_outstanding(
     and no HTTP status (it is our decision, not the remote's answer; a lease held is dropped, so
     its worker's result is not stored), and their `delivery.dead`
     events are queued; those deliveries. For a blocked host and a given-up one."""
-    d = _deliveries.c
+    d = DELIVERIES.c
     killed = await conn.execute(
-        update(_deliveries)
+        update(DELIVERIES)
         .where(d.host == host, d.state.in_(UNFINISHED))
         .values(
             state=DeliveryState.DEAD, last_error=reason, last_status=None, lease_owner=None, lease_until=None
@@ -78,8 +76,8 @@ class HostStore:
     def __init__(self, database: Database) -> None:
         self._db = database
         # Built once, the same SQL for any set of hosts (read at every claim and every flush).
-        self._health = select(*[_hosts.c[name] for name in _FIELDS]).where(
-            database.dialect.one_of(_hosts.c.host, "hosts")
+        self._health = select(*[HOSTS.c[name] for name in _FIELDS]).where(
+            database.dialect.one_of(HOSTS.c.host, "hosts")
         )
 
     async def health(self, hosts: Iterable[str]) -> dict[str, HostHealth]:
@@ -92,20 +90,20 @@ class HostStore:
         return {row.host: HostHealth(*row) for row in rows}
 
     async def all(self) -> list[HostHealth]:
-        columns = [_hosts.c[name] for name in _FIELDS]
+        columns = [HOSTS.c[name] for name in _FIELDS]
         async with self._db.reading() as conn:
-            rows = (await conn.execute(select(*columns).order_by(_hosts.c.host))).all()
+            rows = (await conn.execute(select(*columns).order_by(HOSTS.c.host))).all()
         return [HostHealth(**row._asdict()) for row in rows]
 
     async def take_probe(self, host: str, now: datetime, until: datetime) -> bool:
         """Claim the right to send the one probe to a host whose open circuit is due; False if taken."""
         async with self._db.transaction() as conn:
             result = await conn.execute(
-                update(_hosts)
+                update(HOSTS)
                 .where(
-                    _hosts.c.host == host,
-                    _hosts.c.circuit.in_((CircuitState.OPEN, CircuitState.HALF_OPEN)),
-                    or_(_hosts.c.circuit_until.is_(None), _hosts.c.circuit_until <= now),
+                    HOSTS.c.host == host,
+                    HOSTS.c.circuit.in_((CircuitState.OPEN, CircuitState.HALF_OPEN)),
+                    or_(HOSTS.c.circuit_until.is_(None), HOSTS.c.circuit_until <= now),
                 )
                 .values(circuit=CircuitState.HALF_OPEN, circuit_until=until)
             )
@@ -127,14 +125,14 @@ class HostStore:
             await self.update({name: partial(revived, now=now) for name in given_up})
         async with self._db.transaction() as conn:
             changed = await conn.execute(
-                update(_hosts)
+                update(HOSTS)
                 .where(
-                    _hosts.c.host.in_(names),
-                    _hosts.c.circuit == CircuitState.OPEN,
-                    _hosts.c.circuit_until > now,
+                    HOSTS.c.host.in_(names),
+                    HOSTS.c.circuit == CircuitState.OPEN,
+                    HOSTS.c.circuit_until > now,
                 )
                 .values(circuit_until=now)
-                .returning(_hosts.c.host)
+                .returning(HOSTS.c.host)
             )
             return sorted(set(changed.scalars()) | set(given_up))
 
@@ -142,20 +140,20 @@ class HostStore:
         """Given-up hosts whose daily probe is due (none taken, or a prober's lease ran out)."""
         async with self._db.reading() as conn:
             rows = await conn.execute(
-                select(_hosts.c.host)
+                select(HOSTS.c.host)
                 .where(
-                    _hosts.c.unavailable.is_(True),
-                    _hosts.c.blocked.is_(False),
-                    or_(_hosts.c.circuit_until.is_(None), _hosts.c.circuit_until <= now),
+                    HOSTS.c.unavailable.is_(True),
+                    HOSTS.c.blocked.is_(False),
+                    or_(HOSTS.c.circuit_until.is_(None), HOSTS.c.circuit_until <= now),
                 )
-                .order_by(_hosts.c.circuit_until, _hosts.c.host)
+                .order_by(HOSTS.c.circuit_until, HOSTS.c.host)
                 .limit(limit)
             )
             return list(rows.scalars())
 
     async def known_inbox(self, host: str) -> str | None:
         """An inbox of `host` that deliveries went to (its scheme and port are the host's), if any."""
-        d = _deliveries.c
+        d = DELIVERIES.c
         async with self._db.reading() as conn:
             found = await conn.execute(
                 select(d.inbox)
@@ -186,13 +184,13 @@ class HostStore:
                 successes[name] = at
         answered: frozenset[str] = frozenset()
         if successes:
-            when_at = {name: literal(at, _hosts.c.last_success_at.type) for name, at in successes.items()}
+            when_at = {name: literal(at, HOSTS.c.last_success_at.type) for name, at in successes.items()}
             async with self._db.transaction() as conn:
                 written = await conn.execute(
-                    update(_hosts)
-                    .where(_hosts.c.host.in_(sorted(successes)), *_HEALTHY)
-                    .values(last_success_at=case(when_at, value=_hosts.c.host))
-                    .returning(_hosts.c.host)
+                    update(HOSTS)
+                    .where(HOSTS.c.host.in_(sorted(successes)), *_HEALTHY)
+                    .values(last_success_at=case(when_at, value=HOSTS.c.host))
+                    .returning(HOSTS.c.host)
                 )
                 answered = frozenset(written.scalars())
         rest = {name: changes[name] for name in sorted(set(changes) - answered)}
@@ -207,13 +205,13 @@ class HostStore:
         async with self._db.transaction() as conn:
             if new:
                 await conn.execute(
-                    self._db.dialect.insert_ignoring_conflicts(_hosts, ("host",)),
+                    self._db.dialect.insert_ignoring_conflicts(HOSTS, ("host",)),
                     [{"host": name} for name in sorted(new)],
                 )
             query = self._db.dialect.locked(
-                select(*[_hosts.c[name] for name in _FIELDS])
-                .where(_hosts.c.host.in_(names))
-                .order_by(_hosts.c.host)
+                select(*[HOSTS.c[name] for name in _FIELDS])
+                .where(HOSTS.c.host.in_(names))
+                .order_by(HOSTS.c.host)
             )
             rows = (await conn.execute(query)).all()
             values = []
@@ -227,8 +225,8 @@ class HostStore:
                     given_up[row.host] = unreachable_reason(changed)
             if values:
                 statement = (
-                    update(_hosts)
-                    .where(_hosts.c.host == bindparam("h_host"))
+                    update(HOSTS)
+                    .where(HOSTS.c.host == bindparam("h_host"))
                     .values({name: bindparam(f"h_{name}") for name in _FIELDS if name != "host"})
                 )
                 await conn.execute(statement, values)
@@ -240,11 +238,11 @@ class HostStore:
 
 #: A host in good health: after a success, only its `last_success_at` moves (`circuit.after_success`).
 _HEALTHY = (
-    _hosts.c.circuit == CircuitState.CLOSED,
-    _hosts.c.consecutive_failures == 0,
-    _hosts.c.first_failure_at.is_(None),
-    _hosts.c.recovery_allowance == 0,
-    _hosts.c.unavailable.is_(False),
+    HOSTS.c.circuit == CircuitState.CLOSED,
+    HOSTS.c.consecutive_failures == 0,
+    HOSTS.c.first_failure_at.is_(None),
+    HOSTS.c.recovery_allowance == 0,
+    HOSTS.c.unavailable.is_(False),
 )
 
 

@@ -31,24 +31,16 @@ from fedqueue.storage.database import Database
 from fedqueue.storage.database_errors import refuse_unstorable
 from fedqueue.storage.group_commit import GroupCommit
 from fedqueue.storage.inbox_writes import InboundWrite, InboxWriter, NewInbound, Stored
-from fedqueue.storage.tables import (
-    ActorRow,
-    GoneInboxRow,
-    HostRow,
-    InboundActivityRow,
-    InboxCursorRow,
-    InboxItemRow,
-    RemoteActorRow,
+from fedqueue.storage.schema import (
+    ACTORS,
+    GONE_INBOXES,
+    HOSTS,
+    INBOUND_ACTIVITIES,
+    INBOX_CURSORS,
+    INBOX_ITEMS,
+    REMOTE_ACTORS,
 )
 from fedqueue.storage.write_counts import committed_writes
-
-_inbound = InboundActivityRow.__table__  # type: ignore[attr-defined]
-_items = InboxItemRow.__table__  # type: ignore[attr-defined]
-_cursors = InboxCursorRow.__table__  # type: ignore[attr-defined]
-_actors = ActorRow.__table__  # type: ignore[attr-defined]
-_hosts = HostRow.__table__  # type: ignore[attr-defined]
-_remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
-_gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
 
 #: How long an admission is remembered: the longest a block, a new or deleted actor, an opened
 #: circuit or an inbox marked gone in another process goes unseen here (this process's own
@@ -59,9 +51,9 @@ ADMISSION_MEMORY_S = 1.0
 #: the worker's bookkeeping of a healthy host (`last_success_at` alone) does not. A sender's
 #: refreshed inboxes (`remote_actors`) are seen within `ADMISSION_MEMORY_S`, as before.
 _ADMISSION_READS = (
-    (_hosts, ("host", "blocked", "circuit", "circuit_until", "unavailable")),
-    (_actors, ("name", "auto_accept_follows")),
-    (_gone, ("inbox",)),
+    (HOSTS, ("host", "blocked", "circuit", "circuit_until", "unavailable")),
+    (ACTORS, ("name", "auto_accept_follows")),
+    (GONE_INBOXES, ("inbox",)),
 )
 #: At most this many admissions are remembered; past it, all are forgotten.
 ADMISSION_MEMORY_SIZE = 10_000
@@ -77,22 +69,24 @@ def _admission_statement(database: Database) -> CompoundSelect[Any]:
     `hosts`, `names`, `senders` (lists) and `now`. A gone inbox's row names the sender it
     belongs to; host and actor rows have no sender.
     """
-    now = bindparam("now", type_=_hosts.c.circuit_until.type)
+    now = bindparam("now", type_=HOSTS.c.circuit_until.type)
     no, nobody = literal(False, Boolean()), literal(None, String())
     # Given up (`unavailable`) counts as failing even while its daily probe is due: a verified
     # request from it revives it (`HostStore.probe_now`).
-    failing = or_(and_(_hosts.c.circuit == OPEN, _hosts.c.circuit_until > now), _hosts.c.unavailable)
-    senders_inbox = or_(_gone.c.inbox == _remote.c.inbox, _gone.c.inbox == _remote.c.shared_inbox)
+    failing = or_(and_(HOSTS.c.circuit == OPEN, HOSTS.c.circuit_until > now), HOSTS.c.unavailable)
+    senders_inbox = or_(
+        GONE_INBOXES.c.inbox == REMOTE_ACTORS.c.inbox, GONE_INBOXES.c.inbox == REMOTE_ACTORS.c.shared_inbox
+    )
     return union_all(
-        select(literal("host"), _hosts.c.host, nobody, _hosts.c.blocked, failing).where(
-            database.dialect.one_of(_hosts.c.host, "hosts")
+        select(literal("host"), HOSTS.c.host, nobody, HOSTS.c.blocked, failing).where(
+            database.dialect.one_of(HOSTS.c.host, "hosts")
         ),
-        select(literal("actor"), _actors.c.name, nobody, _actors.c.auto_accept_follows, no).where(
-            database.dialect.one_of(_actors.c.name, "names")
+        select(literal("actor"), ACTORS.c.name, nobody, ACTORS.c.auto_accept_follows, no).where(
+            database.dialect.one_of(ACTORS.c.name, "names")
         ),
-        select(literal("gone"), _gone.c.inbox, _remote.c.uri, no, no)
-        .select_from(_remote.join(_gone, senders_inbox))
-        .where(database.dialect.one_of(_remote.c.uri, "senders")),
+        select(literal("gone"), GONE_INBOXES.c.inbox, REMOTE_ACTORS.c.uri, no, no)
+        .select_from(REMOTE_ACTORS.join(GONE_INBOXES, senders_inbox))
+        .where(database.dialect.one_of(REMOTE_ACTORS.c.uri, "senders")),
     )
 
 
@@ -249,16 +243,16 @@ class InboxStore:
         async with self._db.transaction() as conn:
             stored = (
                 await conn.execute(
-                    select(_cursors.c.last_item_id).where(
-                        _cursors.c.actor == actor, _cursors.c.consumer == consumer
+                    select(INBOX_CURSORS.c.last_item_id).where(
+                        INBOX_CURSORS.c.actor == actor, INBOX_CURSORS.c.consumer == consumer
                     )
                 )
             ).scalar()
-            newest = (await conn.execute(select(func.max(_items.c.id)))).scalar() or 0
+            newest = (await conn.execute(select(func.max(INBOX_ITEMS.c.id)))).scalar() or 0
             after = None if after is None else min(after, newest)  # a cursor from the future skips nothing
             acknowledged = max(stored or 0, after) if after is not None else stored or 0
             await conn.execute(
-                self._db.dialect.upsert(_cursors)
+                self._db.dialect.upsert(INBOX_CURSORS)
                 .values(
                     actor=actor,
                     consumer=consumer,
@@ -273,18 +267,18 @@ class InboxStore:
             start = after if after is not None else acknowledged
             rows = await conn.execute(
                 select(
-                    _items.c.id,
-                    _inbound.c.activity_id,
-                    _inbound.c.actor_uri,
-                    _inbound.c.activity_type,
-                    _inbound.c.body,
-                    _inbound.c.key_id,
-                    _inbound.c.received_at,
-                    _inbound.c.object_error,
+                    INBOX_ITEMS.c.id,
+                    INBOUND_ACTIVITIES.c.activity_id,
+                    INBOUND_ACTIVITIES.c.actor_uri,
+                    INBOUND_ACTIVITIES.c.activity_type,
+                    INBOUND_ACTIVITIES.c.body,
+                    INBOUND_ACTIVITIES.c.key_id,
+                    INBOUND_ACTIVITIES.c.received_at,
+                    INBOUND_ACTIVITIES.c.object_error,
                 )
-                .join(_inbound, _inbound.c.id == _items.c.inbound_id)
-                .where(_items.c.actor == actor, _items.c.id > start)
-                .order_by(_items.c.id)
+                .join(INBOUND_ACTIVITIES, INBOUND_ACTIVITIES.c.id == INBOX_ITEMS.c.inbound_id)
+                .where(INBOX_ITEMS.c.actor == actor, INBOX_ITEMS.c.id > start)
+                .order_by(INBOX_ITEMS.c.id)
                 .limit(limit)
             )
             entries = [
@@ -313,17 +307,19 @@ class InboxStore:
         number of items deleted.
         """
         cutoff = now - retention
-        old = select(_inbound.c.id).where(_inbound.c.received_at < cutoff)
-        unseen = select(_cursors.c.actor).where(
-            _cursors.c.actor == _items.c.actor, _cursors.c.last_item_id < _items.c.id
+        old = select(INBOUND_ACTIVITIES.c.id).where(INBOUND_ACTIVITIES.c.received_at < cutoff)
+        unseen = select(INBOX_CURSORS.c.actor).where(
+            INBOX_CURSORS.c.actor == INBOX_ITEMS.c.actor, INBOX_CURSORS.c.last_item_id < INBOX_ITEMS.c.id
         )
         if idle is not None:
-            unseen = unseen.where(_cursors.c.updated_at >= now - idle)
+            unseen = unseen.where(INBOX_CURSORS.c.updated_at >= now - idle)
         async with self._db.transaction() as conn:
-            deleted = await conn.execute(delete(_items).where(_items.c.inbound_id.in_(old), ~exists(unseen)))
-            orphaned = and_(
-                _inbound.c.received_at < cutoff,
-                ~exists(select(_items.c.id).where(_items.c.inbound_id == _inbound.c.id)),
+            deleted = await conn.execute(
+                delete(INBOX_ITEMS).where(INBOX_ITEMS.c.inbound_id.in_(old), ~exists(unseen))
             )
-            await conn.execute(delete(_inbound).where(orphaned))
+            orphaned = and_(
+                INBOUND_ACTIVITIES.c.received_at < cutoff,
+                ~exists(select(INBOX_ITEMS.c.id).where(INBOX_ITEMS.c.inbound_id == INBOUND_ACTIVITIES.c.id)),
+            )
+            await conn.execute(delete(INBOUND_ACTIVITIES).where(orphaned))
         return int(deleted.rowcount or 0)

@@ -35,12 +35,7 @@ from fedqueue.rules.states import InboxAnswer
 from fedqueue.storage import followers, following, tombstones, webhook_events
 from fedqueue.storage.database import Database
 from fedqueue.storage.group_commit import GroupCommit
-from fedqueue.storage.tables import InboundActivityRow, InboxItemRow, TombstoneRow, WebhookRow
-
-_inbound = InboundActivityRow.__table__  # type: ignore[attr-defined]
-_items = InboxItemRow.__table__  # type: ignore[attr-defined]
-_webhooks = WebhookRow.__table__  # type: ignore[attr-defined]
-_tombstones = TombstoneRow.__table__  # type: ignore[attr-defined]
+from fedqueue.storage.schema import INBOUND_ACTIVITIES, INBOX_ITEMS, TOMBSTONES, WEBHOOKS
 
 #: What became of a write: stored, a duplicate (only new recipients added), or dropped because
 #: its actor deleted the object it brings (a tombstone at or after the write's `tombstone` time).
@@ -96,26 +91,26 @@ class InboxWriter:
     def __init__(self, database: Database) -> None:
         self._db = database
         # Built once for this engine (bound parameters only): every batch runs them.
-        self._inbound_rows = database.dialect.rows(_inbound, _INBOUND_COLUMNS)
+        self._inbound_rows = database.dialect.rows(INBOUND_ACTIVITIES, _INBOUND_COLUMNS)
         self._insert_inbound = (
-            self._inbound_rows.into(database.dialect.upsert(_inbound))
+            self._inbound_rows.into(database.dialect.upsert(INBOUND_ACTIVITIES))
             .on_conflict_do_nothing(index_elements=["activity_id"])
-            .returning(_inbound.c.activity_id, _inbound.c.id)
+            .returning(INBOUND_ACTIVITIES.c.activity_id, INBOUND_ACTIVITIES.c.id)
         )
-        self._item_rows = database.dialect.rows(_items, ("inbound_id", "actor"))
+        self._item_rows = database.dialect.rows(INBOX_ITEMS, ("inbound_id", "actor"))
         self._insert_items = (
-            self._item_rows.into(database.dialect.upsert(_items))
+            self._item_rows.into(database.dialect.upsert(INBOX_ITEMS))
             .on_conflict_do_nothing(index_elements=["inbound_id", "actor"])
-            .returning(_items.c.id, _items.c.inbound_id, _items.c.actor)
+            .returning(INBOX_ITEMS.c.id, INBOX_ITEMS.c.inbound_id, INBOX_ITEMS.c.actor)
         )
-        self._existing = select(_inbound.c.activity_id, _inbound.c.id).where(
-            database.dialect.one_of(_inbound.c.activity_id, "activity_ids")
+        self._existing = select(INBOUND_ACTIVITIES.c.activity_id, INBOUND_ACTIVITIES.c.id).where(
+            database.dialect.one_of(INBOUND_ACTIVITIES.c.activity_id, "activity_ids")
         )
-        hooked = database.dialect.one_of(_webhooks.c.actor, "actors")
-        self._hooked = select(_webhooks.c.actor).where(hooked).distinct()
+        hooked = database.dialect.one_of(WEBHOOKS.c.actor, "actors")
+        self._hooked = select(WEBHOOKS.c.actor).where(hooked).distinct()
         self._tombstoned = select(
-            _tombstones.c.object_id, _tombstones.c.actor_uri, _tombstones.c.deleted_at
-        ).where(database.dialect.one_of(_tombstones.c.object_id, "objects"))
+            TOMBSTONES.c.object_id, TOMBSTONES.c.actor_uri, TOMBSTONES.c.deleted_at
+        ).where(database.dialect.one_of(TOMBSTONES.c.object_id, "objects"))
         self._group: GroupCommit[InboundWrite, Stored] = GroupCommit(
             self.store_batch, self.store_one, max_batch=MAX_BATCH
         )

@@ -30,10 +30,9 @@ from fedqueue.rules.states import BACKLOG, OutboxState
 from fedqueue.rules.wording import inert
 from fedqueue.storage import following
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import OutboxRow
+from fedqueue.storage.schema import OUTBOX
 from fedqueue.storage.webhook_events import announce_completions
 
-_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 NOTIFY_CHANNEL = "fedqueue_outbox"
 
 
@@ -91,14 +90,14 @@ class OutboxSummary:
 
 
 #: What `claim_pending` returns: the columns of `OutboxEntry`'s fields, in their order.
-_ENTRY = [_outbox.c[name] for name in OutboxEntry.__dataclass_fields__]
+_ENTRY = [OUTBOX.c[name] for name in OutboxEntry.__dataclass_fields__]
 
 
 def _claim_statement(database: Database) -> Update:
     """`OutboxStore.claim_pending`'s statement, built once (bound: now, owner, lease_until, limit):
     building it at every claim cost 1.5 ms of the worker's CPU, three times running it, and a
     busy worker claims four times a second (`worker.BUSY_OUTBOX_CHECK_S`)."""
-    o = _outbox.c
+    o = OUTBOX.c
     now = bindparam("now", type_=o.lease_until.type)
     limit = bindparam("limit", type_=Integer())
     # One branch per state, each an ordered range of ix_outbox_state_id read only as far as
@@ -114,7 +113,7 @@ def _claim_statement(database: Database) -> Update:
     ).subquery()
     claimable = select(candidates.c.id).order_by(candidates.c.id).limit(limit)
     return (
-        update(_outbox)
+        update(OUTBOX)
         .where(o.id.in_(claimable.scalar_subquery()))
         .values(
             state=OutboxState.EXPANDING,
@@ -137,12 +136,12 @@ class OutboxStore:
         self._db = database
         # Built once for this engine (bound parameters only): every expansion batch runs it.
         self._accepted = database.dialect.rows(
-            _outbox, ("id", "activity", "activity_id", "activity_type", "object_id")
+            OUTBOX, ("id", "activity", "activity_id", "activity_type", "object_id")
         )
         accepted = self._accepted.c
         self._accept = (
-            update(_outbox)
-            .where(_outbox.c.id == accepted["id"], _outbox.c.lease_owner == bindparam("owner"))
+            update(OUTBOX)
+            .where(OUTBOX.c.id == accepted["id"], OUTBOX.c.lease_owner == bindparam("owner"))
             .values({name: accepted[name] for name in list(accepted)[1:]})
         )
         self._claim = _claim_statement(database)
@@ -159,7 +158,7 @@ class OutboxStore:
             async with self._db.transaction() as conn:
                 outbox_id = (
                     await conn.execute(
-                        insert(_outbox)
+                        insert(OUTBOX)
                         .values(
                             actor=facts.actor,
                             activity=activity_json,
@@ -169,7 +168,7 @@ class OutboxStore:
                             object_id=facts.object_id,
                             traceparent=traceparent,
                         )
-                        .returning(_outbox.c.id)
+                        .returning(OUTBOX.c.id)
                     )
                 ).scalar_one()
                 await _end_undone_follow(conn, facts)
@@ -177,9 +176,7 @@ class OutboxStore:
             async with self._db.reading() as conn:
                 row = (
                     await conn.execute(
-                        select(_outbox.c.id, _outbox.c.actor).where(
-                            _outbox.c.activity_id == facts.activity_id
-                        )
+                        select(OUTBOX.c.id, OUTBOX.c.actor).where(OUTBOX.c.activity_id == facts.activity_id)
                     )
                 ).one()
             return Submitted(row.id, facts.activity_id, row.actor, created=False)
@@ -201,14 +198,14 @@ class OutboxStore:
             return set()
         async with self._db.transaction() as conn:
             kept = await conn.execute(
-                update(_outbox)
+                update(OUTBOX)
                 .where(
-                    _outbox.c.id.in_(sorted(outbox_ids)),
-                    _outbox.c.lease_owner == owner,
-                    _outbox.c.state == OutboxState.EXPANDING,
+                    OUTBOX.c.id.in_(sorted(outbox_ids)),
+                    OUTBOX.c.lease_owner == owner,
+                    OUTBOX.c.state == OutboxState.EXPANDING,
                 )
                 .values(lease_until=until)
-                .returning(_outbox.c.id)
+                .returning(OUTBOX.c.id)
             )
             return set(kept.scalars())
 
@@ -250,8 +247,8 @@ class OutboxStore:
             return
         async with self._db.transaction() as conn:
             await conn.execute(
-                update(_outbox)
-                .where(_outbox.c.id.in_(sorted(outbox_ids)), _outbox.c.lease_owner == owner)
+                update(OUTBOX)
+                .where(OUTBOX.c.id.in_(sorted(outbox_ids)), OUTBOX.c.lease_owner == owner)
                 .values(
                     state=state,
                     error=error and inert(error),
@@ -267,11 +264,11 @@ class OutboxStore:
         """Give a failed expansion back: claimable again at `until`, with `error` kept on the row."""
         async with self._db.transaction() as conn:
             await conn.execute(
-                update(_outbox)
+                update(OUTBOX)
                 .where(
-                    _outbox.c.id == outbox_id,
-                    _outbox.c.lease_owner == owner,
-                    _outbox.c.state == OutboxState.EXPANDING,
+                    OUTBOX.c.id == outbox_id,
+                    OUTBOX.c.lease_owner == owner,
+                    OUTBOX.c.state == OutboxState.EXPANDING,
                 )
                 .values(error=inert(error), lease_owner=None, lease_until=until)
             )
@@ -283,17 +280,17 @@ class OutboxStore:
             return
         async with self._db.transaction() as conn:
             await conn.execute(
-                update(_outbox)
+                update(OUTBOX)
                 .where(
-                    _outbox.c.id.in_(sorted(outbox_ids)),
-                    _outbox.c.lease_owner == owner,
-                    _outbox.c.state == OutboxState.EXPANDING,
+                    OUTBOX.c.id.in_(sorted(outbox_ids)),
+                    OUTBOX.c.lease_owner == owner,
+                    OUTBOX.c.state == OutboxState.EXPANDING,
                 )
                 .values(
                     state=OutboxState.PENDING,
                     lease_owner=None,
                     lease_until=None,
-                    expansion_attempts=_outbox.c.expansion_attempts - 1,
+                    expansion_attempts=OUTBOX.c.expansion_attempts - 1,
                 )
             )
 
@@ -302,21 +299,21 @@ class OutboxStore:
         async with self._db.reading() as conn:
             rows = (
                 await conn.execute(
-                    select(
-                        _outbox.c.id, _outbox.c.activity, _outbox.c.created_at, _outbox.c.traceparent
-                    ).where(_outbox.c.id.in_(outbox_ids))
+                    select(OUTBOX.c.id, OUTBOX.c.activity, OUTBOX.c.created_at, OUTBOX.c.traceparent).where(
+                        OUTBOX.c.id.in_(outbox_ids)
+                    )
                 )
             ).all()
         return {row.id: Sendable(row.activity, row.created_at, row.traceparent) for row in rows}
 
     async def state(self, ref: int | str) -> OutboxSummary | None:
         """A row by outbox id or by activity id."""
-        where = _outbox.c.id == ref if isinstance(ref, int) else _outbox.c.activity_id == ref
+        where = OUTBOX.c.id == ref if isinstance(ref, int) else OUTBOX.c.activity_id == ref
         async with self._db.reading() as conn:
             row = (
                 await conn.execute(
                     select(
-                        _outbox.c.id, _outbox.c.actor, _outbox.c.activity_id, _outbox.c.state, _outbox.c.error
+                        OUTBOX.c.id, OUTBOX.c.actor, OUTBOX.c.activity_id, OUTBOX.c.state, OUTBOX.c.error
                     ).where(where)
                 )
             ).first()
@@ -327,11 +324,11 @@ class OutboxStore:
         async with self._db.reading() as conn:
             row = (
                 await conn.execute(
-                    select(_outbox.c.id)
+                    select(OUTBOX.c.id)
                     .where(
                         or_(
-                            _outbox.c.state == OutboxState.PENDING,
-                            and_(_outbox.c.state == OutboxState.EXPANDING, _outbox.c.lease_until <= now),
+                            OUTBOX.c.state == OutboxState.PENDING,
+                            and_(OUTBOX.c.state == OutboxState.EXPANDING, OUTBOX.c.lease_until <= now),
                         )
                     )
                     .limit(1)
@@ -343,11 +340,11 @@ class OutboxStore:
     async def notifications(self) -> AsyncIterator[asyncio.Event]:
         """An Event set whenever an outbox row, or on PostgreSQL a delivery, may have been inserted
         (`Database.listening`; the deliveries' trigger, migration 0020, NOTIFYs the same channel)."""
-        async with self._db.listening(NOTIFY_CHANNEL, _outbox) as wake:
+        async with self._db.listening(NOTIFY_CHANNEL, OUTBOX) as wake:
             yield wake
 
     async def backlog(self, cap: int) -> int:
         """Rows pending or expanding, counted up to `cap` (so the count costs at most `cap` index entries)."""
-        waiting = select(_outbox.c.id).where(_outbox.c.state.in_(BACKLOG)).limit(cap).subquery()
+        waiting = select(OUTBOX.c.id).where(OUTBOX.c.state.in_(BACKLOG)).limit(cap).subquery()
         async with self._db.reading() as conn:
             return int((await conn.execute(select(func.count()).select_from(waiting))).scalar_one())

@@ -30,7 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.selectable import FromClause, Join, TableValuedAlias
 
-from fedqueue.storage.dialects import Columns, Dialect, Row, json_item, pooled
+from fedqueue.storage.dialects import AnySelect, Columns, Dialect, json_item, pooled
 from fedqueue.storage.rows import Rows
 
 if TYPE_CHECKING:
@@ -165,11 +165,11 @@ class PostgresDialect(Dialect):
     def upsert(self, table: Table) -> postgresql.Insert:
         return postgresql.insert(table)
 
-    def skip_locked(self, query: Select[Row]) -> Select[Row]:
+    def skip_locked(self, query: AnySelect) -> AnySelect:
         """FOR UPDATE SKIP LOCKED: concurrent claimers take disjoint rows."""
         return query.with_for_update(skip_locked=True)
 
-    def locked(self, query: Select[Row]) -> Select[Row]:
+    def locked(self, query: AnySelect) -> AnySelect:
         return query.with_for_update()
 
     def with_delete(self, statement: Insert, deletion: Delete) -> tuple[Executable, Delete | None]:

@@ -15,9 +15,7 @@ from fedqueue.rules.addressing import PUBLIC_FORMS
 from fedqueue.rules.states import UNPUBLISHED
 from fedqueue.rules.visibility import VERSIONS, MintedRow
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import OutboxRow
-
-_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
+from fedqueue.storage.schema import OUTBOX
 
 
 @dataclass(frozen=True)
@@ -32,19 +30,19 @@ class Published:
 def _published() -> ColumnElement[bool]:
     """Activities of local actors' own, validated and not refused (public or not)."""
     return and_(
-        _outbox.c.activity_id.is_not(None),
-        _outbox.c.state.not_in(UNPUBLISHED),
-        _outbox.c.forwarded.is_(False),
+        OUTBOX.c.activity_id.is_not(None),
+        OUTBOX.c.state.not_in(UNPUBLISHED),
+        OUTBOX.c.forwarded.is_(False),
     )
 
 
 def _maybe_public(actor: str) -> ColumnElement[bool]:
-    return and_(_outbox.c.actor == actor, maybe_public())
+    return and_(OUTBOX.c.actor == actor, maybe_public())
 
 
 def maybe_public() -> ColumnElement[bool]:
     """Outbox rows that may be in their actor's outbox collection (see the module docstring)."""
-    mentions_public = or_(*(_outbox.c.activity.contains(f'"{form}"') for form in sorted(PUBLIC_FORMS)))
+    mentions_public = or_(*(OUTBOX.c.activity.contains(f'"{form}"') for form in sorted(PUBLIC_FORMS)))
     return and_(_published(), mentions_public)
 
 
@@ -55,19 +53,19 @@ class PublishedStore:
     async def count(self, actor: str) -> int:
         """Activities of `actor` that may be public (see the module docstring)."""
         async with self._db.reading() as conn:
-            total = await conn.execute(select(func.count()).select_from(_outbox).where(_maybe_public(actor)))
+            total = await conn.execute(select(func.count()).select_from(OUTBOX).where(_maybe_public(actor)))
         return int(total.scalar_one())
 
     async def page(self, actor: str, *, before: int | None, limit: int) -> list[Published]:
         """Up to `limit` activities of `actor` that may be public, newest first, older than `before`."""
         where = _maybe_public(actor)
         if before is not None:
-            where = and_(where, _outbox.c.id < before)
+            where = and_(where, OUTBOX.c.id < before)
         async with self._db.reading() as conn:
             rows = await conn.execute(
-                select(_outbox.c.id, _outbox.c.activity_id, _outbox.c.activity)
+                select(OUTBOX.c.id, OUTBOX.c.activity_id, OUTBOX.c.activity)
                 .where(where)
-                .order_by(_outbox.c.id.desc())
+                .order_by(OUTBOX.c.id.desc())
                 .limit(limit)
             )
             return [Published(row.id, row.activity_id, row.activity) for row in rows]
@@ -76,7 +74,7 @@ class PublishedStore:
         """What the minted id `uri` of `actor` names, in one statement through two indexes: the
         activity with that id (unique index), and the two latest Creates, Updates or Deletes of
         the object `uri` names, or else of that activity's object (ix_outbox_actor_object)."""
-        o = _outbox.c
+        o = OUTBOX.c
         named_object = select(o.object_id).where(o.activity_id == uri, o.actor == actor).scalar_subquery()
         columns = (o.activity_type, o.activity, o.created_at)
         named = select(true().label("named"), *columns).where(

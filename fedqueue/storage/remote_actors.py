@@ -29,13 +29,10 @@ from sqlalchemy import (
 from fedqueue.storage.database import Database
 from fedqueue.storage.database_errors import refuse_unstorable
 from fedqueue.storage.group_commit import GroupCommit
-from fedqueue.storage.tables import GoneInboxRow, HostRow, RemoteActorRow
+from fedqueue.storage.schema import GONE_INBOXES, HOSTS, REMOTE_ACTORS
 
 log = logging.getLogger("fedqueue.storage")
 
-_remote = RemoteActorRow.__table__  # type: ignore[attr-defined]
-_hosts = HostRow.__table__  # type: ignore[attr-defined]
-_gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
 #: What a fetch needs of an entry: everything but the (large) document.
 _ENTRY = (
     "uri",
@@ -107,19 +104,19 @@ def _lookup_statement(database: Database) -> CompoundSelect[Any]:
     no statement building or cache-key walk. The host's row puts its name in the `uri` column
     and its scheme in the `key_id` column (the other columns are NULL).
     """
-    now = bindparam("now", type_=_remote.c.expires_at.type)
-    entry = [_remote.c[name] for name in _ENTRY]
-    host = [_hosts.c.host, *[null()] * 2, _hosts.c.signature_scheme, *[null()] * (len(_ENTRY) - 4)]
+    now = bindparam("now", type_=REMOTE_ACTORS.c.expires_at.type)
+    entry = [REMOTE_ACTORS.c[name] for name in _ENTRY]
+    host = [HOSTS.c.host, *[null()] * 2, HOSTS.c.signature_scheme, *[null()] * (len(_ENTRY) - 4)]
     return union_all(
         select(literal("entry"), *entry).where(
-            database.dialect.one_of(_remote.c.uri, "uris"), _remote.c.expires_at > now
+            database.dialect.one_of(REMOTE_ACTORS.c.uri, "uris"), REMOTE_ACTORS.c.expires_at > now
         ),
         select(literal("key"), *entry).where(
-            database.dialect.one_of(_remote.c.key_id, "key_ids"),
-            _remote.c.expires_at > now,
-            _remote.c.error.is_(None),
+            database.dialect.one_of(REMOTE_ACTORS.c.key_id, "key_ids"),
+            REMOTE_ACTORS.c.expires_at > now,
+            REMOTE_ACTORS.c.error.is_(None),
         ),
-        select(literal("host"), *host).where(database.dialect.one_of(_hosts.c.host, "hosts")),
+        select(literal("host"), *host).where(database.dialect.one_of(HOSTS.c.host, "hosts")),
     )
 
 
@@ -127,15 +124,15 @@ class RemoteActorStore:
     def __init__(self, database: Database) -> None:
         self._db = database
         # Built once for this engine (bound parameters only): every fetch writes its outcome.
-        self._written = database.dialect.rows(_remote, ("uri", *_VALUES))
-        upsert = self._written.into(database.dialect.upsert(_remote))
+        self._written = database.dialect.rows(REMOTE_ACTORS, ("uri", *_VALUES))
+        upsert = self._written.into(database.dialect.upsert(REMOTE_ACTORS))
         put = upsert.on_conflict_do_update(
             index_elements=["uri"], set_={name: upsert.excluded[name] for name in _VALUES}
         )
         # Only marks older than the fetches: a 410 answered after one is news the entry cannot undo.
-        since = bindparam("answered_since", type_=_gone.c.gone_at.type)
-        forget_gone = delete(_gone).where(
-            database.dialect.one_of(_gone.c.inbox, "answered"), _gone.c.gone_at <= since
+        since = bindparam("answered_since", type_=GONE_INBOXES.c.gone_at.type)
+        forget_gone = delete(GONE_INBOXES).where(
+            database.dialect.one_of(GONE_INBOXES.c.inbox, "answered"), GONE_INBOXES.c.gone_at <= since
         )
         self._put, self._forget_gone = database.dialect.with_delete(put, forget_gone)
         self._writes: GroupCommit[CachedRemote, None] = GroupCommit(
@@ -151,7 +148,9 @@ class RemoteActorStore:
         """The unexpired entry for `uri` (an actor id or a key id), or None."""
         async with self._db.reading() as conn:
             row = (
-                await conn.execute(select(_remote).where(_remote.c.uri == uri, _remote.c.expires_at > now))
+                await conn.execute(
+                    select(REMOTE_ACTORS).where(REMOTE_ACTORS.c.uri == uri, REMOTE_ACTORS.c.expires_at > now)
+                )
             ).first()
         return None if row is None else CachedRemote(**row._asdict())
 
@@ -254,10 +253,11 @@ class RemoteActorStore:
         actors no request or delivery needed lately are deleted (fetched again when next needed).
         """
         old = or_(
-            _remote.c.fetched_at < before, and_(_remote.c.error.is_not(None), _remote.c.expires_at <= now)
+            REMOTE_ACTORS.c.fetched_at < before,
+            and_(REMOTE_ACTORS.c.error.is_not(None), REMOTE_ACTORS.c.expires_at <= now),
         )
         async with self._db.transaction() as conn:
-            deleted = await conn.execute(delete(_remote).where(old))
+            deleted = await conn.execute(delete(REMOTE_ACTORS).where(old))
         return int(deleted.rowcount or 0)
 
     async def _put_batch(self, entries: Sequence[CachedRemote]) -> list[None]:

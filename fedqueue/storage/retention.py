@@ -24,38 +24,32 @@ from sqlalchemy.sql.dml import ReturningDelete
 from fedqueue.rules.states import FINISHED, LANES, SETTLED, UNSENT
 from fedqueue.storage.database import Database
 from fedqueue.storage.published import maybe_public
-from fedqueue.storage.tables import (
-    AuditRow,
-    DeliveryRow,
-    InboundActivityRow,
-    InboxCursorRow,
-    InboxItemRow,
-    OutboxRow,
-    RemoteActorRow,
-    TombstoneRow,
-    WebhookEventRow,
-    WebhookRow,
+from fedqueue.storage.schema import (
+    AUDIT_LOG,
+    DELIVERIES,
+    INBOUND_ACTIVITIES,
+    INBOX_CURSORS,
+    INBOX_ITEMS,
+    OUTBOX,
+    REMOTE_ACTORS,
+    TOMBSTONES,
+    WEBHOOK_EVENTS,
+    WEBHOOKS,
 )
-
-_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
-_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
-_events = WebhookEventRow.__table__  # type: ignore[attr-defined]
-_webhooks = WebhookRow.__table__  # type: ignore[attr-defined]
-_audit = AuditRow.__table__  # type: ignore[attr-defined]
 
 #: The tables whose rows /metrics counts (`row_counts`), by name, in the order it shows them.
 _TABLES = {
-    row.__tablename__: row.__table__  # type: ignore[union-attr]
-    for row in (
-        DeliveryRow,
-        OutboxRow,
-        WebhookEventRow,
-        RemoteActorRow,
-        AuditRow,
-        InboundActivityRow,
-        InboxItemRow,
-        InboxCursorRow,
-        TombstoneRow,
+    table.name: table
+    for table in (
+        DELIVERIES,
+        OUTBOX,
+        WEBHOOK_EVENTS,
+        REMOTE_ACTORS,
+        AUDIT_LOG,
+        INBOUND_ACTIVITIES,
+        INBOX_ITEMS,
+        INBOX_CURSORS,
+        TOMBSTONES,
     )
 }
 COUNTED_TABLES = tuple(_TABLES)
@@ -65,14 +59,14 @@ EXACT_COUNT_BELOW = 100_000
 
 def _finished_before(state: str, before: datetime) -> ColumnElement[bool]:
     """Rows in `state` finished before `before`: one range of ix_deliveries_due per lane."""
-    d = _deliveries.c
+    d = DELIVERIES.c
     finished_at = func.coalesce(d.delivered_at, d.last_attempt_at, d.created_at)
     return and_(d.state == state, d.lane.in_(LANES), d.next_attempt_at < before, finished_at < before)
 
 
 def pruned_columns() -> list[Any]:
     """The outbox row's counts of its pruned deliveries, in the order of `FINISHED`."""
-    return [_outbox.c[f"pruned_{state}"] for state in FINISHED]
+    return [OUTBOX.c[f"pruned_{state}"] for state in FINISHED]
 
 
 def add_pruned(counts: dict[str, int], pruned: Sequence[int]) -> dict[str, int]:
@@ -101,12 +95,12 @@ class RetentionStore:
 
     def finished_batch(self, state: str, before: datetime, limit: int) -> ReturningDelete[Any]:
         """The DELETE of one batch of `deliveries`, returning each deleted row's outbox id."""
-        d = _deliveries.c
+        d = DELIVERIES.c
         batch = (
             select(d.id).where(_finished_before(state, before), d.outbox_id.is_not(None)).limit(limit)
         ).scalar_subquery()
         return (
-            delete(_deliveries).where(d.id.in_(batch), *self._still(d.state == state)).returning(d.outbox_id)
+            delete(DELIVERIES).where(d.id.in_(batch), *self._still(d.state == state)).returning(d.outbox_id)
         )
 
     async def deliveries(self, state: str, before: datetime, limit: int) -> int:
@@ -120,21 +114,21 @@ class RetentionStore:
             per_activity = Counter(row.outbox_id for row in deleted.all())
             if per_activity:
                 await conn.execute(
-                    update(_outbox)
-                    .where(_outbox.c.id == bindparam("o_id"))
-                    .values({column: _outbox.c[column] + bindparam("o_n")}),
+                    update(OUTBOX)
+                    .where(OUTBOX.c.id == bindparam("o_id"))
+                    .values({column: OUTBOX.c[column] + bindparam("o_n")}),
                     [{"o_id": i, "o_n": n} for i, n in sorted(per_activity.items())],
                 )
         return sum(per_activity.values())
 
     async def webhook_events(self, before: datetime, limit: int) -> int:
         """Delete up to `limit` webhook events delivered or dead before `before`, with their delivery rows."""
-        d = _deliveries.c
+        d = DELIVERIES.c
         finished = [_finished_before(state, before) for state in FINISHED]
         batch = (select(d.id).where(d.webhook_id.is_not(None), or_(*finished)).limit(limit)).scalar_subquery()
         async with self._db.transaction() as conn:
             deleted = await conn.execute(
-                delete(_deliveries)
+                delete(DELIVERIES)
                 .where(d.id.in_(batch), *self._still(d.state.in_(FINISHED)))
                 .returning(d.webhook_event_id)
             )
@@ -146,7 +140,7 @@ class RetentionStore:
         A webhook's waiting events are its queued or failed deliveries (one it is sending stays).
         Each drop is counted on the webhook (`dropped_events`) in the same transaction.
         """
-        d = _deliveries.c
+        d = DELIVERIES.c
         waiting = (
             select(d.webhook_id, func.count().label("n"))
             .where(d.webhook_id.is_not(None), d.state.in_(UNSENT))
@@ -165,15 +159,15 @@ class RetentionStore:
             ).scalar_subquery()
             async with self._db.transaction() as conn:
                 deleted = await conn.execute(
-                    delete(_deliveries)
+                    delete(DELIVERIES)
                     .where(d.id.in_(oldest), *self._still(d.state.in_(UNSENT)))
                     .returning(d.webhook_event_id)
                 )
                 count = await _delete_events(conn, [row.webhook_event_id for row in deleted.all()])
                 await conn.execute(
-                    update(_webhooks)
-                    .where(_webhooks.c.id == webhook_id)
-                    .values(dropped_events=_webhooks.c.dropped_events + count)
+                    update(WEBHOOKS)
+                    .where(WEBHOOKS.c.id == webhook_id)
+                    .values(dropped_events=WEBHOOKS.c.dropped_events + count)
                 )
             dropped[int(webhook_id)] = count
         return dropped
@@ -181,8 +175,8 @@ class RetentionStore:
     async def outbox(self, before: datetime, limit: int) -> int:
         """Delete up to `limit` finished outbox rows created before `before` that are not public and
         have no delivery left (public ones are the actor's outbox collection: they stay)."""
-        o = _outbox.c
-        has_delivery = exists(select(_deliveries.c.id).where(_deliveries.c.outbox_id == o.id))
+        o = OUTBOX.c
+        has_delivery = exists(select(DELIVERIES.c.id).where(DELIVERIES.c.outbox_id == o.id))
         batch = (
             select(o.id)
             .where(
@@ -194,16 +188,16 @@ class RetentionStore:
             .limit(limit)
         ).scalar_subquery()
         async with self._db.transaction() as conn:
-            deleted = await conn.execute(delete(_outbox).where(o.id.in_(batch), ~has_delivery))
+            deleted = await conn.execute(delete(OUTBOX).where(o.id.in_(batch), ~has_delivery))
         return int(deleted.rowcount or 0)
 
     async def audit(self, before: datetime, limit: int) -> int:
         """Delete up to `limit` audit entries written before `before`."""
         batch = (
-            select(_audit.c.id).where(_audit.c.at < before).order_by(_audit.c.id).limit(limit)
+            select(AUDIT_LOG.c.id).where(AUDIT_LOG.c.at < before).order_by(AUDIT_LOG.c.id).limit(limit)
         ).scalar_subquery()
         async with self._db.transaction() as conn:
-            deleted = await conn.execute(delete(_audit).where(_audit.c.id.in_(batch)))
+            deleted = await conn.execute(delete(AUDIT_LOG).where(AUDIT_LOG.c.id.in_(batch)))
         return int(deleted.rowcount or 0)
 
     async def row_counts(self) -> dict[str, int]:
@@ -223,5 +217,5 @@ async def _delete_events(conn: AsyncConnection, event_ids: list[int | None]) -> 
     """Delete these webhook events (their delivery rows are gone); how many."""
     ids = sorted({i for i in event_ids if i is not None})
     if ids:
-        await conn.execute(delete(_events).where(_events.c.id.in_(ids)))
+        await conn.execute(delete(WEBHOOK_EVENTS).where(WEBHOOK_EVENTS.c.id.in_(ids)))
     return len(ids)

@@ -32,7 +32,7 @@ from sqlalchemy.sql.selectable import FromClause, Join, TableValuedAlias
 
 from fedqueue.storage.column_types import UTCDateTime
 from fedqueue.storage.database_errors import translated_driver_errors
-from fedqueue.storage.dialects import Columns, Dialect, JsonList, Row, json_item, pooled
+from fedqueue.storage.dialects import AnySelect, Columns, Dialect, JsonList, json_item, pooled
 from fedqueue.storage.rows import Rows
 from fedqueue.storage.sqlite_setup import (
     begin_immediate,
@@ -181,11 +181,11 @@ class SqliteDialect(Dialect):
     def upsert(self, table: Table) -> sqlite.Insert:
         return sqlite.insert(table)
 
-    def skip_locked(self, query: Select[Row]) -> Select[Row]:
+    def skip_locked(self, query: AnySelect) -> AnySelect:
         """`query` as it is: one writer at a time (BEGIN IMMEDIATE)."""
         return query
 
-    def locked(self, query: Select[Row]) -> Select[Row]:
+    def locked(self, query: AnySelect) -> AnySelect:
         """`query` as it is: SQLite's single writer needs no lock."""
         return query
 

@@ -14,12 +14,7 @@ from fedqueue.rules.states import BACKLOG, UNPUBLISHED, UNSENT, DeliveryState
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.published import maybe_public
-from fedqueue.storage.tables import ActorRow, DeliveryRow, HostRow, OutboxRow
-
-_actors = ActorRow.__table__  # type: ignore[attr-defined]
-_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
-_hosts = HostRow.__table__  # type: ignore[attr-defined]
-_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
+from fedqueue.storage.schema import ACTORS, DELIVERIES, HOSTS, OUTBOX
 
 #: States whose rows are still waiting for the worker.
 
@@ -48,30 +43,28 @@ class StatsStore:
             by_state = {
                 state: int(n)
                 for state, n in (
-                    await conn.execute(
-                        select(_deliveries.c.state, func.count()).group_by(_deliveries.c.state)
-                    )
+                    await conn.execute(select(DELIVERIES.c.state, func.count()).group_by(DELIVERIES.c.state))
                 ).all()
             }
             oldest = (
                 await conn.execute(
-                    select(func.min(_deliveries.c.next_attempt_at)).where(
-                        _deliveries.c.state.in_(UNSENT), _deliveries.c.next_attempt_at <= now
+                    select(func.min(DELIVERIES.c.next_attempt_at)).where(
+                        DELIVERIES.c.state.in_(UNSENT), DELIVERIES.c.next_attempt_at <= now
                     )
                 )
             ).scalar()
             circuits = {
                 circuit: int(n)
                 for circuit, n in (
-                    await conn.execute(select(_hosts.c.circuit, func.count()).group_by(_hosts.c.circuit))
+                    await conn.execute(select(HOSTS.c.circuit, func.count()).group_by(HOSTS.c.circuit))
                 ).all()
             }
             flags = (
                 await conn.execute(
                     select(
-                        func.sum(case((_hosts.c.paused, 1), else_=0)),
-                        func.sum(case((_hosts.c.blocked, 1), else_=0)),
-                        func.sum(case((_hosts.c.unavailable, 1), else_=0)),
+                        func.sum(case((HOSTS.c.paused, 1), else_=0)),
+                        func.sum(case((HOSTS.c.blocked, 1), else_=0)),
+                        func.sum(case((HOSTS.c.unavailable, 1), else_=0)),
                     )
                 )
             ).one()
@@ -96,14 +89,14 @@ class StatsStore:
         now = now or utcnow()
         width = timedelta(hours=1) / buckets
         starts = [now - timedelta(hours=1) + i * width for i in range(buckets)]
-        delivered_at = _deliveries.c.delivered_at
-        attempted_at = _deliveries.c.last_attempt_at
+        delivered_at = DELIVERIES.c.delivered_at
+        attempted_at = DELIVERIES.c.last_attempt_at
         columns = []
         for start in starts:
             end = start + width
             columns.append(func.sum(case((and_(delivered_at >= start, delivered_at < end), 1), else_=0)))
             for state in (DeliveryState.FAILED, DeliveryState.DEAD):
-                in_bucket = and_(_deliveries.c.state == state, attempted_at >= start, attempted_at < end)
+                in_bucket = and_(DELIVERIES.c.state == state, attempted_at >= start, attempted_at < end)
                 columns.append(func.sum(case((in_bucket, 1), else_=0)))
         since = starts[0]
         query = select(*columns).where((delivered_at >= since) | (attempted_at >= since))
@@ -122,22 +115,22 @@ class StatsStore:
     async def usage(self, now: datetime) -> Usage:
         """NodeInfo's usage figures (`nodeinfo_rules`), in one statement: it reads every outbox row."""
         month, halfyear = active_since(now)
-        live = _actors.c.deleted_at.is_(None)
-        of_live_actors = _outbox.c.actor.in_(select(_actors.c.name).where(live))
-        own = and_(_outbox.c.forwarded.is_(False), _outbox.c.state.not_in(UNPUBLISHED), of_live_actors)
-        posters = select(_outbox.c.actor).where(own)
+        live = ACTORS.c.deleted_at.is_(None)
+        of_live_actors = OUTBOX.c.actor.in_(select(ACTORS.c.name).where(live))
+        own = and_(OUTBOX.c.forwarded.is_(False), OUTBOX.c.state.not_in(UNPUBLISHED), of_live_actors)
+        posters = select(OUTBOX.c.actor).where(own)
 
         def active(since: datetime) -> ScalarSelect[int]:
-            recent = posters.where(_outbox.c.created_at >= since).distinct().subquery()
+            recent = posters.where(OUTBOX.c.created_at >= since).distinct().subquery()
             return select(func.count()).select_from(recent).scalar_subquery()
 
         query = select(
-            select(func.count()).select_from(_actors).where(live).scalar_subquery(),
+            select(func.count()).select_from(ACTORS).where(live).scalar_subquery(),
             active(month),
             active(halfyear),
             select(func.count())
-            .select_from(_outbox)
-            .where(_outbox.c.activity_type == "Create", maybe_public(), of_live_actors)
+            .select_from(OUTBOX)
+            .where(OUTBOX.c.activity_type == "Create", maybe_public(), of_live_actors)
             .scalar_subquery(),
         )
         async with self._db.reading() as conn:
@@ -147,12 +140,12 @@ class StatsStore:
 
 def _outbox_backlog() -> Select[Any]:
     """The backlog's size, and the creation time of its lowest id (one index probe per state)."""
-    in_backlog = _outbox.c.state.in_(BACKLOG)
+    in_backlog = OUTBOX.c.state.in_(BACKLOG)
     firsts = union_all(
-        *(select(func.min(_outbox.c.id)).where(_outbox.c.state == state) for state in BACKLOG)
+        *(select(func.min(OUTBOX.c.id)).where(OUTBOX.c.state == state) for state in BACKLOG)
     ).scalar_subquery()
-    oldest = select(func.min(_outbox.c.created_at)).where(_outbox.c.id.in_(firsts)).scalar_subquery()
-    return select(func.count(), oldest).select_from(_outbox).where(in_backlog)
+    oldest = select(func.min(OUTBOX.c.created_at)).where(OUTBOX.c.id.in_(firsts)).scalar_subquery()
+    return select(func.count(), oldest).select_from(OUTBOX).where(in_backlog)
 
 
 def _age(then: datetime | str | None, now: datetime) -> float:

@@ -20,10 +20,7 @@ from fedqueue.storage.admin_reads import delivery_view, with_host
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.retention import add_pruned, pruned_columns
-from fedqueue.storage.tables import DeliveryRow, OutboxRow
-
-_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
-_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
+from fedqueue.storage.schema import DELIVERIES, OUTBOX
 
 
 @dataclass(frozen=True)
@@ -43,7 +40,7 @@ class StatusPages:
 
     async def page(self, outbox_id: int, query: StatusQuery) -> FanoutPage:
         """The counts per state and the page `query` names, read on one connection."""
-        d = _deliveries.c
+        d = DELIVERIES.c
         # One count per state, each an index-only range: on PostgreSQL a GROUP BY over the
         # activity's rows read the heap (25 ms for 50,000 rows against 6.5 ms for these).
         # Deliveries deleted after their retention are counted on the outbox row (`storage.retention`).
@@ -52,7 +49,7 @@ class StatusPages:
                 select(func.count()).where(d.outbox_id == outbox_id, d.state == state).scalar_subquery()
                 for state in STATUS_ORDER
             ],
-            *[select(c).where(_outbox.c.id == outbox_id).scalar_subquery() for c in pruned_columns()],
+            *[select(c).where(OUTBOX.c.id == outbox_id).scalar_subquery() for c in pruned_columns()],
         )
         async with self._db.reading() as conn:
             numbers = (await conn.execute(counts_query)).one()
@@ -69,7 +66,7 @@ class StatusPages:
 
 def _page_query(outbox_id: int, states: list[str], query: StatusQuery) -> Any:
     """Up to `limit + 1` deliveries of these states in status order, joined as admin views show them."""
-    d = _deliveries.c
+    d = DELIVERIES.c
     branches = []
     for state in states:
         rank: Any = literal_column(str(STATUS_ORDER.index(state)))
@@ -82,5 +79,5 @@ def _page_query(outbox_id: int, states: list[str], query: StatusQuery) -> Any:
     # The page's ids are cut to `limit + 1` before the join, so the rows are fetched by id, one
     # each (PostgreSQL otherwise merge-joins the ~6 x limit ids against the whole primary key).
     ids = select(merged).order_by(merged.c.rank, merged.c.id).limit(query.limit + 1).subquery("page")
-    joined = with_host(select(_deliveries, _outbox.c.activity_id), ids.join(_deliveries, ids.c.id == d.id))
+    joined = with_host(select(DELIVERIES, OUTBOX.c.activity_id), ids.join(DELIVERIES, ids.c.id == d.id))
     return joined.order_by(ids.c.rank, ids.c.id)

@@ -1,9 +1,10 @@
-"""The whole data model, as SQLModel tables. Only the storage package imports this.
+"""The queues' data model, as SQLModel tables. Only the storage package imports this.
 
 Outbound: outbox -> deliveries (one per activity and inbox) -> hosts, remote_actors.
 Inbound: inbound_activities -> inbox_items (one per local recipient) -> inbox_cursors; followers.
-Webhooks: webhooks -> webhook_events, each sent as a deliveries row (webhook_id set).
-Admin: audit_log, console_session. The instance actor: instance_key.
+Webhooks: webhooks (storage/operator_tables) -> webhook_events, each sent as a deliveries row
+(webhook_id set). What an operator sets up (relays, webhooks, the console, the audit log, the
+instance key) is in storage/operator_tables; every table as a Core `Table` in storage/schema.
 
 The outbox table is a public contract (the transactional outbox): apps may INSERT into it
 inside their own transactions, so every column an app need not fill has a server default.
@@ -15,7 +16,6 @@ from datetime import datetime
 
 from sqlalchemy import (
     Boolean,
-    CheckConstraint,
     Column,
     ForeignKey,
     Index,
@@ -24,30 +24,13 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
-    func,
     text,
 )
 from sqlmodel import Field, SQLModel
 
-from fedqueue.rules.columns import HOST_CHARS, NAME_CHARS, STATE_CHARS, URI_CHARS
 from fedqueue.rules.profile_fields import MAX_NAME_CHARS
 from fedqueue.rules.states import CircuitState, DeliveryState, FollowerState, Lane, OutboxState
-from fedqueue.storage.column_types import BigId, UTCDateTime
-
-URI = String(URI_CHARS)
-NAME = String(NAME_CHARS)
-HOST = String(HOST_CHARS)
-STATE = String(STATE_CHARS)
-
-
-def _created() -> Column[datetime]:
-    return Column(UTCDateTime(), nullable=False, server_default=func.current_timestamp())
-
-
-def _where_set(name: str, *columns: str, unique: bool = False) -> Index:
-    """An index of only the rows whose last column is set: a row where it is NULL costs it nothing."""
-    only_set = text(f"{columns[-1]} IS NOT NULL")
-    return Index(name, *columns, unique=unique, sqlite_where=only_set, postgresql_where=only_set)
+from fedqueue.storage.column_types import HOST, NAME, STATE, URI, BigId, UTCDateTime, creation_time, where_set
 
 
 class ActorRow(SQLModel, table=True):
@@ -68,7 +51,7 @@ class ActorRow(SQLModel, table=True):
     auto_accept_follows: bool = Field(
         default=True, sa_column=Column(Boolean, nullable=False, server_default=text("true"))
     )
-    created_at: datetime | None = Field(default=None, sa_column=_created())
+    created_at: datetime | None = Field(default=None, sa_column=creation_time())
     deleted_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
     also_known_as: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     moved_to: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
@@ -89,28 +72,6 @@ class ActorRow(SQLModel, table=True):
     indexable: bool = Field(
         default=False, sa_column=Column(Boolean, nullable=False, server_default=text("false"))
     )
-
-
-class InstanceKeyRow(SQLModel, table=True):
-    """The instance actor's key pair (at most one row, id 1): made the first time it is needed."""
-
-    __tablename__ = "instance_key"
-    __table_args__ = (CheckConstraint("id = 1", name="instance_key_one_row"),)
-
-    id: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=False))
-    private_key_pem: str = Field(sa_column=Column(Text, nullable=False))
-    public_key_pem: str = Field(sa_column=Column(Text, nullable=False))
-    created_at: datetime | None = Field(default=None, sa_column=_created())
-
-
-class ConsoleSessionRow(SQLModel, table=True):
-    """The console's session version (one row, id 1): cookies carry it, a logout moves it on."""
-
-    __tablename__ = "console_session"
-    __table_args__ = (CheckConstraint("id = 1", name="console_session_one_row"),)
-
-    id: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=False))
-    version: int = Field(sa_column=Column(Integer, nullable=False))
 
 
 class OutboxRow(SQLModel, table=True):
@@ -154,7 +115,7 @@ class OutboxRow(SQLModel, table=True):
     expansion_attempts: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
     lease_owner: str | None = Field(default=None, sa_column=Column(NAME, nullable=True))
     lease_until: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
-    created_at: datetime | None = Field(default=None, sa_column=_created())
+    created_at: datetime | None = Field(default=None, sa_column=creation_time())
     expanded_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
     forwarded: bool = Field(
         default=False, sa_column=Column(Boolean, nullable=False, server_default=text("false"))
@@ -185,11 +146,11 @@ class DeliveryRow(SQLModel, table=True):
         # which a partial index serves on both engines; the fan-out's ON CONFLICT DO NOTHING
         # names no target, so it still skips a duplicate (outbox_id, recipient). NULLs never
         # conflicted in a unique key, so the constraint allows what it did before.
-        _where_set("uq_deliveries_outbox_recipient", "outbox_id", "recipient", unique=True),
+        where_set("uq_deliveries_outbox_recipient", "outbox_id", "recipient", unique=True),
         # Removing a webhook deletes its rows (ON DELETE CASCADE), and so does a webhook event's
         # deletion (`retention`): without these, each one read the whole table.
-        _where_set("ix_deliveries_webhook_id", "webhook_id"),
-        _where_set("ix_deliveries_webhook_event_id", "webhook_event_id"),
+        where_set("ix_deliveries_webhook_id", "webhook_id"),
+        where_set("ix_deliveries_webhook_event_id", "webhook_event_id"),
         # Claims read each (state, lane)'s due rows in claim order (`DeliveryStore.claim`): no sort.
         Index("ix_deliveries_due", "state", "lane", "next_attempt_at", "id"),
         # Coalescing reads one (inbox, subject) history in submission order: one index range.
@@ -231,7 +192,7 @@ class DeliveryRow(SQLModel, table=True):
     target: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
     coalesced_by: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
     coalesced_reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
-    created_at: datetime | None = Field(default=None, sa_column=_created())
+    created_at: datetime | None = Field(default=None, sa_column=creation_time())
     last_attempt_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
     delivered_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
     webhook_id: int | None = Field(
@@ -339,7 +300,7 @@ class InboundActivityRow(SQLModel, table=True):
     activity_type: str = Field(sa_column=Column(NAME, nullable=False))
     body: str = Field(sa_column=Column(Text, nullable=False))
     key_id: str = Field(sa_column=Column(URI, nullable=False))
-    received_at: datetime | None = Field(default=None, sa_column=_created())
+    received_at: datetime | None = Field(default=None, sa_column=creation_time())
     #: Why the activity's bare object URI could not be dereferenced (`inbound.dereference`), else NULL.
     object_error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
 
@@ -368,7 +329,7 @@ class InboxCursorRow(SQLModel, table=True):
     actor: str = Field(sa_column=Column(NAME, primary_key=True))
     consumer: str = Field(sa_column=Column(NAME, primary_key=True))
     last_item_id: int = Field(default=0, sa_column=Column(BigId, nullable=False, server_default="0"))
-    updated_at: datetime | None = Field(default=None, sa_column=_created())
+    updated_at: datetime | None = Field(default=None, sa_column=creation_time())
 
 
 class FollowerRow(SQLModel, table=True):
@@ -381,7 +342,7 @@ class FollowerRow(SQLModel, table=True):
     __tablename__ = "followers"
     __table_args__ = (
         Index("ix_followers_follower_uri", "follower_uri"),
-        _where_set("ix_followers_moved_to", "actor", "moved_to"),
+        where_set("ix_followers_moved_to", "actor", "moved_to"),
     )
 
     actor: str = Field(sa_column=Column(NAME, primary_key=True))
@@ -393,7 +354,7 @@ class FollowerRow(SQLModel, table=True):
         default=FollowerState.ACCEPTED,
         sa_column=Column(STATE, nullable=False, server_default=text(f"'{FollowerState.ACCEPTED}'")),
     )
-    created_at: datetime | None = Field(default=None, sa_column=_created())
+    created_at: datetime | None = Field(default=None, sa_column=creation_time())
     moved_to: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
 
 
@@ -411,44 +372,6 @@ class FollowingRow(SQLModel, table=True):
     followed_uri: str = Field(sa_column=Column(URI, primary_key=True))
     follow_activity_id: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
     accepted_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
-
-
-class RelayRow(SQLModel, table=True):
-    """A relay (FEP-ae0c) the instance actor follows: `pending` until its Accept, then `accepted`.
-
-    Public activities also go to the `inbox` of every accepted relay.
-    """
-
-    __tablename__ = "relays"
-
-    uri: str = Field(sa_column=Column(URI, primary_key=True))
-    inbox: str = Field(sa_column=Column(URI, nullable=False))
-    follow_activity_id: str = Field(sa_column=Column(URI, nullable=False))
-    state: str = Field(sa_column=Column(STATE, nullable=False))
-    created_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
-    accepted_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
-
-
-class WebhookRow(SQLModel, table=True):
-    """Where to POST one consumer's events about one local actor, and the secret that signs them."""
-
-    __tablename__ = "webhooks"
-    __table_args__ = (UniqueConstraint("actor", "consumer", name="uq_webhooks_actor_consumer"),)
-
-    id: int | None = Field(default=None, sa_column=Column(BigId, primary_key=True))
-    actor: str = Field(sa_column=Column(NAME, nullable=False))
-    consumer: str = Field(sa_column=Column(NAME, nullable=False))
-    url: str = Field(sa_column=Column(URI, nullable=False))
-    secret: str = Field(sa_column=Column(String(256), nullable=False))
-    #: Subscribed event names, comma-separated.
-    events: str = Field(sa_column=Column(Text, nullable=False))
-    #: Its URL may be a loopback or private address although the server's fetches may not.
-    allow_private: bool = Field(
-        default=False, sa_column=Column(Boolean, nullable=False, server_default=text("false"))
-    )
-    created_at: datetime | None = Field(default=None, sa_column=_created())
-    #: Events dropped unsent, oldest first, while more than `retention_webhook_backlog` waited.
-    dropped_events: int = Field(default=0, sa_column=Column(BigId, nullable=False, server_default="0"))
 
 
 class WebhookEventRow(SQLModel, table=True):
@@ -469,20 +392,4 @@ class WebhookEventRow(SQLModel, table=True):
     body: str = Field(sa_column=Column(Text, nullable=False))
     inbox_item_id: int | None = Field(default=None, sa_column=Column(BigId, nullable=True))
     dedupe_key: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
-    created_at: datetime | None = Field(default=None, sa_column=_created())
-
-
-class AuditRow(SQLModel, table=True):
-    """One admin action: who, what and when."""
-
-    __tablename__ = "audit_log"
-
-    id: int | None = Field(default=None, sa_column=Column(BigId, primary_key=True))
-    at: datetime | None = Field(default=None, sa_column=_created())
-    who: str = Field(sa_column=Column(String(255), nullable=False))
-    action: str = Field(sa_column=Column(NAME, nullable=False))
-    target: str = Field(sa_column=Column(URI, nullable=False))
-    detail: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
-
-
-METADATA = SQLModel.metadata
+    created_at: datetime | None = Field(default=None, sa_column=creation_time())

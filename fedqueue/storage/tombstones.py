@@ -9,15 +9,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.rules.follow_effects import RecordTombstone
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import TombstoneRow
-
-_tombstones = TombstoneRow.__table__  # type: ignore[attr-defined]
+from fedqueue.storage.schema import TOMBSTONES
 
 
 async def record(database: Database, conn: AsyncConnection, effect: RecordTombstone, now: datetime) -> None:
     """Remember (or refresh) that `effect.actor` deleted `effect.object_id` at `now`."""
     await conn.execute(
-        database.dialect.upsert(_tombstones)
+        database.dialect.upsert(TOMBSTONES)
         .values(object_id=effect.object_id, actor_uri=effect.actor, deleted_at=now)
         .on_conflict_do_update(index_elements=["object_id", "actor_uri"], set_={"deleted_at": now})
     )
@@ -30,5 +28,5 @@ class TombstoneStore:
     async def prune(self, before: datetime) -> int:
         """Forget tombstones older than `before`; returns how many."""
         async with self._db.transaction() as conn:
-            deleted = await conn.execute(delete(_tombstones).where(_tombstones.c.deleted_at < before))
+            deleted = await conn.execute(delete(TOMBSTONES).where(TOMBSTONES.c.deleted_at < before))
         return int(deleted.rowcount or 0)

@@ -25,24 +25,13 @@ from fedqueue.rules.attempt_results import Result
 from fedqueue.rules.states import UNFINISHED, DeliveryState, Lane, OutboxState, is_complete
 from fedqueue.storage.database import Database
 from fedqueue.storage.retention import add_pruned, pruned_columns
-from fedqueue.storage.tables import (
-    DeliveryRow,
-    InboxCursorRow,
-    OutboxRow,
-    WebhookEventRow,
-    WebhookRow,
-)
+from fedqueue.storage.schema import DELIVERIES, INBOX_CURSORS, OUTBOX, WEBHOOK_EVENTS, WEBHOOKS
 
-_webhooks = WebhookRow.__table__  # type: ignore[attr-defined]
-_events = WebhookEventRow.__table__  # type: ignore[attr-defined]
-_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
 #: Built once: `emit` runs in every inbox POST's transaction.
-_ACTOR_HOOKS = select(_webhooks.c.id, _webhooks.c.url, _webhooks.c.events).where(
-    _webhooks.c.actor == bindparam("actor")
+_ACTOR_HOOKS = select(WEBHOOKS.c.id, WEBHOOKS.c.url, WEBHOOKS.c.events).where(
+    WEBHOOKS.c.actor == bindparam("actor")
 )
-_ANY_HOOK = select(_webhooks.c.id).limit(1)
-_cursors = InboxCursorRow.__table__  # type: ignore[attr-defined]
-_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
+_ANY_HOOK = select(WEBHOOKS.c.id).limit(1)
 
 
 async def emit(
@@ -73,12 +62,12 @@ async def emit(
             "inbox_item_id": inbox_item_id,
             "dedupe_key": dedupe_key,
         }
-        statement = database.dialect.insert_ignoring_conflicts(_events, ("webhook_id", "dedupe_key"))
-        event_id = (await conn.execute(statement.values(values).returning(_events.c.id))).scalar()
+        statement = database.dialect.insert_ignoring_conflicts(WEBHOOK_EVENTS, ("webhook_id", "dedupe_key"))
+        event_id = (await conn.execute(statement.values(values).returning(WEBHOOK_EVENTS.c.id))).scalar()
         if event_id is None:
             continue  # queued before under this dedupe key
         await conn.execute(
-            _deliveries.insert().values(
+            DELIVERIES.insert().values(
                 inbox=hook.url,
                 host=host_of(hook.url),
                 actor=actor,
@@ -126,7 +115,7 @@ async def after_given_up(
 async def _settled_rows(
     conn: AsyncConnection, delivery_ids: Sequence[int]
 ) -> Sequence[Row[*tuple[Any, ...]]]:
-    d = _deliveries.c
+    d = DELIVERIES.c
     return (
         await conn.execute(
             select(
@@ -139,9 +128,9 @@ async def _settled_rows(
                 d.last_status,
                 d.last_error,
                 d.webhook_event_id,
-                _outbox.c.activity_id,
+                OUTBOX.c.activity_id,
             )
-            .outerjoin(_outbox, _outbox.c.id == d.outbox_id)
+            .outerjoin(OUTBOX, OUTBOX.c.id == d.outbox_id)
             .where(d.id.in_(sorted(delivery_ids)))
         )
     ).all()
@@ -206,16 +195,20 @@ async def _advance_cursors(database: Database, conn: AsyncConnection, event_ids:
         return
     acked = (
         await conn.execute(
-            select(_webhooks.c.actor, _webhooks.c.consumer, func.max(_events.c.inbox_item_id).label("item"))
-            .join(_webhooks, _webhooks.c.id == _events.c.webhook_id)
-            .where(_events.c.id.in_(event_ids), _events.c.inbox_item_id.is_not(None))
-            .group_by(_webhooks.c.actor, _webhooks.c.consumer)
+            select(
+                WEBHOOKS.c.actor, WEBHOOKS.c.consumer, func.max(WEBHOOK_EVENTS.c.inbox_item_id).label("item")
+            )
+            .join(WEBHOOKS, WEBHOOKS.c.id == WEBHOOK_EVENTS.c.webhook_id)
+            .where(WEBHOOK_EVENTS.c.id.in_(event_ids), WEBHOOK_EVENTS.c.inbox_item_id.is_not(None))
+            .group_by(WEBHOOKS.c.actor, WEBHOOKS.c.consumer)
         )
     ).all()
     for row in acked:
-        forward = case((_cursors.c.last_item_id < row.item, row.item), else_=_cursors.c.last_item_id)
+        forward = case(
+            (INBOX_CURSORS.c.last_item_id < row.item, row.item), else_=INBOX_CURSORS.c.last_item_id
+        )
         await conn.execute(
-            database.dialect.upsert(_cursors)
+            database.dialect.upsert(INBOX_CURSORS)
             .values(actor=row.actor, consumer=row.consumer, last_item_id=row.item)
             .on_conflict_do_update(
                 index_elements=["actor", "consumer"],
@@ -232,21 +225,21 @@ async def _complete_if_done(database: Database, conn: AsyncConnection, outbox_id
     other's: one of them queues the event (the dedupe key keeps it to one).
     """
     query = database.dialect.locked(
-        select(_outbox.c.actor, _outbox.c.activity_id, _outbox.c.state, *pruned_columns()).where(
-            _outbox.c.id == outbox_id
+        select(OUTBOX.c.actor, OUTBOX.c.activity_id, OUTBOX.c.state, *pruned_columns()).where(
+            OUTBOX.c.id == outbox_id
         )
     )
     activity = (await conn.execute(query)).first()
     if activity is None or activity.state != OutboxState.EXPANDED:
         return
-    if not (await conn.execute(select(_webhooks.c.id).where(_webhooks.c.actor == activity.actor))).first():
+    if not (await conn.execute(select(WEBHOOKS.c.id).where(WEBHOOKS.c.actor == activity.actor))).first():
         return
     counts: dict[str, int] = dict(
         (
             await conn.execute(
-                select(_deliveries.c.state, func.count())
-                .where(_deliveries.c.outbox_id == outbox_id)
-                .group_by(_deliveries.c.state)
+                select(DELIVERIES.c.state, func.count())
+                .where(DELIVERIES.c.outbox_id == outbox_id)
+                .group_by(DELIVERIES.c.state)
             )
         ).all()
     )

@@ -20,15 +20,7 @@ from fedqueue.rules.errors import Duplicate, NotFound
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import (
-    ActorRow,
-    WebhookEventRow,
-    WebhookRow,
-)
-
-_webhooks = WebhookRow.__table__  # type: ignore[attr-defined]
-_events = WebhookEventRow.__table__  # type: ignore[attr-defined]
-_actors = ActorRow.__table__  # type: ignore[attr-defined]
+from fedqueue.storage.schema import ACTORS, WEBHOOK_EVENTS, WEBHOOKS
 
 
 @dataclass(frozen=True)
@@ -92,12 +84,12 @@ class WebhookStore:
         subscribed = list(events)
         try:
             async with self._db.transaction() as conn:
-                known = await conn.execute(select(_actors.c.id).where(_actors.c.name == actor))
+                known = await conn.execute(select(ACTORS.c.id).where(ACTORS.c.name == actor))
                 if known.first() is None:
                     raise NotFound(f"no local actor {actor!r}")
                 row = (
                     await conn.execute(
-                        _webhooks.insert()
+                        WEBHOOKS.insert()
                         .values(
                             actor=actor,
                             consumer=consumer,
@@ -106,7 +98,7 @@ class WebhookStore:
                             events=",".join(subscribed),
                             allow_private=allow_private,
                         )
-                        .returning(*_webhooks.c)
+                        .returning(*WEBHOOKS.c)
                     )
                 ).one()
                 detail = {
@@ -124,9 +116,9 @@ class WebhookStore:
         return _webhook(row)
 
     async def list(self, actor: str | None = None) -> list[Webhook]:
-        query = select(_webhooks).order_by(_webhooks.c.id)
+        query = select(WEBHOOKS).order_by(WEBHOOKS.c.id)
         if actor is not None:
-            query = query.where(_webhooks.c.actor == actor)
+            query = query.where(WEBHOOKS.c.actor == actor)
         async with self._db.reading() as conn:
             return [_webhook(row) for row in (await conn.execute(query)).all()]
 
@@ -135,9 +127,7 @@ class WebhookStore:
         check_row_id("webhook", webhook_id)
         async with self._db.transaction() as conn:
             row = (
-                await conn.execute(
-                    delete(_webhooks).where(_webhooks.c.id == webhook_id).returning(*_webhooks.c)
-                )
+                await conn.execute(delete(WEBHOOKS).where(WEBHOOKS.c.id == webhook_id).returning(*WEBHOOKS.c))
             ).first()
             if row is None:
                 raise NotFound(f"no webhook {webhook_id}")
@@ -153,15 +143,15 @@ class WebhookStore:
             rows = (
                 await conn.execute(
                     select(
-                        _events.c.id,
-                        _events.c.body,
-                        _events.c.kind,
-                        _events.c.created_at,
-                        _webhooks.c.secret,
-                        _webhooks.c.allow_private,
+                        WEBHOOK_EVENTS.c.id,
+                        WEBHOOK_EVENTS.c.body,
+                        WEBHOOK_EVENTS.c.kind,
+                        WEBHOOK_EVENTS.c.created_at,
+                        WEBHOOKS.c.secret,
+                        WEBHOOKS.c.allow_private,
                     )
-                    .join(_webhooks, _webhooks.c.id == _events.c.webhook_id)
-                    .where(_events.c.id.in_(list(event_ids)))
+                    .join(WEBHOOKS, WEBHOOKS.c.id == WEBHOOK_EVENTS.c.webhook_id)
+                    .where(WEBHOOK_EVENTS.c.id.in_(list(event_ids)))
                 )
             ).all()
         return {

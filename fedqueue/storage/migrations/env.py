@@ -8,7 +8,7 @@ from sqlalchemy.engine import Connection
 
 from alembic import context
 from fedqueue.storage.database import Database
-from fedqueue.storage.tables import METADATA
+from fedqueue.storage.schema import METADATA
 
 
 def _url() -> str:

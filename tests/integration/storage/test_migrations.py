@@ -13,7 +13,7 @@ from fedqueue.storage.migrate import (
     inspect_schema,
     upgrade_to_head,
 )
-from fedqueue.storage.tables import METADATA
+from fedqueue.storage.schema import METADATA
 
 
 def _drift(database_url: str) -> list[object]:

@@ -33,10 +33,9 @@ from fedqueue.rules.attempt_results import Result
 from fedqueue.rules.states import DeliveryState, OutboxState
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
-from fedqueue.storage.tables import OutboxRow
+from fedqueue.storage.schema import OUTBOX
 from tests.seeding import seed_fanout
 
-_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
 OWNER = "worker-1"
 
 
@@ -133,12 +132,12 @@ async def test_an_outbox_claim_reads_a_few_pages_after_thousands_of_activities_w
     now = utcnow()
     async with store.database.transaction() as conn:
         await conn.execute(
-            insert(_outbox), [{"actor": "alice", "activity": "{}", "created_at": now} for _ in range(5000)]
+            insert(OUTBOX), [{"actor": "alice", "activity": "{}", "created_at": now} for _ in range(5000)]
         )
     # Each activity goes pending -> expanding -> expanded, as the worker takes it.
     assert len(await store.outbox.claim_pending(OWNER, now, 60, 5000)) == 5000
     async with store.database.transaction() as conn:
-        await conn.execute(update(_outbox).values(state=OutboxState.EXPANDED, lease_owner=None))
+        await conn.execute(update(OUTBOX).values(state=OutboxState.EXPANDED, lease_owner=None))
     await store.outbox.claim_pending(OWNER, now, 60, 100)  # the first reader meets the old entries
 
     async with Statements(store) as statements:

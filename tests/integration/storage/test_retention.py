@@ -23,13 +23,10 @@ from fedqueue.storage import CachedRemote, NewInbound, Store
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.retention import COUNTED_TABLES
-from fedqueue.storage.tables import DeliveryRow, InboxCursorRow, OutboxRow
+from fedqueue.storage.schema import DELIVERIES, INBOX_CURSORS, OUTBOX
 from fedqueue.storage.webhook_events import emit
 from tests.seeding import SeededDelivery, seed_activity, seed_fanout
 
-_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
-_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
-_cursors = InboxCursorRow.__table__  # type: ignore[attr-defined]
 MIX = {"delivered": 61, "queued": 37, "failed": 23, "dead": 11, "sending": 7, "coalesced": 5}
 HOOK_URL = "http://127.0.0.1:9/hook"
 
@@ -80,7 +77,7 @@ async def test_one_pull_under_a_throwaway_name_no_longer_keeps_inbox_entries_for
         await store.inbox.insert_inbound_if_new(inbound)
     await store.inbox.pull("alice", "debug-once", None, 1)  # a cursor that never moves again
     async with store.database.transaction() as conn:
-        await conn.execute(update(_cursors).values(updated_at=old))
+        await conn.execute(update(INBOX_CURSORS).values(updated_at=old))
     [consumer] = await store.consumers.list(utcnow() - timedelta(days=30))
     assert (consumer.consumer, consumer.behind, consumer.idle) == ("debug-once", 3, True)
 
@@ -116,7 +113,7 @@ async def test_a_webhook_whose_consumer_stays_down_keeps_at_most_its_bound_of_ev
     [listed] = await store.webhooks.list()
     assert listed.dropped_events == 7
     async with store.database.reading() as conn:
-        left = (await conn.execute(select(_deliveries.c.webhook_event_id).order_by(_deliveries.c.id))).all()
+        left = (await conn.execute(select(DELIVERIES.c.webhook_event_id).order_by(DELIVERIES.c.id))).all()
     assert len(left) == 5 == await _rows(store, "webhook_events")
     assert (await prune_once(store, bounded, utcnow()))["webhook_events_dropped"] == 0  # the newest stay
     assert hook.id == listed.id
@@ -134,7 +131,7 @@ async def test_non_public_outbox_rows_go_after_their_retention_and_public_ones_s
     await seed_activity(store.database, "alice", "https://local.example/a/waiting", waiting, now=old)
     async with store.database.transaction() as conn:
         await conn.execute(
-            insert(_outbox).values(
+            insert(OUTBOX).values(
                 actor="alice",
                 activity=public,
                 activity_id="https://local.example/a/public",
@@ -147,7 +144,7 @@ async def test_non_public_outbox_rows_go_after_their_retention_and_public_ones_s
     removed = await prune_once(store, settings, utcnow())
     assert (removed["outbox"], removed["audit_log"]) == (1, 1)
     async with store.database.reading() as conn:
-        kept = {row.activity_id for row in await conn.execute(select(_outbox.c.activity_id))}
+        kept = {row.activity_id for row in await conn.execute(select(OUTBOX.c.activity_id))}
     assert kept == {"https://local.example/a/public", "https://local.example/a/waiting"}
 
 
@@ -184,10 +181,10 @@ async def _one_day(store: Store, day: int, now: datetime) -> None:
     async with store.database.transaction() as conn:
         for n in range(4):
             await emit(store.database, conn, "alice", "follower.added", {"day": day, "n": n}, now)
-        answered = _deliveries.c.webhook_id == select(func.min(_deliveries.c.webhook_id)).scalar_subquery()
+        answered = DELIVERIES.c.webhook_id == select(func.min(DELIVERIES.c.webhook_id)).scalar_subquery()
         await conn.execute(
-            update(_deliveries)
-            .where(answered, _deliveries.c.state == "queued")
+            update(DELIVERIES)
+            .where(answered, DELIVERIES.c.state == "queued")
             .values(state="delivered", delivered_at=now, last_attempt_at=now, attempts=1)
         )
         for n in range(2):

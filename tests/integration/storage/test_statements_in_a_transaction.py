@@ -6,12 +6,11 @@ import pytest
 from sqlalchemy import bindparam, select, update
 
 from fedqueue.storage import Store
-from fedqueue.storage.tables import HostRow
+from fedqueue.storage.schema import HOSTS
 from fedqueue.storage.write_counts import committed_writes
 
-_hosts = HostRow.__table__  # type: ignore[attr-defined]
-_NAMED = select(_hosts.c.host).where(_hosts.c.host == bindparam("name"))
-_PAUSE = update(_hosts).where(_hosts.c.host == bindparam("name")).values(paused=True)
+_NAMED = select(HOSTS.c.host).where(HOSTS.c.host == bindparam("name"))
+_PAUSE = update(HOSTS).where(HOSTS.c.host == bindparam("name")).values(paused=True)
 
 
 class _Abandon(Exception):
@@ -26,7 +25,7 @@ async def test_a_read_in_a_transaction_sees_its_uncommitted_write_and_nothing_on
         async with database.transaction() as conn:
             assert list(await database.read_in(conn, _NAMED, {"name": "a.example"})) == []
             await conn.execute(
-                database.dialect.insert_ignoring_conflicts(_hosts, ("host",)), [{"host": "a.example"}]
+                database.dialect.insert_ignoring_conflicts(HOSTS, ("host",)), [{"host": "a.example"}]
             )
             rows = await database.read_in(conn, _NAMED, {"name": "a.example"})
             assert [tuple(row) for row in rows] == [("a.example",)]
@@ -39,17 +38,17 @@ async def test_a_write_that_is_its_transactions_only_statement_is_committed_and_
     database = store.database
     async with database.transaction() as conn:
         await conn.execute(
-            database.dialect.insert_ignoring_conflicts(_hosts, ("host",)), [{"host": "a.example"}]
+            database.dialect.insert_ignoring_conflicts(HOSTS, ("host",)), [{"host": "a.example"}]
         )
-    written = committed_writes(_hosts, ("paused",))
+    written = committed_writes(HOSTS, ("paused",))
 
     async with database.transaction() as conn:
         assert await database.write_in(conn, _PAUSE, {"name": "a.example"}) == 1
 
     async with database.reading() as conn:
-        paused = (await conn.execute(select(_hosts.c.paused).where(_hosts.c.host == "a.example"))).scalar()
+        paused = (await conn.execute(select(HOSTS.c.paused).where(HOSTS.c.host == "a.example"))).scalar()
     assert paused is True
-    assert committed_writes(_hosts, ("paused",)) == written + 1
+    assert committed_writes(HOSTS, ("paused",)) == written + 1
 
 
 async def test_a_transaction_whose_connection_was_lost_ends_with_its_own_error_and_counts_nothing(
@@ -58,14 +57,14 @@ async def test_a_transaction_whose_connection_was_lost_ends_with_its_own_error_a
     """A connection invalidated mid-transaction (a cancelled statement, a dropped server) is
     rolled back without a second error from the write counts, and its writes count for nothing."""
     database = store.database
-    written = committed_writes(_hosts, ("paused",))
+    written = committed_writes(HOSTS, ("paused",))
     with pytest.raises(_Abandon):
         async with database.transaction() as conn:
             await conn.execute(
-                database.dialect.insert_ignoring_conflicts(_hosts, ("host",)), [{"host": "a.example"}]
+                database.dialect.insert_ignoring_conflicts(HOSTS, ("host",)), [{"host": "a.example"}]
             )
             await conn.invalidate()
             raise _Abandon
-    assert committed_writes(_hosts, ("paused",)) == written
+    assert committed_writes(HOSTS, ("paused",)) == written
     async with database.reading() as conn:
-        assert (await conn.execute(select(_hosts.c.host))).all() == []
+        assert (await conn.execute(select(HOSTS.c.host))).all() == []

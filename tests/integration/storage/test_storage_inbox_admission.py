@@ -14,10 +14,9 @@ from fedqueue.rules.errors import UnstorableValue
 from fedqueue.storage import Admission, Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.remote_actors import CachedRemote
-from fedqueue.storage.tables import GoneInboxRow
+from fedqueue.storage.schema import GONE_INBOXES
 
 SENDER = "https://r.example/u"
-GONE = GoneInboxRow.__table__  # type: ignore[attr-defined]
 
 
 async def test_an_admission_is_remembered_until_this_process_writes_hosts_or_actors(store: Store) -> None:
@@ -75,7 +74,7 @@ async def test_admissions_asked_together_each_answer_for_their_own_sender_hosts_
         await store.remote_actors.put(entry)
     async with store.database.transaction() as conn:
         gone = [{"inbox": inbox, "gone_at": now} for inbox in (f"{a}/inbox", "https://b.example/inbox")]
-        await conn.execute(insert(GONE), gone)
+        await conn.execute(insert(GONE_INBOXES), gone)
     await store.actors.create("alice")
     await store.admin.block("b.example", who="test")
 

@@ -8,9 +8,7 @@ from sqlalchemy import select
 
 from fedqueue.rules.follow_effects import EnqueueActivity
 from fedqueue.storage import Store, followers
-from fedqueue.storage.tables import OutboxRow
-
-_outbox = OutboxRow.__table__  # type: ignore[attr-defined]
+from fedqueue.storage.schema import OUTBOX
 
 
 async def test_activities_queued_together_are_stored_intact_and_sent_in_the_order_they_were_queued(
@@ -30,7 +28,7 @@ async def test_activities_queued_together_are_stored_intact_and_sent_in_the_orde
         await followers.enqueue(store.database, conn, queued)
 
     async with store.database.reading() as conn:
-        rows = (await conn.execute(select(_outbox).order_by(_outbox.c.id))).all()
+        rows = (await conn.execute(select(OUTBOX).order_by(OUTBOX.c.id))).all()
     assert [(row.actor, json.loads(row.activity), json.loads(row.inboxes)) for row in rows] == [
         (effect.actor, effect.activity, list(effect.inboxes)) for effect in queued
     ]

@@ -24,12 +24,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from fedqueue.service import webhooks
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
-from fedqueue.storage.tables import DeliveryRow, WebhookEventRow
+from fedqueue.storage.schema import DELIVERIES, WEBHOOK_EVENTS
 from fedqueue.storage.webhook_events import emit
 from tests.seeding import seed_fanout
 
-_deliveries = DeliveryRow.__table__  # type: ignore[attr-defined]
-_events = WebhookEventRow.__table__  # type: ignore[attr-defined]
 HOOK_URL = "http://127.0.0.1:9/hook"
 SEEK = {"SeekGE", "SeekGT", "SeekLE", "SeekLT", "SeekRowid", "NotExists"}
 PASS = {"Rewind", "Last"}
@@ -49,12 +47,12 @@ async def _webhooks_with_events(store: Store, consumers: tuple[str, ...], events
 
 async def _counts(store: Store) -> tuple[int, int, int]:
     """(activity deliveries, webhook deliveries, webhook events)."""
-    d = _deliveries.c
+    d = DELIVERIES.c
     query = select(
         func.count().filter(d.webhook_id.is_(None)),
         func.count().filter(d.webhook_id.is_not(None)),
-        select(func.count()).select_from(_events).scalar_subquery(),
-    ).select_from(_deliveries)
+        select(func.count()).select_from(WEBHOOK_EVENTS).scalar_subquery(),
+    ).select_from(DELIVERIES)
     async with store.database.reading() as conn:
         activities, hooks, events = (await conn.execute(query)).one()
     return activities, hooks, events
