@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from fedqueue.cli.core import existing_database_settings, open_store
+from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.rules.signing.keys import KeysAtRest
 from fedqueue.rules.wording import plural
+from fedqueue.service import actors as local_actors
+from fedqueue.service.database import open_store
 
 
 def register(commands: Subparsers) -> None:
@@ -37,7 +39,7 @@ def run_keys_encrypt(args: argparse.Namespace) -> int:
     async def encrypt() -> tuple[int, KeysAtRest]:
         store = open_store(settings)
         try:
-            return await store.actors.encrypt_keys(), await store.actors.keys_at_rest()
+            return await local_actors.encrypt_private_keys(store)
         finally:
             await store.close()
 

@@ -74,7 +74,8 @@ def _change(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_actor_update(args: argparse.Namespace) -> int:
-    from fedqueue.cli.core import existing_database_settings, open_store  # core registers this
+    from fedqueue.cli.core import existing_database_settings  # core registers this
+    from fedqueue.service.database import open_store
 
     name = check_actor_name(args.name)
     change = _change(args)

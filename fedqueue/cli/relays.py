@@ -8,16 +8,12 @@ import getpass
 import json
 from typing import Any
 
-from fedqueue.cli.core import existing_database_settings, open_store
+from fedqueue.cli.core import existing_database_settings
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.text_tables import printable
-from fedqueue.outbound.relay_follows import add_relay, remove_relay
-from fedqueue.remote.documents import RemoteDirectory
-from fedqueue.remote.http_client import HttpClient
-from fedqueue.remote.keyring import Keyring
 from fedqueue.rules.admin_views import Relay
-from fedqueue.rules.urls import Urls
-from fedqueue.storage.column_types import utcnow
+from fedqueue.service import relays
+from fedqueue.service.database import open_store
 
 
 def register(commands: Subparsers) -> None:
@@ -56,34 +52,21 @@ def run_relay(args: argparse.Namespace) -> int:
 
     async def work() -> list[dict[str, Any]]:
         store = open_store(settings)
-        http = HttpClient(settings)
-        urls = Urls(settings.base_url)
-        keyring = Keyring(store, urls)
         try:
             if args.relay_action == "add":
-                directory = RemoteDirectory(store, http)
-                return [
-                    _json(
-                        await add_relay(
-                            store, directory, keyring, http, urls, args.uri, who=who, now=utcnow()
-                        )
-                    )
-                ]
+                return [_json(await relays.follow(store, settings, args.uri, who=who))]
             if args.relay_action == "remove":
-                return [
-                    _json(await remove_relay(store, keyring, http, urls, args.uri, who=who, now=utcnow()))
-                ]
-            return [_json(relay) for relay in await store.relays.all()]
+                return [_json(await relays.unfollow(store, settings, args.uri, who=who))]
+            return [_json(relay) for relay in await relays.followed(store)]
         finally:
-            await http.aclose()
             await store.close()
 
-    relays = asyncio.run(work())
+    listed = asyncio.run(work())
     if getattr(args, "json", False):
-        print(json.dumps(relays))
-    elif args.relay_action == "list" and not relays:
+        print(json.dumps(listed))
+    elif args.relay_action == "list" and not listed:
         print("no relays (fedqueue relay add URI)")
-    for relay in [] if getattr(args, "json", False) else relays:
+    for relay in [] if getattr(args, "json", False) else listed:
         verb = {"add": "following (pending until it accepts) ", "remove": "removed "}.get(
             args.relay_action, ""
         )

@@ -3,6 +3,8 @@ Move out, deletion, and manual approval of followers (lock, unlock, approve, rej
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -12,16 +14,18 @@ from fedqueue.rules.actor_documents import Deletion, check_uri
 from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import InvalidInput
 from fedqueue.rules.profile_fields import FIELDS, MAX_PROFILE_BODY_BYTES, ProfileSaved
-from fedqueue.service import actors as approval
+from fedqueue.service import actors as local_actors
+from fedqueue.service.actor_setup import set_aliases
 from fedqueue.service.admin_json import ActorJson, profile_json
 from fedqueue.service.profiles import change_profile
-from fedqueue.storage import Store
-from fedqueue.storage.column_types import utcnow
 from fedqueue.web.admin_auth import session_of
 from fedqueue.web.incoming import read_json_object, string_field
 from fedqueue.web.metrics import metrics_of
 from fedqueue.web.query_params import accepts
 from fedqueue.web.responses import JSONResponse, settings_of, store_of, urls_of
+
+if TYPE_CHECKING:
+    from fedqueue.storage import Store
 
 #: A new actor's JSON is its name.
 MAX_ACTOR_BODY_BYTES = 1024
@@ -32,7 +36,7 @@ async def actor_json(
 ) -> ActorJson:
     """The admin JSON of one local actor, with what its deletion or profile change did if it was
     just deleted or changed."""
-    actor = await store.actors.get(name)
+    actor = await local_actors.local_actor(store, name)
     return {
         "name": name,
         "profile": profile_json(actor.profile),
@@ -52,7 +56,7 @@ async def create_actor(request: Request) -> Response:
     """POST /admin/actors {name}: 201 {id, name, token}, as `fedqueue actor create` prints; audited."""
     body = await read_json_object(request, MAX_ACTOR_BODY_BYTES, ("name",))
     name = check_actor_name(string_field(body, "name", required=True) or "")
-    created = await store_of(request).actors.create(name, who=session_of(request).who)
+    created = await local_actors.create(store_of(request), name, who=session_of(request).who)
     actor_id = urls_of(request).actor(name)
     return JSONResponse({"id": actor_id, "name": name, "token": created.token}, status_code=201)
 
@@ -92,7 +96,7 @@ async def aliases(request: Request) -> Response:
     if not add and not remove:
         raise InvalidInput("name an alias to add (?add=URI) or to remove (?remove=URI)")
     store = store_of(request)
-    await store.actor_lifecycle.set_aliases(name, add, remove, session_of(request).who, utcnow())
+    await set_aliases(store, name, add, remove, session_of(request).who)
     return JSONResponse(await actor_json(store, name))
 
 
@@ -125,7 +129,7 @@ async def unlock(request: Request) -> Response:
 async def _set_locked(request: Request, *, locked: bool) -> Response:
     name = check_actor_name(request.path_params["name"])
     store = store_of(request)
-    await approval.set_locked(store, name, locked, session_of(request).who, utcnow())
+    await local_actors.set_locked(store, name, locked, session_of(request).who)
     return JSONResponse(await actor_json(store, name))
 
 
@@ -148,7 +152,7 @@ async def _answer_follow(request: Request, *, approve: bool) -> Response:
         raise InvalidInput("missing query parameter 'follower': the follower's actor id")
     store = store_of(request)
     who = session_of(request).who
-    await approval.answer_follow(store, urls_of(request), name, follower, approve=approve, who=who)
+    await local_actors.answer_follow(store, urls_of(request), name, follower, approve=approve, who=who)
     return JSONResponse(await actor_json(store, name))
 
 
