@@ -12,37 +12,38 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from fedqueue import tracing
-from fedqueue.inbound.authenticate import DocumentFetcher, NotAuthenticated, authenticate
+from fedqueue.inbound.authenticate import Authenticated, DocumentFetcher, NotAuthenticated, authenticate
 from fedqueue.inbound.dereference import dereference
 from fedqueue.inbound.followers_sync import FollowersSync
 from fedqueue.inbound.gone import claims_departure
 from fedqueue.inbound.heard_from import heard_from
 from fedqueue.inbound.ld_verifier import LdVerifier
 from fedqueue.inbound.moves import effects_of_move
+from fedqueue.inbound.relay_answers import AcceptRelay, answer_relay_follow, record_relay_answer
 from fedqueue.inbound.throttle import InboxThrottle
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.http_client import SigningIdentity
 from fedqueue.remote.keyring import Keyring
 from fedqueue.rules.address_guard import FetchError, Gone, host_of
 from fedqueue.rules.columns import URI_CHARS, check_actor_name, check_text
-from fedqueue.rules.errors import FedqueueError, Forbidden, Unauthorized
-from fedqueue.rules.follow_effects import FollowerInboxes, created_object, effects_for
+from fedqueue.rules.errors import Forbidden, Unauthorized
+from fedqueue.rules.follow_effects import Effect, FollowerInboxes, created_object, effects_for
 from fedqueue.rules.followers_digest import HEADER as SYNC_HEADER
 from fedqueue.rules.forwarding import forwarding_for
 from fedqueue.rules.inbox_acceptance import Activity, named_local_actors, parse_activity, relay_protocol
 from fedqueue.rules.peer_address import UNKNOWN
-from fedqueue.rules.signature_parsing import InboundRequest
+from fedqueue.rules.signature_parsing import InboundRequest, ParsedSignature
 from fedqueue.rules.signing.requests import SignatureError
 from fedqueue.rules.urls import Urls
 from fedqueue.rules.verification import KeyRecord, KeyResolver, TimeWindow, precheck
 from fedqueue.settings import Settings
-from fedqueue.storage import NewInbound, Store
+from fedqueue.storage import Admission, NewInbound, Store
 from fedqueue.storage.column_types import utcnow
 
 log = logging.getLogger("fedqueue.inbox")
@@ -79,7 +80,7 @@ class Receiver:
     #: Counts each bare object URI dereferenced, by outcome (`metrics.DEREFERENCE_OUTCOMES`).
     on_dereference: Callable[[str], None] | None = None
     #: (relay inbox, its Follow) -> None: POSTs the instance actor's Accept (RelayRefused if not taken).
-    accept_relay: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None
+    accept_relay: AcceptRelay | None = None
 
     async def addressed(self, name: str | None) -> None:
         """NotFound (404) when the path names no local actor: checked before the body is read."""
@@ -95,6 +96,55 @@ class Receiver:
         deleted lately (a tombstone).
         """
         settings = self.settings
+        candidates, activity, admission = await self._admit(signed, name, address)
+        recipients = await _recipients(self.store, name, admission.auto_accept)
+        # The instance actor signs any key fetch (servers in secure mode answer it).
+        signer, timeout_s = await self.keyring.instance(), settings.inbound_verify_timeout_seconds
+        authenticated = await self._authenticate(candidates, activity, signer, address)
+        if not isinstance(authenticated, Authenticated):  # a departure: nothing more to store
+            return authenticated
+        activity = authenticated.activity  # a forwarded one may be replaced by its re-fetched copy
+        reader = sorted(admission.auto_accept)[0] if name is None and admission.auto_accept else name
+        dereferenced = await dereference(
+            activity,
+            self.urls,
+            self.directory,
+            await self.keyring.identity(reader) if reader is not None else signer,
+            attempts=settings.inbound_dereference_attempts,
+            timeout_s=settings.inbound_dereference_timeout_seconds,
+            max_depth=settings.inbox_max_json_depth,
+            record=self.on_dereference,
+        )
+        activity = dereferenced.activity
+        check_text("the signature's keyId", authenticated.key_id, URI_CHARS)
+        await heard_from(self.store, admission, activity.actor, authenticated.key_id, utcnow())
+        effects = await self._effects(activity, authenticated.forwardable, admission, signer, timeout_s)
+        if activity.type in ("Accept", "Reject"):  # a relay's answer to the instance actor's Follow
+            await record_relay_answer(self.store.relays, activity)
+        if relay_protocol(activity, self.urls):  # stored (duplicates, effects), shown to no app
+            recipients = set()
+        stored = await self.store.inbox.insert_inbound_if_new(
+            NewInbound(
+                activity_id=activity.id,
+                actor_uri=activity.actor,
+                activity_type=activity.type,
+                body=activity.text,
+                key_id=authenticated.key_id,
+                recipients=tuple(sorted(recipients)),
+                received_at=utcnow(),
+                object_error=dereferenced.object_error,
+            ),
+            effects,
+            tombstone=_tombstone(activity, settings),
+        )
+        return await self._after_storing(signed, activity, authenticated, stored, signer, timeout_s)
+
+    async def _admit(
+        self, signed: InboundRequest, name: str | None, address: str
+    ) -> tuple[list[ParsedSignature], Activity, Admission]:
+        """The cheap refusals, before any fetch: Host (401), the signatures' window and coverage
+        (401), JSON (400), the throttle (429) and the federation policy (403)."""
+        settings = self.settings
         if signed.headers.get("host", "").lower() != settings.host.lower():
             raise Unauthorized(
                 f"request is for host {signed.headers.get('host', '')[:100]!r}, not this server"
@@ -105,9 +155,8 @@ class Receiver:
             signed.body, max_depth=settings.inbox_max_json_depth, anonymous_seed=signed.headers["signature"]
         )
         hosts = {_host_of(activity.actor)} | {_host_of(parsed.key_id) for parsed in candidates}
-        clock = asyncio.get_running_loop()
         if self.throttle is not None:  # before any lookup: a flood costs a JSON parse per request
-            self.throttle.screen(address, hosts, clock.time())
+            self.throttle.screen(address, hosts, asyncio.get_running_loop().time())
         mentioned = sorted(named_local_actors(activity, self.urls) | ({name} if name else set()))
         admission = await self.store.inbox.admission(
             hosts, mentioned[:MAX_MENTIONED_NAMES], activity.actor, utcnow()
@@ -119,9 +168,15 @@ class Receiver:
         if refused is not None:
             log.info("inbox %s refused: %s", activity.type, refused.reason)
             raise Forbidden(refused.answer)
-        recipients = await _recipients(self.store, name, admission.auto_accept)
-        # The instance actor signs any key fetch (servers in secure mode answer it).
-        signer, timeout_s = await self.keyring.instance(), settings.inbound_verify_timeout_seconds
+        return candidates, activity, admission
+
+    async def _authenticate(
+        self, candidates: list[ParsedSignature], activity: Activity, signer: SigningIdentity, address: str
+    ) -> Authenticated | Received:
+        """The activity as its signatures authenticate it (SignatureError: 401, one fixed line), or,
+        for a gone actor's self-Delete signed with a key that is gone, what became of it."""
+        clock = asyncio.get_running_loop()
+        timeout_s = self.settings.inbound_verify_timeout_seconds
         deadline = clock.time() + timeout_s  # the key fetches' budget, shared by a departure's proof
         gone_keys: set[str] = set()
         unfetched: set[str] = set()
@@ -135,7 +190,7 @@ class Receiver:
                     activity,
                     document_fetcher(self.directory, signer, timeout_s),
                     self.ld_verifier.verify,
-                    max_depth=settings.inbox_max_json_depth,
+                    max_depth=self.settings.inbox_max_json_depth,
                 )
                 span.set("fedqueue.key_id", authenticated.key_id)
                 span.set("fedqueue.activity_id", authenticated.activity.id)
@@ -158,22 +213,19 @@ class Receiver:
         if self.throttle is not None:  # charged to the verified sender, never to a host a forgery names
             sender = authenticated.forwarded_by or authenticated.activity.actor
             self.throttle.verified(address, {_host_of(sender)}, clock.time())
-        activity = authenticated.activity  # a forwarded one may be replaced by its re-fetched copy
-        reader = sorted(admission.auto_accept)[0] if name is None and admission.auto_accept else name
-        dereferenced = await dereference(
-            activity,
-            self.urls,
-            self.directory,
-            await self.keyring.identity(reader) if reader is not None else signer,
-            attempts=settings.inbound_dereference_attempts,
-            timeout_s=settings.inbound_dereference_timeout_seconds,
-            max_depth=settings.inbox_max_json_depth,
-            record=self.on_dereference,
-        )
-        activity = dereferenced.activity
-        check_text("the signature's keyId", authenticated.key_id, URI_CHARS)
-        await heard_from(self.store, admission, activity.actor, authenticated.key_id, utcnow())
-        forward = forwarding_for(activity, self.urls) if authenticated.forwardable else None
+        return authenticated
+
+    async def _effects(
+        self,
+        activity: Activity,
+        forwardable: bool,
+        admission: Admission,
+        signer: SigningIdentity,
+        timeout_s: float,
+    ) -> list[Effect]:
+        """What storing the activity changes besides the inbox (`follow_effects`), its forwarding
+        included when `forwardable`; a Move's once checked against its target's alsoKnownAs."""
+        forward = forwarding_for(activity, self.urls) if forwardable else None
         effects = effects_for(
             activity,
             self.urls,
@@ -184,24 +236,18 @@ class Receiver:
             effects += await effects_of_move(
                 activity, self.store, self.directory, self.urls, signer, timeout_s
             )
-        if activity.type in ("Accept", "Reject"):  # a relay's answer to the instance actor's Follow
-            await _relay_answer(self.store, activity)
-        if relay_protocol(activity, self.urls):  # stored (duplicates, effects), shown to no app
-            recipients = set()
-        stored = await self.store.inbox.insert_inbound_if_new(
-            NewInbound(
-                activity_id=activity.id,
-                actor_uri=activity.actor,
-                activity_type=activity.type,
-                body=activity.text,
-                key_id=authenticated.key_id,
-                recipients=tuple(sorted(recipients)),
-                received_at=utcnow(),
-                object_error=dereferenced.object_error,
-            ),
-            effects,
-            tombstone=_tombstone(activity, settings),
-        )
+        return effects
+
+    async def _after_storing(
+        self,
+        signed: InboundRequest,
+        activity: Activity,
+        authenticated: Authenticated,
+        stored: str,
+        signer: SigningIdentity,
+        timeout_s: float,
+    ) -> Received:
+        """Log what storing did; answer a relay's Follow and run a followers sync when asked."""
         if stored == "deleted":  # a Create or Update of an object its actor deleted lately
             log.info(
                 "inbox %s %s from %s dropped: %s was deleted",
@@ -213,7 +259,7 @@ class Receiver:
             return "deleted_object"
         log.info("inbox %s %s from %s (%s)", activity.type, activity.id, activity.actor, stored)
         if stored == "new" and activity.type == "Follow" and relay_protocol(activity, self.urls):
-            await self._accept_relay(activity)
+            await answer_relay_follow(self.store.relays, self.accept_relay, activity)
         sync = signed.headers.get(SYNC_HEADER.lower())
         # Only the actor's own HTTP signature speaks for its followers collection.
         if sync and self.followers_sync is not None and authenticated.forwarded_by is None:
@@ -221,20 +267,6 @@ class Receiver:
                 self.store, self.directory, self.urls, signer, activity.actor, sync, timeout_s
             )
         return "accepted" if stored == "new" else "duplicate"
-
-    async def _accept_relay(self, activity: Activity) -> None:
-        """Answer a Follow of the instance actor with an Accept, if its actor is a relay we follow
-        (a LitePub relay follows back): anyone else's is stored and left unanswered."""
-        relay = next((relay for relay in await self.store.relays.all() if relay.uri == activity.actor), None)
-        if relay is None or self.accept_relay is None:
-            log.info("Follow of the instance actor by %s left unanswered: not a relay here", activity.actor)
-            return
-        try:
-            await self.accept_relay(relay.inbox, activity.doc)
-        except FedqueueError as exc:
-            log.warning("relay %s: the Accept of its Follow was not taken: %s", activity.actor, exc)
-            return
-        log.info("relay %s: its Follow of the instance actor accepted", activity.actor)
 
     async def _depart(self, activity: Activity) -> None:
         """A gone actor's self-Delete (`inbound.gone`): forget it, store nothing else."""
@@ -248,16 +280,6 @@ class Receiver:
             departure.follows_removed,
             departure.deliveries_dead,
         )
-
-
-async def _relay_answer(store: Store, activity: Activity) -> None:
-    """Record a relay's Accept (or Reject) of our Follow: only a relay of ours, by its Follow's id."""
-    follow = activity.doc.get("object")
-    follow_id = follow.get("id") if isinstance(follow, dict) else follow
-    if isinstance(follow_id, str):
-        accepted = activity.type == "Accept"
-        if await store.relays.answered(activity.actor, follow_id, accepted, utcnow()):
-            log.info("relay %s %s our Follow", activity.actor, "accepted" if accepted else "rejected")
 
 
 def _tombstone(activity: Activity, settings: Settings) -> tuple[str, datetime] | None:
