@@ -215,7 +215,7 @@ async def login(request: Request) -> Response:
     problem = cookie_problem(request)
     if problem is not None:
         return login_page(request, problem, 400)
-    version = await store_of(request).console_sessions.version()
+    version = await admin_reads.console_session_version(store_of(request))
     response = RedirectResponse("/admin/", status_code=303)
     response.set_cookie(
         COOKIE_NAME,
