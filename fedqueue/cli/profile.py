@@ -8,11 +8,11 @@ import json
 from typing import Any
 
 from fedqueue.cli.help import Subparsers, command
-from fedqueue.outbound.actor_changes import update_profile
 from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.profile_fields import ACTOR_TYPES, parse_change, parse_field_option
 from fedqueue.rules.urls import Urls
 from fedqueue.service.admin_json import profile_json
+from fedqueue.service.profiles import save_profile
 
 #: Options whose value is the profile field of the same name as given ("" clears it).
 TEXT_OPTIONS = ("name", "summary", "icon", "image", "url", "type")
@@ -85,7 +85,7 @@ def run_actor_update(args: argparse.Namespace) -> int:
         store = open_store(settings)
         try:
             urls, delay_s = Urls(settings.base_url), settings.actor_update_delay_seconds
-            saved = await update_profile(store, urls, name, change, "cli", delay_s)
+            saved = await save_profile(store, urls, name, change, "cli", delay_s)
         finally:
             await store.close()
         return {"name": name, "profile": profile_json(saved.profile), "update_inboxes": saved.update_inboxes}

@@ -1,5 +1,6 @@
-"""A local actor's profile change, for every edge that takes one as a mapping (the admin API's
-PATCH and the console's form): one parser, one store call, one count."""
+"""A local actor's profile change, for every edge: the admin API's PATCH and the console's form
+give a mapping (`change_profile`: one parser, one count), the CLI its options parsed
+(`save_profile`); both save it and queue its Update the same way."""
 
 from __future__ import annotations
 
@@ -30,6 +31,21 @@ async def change_profile(
     except InvalidInput:
         metrics.profile_update("refused")
         raise
+    return await save_profile(store, urls, name, change, who, delay_seconds, metrics)
+
+
+async def save_profile(
+    store: Store,
+    urls: Urls,
+    name: str,
+    change: Mapping[str, Any],
+    who: str,
+    delay_seconds: float,
+    metrics: Metrics | None = None,
+) -> ProfileSaved:
+    """Save a checked change (`parse_change`); its Update follows after `delay_seconds`. Counted
+    in `metrics` if given (the CLI's process keeps no metrics)."""
     saved = await update_profile(store, urls, name, change, who, delay_seconds)
-    metrics.profile_update("merged" if saved.merged else "queued" if saved.update_inboxes else "unsent")
+    if metrics is not None:
+        metrics.profile_update("merged" if saved.merged else "queued" if saved.update_inboxes else "unsent")
     return saved
