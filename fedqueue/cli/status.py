@@ -1,6 +1,6 @@
 """`fedqueue status ACTIVITY_ID [--state S] [--limit N] [--cursor C] [--json] [--watch]`: one
 activity's fan-out, for a person: counts per state and one page of deliveries, failing and in-flight
-first (`outbound.status_order`), with the command for the next page.
+first (`rules.status_order`), with the command for the next page.
 
 `--watch` on a terminal redraws the whole view in place (rich's Live) until the activity is
 complete, then prints the final view in full; elsewhere (a pipe, a file) it waits and prints

@@ -1,6 +1,6 @@
 """`GET /admin/activities/{id}[?state=S&cursor=C&limit=N]`: an activity's fan-out (the status_url).
 
-The answer is the counts per state and one page of deliveries (`outbound.status_order`); bad
+The answer is the counts per state and one page of deliveries (`rules.status_order`); bad
 parameters are a 400 with one line saying why.
 
 Admins read every activity. A local app may read its own actor's activities with that actor's
