@@ -12,6 +12,7 @@ from fedqueue.rules.actor_documents import ActorFacts, tombstone
 from fedqueue.rules.actor_documents import actor_document as actor_document_of
 from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import ActorGone, InvalidInput, NotFound, Unauthorized
+from fedqueue.service import federation_reads as reads
 from fedqueue.web.outbox import authorize_actor
 from fedqueue.web.responses import (
     JSONResponse,
@@ -42,7 +43,7 @@ KEY_BEARING_FIELDS = (
 
 async def actor_document(request: Request) -> Response:
     name = check_actor_name(request.path_params["name"])
-    actor = await store_of(request).actors.get(name)
+    actor = await reads.local_actor(store_of(request), name)
     urls = urls_of(request)
     if actor.deleted_at is not None:
         return activity_response(tombstone(urls, name, actor.deleted_at, actor.public_key_pem), 410)
@@ -86,7 +87,7 @@ async def instance_actor(request: Request) -> Response:
             "publicKey": {
                 "id": urls.instance_key_id(),
                 "owner": actor,
-                "publicKeyPem": await store_of(request).actors.instance_public_key(),
+                "publicKeyPem": await reads.instance_public_key(store_of(request)),
             },
         }
     )
@@ -116,7 +117,7 @@ async def webfinger(request: Request) -> Response:
     if name == host:  # the instance actor, as Mastodon names it: acct:{host}@{host}
         actor_url, page = urls.instance_actor(), None
     else:
-        actor = await store_of(request).actors.get(check_actor_name(name))
+        actor = await reads.local_actor(store_of(request), check_actor_name(name))
         if actor.deleted_at is not None:
             raise ActorGone(f"{resource} was deleted")
         actor_url, page = urls.actor(name), actor.profile.url

@@ -15,6 +15,7 @@ from fedqueue.rules.activitystreams import AS_CONTEXT
 from fedqueue.rules.address_guard import host_of
 from fedqueue.rules.columns import HOST_CHARS, check_actor_name, check_text, parse_decimal
 from fedqueue.rules.errors import Forbidden, InvalidInput
+from fedqueue.service import federation_reads as reads
 from fedqueue.web.responses import (
     activity_response,
     ordered_collection,
@@ -32,28 +33,28 @@ async def followers_collection(request: Request) -> Response:
     """GET /actors/{name}/followers[?page=N]: the accepted followers, oldest first."""
     store = store_of(request)
     name = check_actor_name(request.path_params["name"])
-    await store.actors.live(name)
+    await reads.require_live_actor(store, name)
     await authorize_fetch(request, "the followers collection")
 
     async def ids(offset: int, limit: int) -> list[str]:
-        return [f.follower_uri for f in await store.followers.page(name, offset=offset, limit=limit)]
+        return await reads.follower_ids(store, name, offset=offset, limit=limit)
 
     collection = urls_of(request).followers(name)
-    return await _paged(request, collection, await store.followers.count(name), ids)
+    return await _paged(request, collection, await reads.followers_total(store, name), ids)
 
 
 async def following_collection(request: Request) -> Response:
     """GET /actors/{name}/following[?page=N]: the actors whose Accept of its Follow arrived, oldest first."""
     store = store_of(request)
     name = check_actor_name(request.path_params["name"])
-    await store.actors.live(name)
+    await reads.require_live_actor(store, name)
     await authorize_fetch(request, "the following collection")
 
     async def ids(offset: int, limit: int) -> list[str]:
-        return await store.following.page(name, offset=offset, limit=limit)
+        return await reads.following_ids(store, name, offset=offset, limit=limit)
 
     collection = urls_of(request).following(name)
-    return await _paged(request, collection, await store.following.count(name), ids)
+    return await _paged(request, collection, await reads.following_total(store, name), ids)
 
 
 async def _paged(request: Request, collection: str, total: int, ids: PageReader) -> Response:
@@ -92,11 +93,11 @@ async def followers_on_domain(request: Request) -> Response:
     if not raw_domain:
         raise InvalidInput("missing query parameter 'domain'")
     domain = check_text("query parameter 'domain'", raw_domain, HOST_CHARS).lower()
-    await store.actors.live(name)
+    await reads.require_live_actor(store, name)
     verdict = await require_signer(request, "the followers synchronization collection")
     if host_of(verdict.key_id) != domain:
         raise Forbidden(f"the followers on {domain} are shown only to a request signed from {domain}")
-    ids = await store.followers.ids_on(name, domain)
+    ids = await reads.followers_on(store, name, domain)
     return activity_response(
         {
             "@context": AS_CONTEXT,

@@ -16,7 +16,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue import tracing
-from fedqueue.inbound.receive import Received, Receiver
+from fedqueue.inbound.receive import Receiver
 from fedqueue.inbound.throttle import BytesThrottled, InboxThrottle, UnverifiedThrottled
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.relay_follows import accept_relay_follow
@@ -38,7 +38,9 @@ from fedqueue.rules.inbox_acceptance import (
 )
 from fedqueue.rules.signature_parsing import InboundRequest
 from fedqueue.rules.signing.requests import SignatureError
+from fedqueue.rules.states import InboxAnswer
 from fedqueue.rules.webhook_payloads import DEFAULT_CONSUMER, check_consumer, inbox_data
+from fedqueue.service import federation_reads as reads
 from fedqueue.web.incoming import bearer_token, client_of, read_body
 from fedqueue.web.responses import JSONResponse, settings_of, store_of, urls_of
 
@@ -110,7 +112,7 @@ async def receive(request: Request) -> Response:
     return JSONResponse({"status": received}, status_code=202)
 
 
-async def _receive(request: Request) -> Received:
+async def _receive(request: Request) -> InboxAnswer:
     """Read the request (404 for an unknown actor before the body), then hand it to receive, whose
     throttle weighs the body's size against its sender's bytes bucket."""
     settings = settings_of(request)
@@ -154,11 +156,10 @@ async def pull(request: Request) -> Response:
     """GET /actors/{name}/inbox?consumer=&cursor=&limit= with the actor's bearer token."""
     settings, store = settings_of(request), store_of(request)
     name = check_actor_name(request.path_params["name"])
-    if not await store.actors.token_is_valid(name, bearer_token(request)):
-        raise Unauthorized("wrong bearer token for this actor")
+    await reads.check_actor_token(store, name, bearer_token(request))
     consumer = check_consumer(request.query_params.get("consumer") or DEFAULT_CONSUMER)
     limit = min(_int_param(request, "limit", DEFAULT_PULL_LIMIT) or 1, settings.inbox_pull_max_items)
-    pulled = await store.inbox.pull(name, consumer, _int_param(request, "cursor", None), limit)
+    pulled = await reads.pull_inbox(store, name, consumer, _int_param(request, "cursor", None), limit)
     items: list[dict[str, Any]] = [
         inbox_data(
             entry.cursor,

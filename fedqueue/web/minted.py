@@ -21,6 +21,7 @@ from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import InvalidInput, NotFound
 from fedqueue.rules.verification import Verdict
 from fedqueue.rules.visibility import ANONYMOUS, Answer, MintedRow, Version, Viewer, answer, page_of
+from fedqueue.service import federation_reads as reads
 from fedqueue.web.responses import activity_response, settings_of, store_of, urls_of
 from fedqueue.web.signed_fetch import fetch_signer, require_signer
 
@@ -51,7 +52,7 @@ async def _viewer(request: Request, store: Store, name: str, signer: Verdict | N
             return ANONYMOUS
         if signer is None:
             return ANONYMOUS
-    on_server = await store.followers.ids_on(name, host_of(signer.owner))
+    on_server = await reads.followers_on(store, name, host_of(signer.owner))
     return Viewer(signer.owner, signer.owner in on_server, bool(on_server))
 
 
@@ -60,7 +61,7 @@ async def get_minted(request: Request) -> Response:
     name = check_actor_name(request.path_params["name"])
     uri = urls.activity(name, request.path_params["token"])
     signer = await require_signer(request, "this id") if settings_of(request).authorized_fetch else None
-    rows = await store.published.minted(name, uri)
+    rows = await reads.minted_rows(store, name, uri)
     named = next((_version(row) for row in rows if row.named), None)
     found: Answer | None = answer(uri, named, [_version(row) for row in rows if not row.named])
     if found is not None and not found.public:
@@ -72,7 +73,7 @@ async def get_minted(request: Request) -> Response:
     if found.gone:
         return activity_response(found.document, status_code=410)
     if wants_html(request):
-        page = page_of(found.document) or (await store.actors.get(name)).profile.url
+        page = page_of(found.document) or await reads.profile_page(store, name)
         if page is not None:
             return RedirectResponse(page, status_code=303, headers=VARY)
     response = activity_response(found.document)

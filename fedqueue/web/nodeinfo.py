@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -19,6 +18,7 @@ from starlette.routing import Route
 from fedqueue import __version__
 from fedqueue.rules.errors import NotFound
 from fedqueue.rules.nodeinfo_documents import VERSIONS, Usage, discovery, document, media_type
+from fedqueue.service import federation_reads as reads
 from fedqueue.web.metrics import metrics_of
 from fedqueue.web.responses import JSONResponse, settings_of, store_of
 
@@ -73,7 +73,7 @@ async def nodeinfo_document(request: Request) -> Response:
 
     async def read() -> Usage:
         metrics_of(request).nodeinfo_usage_read()
-        return await store_of(request).stats.usage(datetime.now(UTC))
+        return await reads.usage_now(store_of(request))
 
     usage = await _cache(request).get(read)
     settings = settings_of(request)

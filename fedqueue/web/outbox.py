@@ -19,6 +19,7 @@ from fedqueue import tracing
 from fedqueue.rules.activitystreams import AS_CONTEXT
 from fedqueue.rules.addressing import NO_RECIPIENTS, is_public, strip_hidden
 from fedqueue.rules.columns import check_actor_name, parse_decimal
+from fedqueue.service import federation_reads as reads
 from fedqueue.service import intake
 from fedqueue.web.incoming import bearer_token, read_body
 from fedqueue.web.metrics import metrics_of
@@ -97,15 +98,15 @@ def public_activity(text: str) -> dict[str, Any] | None:
 async def outbox_collection(request: Request) -> Response:
     store, urls = store_of(request), urls_of(request)
     name = check_actor_name(request.path_params["name"])
-    await store.actors.live(name)
+    await reads.require_live_actor(store, name)
     await authorize_fetch(request, "the outbox")
     collection = urls.outbox(name)
-    total = await store.published.count(name)
+    total = await reads.published_total(store, name)
     raw_max_id = request.query_params.get("max_id")
     if request.query_params.get("page") is None and raw_max_id is None:
         return ordered_collection(collection, total, f"{collection}?page=true")
     before = parse_decimal("query parameter 'max_id'", raw_max_id) if raw_max_id is not None else None
-    rows = await store.published.page(name, before=before, limit=OUTBOX_PAGE_SIZE)
+    rows = await reads.published_page(store, name, before=before, limit=OUTBOX_PAGE_SIZE)
     items = [item for item in (public_activity(row.activity) for row in rows) if item is not None]
     page_id = f"{collection}?max_id={before}" if before is not None else f"{collection}?page=true"
     doc: dict[str, Any] = {
