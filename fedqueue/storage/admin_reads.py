@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import case, func, select, union
+from sqlalchemy import Row, case, func, select, union
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.rules.admin_views import (
@@ -238,24 +238,7 @@ class AdminViews:
             query = query.where(names.c.host == check_text("host", host, HOST_CHARS).lower())
         async with self._db.reading() as conn:
             rows = (await conn.execute(query)).all()
-        return [
-            HostView(
-                host=row.host,
-                circuit=row.circuit or CircuitState.CLOSED,
-                consecutive_failures=row.consecutive_failures or 0,
-                failing_since=row.first_failure_at,
-                last_failure_at=row.last_failure_at,
-                last_success_at=row.last_success_at,
-                paused=bool(row.paused),
-                blocked=bool(row.blocked),
-                unavailable=bool(row.unavailable),
-                signature_scheme=row.signature_scheme or "unknown",
-                counts={state.value: int(getattr(row, state) or 0) for state in DELIVERY_STATES},
-                circuit_until=row.circuit_until,
-                block_reason=row.block_reason,
-            )
-            for row in rows
-        ]
+        return [_host_view(row) for row in rows]
 
     async def host(self, host: str) -> HostView:
         found = await self.hosts(limit=1, host=host)
@@ -322,4 +305,24 @@ def delivery_view(row: Any, now: datetime) -> DeliveryView:
             blocked=bool(row.host_blocked),
             now=now,
         ),
+    )
+
+
+def _host_view(row: Row[*tuple[Any, ...]]) -> HostView:
+    """A row of `AdminReads.hosts`' query as the view admins see (a host only deliveries name has
+    no hosts row: its defaults)."""
+    return HostView(
+        host=row.host,
+        circuit=row.circuit or CircuitState.CLOSED,
+        consecutive_failures=row.consecutive_failures or 0,
+        failing_since=row.first_failure_at,
+        last_failure_at=row.last_failure_at,
+        last_success_at=row.last_success_at,
+        paused=bool(row.paused),
+        blocked=bool(row.blocked),
+        unavailable=bool(row.unavailable),
+        signature_scheme=row.signature_scheme or "unknown",
+        counts={state.value: int(getattr(row, state) or 0) for state in DELIVERY_STATES},
+        circuit_until=row.circuit_until,
+        block_reason=row.block_reason,
     )

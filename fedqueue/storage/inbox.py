@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import (
     Boolean,
     CompoundSelect,
+    Select,
     String,
     and_,
     bindparam,
@@ -265,22 +266,7 @@ class InboxStore:
                 )
             )
             start = after if after is not None else acknowledged
-            rows = await conn.execute(
-                select(
-                    INBOX_ITEMS.c.id,
-                    INBOUND_ACTIVITIES.c.activity_id,
-                    INBOUND_ACTIVITIES.c.actor_uri,
-                    INBOUND_ACTIVITIES.c.activity_type,
-                    INBOUND_ACTIVITIES.c.body,
-                    INBOUND_ACTIVITIES.c.key_id,
-                    INBOUND_ACTIVITIES.c.received_at,
-                    INBOUND_ACTIVITIES.c.object_error,
-                )
-                .join(INBOUND_ACTIVITIES, INBOUND_ACTIVITIES.c.id == INBOX_ITEMS.c.inbound_id)
-                .where(INBOX_ITEMS.c.actor == actor, INBOX_ITEMS.c.id > start)
-                .order_by(INBOX_ITEMS.c.id)
-                .limit(limit)
-            )
+            rows = await conn.execute(_entries_after(actor, start, limit))
             entries = [
                 InboxEntry(
                     cursor=row.id,
@@ -323,3 +309,23 @@ class InboxStore:
             )
             await conn.execute(delete(INBOUND_ACTIVITIES).where(orphaned))
         return int(deleted.rowcount or 0)
+
+
+def _entries_after(actor: str, start: int, limit: int) -> Select[Any]:
+    """The query of `actor`'s inbox items after the cursor `start`, oldest first, at most `limit`."""
+    return (
+        select(
+            INBOX_ITEMS.c.id,
+            INBOUND_ACTIVITIES.c.activity_id,
+            INBOUND_ACTIVITIES.c.actor_uri,
+            INBOUND_ACTIVITIES.c.activity_type,
+            INBOUND_ACTIVITIES.c.body,
+            INBOUND_ACTIVITIES.c.key_id,
+            INBOUND_ACTIVITIES.c.received_at,
+            INBOUND_ACTIVITIES.c.object_error,
+        )
+        .join(INBOUND_ACTIVITIES, INBOUND_ACTIVITIES.c.id == INBOX_ITEMS.c.inbound_id)
+        .where(INBOX_ITEMS.c.actor == actor, INBOX_ITEMS.c.id > start)
+        .order_by(INBOX_ITEMS.c.id)
+        .limit(limit)
+    )
