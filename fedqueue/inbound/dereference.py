@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedqueue.inbound.authenticate import with_object
+from fedqueue.metrics import DEREFERENCE_OUTCOMES
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.http_client import SigningIdentity
 from fedqueue.rules.address_guard import Gone
@@ -37,6 +38,8 @@ log = logging.getLogger("fedqueue.inbox")
 DEREFERENCED_TYPES = frozenset({"Create", "Announce", "Like"})
 #: The longest reason stored for an object that could not be had.
 MAX_ERROR_CHARS = 500
+#: What `record` is told of each bare object URI: the outcome labels of the metric.
+FETCHED, FAILED, REFUSED = DEREFERENCE_OUTCOMES
 
 
 @dataclass(frozen=True)
@@ -87,10 +90,10 @@ async def dereference(
         return Dereferenced(activity)
     if activity.type == "Create" and not same_origin(url, activity.actor):
         # No copy from there could be the actor's own: fetch nothing on a stranger's behalf.
-        return _left_a_uri(activity, url, f"{url} is not on {activity.actor}'s origin", "refused", record)
+        return _left_a_uri(activity, url, f"{url} is not on {activity.actor}'s origin", REFUSED, record)
     deadline = asyncio.get_running_loop().time() + timeout_s
     error = f"{url} could not be fetched"
-    outcome = "failed"
+    outcome = FAILED
     for _ in range(attempts):
         try:
             fetched, _raw = await directory.fetch_json(url, signer, deadline=deadline)
@@ -110,9 +113,9 @@ async def dereference(
                 refusal = f"{url}: {exc}"
             else:
                 if record is not None:
-                    record("fetched")
+                    record(FETCHED)
                 return Dereferenced(copy)
-        error, outcome = refusal, "refused"
+        error, outcome = refusal, REFUSED
         break
     return _left_a_uri(activity, url, error, outcome, record)
 

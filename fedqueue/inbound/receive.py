@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 from fedqueue import tracing
 from fedqueue.inbound.authenticate import Authenticated, DocumentFetcher, NotAuthenticated, authenticate
@@ -40,6 +40,7 @@ from fedqueue.rules.inbox_acceptance import Activity, named_local_actors, parse_
 from fedqueue.rules.peer_address import UNKNOWN
 from fedqueue.rules.signature_parsing import InboundRequest, ParsedSignature
 from fedqueue.rules.signing.requests import SignatureError
+from fedqueue.rules.states import InboxAnswer
 from fedqueue.rules.urls import Urls
 from fedqueue.rules.verification import KeyRecord, KeyResolver, TimeWindow, precheck
 from fedqueue.settings import Settings
@@ -50,9 +51,6 @@ log = logging.getLogger("fedqueue.inbox")
 
 #: `host_of` of the actors and keys seen lately: the same senders post again and again.
 _host_of = functools.lru_cache(maxsize=1024)(host_of)
-
-#: What became of an inbound activity answered 202: the answer's `status`, a metrics label.
-Received = Literal["accepted", "duplicate", "gone_actor", "unproven_departure", "deleted_object"]
 
 #: What a sender is told when its signature's key could not be had, or did not verify it.
 KEY_UNFETCHED = "the signature's key could not be fetched"
@@ -87,7 +85,7 @@ class Receiver:
         if name is not None:
             await self.keyring.identity(check_actor_name(name))
 
-    async def receive(self, signed: InboundRequest, name: str | None, address: str = UNKNOWN) -> Received:
+    async def receive(self, signed: InboundRequest, name: str | None, address: str = UNKNOWN) -> InboxAnswer:
         """Verify and store one inbound activity from `address`; what became of it (all answered 202).
 
         Only "accepted" stored something new; "gone_actor" is a gone actor's self-Delete
@@ -172,7 +170,7 @@ class Receiver:
 
     async def _authenticate(
         self, candidates: list[ParsedSignature], activity: Activity, signer: SigningIdentity, address: str
-    ) -> Authenticated | Received:
+    ) -> Authenticated | InboxAnswer:
         """The activity as its signatures authenticate it (SignatureError: 401, one fixed line), or,
         for a gone actor's self-Delete signed with a key that is gone, what became of it."""
         clock = asyncio.get_running_loop()
@@ -205,9 +203,9 @@ class Receiver:
                     activity.id,
                     activity.actor,
                 )
-                return "unproven_departure"
+                return InboxAnswer.UNPROVEN_DEPARTURE
             await self._depart(activity)
-            return "gone_actor"
+            return InboxAnswer.GONE_ACTOR
         for key_id in authenticated.verified_keys:  # genuine keys: their actors are stored now
             await self.directory.verified(key_id)
         if self.throttle is not None:  # charged to the verified sender, never to a host a forgery names
@@ -246,7 +244,7 @@ class Receiver:
         stored: str,
         signer: SigningIdentity,
         timeout_s: float,
-    ) -> Received:
+    ) -> InboxAnswer:
         """Log what storing did; answer a relay's Follow and run a followers sync when asked."""
         if stored == "deleted":  # a Create or Update of an object its actor deleted lately
             log.info(
@@ -256,7 +254,7 @@ class Receiver:
                 activity.actor,
                 created_object(activity),
             )
-            return "deleted_object"
+            return InboxAnswer.DELETED_OBJECT
         log.info("inbox %s %s from %s (%s)", activity.type, activity.id, activity.actor, stored)
         if stored == "new" and activity.type == "Follow" and relay_protocol(activity, self.urls):
             await answer_relay_follow(self.store.relays, self.accept_relay, activity)
@@ -266,7 +264,7 @@ class Receiver:
             await self.followers_sync.run(
                 self.store, self.directory, self.urls, signer, activity.actor, sync, timeout_s
             )
-        return "accepted" if stored == "new" else "duplicate"
+        return InboxAnswer.ACCEPTED if stored == "new" else InboxAnswer.DUPLICATE
 
     async def _depart(self, activity: Activity) -> None:
         """A gone actor's self-Delete (`inbound.gone`): forget it, store nothing else."""

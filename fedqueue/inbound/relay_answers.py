@@ -9,6 +9,7 @@ from typing import Any
 
 from fedqueue.rules.errors import FedqueueError
 from fedqueue.rules.inbox_acceptance import Activity
+from fedqueue.rules.states import RelayState
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.relays import RelayStore
 
@@ -25,7 +26,11 @@ async def record_relay_answer(relays: RelayStore, activity: Activity) -> None:
     if isinstance(follow_id, str):
         accepted = activity.type == "Accept"
         if await relays.answered(activity.actor, follow_id, accepted, utcnow()):
-            log.info("relay %s %s our Follow", activity.actor, "accepted" if accepted else "rejected")
+            log.info(
+                "relay %s %s our Follow",
+                activity.actor,
+                RelayState.ACCEPTED if accepted else RelayState.REJECTED,
+            )
 
 
 async def answer_relay_follow(relays: RelayStore, accept: AcceptRelay | None, activity: Activity) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from enum import Enum
+from enum import Enum, auto
 
 from fedqueue.rules.attempt_results import Claimed
 from fedqueue.rules.coalescing import Coalesced, Delivery, before_send, coalesce
@@ -45,9 +45,11 @@ class Added:
 
 
 class Verdict(Enum):
-    SEND = "send"
-    COALESCED = "coalesced"
-    WAIT = "wait"
+    """What `SendGate.admit` decides for a claimed delivery (compared by identity; no value is stored)."""
+
+    SEND = auto()
+    COALESCED = auto()
+    WAIT = auto()
 
 
 def _delivery(row: HistoryRow, state: str | None = None, attempts: int | None = None) -> Delivery:

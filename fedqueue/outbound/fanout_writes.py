@@ -125,7 +125,7 @@ class PlanWriter:
         if refusal is None:
             return None
         self._metrics.delivery_outcome(
-            "dead", attempts=0, inbox=target.inbox, error=refusal.reason, reason=FEDERATION_POLICY
+            DeliveryState.DEAD, attempts=0, inbox=target.inbox, error=refusal.reason, reason=FEDERATION_POLICY
         )
         return replace(target, dead_reason=refusal.last_error, detail=refusal.reason)
 
