@@ -31,7 +31,7 @@ from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.selectable import FromClause, Join, TableValuedAlias
 
 from fedqueue.storage.dialects import AnySelect, Columns, Dialect, json_item, pooled
-from fedqueue.storage.rows import Rows
+from fedqueue.storage.rows import ArrayRows, Rows
 
 if TYPE_CHECKING:
     from fedqueue.storage.database import Database
@@ -181,7 +181,7 @@ class PostgresDialect(Dialect):
         return column == any_(bindparam(name, type_=postgresql.ARRAY(String())))
 
     def rows(self, table: Table, names: Sequence[str]) -> Rows:
-        return Rows.of(table, names, as_arrays=True)
+        return ArrayRows.of(table, names)
 
     def not_a_way_in(self, condition: ColumnElement[bool]) -> ColumnElement[bool]:
         """`IS TRUE`: the same filter in a form no index matches. PostgreSQL's generic plan read

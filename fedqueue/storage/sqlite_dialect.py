@@ -33,7 +33,7 @@ from sqlalchemy.sql.selectable import FromClause, Join, TableValuedAlias
 from fedqueue.storage.column_types import UTCDateTime
 from fedqueue.storage.database_errors import translated_driver_errors
 from fedqueue.storage.dialects import AnySelect, Columns, Dialect, JsonList, json_item, pooled
-from fedqueue.storage.rows import Rows
+from fedqueue.storage.rows import BoundRows, Rows
 from fedqueue.storage.sqlite_setup import (
     begin_immediate,
     check_sqlite_directory,
@@ -199,7 +199,7 @@ class SqliteDialect(Dialect):
         return column.in_(select(values.c.value))
 
     def rows(self, table: Table, names: Sequence[str]) -> Rows:
-        return Rows.of(table, names, as_arrays=False)
+        return BoundRows.of(table, names)
 
     def not_a_way_in(self, condition: ColumnElement[bool]) -> ColumnElement[bool]:
         """SQLite, without statistics, takes an equality on an indexed column as selective: it
