@@ -41,7 +41,7 @@ from fedqueue.storage.schema import INBOUND_ACTIVITIES, INBOX_ITEMS, TOMBSTONES,
 #: its actor deleted the object it brings (a tombstone at or after the write's `tombstone` time).
 Stored = Literal["new", InboxAnswer.DUPLICATE, "deleted"]
 
-#: pg_advisory_xact_lock key serializing inbox item inserts (see Database.serialize_in_transaction).
+#: pg_advisory_xact_lock key serializing inbox item inserts (see Dialect.serialize_in_transaction).
 INBOX_ORDER_LOCK = 0x66710001
 #: At most this many activities are stored in one transaction.
 MAX_BATCH = 64

@@ -100,7 +100,7 @@ class _Wanted:
 def _lookup_statement(database: Database) -> CompoundSelect[Any]:
     """Rows of (kind, entry columns...) answering the questions of several lookups in one read.
 
-    Built once, with bound parameters only (lists bound whole, `Database.one_of`): a lookup costs
+    Built once, with bound parameters only (lists bound whole, `Dialect.one_of`): a lookup costs
     no statement building or cache-key walk. The host's row puts its name in the `uri` column
     and its scheme in the `key_id` column (the other columns are NULL).
     """

@@ -11,7 +11,7 @@ that looks for expired leases reads every row in flight, so the worker does it o
 times a lease (Fifteenth pass). Once the table has statistics (autovacuum analyzes it on a
 deployed server), PostgreSQL read a table of a few thousand deliveries whole, dead row versions
 and all, for every group of outcomes (59 ms a group) and every batch's coalescing histories,
-until both were made lookups (`Database.looked_up_in`, `Database.looked_up_per_row`).
+until both were made lookups (`Dialect.looked_up_in`, `Dialect.looked_up_per_row`).
 
 The plans are read with EXPLAIN (ANALYZE, BUFFERS) on the statement the store ran, in a
 transaction rolled back, as a generic plan: the one PostgreSQL settles on for a prepared
@@ -42,7 +42,7 @@ OWNER = "worker-1"
 @pytest.fixture(autouse=True)
 def postgres_only(store: Store) -> None:
     if not store.database.is_postgres:
-        pytest.skip("PostgreSQL's plans; SQLite's record plan is told by likelihood (Database.not_a_way_in)")
+        pytest.skip("PostgreSQL's plans; SQLite's record plan is told by likelihood (Dialect.not_a_way_in)")
 
 
 class Statements:
