@@ -17,14 +17,14 @@ from fedqueue.rules.follow_effects import Effect
 from fedqueue.rules.inbox_acceptance import Activity
 from fedqueue.rules.remote_actor_documents import parse_actor
 from fedqueue.rules.urls import Urls
-from fedqueue.storage import Store
+from fedqueue.storage.following import FollowingStore
 
 log = logging.getLogger("fedqueue.inbox")
 
 
 async def effects_of_move(
     activity: Activity,
-    store: Store,
+    following: FollowingStore,
     directory: RemoteDirectory,
     urls: Urls,
     signer: SigningIdentity,
@@ -51,5 +51,5 @@ async def effects_of_move(
         origin_inbox: str | None = (await directory.actor(origin, None)).inbox
     except FetchError:
         origin_inbox = None
-    following = await store.following.of(origin)
-    return move_effects(urls, VerifiedMove(origin, target, target_inbox, origin_inbox), following)
+    local_followers = await following.of(origin)
+    return move_effects(urls, VerifiedMove(origin, target, target_inbox, origin_inbox), local_followers)

@@ -45,6 +45,7 @@ from fedqueue.rules.urls import Urls
 from fedqueue.rules.verification import KeyRecord, KeyResolver, TimeWindow, precheck
 from fedqueue.settings import Settings
 from fedqueue.storage import Admission, NewInbound, Store
+from fedqueue.storage.actors import ActorStore
 from fedqueue.storage.column_types import utcnow
 
 log = logging.getLogger("fedqueue.inbox")
@@ -95,7 +96,7 @@ class Receiver:
         """
         settings = self.settings
         candidates, activity, admission = await self._admit(signed, name, address)
-        recipients = await _recipients(self.store, name, admission.auto_accept)
+        recipients = await _recipients(self.store.actors, name, admission.auto_accept)
         # The instance actor signs any key fetch (servers in secure mode answer it).
         signer, timeout_s = await self.keyring.instance(), settings.inbound_verify_timeout_seconds
         authenticated = await self._authenticate(candidates, activity, signer, address)
@@ -232,7 +233,7 @@ class Receiver:
         ) + ([forward] if forward else [])
         if activity.type == "Move":  # checked against its target's alsoKnownAs first
             effects += await effects_of_move(
-                activity, self.store, self.directory, self.urls, signer, timeout_s
+                activity, self.store.following, self.directory, self.urls, signer, timeout_s
             )
         return effects
 
@@ -346,7 +347,7 @@ def document_fetcher(
     return fetch
 
 
-async def _recipients(store: Store, name: str | None, named: Mapping[str, bool]) -> set[str]:
+async def _recipients(actors: ActorStore, name: str | None, named: Mapping[str, bool]) -> set[str]:
     """The addressed local actors; on the shared inbox with none named, every local actor.
 
     `named` holds the local actors the activity (or the path) names. Only when it names none
@@ -358,7 +359,7 @@ async def _recipients(store: Store, name: str | None, named: Mapping[str, bool])
     if name is not None:
         recipients.add(name)
     elif not recipients:
-        recipients = set(await store.actors.names())
+        recipients = set(await actors.names())
     return recipients
 
 

@@ -30,7 +30,8 @@ from fedqueue.rules.attempt_results import Claimed
 from fedqueue.rules.coalescing import Coalesced, Delivery, before_send, coalesce
 from fedqueue.rules.intake import ActivityFacts
 from fedqueue.rules.states import DeliveryState
-from fedqueue.storage import Decision, HistoryRow, Store
+from fedqueue.storage import Decision, HistoryRow
+from fedqueue.storage.coalescing_reads import CoalescingStore
 
 Key = tuple[str, str]
 
@@ -125,8 +126,10 @@ class SendGate:
 class Coalescer:
     """Runs the coalescing rules at both hooks for one worker (`owner`)."""
 
-    def __init__(self, store: Store, owner: str, clock: Callable[[], datetime], recheck_s: float) -> None:
-        self._store = store
+    def __init__(
+        self, coalescing: CoalescingStore, owner: str, clock: Callable[[], datetime], recheck_s: float
+    ) -> None:
+        self._coalescing = coalescing
         self._owner = owner
         self._clock = clock
         self._recheck_s = recheck_s
@@ -143,7 +146,7 @@ class Coalescer:
             return facts
         subject = next(
             (e.object_id for e in earlier if e.activity_id == facts.undoes and e.actor == facts.actor), None
-        ) or await self._store.coalescing.undone_subject(facts.actor, facts.undoes)
+        ) or await self._coalescing.undone_subject(facts.actor, facts.undoes)
         return facts if subject is None else replace(facts, object_id=subject)
 
     async def after_enqueue(self, added: Sequence[Added]) -> None:
@@ -155,7 +158,7 @@ class Coalescer:
         """
         keyed: dict[Key, list[tuple[int, Delivery]]] = {}
         keys = [(inbox, a.facts.object_id) for a in added if a.facts.object_id for inbox in a.inboxes]
-        for row in await self._store.coalescing.history(keys) if keys else []:
+        for row in await self._coalescing.history(keys) if keys else []:
             keyed.setdefault((row.inbox, row.object_id), []).append((row.outbox_id, _delivery(row)))
         later = {a.outbox_id for a in added}
         decided: dict[int, Coalesced] = {}
@@ -173,12 +176,12 @@ class Coalescer:
                     (outbox_id, replace(d, state=DeliveryState.COALESCED) if d.delivery_id in decided else d)
                     for outbox_id, d in history
                 ]
-        await self._store.coalescing.decide(self._owner, [_decision(c) for c in decided.values()])
+        await self._coalescing.decide(self._owner, [_decision(c) for c in decided.values()])
 
     async def gate(self, claimed: Sequence[Claimed]) -> SendGate:
         """Load the histories of a claimed batch (one query per chunk of keys, not per row)."""
         keys = [(row.inbox, row.object_id) for row in claimed if row.object_id is not None]
-        rows = await self._store.coalescing.history(keys) if keys else []
+        rows = await self._coalescing.history(keys) if keys else []
         ours = {row.id for row in claimed}
         histories: dict[Key, list[Delivery]] = {}
         for row in rows:
@@ -191,5 +194,5 @@ class Coalescer:
 
     async def finish(self, gate: SendGate) -> None:
         """Record a batch's decisions (after its results) and give waiting rows back."""
-        await self._store.coalescing.decide(self._owner, [_decision(c) for c in gate.decided.values()])
-        await self._store.coalescing.wait(self._owner, gate.waits)
+        await self._coalescing.decide(self._owner, [_decision(c) for c in gate.decided.values()])
+        await self._coalescing.wait(self._owner, gate.waits)

@@ -90,8 +90,8 @@ class Dispatcher:
         self._per_host: Counter[str] = Counter()
         self._chains: dict[OrderKey, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._coalescer = Coalescer(store, owner, clock, settings.poll_interval_seconds)
-        self._syncs = SyncDigests(store, self._urls)
+        self._coalescer = Coalescer(store.coalescing, owner, clock, settings.poll_interval_seconds)
+        self._syncs = SyncDigests(store.followers, self._urls)
         #: The outcomes being written in the background (`harvest`), and whose they are.
         self._recording: asyncio.Task[None] | None = None
         self._recording_sent: list[Sent] = []

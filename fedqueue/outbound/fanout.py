@@ -63,7 +63,9 @@ class Fanout:
         self._owner = context.owner
         self._clock = context.clock
         self._metrics = context.metrics
-        coalescer = Coalescer(context.store, context.owner, context.clock, settings.poll_interval_seconds)
+        coalescer = Coalescer(
+            context.store.coalescing, context.owner, context.clock, settings.poll_interval_seconds
+        )
         self._planner = Planner(context, directory, coalescer)
         self._writer = PlanWriter(context, coalescer)
         #: A failed expansion is tried again after base * 2**(n-1) seconds, at most max_attempts times.

@@ -24,7 +24,7 @@ from fedqueue.rules.address_guard import FetchError
 from fedqueue.rules.circuit import CircuitPolicy, after_failure, after_success
 from fedqueue.rules.outcomes import host_is_up
 from fedqueue.settings import Settings
-from fedqueue.storage import Store
+from fedqueue.storage.hosts import HostStore
 
 log = logging.getLogger("fedqueue.outbound.host_probe")
 
@@ -45,13 +45,13 @@ class HostProber:
     def __init__(
         self,
         settings: Settings,
-        store: Store,
+        hosts: HostStore,
         client: HttpClient,
         clock: Callable[[], datetime],
         policy: CircuitPolicy,
         metrics: Metrics,
     ) -> None:
-        self._store = store
+        self._hosts = hosts
         self._client = client
         self._clock = clock
         self._policy = policy
@@ -61,14 +61,14 @@ class HostProber:
     async def probe_due(self) -> int:
         """Probe every given-up host whose probe is due (up to `PROBES_AT_ONCE`); how many were probed."""
         now = self._clock()
-        hosts = await self._store.hosts.due_probes(now, PROBES_AT_ONCE)
+        hosts = await self._hosts.due_probes(now, PROBES_AT_ONCE)
         done = await asyncio.gather(*(self._probe(host, now) for host in hosts))
         return sum(done)
 
     async def _probe(self, host: str, now: datetime) -> bool:
-        if not await self._store.hosts.take_probe(host, now, now + self._lease):
+        if not await self._hosts.take_probe(host, now, now + self._lease):
             return False  # another worker's
-        url = probe_url(host, await self._store.hosts.known_inbox(host))
+        url = probe_url(host, await self._hosts.known_inbox(host))
         try:
             async with self._client.get(url, {"Accept": "application/json"}) as reply:
                 up = bool(host_is_up(reply.status, permanent=False))
@@ -77,6 +77,6 @@ class HostProber:
             up, answer = False, str(exc)
         at = self._clock()
         change = after_success if up else after_failure
-        await self._store.hosts.update({host: lambda health: change(health, at, self._policy)})
+        await self._hosts.update({host: lambda health: change(health, at, self._policy)})
         log.info("given-up host %s probed (%s): %s", host, answer, "back" if up else "still unreachable")
         return True

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from fedqueue.rules.followers_digest import digests_by_host, partial_followers_digest, sync_header
 from fedqueue.rules.urls import Urls
-from fedqueue.storage import Store
+from fedqueue.storage.followers import FollowerStore
 
 #: How long an actor's digests are reused before its followers are read again.
 MAX_AGE_S = 15.0
@@ -32,8 +32,10 @@ NONE_THERE = partial_followers_digest(())
 class SyncDigests:
     """Each (local actor, remote host)'s header, from one read of the actor's followers per `MAX_AGE_S`."""
 
-    def __init__(self, store: Store, urls: Urls, clock: Callable[[], float] = time.monotonic) -> None:
-        self._store = store
+    def __init__(
+        self, followers: FollowerStore, urls: Urls, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._followers = followers
         self._urls = urls
         self._clock = clock
         #: actor -> (when read, host -> digest).
@@ -57,6 +59,6 @@ class SyncDigests:
             self._digests = {a: e for a, e in self._digests.items() if now - e[0] < MAX_AGE_S}
             if len(self._digests) >= MAX_ACTORS:
                 self._digests.clear()
-        digests = digests_by_host(await self._store.followers.accepted_ids(actor))
+        digests = digests_by_host(await self._followers.accepted_ids(actor))
         self._digests[actor] = (now, digests)
         return digests

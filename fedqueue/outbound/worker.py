@@ -125,7 +125,7 @@ class Worker:
         #: Crowded hosts the last short claim skipped: once one has room, claim again at once.
         self._skipped: frozenset[str] = frozenset()
         self.dispatcher = Dispatcher(context, client, jitter)
-        self.prober = HostProber(settings, store, client, clock, circuit_policy(settings), self.metrics)
+        self.prober = HostProber(settings, store.hosts, client, clock, circuit_policy(settings), self.metrics)
         self._next_probe_check = clock()
         self._lease_check = timedelta(seconds=settings.lease_seconds / LEASE_CHECKS)
         self._next_lease_check = clock()

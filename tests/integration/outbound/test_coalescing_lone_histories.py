@@ -45,7 +45,7 @@ async def claim_and_gate(store: Store, coalescer: Coalescer) -> dict[tuple[str, 
 
 
 def coalescer(store: Store) -> Coalescer:
-    return Coalescer(store, OWNER, utcnow, 1.0)
+    return Coalescer(store.coalescing, OWNER, utcnow, 1.0)
 
 
 async def test_a_create_and_its_delete_claimed_together_send_nothing_while_a_lone_create_is_sent(
