@@ -33,8 +33,8 @@ from fedqueue.rules.status_order import (
 )
 from fedqueue.rules.urls import Urls
 from fedqueue.rules.wording import clip, last_result, plural
-from fedqueue.service.fanout_status import ActivityStatus, activity_status, parse_ref
-from fedqueue.service.store_session import opened_store
+from fedqueue.service.database import opened_store
+from fedqueue.service.fanout_status import activity_status, parse_ref
 
 if TYPE_CHECKING:
     from fedqueue.storage import Store
@@ -163,7 +163,7 @@ def run_status(args: argparse.Namespace) -> int:
     )
     console = Console(highlight=False, soft_wrap=True)
 
-    async def show() -> ActivityStatus:
+    async def show() -> dict[str, Any]:
         async with opened_store(settings.database_url) as store:
             doc = await activity_status(store, urls, ref, query)
             if not args.watch or doc["complete"]:
@@ -187,10 +187,10 @@ async def _until_complete(
     urls: Urls,
     ref: int | str,
     query: StatusQuery,
-    doc: ActivityStatus,
+    doc: dict[str, Any],
     interval_s: float,
     live: Live | None,
-) -> ActivityStatus:
+) -> dict[str, Any]:
     """Read the status (counts and one page) every `interval_s` until it is complete (bounded),
     redrawing `live` if given."""
     for _ in range(WATCH_MAX_REFRESHES):

@@ -1,4 +1,9 @@
-"""What the client returns: plain frozen dataclasses, one per answer fedqueue gives an app."""
+"""What the client returns: plain frozen dataclasses, one per answer fedqueue gives an app.
+
+The documents the server also describes in its own code (the status page, the inbox item, the
+webhook event) are not written here: the client returns the server's wire shapes themselves,
+`fedqueue.rules.wire_delivery_status`, `wire_inbox_item` and `wire_webhook_event` (pure).
+"""
 
 from __future__ import annotations
 
@@ -36,64 +41,6 @@ class Posted:
     note: str | None
     #: False for a repeat of an activity id fedqueue has already (the first one stands).
     created: bool
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One inbox an activity goes to, and where sending it stands."""
-
-    inbox: str | None
-    recipient: str | None
-    host: str
-    state: str
-    attempts: int
-    last_status: int | None
-    last_error: str | None
-    next_attempt_at: str | None
-    delivered_at: str | None
-
-
-@dataclass(frozen=True)
-class StatusPage:
-    """One page of an activity's status: counts of every delivery, one page of them, the next page."""
-
-    activity: str | None
-    outbox_id: int
-    status_url: str
-    #: The outbox row: `pending`, `expanding`, `expanded`, `rejected` or `duplicate` (`error` says why).
-    state: str
-    error: str | None
-    complete: bool
-    recipients: int | None
-    note: str | None
-    counts: dict[str, int]
-    deliveries: list[Delivery]
-    next: str | None
-    next_cursor: str | None
-
-
-@dataclass(frozen=True)
-class InboxItem:
-    """One verified activity in a local actor's inbox; `cursor` is its position."""
-
-    cursor: int
-    id: str
-    type: str
-    actor: str
-    key_id: str
-    received_at: str
-    activity: dict[str, Any]
-    #: Why the activity's `object` is still only a URI: its fetch failed or its origin did not vouch for it.
-    object_error: str | None = None
-
-
-@dataclass(frozen=True)
-class InboxPage:
-    """Entries after a cursor, oldest first; pass `next_cursor` to the next pull to acknowledge them."""
-
-    consumer: str
-    items: list[InboxItem]
-    next_cursor: int
 
 
 @dataclass(frozen=True)
@@ -138,13 +85,3 @@ class Webhook:
     url: str
     events: list[str]
     secret: str | None
-
-
-@dataclass(frozen=True)
-class WebhookEvent:
-    """A verified webhook POST: `event` (e.g. `inbox.new`), the local actor's name, when, `data`."""
-
-    event: str
-    actor: str
-    at: str
-    data: dict[str, Any]

@@ -15,17 +15,15 @@ import httpx
 
 from fedqueue.client.answers import (
     CreatedActor,
-    Delivery,
     FedqueueError,
-    InboxItem,
-    InboxPage,
     Posted,
     Profile,
     ProfileField,
-    StatusPage,
     Webhook,
     build,
 )
+from fedqueue.rules.wire_delivery_status import Delivery, StatusPage
+from fedqueue.rules.wire_inbox_item import InboxItem, InboxPage
 
 T = TypeVar("T")
 

@@ -14,8 +14,10 @@ from typing import Any, Self, TypeVar, Unpack
 
 import httpx
 
-from fedqueue.client.answers import CreatedActor, InboxPage, Posted, Profile, StatusPage, Webhook
+from fedqueue.client.answers import CreatedActor, Posted, Profile, Webhook
 from fedqueue.client.calls import Call, Endpoint, ProfileChange, WebhookOptions
+from fedqueue.rules.wire_delivery_status import StatusPage
+from fedqueue.rules.wire_inbox_item import InboxPage
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 10.0

@@ -10,8 +10,9 @@ import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from fedqueue.client.answers import WebhookEvent, build
+from fedqueue.client.answers import build
 from fedqueue.rules import webhook_payloads
+from fedqueue.rules.wire_webhook_event import WebhookEvent
 
 #: How far the signing time may be from the receiver's clock before a POST counts as a replay.
 DEFAULT_TOLERANCE_S = 300

@@ -27,6 +27,9 @@ from urllib.parse import urlsplit
 
 from fedqueue.rules.columns import URI_CHARS
 from fedqueue.rules.errors import InvalidInput
+from fedqueue.rules.wire_fields import shallow_json
+from fedqueue.rules.wire_inbox_item import InboxItem, inbox_item_json
+from fedqueue.rules.wire_webhook_event import WebhookEvent
 
 INBOX = "inbox.new"
 DEAD = "delivery.dead"
@@ -90,8 +93,8 @@ def encode(event: dict[str, Any]) -> str:
 
 
 def event(kind: str, actor: str, data: dict[str, Any], now: datetime) -> dict[str, Any]:
-    """The envelope every webhook body shares: `event`, `actor` (the local actor's name), `at`, `data`."""
-    return {"event": kind, "actor": actor, "at": now.isoformat(), "data": data}
+    """The envelope every webhook body shares (`WebhookEvent`), as JSON."""
+    return shallow_json(WebhookEvent(event=kind, actor=actor, at=now.isoformat(), data=data))
 
 
 def inbox_data(
@@ -104,18 +107,20 @@ def inbox_data(
     received_at: datetime,
     object_error: str | None = None,
 ) -> dict[str, Any]:
-    """An `inbox.new` event's data: the same item the pull API returns (`cursor` is its position);
-    `object_error` only when the activity's bare object URI could not be dereferenced."""
-    return {
-        "cursor": cursor,
-        "id": activity_id,
-        "type": activity_type,
-        "actor": actor_uri,
-        "key_id": key_id,
-        "received_at": received_at.isoformat(),
-        "activity": json.loads(body),
-        **({"object_error": object_error} if object_error else {}),
-    }
+    """An `inbox.new` event's data: the same `InboxItem` the pull API returns (`cursor` is its
+    position), as JSON; `object_error` only when the activity's bare object URI could not be
+    dereferenced."""
+    item = InboxItem(
+        cursor=cursor,
+        id=activity_id,
+        type=activity_type,
+        actor=actor_uri,
+        key_id=key_id,
+        received_at=received_at.isoformat(),
+        activity=json.loads(body),
+        object_error=object_error or None,
+    )
+    return inbox_item_json(item)
 
 
 def check_consumer(consumer: str) -> str:

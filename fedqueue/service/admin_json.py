@@ -9,7 +9,6 @@ mypy then demands). Every field is always present (`total`), null where the type
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import ConfigDict, TypeAdapter, WithJsonSchema, with_config
@@ -22,28 +21,15 @@ from fedqueue.rules.admin_views import (
     HostView,
 )
 from fedqueue.rules.profile_fields import Profile
-from fedqueue.rules.states import CIRCUIT_STATES, DELIVERY_STATES, LANES
+from fedqueue.rules.states import CIRCUIT_STATES, LANES
 from fedqueue.rules.urls import Urls
-from fedqueue.rules.waiting import WAITING_REASONS, Waiting
+from fedqueue.rules.wire_delivery_status import WaitingJson, waiting_json
+from fedqueue.rules.wire_fields import Counts, DeliveryStateField, IsoTime, iso
 from fedqueue.storage.consumers import Consumer
 
-#: A timestamp as `datetime.isoformat()` writes it (timezone-aware UTC).
-IsoTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
-DeliveryStateField = Annotated[str, WithJsonSchema({"type": "string", "enum": list(DELIVERY_STATES)})]
 LaneField = Annotated[int, WithJsonSchema({"type": "integer", "enum": [int(lane) for lane in LANES]})]
 CircuitStateField = Annotated[str, WithJsonSchema({"type": "string", "enum": list(CIRCUIT_STATES)})]
-#: Deliveries per state; states with none are left out.
-Counts = Annotated[
-    dict[str, int],
-    WithJsonSchema(
-        {"type": "object", "additionalProperties": {"type": "integer"}, "description": "deliveries per state"}
-    ),
-]
 SHAPE = ConfigDict(extra="forbid")
-
-
-def iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
 
 
 @with_config(SHAPE)
@@ -59,19 +45,6 @@ class ActivityJson(TypedDict):
     total: int
     complete: bool
     status_url: str
-
-
-@with_config(SHAPE)
-class WaitingJson(TypedDict):
-    reason: Annotated[str, WithJsonSchema({"type": "string", "enum": list(WAITING_REASONS)})]
-    until: IsoTime | None
-    text: str
-
-
-def waiting_json(waiting: Waiting | None) -> WaitingJson | None:
-    if waiting is None:
-        return None
-    return {"reason": waiting.reason, "until": iso(waiting.until), "text": waiting.text}
 
 
 @with_config(SHAPE)

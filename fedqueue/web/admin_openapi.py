@@ -2,7 +2,7 @@
 
 The paths are written here (activities, deliveries, hosts) and in `admin_openapi_actors` and
 `admin_openapi_inboxes`, next to the routes in `admin_api`; the response schemas are
-derived from the TypedDicts the handlers return (`service.admin_json`, `service.fanout_status`), so
+derived from the shapes the handlers return (`service.admin_json`, `rules.wire_delivery_status`), so
 the document names exactly the fields the code returns. `tests/integration/web/test_admin_api.py`
 checks that every JSON route under /admin is described here, and schemathesis
 (`tests/e2e/test_admin_fuzz.py`) checks every answer of a live instance against it.
@@ -15,6 +15,7 @@ from typing import Any
 from fedqueue.rules.admin_views import MAX_PAGE
 from fedqueue.rules.states import DELIVERY_STATES
 from fedqueue.rules.status_order import DEFAULT_STATUS_PAGE, MAX_STATUS_PAGE
+from fedqueue.rules.wire_delivery_status import StatusPage
 from fedqueue.service.admin_json import (
     ActivityPage,
     ActorJson,
@@ -30,7 +31,6 @@ from fedqueue.service.admin_json import (
     Retried,
     json_schemas,
 )
-from fedqueue.service.fanout_status import ActivityStatus
 from fedqueue.service.webhooks import WebhookJson, WebhookList
 from fedqueue.web.admin_openapi_actors import ACTOR_REQUEST_SCHEMAS, actor_paths
 from fedqueue.web.admin_openapi_inboxes import NEW_WEBHOOK, inbox_paths
@@ -38,7 +38,7 @@ from fedqueue.web.admin_openapi_operations import SCHEMA_REF, operation, path_id
 
 #: Every response body; its schema is components/schemas/<class name>.
 SHAPES: tuple[Any, ...] = (
-    ActivityStatus,
+    StatusPage,
     ActivityPage,
     DeliveryPage,
     DeliveryJson,
@@ -97,7 +97,7 @@ def _status_operation() -> dict[str, Any]:
         "getActivityStatus",
         "One activity's fan-out (its status_url): counts per state and one page of deliveries, "
         "failed, sending, queued, dead, delivered, coalesced (by id within each)",
-        ActivityStatus,
+        StatusPage,
         [
             path_id("outbox id"),
             query("state", _STATE, "only deliveries in this state"),

@@ -1,0 +1,57 @@
+"""What an app pulls from a local actor's inbox (pure): one verified activity, and a page of them.
+
+The pull (GET /actors/{name}/inbox) answers with an `InboxPage`, and an `inbox.new` webhook
+event carries one `InboxItem` as its `data` (`webhook_payloads.inbox_data`); `fedqueue.client`
+returns these classes, so the server and the SDK read one shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fedqueue.rules.wire_fields import IsoTime, closed, shallow_json
+
+
+@closed
+@dataclass(frozen=True)
+class InboxItem:
+    """One verified activity in a local actor's inbox; `cursor` is its position."""
+
+    cursor: int
+    id: str
+    type: str
+    actor: str
+    key_id: str
+    received_at: IsoTime
+    activity: dict[str, Any]
+    #: Why the activity's `object` is still only a URI: its fetch failed or its origin did not vouch
+    #: for it. Sent only when set.
+    object_error: str | None = None
+
+
+def inbox_item_json(item: InboxItem) -> dict[str, Any]:
+    """The item's JSON: every field, `object_error` only when it is set."""
+    data = shallow_json(item)
+    if item.object_error is None:
+        del data["object_error"]
+    return data
+
+
+@closed
+@dataclass(frozen=True)
+class InboxPage:
+    """Entries after a cursor, oldest first; pass `next_cursor` to the next pull to acknowledge them."""
+
+    consumer: str
+    items: list[InboxItem]
+    next_cursor: int
+
+
+def inbox_page_json(page: InboxPage) -> dict[str, Any]:
+    """The pull's answer."""
+    return {
+        "consumer": page.consumer,
+        "items": [inbox_item_json(item) for item in page.items],
+        "next_cursor": page.next_cursor,
+    }
