@@ -27,7 +27,7 @@ from fedqueue.rules.urls import Urls
 from fedqueue.rules.wording import plural
 from fedqueue.service import admin_actions, admin_reads
 from fedqueue.service.admin_json import activity_json, delivery_json, host_json
-from fedqueue.service.store_session import opened_store
+from fedqueue.service.database import opened_store
 
 if TYPE_CHECKING:
     from fedqueue.storage import Store

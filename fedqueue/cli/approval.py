@@ -14,7 +14,7 @@ from fedqueue.rules.errors import InvalidInput
 from fedqueue.rules.states import DeliveryState
 from fedqueue.rules.urls import Urls
 from fedqueue.service import actors as approval
-from fedqueue.service.store_session import opened_store
+from fedqueue.service.database import opened_store
 
 if TYPE_CHECKING:
     from fedqueue.storage import Store

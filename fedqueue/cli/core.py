@@ -31,7 +31,7 @@ from fedqueue.rules.actor_documents import check_uri
 from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import InvalidInput, SettingsError
 from fedqueue.rules.urls import Urls
-from fedqueue.service.actor_setup import create_actor, set_aliases
+from fedqueue.service import actors as local_actors
 from fedqueue.service.database import (
     bring_schema_to_head,
     check_private_keys,
@@ -69,9 +69,10 @@ def run_actor_create(args: argparse.Namespace) -> int:
     settings = prepared_settings()
 
     async def create() -> dict[str, str]:
-        store = open_store(settings)
+        store = open_store(settings.database_url, settings.private_key_passphrase())
         try:
-            return await create_actor(store, Urls(settings.base_url), args.name)
+            created = await local_actors.create(store, args.name, who=None)
+            return {"id": Urls(settings.base_url).actor(args.name), "name": args.name, "token": created.token}
         finally:
             await store.close()
 
@@ -84,7 +85,7 @@ def run_actor_delete(args: argparse.Namespace) -> int:
     settings = existing_database_settings()
 
     async def delete() -> dict[str, object]:
-        store = open_store(settings)
+        store = open_store(settings.database_url, settings.private_key_passphrase())
         try:
             deletion = await delete_actor(store, Urls(settings.base_url), args.name, "cli")
         finally:
@@ -103,9 +104,9 @@ def run_actor_alias(args: argparse.Namespace) -> int:
     settings = existing_database_settings()
 
     async def alias() -> dict[str, object]:
-        store = open_store(settings)
+        store = open_store(settings.database_url, settings.private_key_passphrase())
         try:
-            aliases = await set_aliases(store, args.name, added, args.remove, "cli")
+            aliases = await local_actors.set_aliases(store, args.name, added, args.remove, "cli")
         finally:
             await store.close()
         return {"name": args.name, "also_known_as": list(aliases)}
@@ -119,7 +120,7 @@ def run_actor_move(args: argparse.Namespace) -> int:
     settings = existing_database_settings()
 
     async def move() -> dict[str, object]:
-        store = open_store(settings)
+        store = open_store(settings.database_url, settings.private_key_passphrase())
         client = HttpClient(settings)
         urls = Urls(settings.base_url)
         try:
@@ -235,7 +236,7 @@ async def _serve(
     settings: Settings, args: argparse.Namespace, listening: socket.socket | None, *, with_worker: bool
 ) -> None:
     """The HTTP app (on `listening` if given, else on --host/--port) and, if `with_worker`, the worker."""
-    store = open_store(settings)
+    store = open_store(settings.database_url, settings.private_key_passphrase())
     # One recorder for the process: /metrics shows what the in-process worker did.
     metrics = Metrics()
     client = HttpClient(settings, metrics=metrics)

@@ -37,7 +37,7 @@ def run_keys_encrypt(args: argparse.Namespace) -> int:
     settings = existing_database_settings()
 
     async def encrypt() -> tuple[int, KeysAtRest]:
-        store = open_store(settings)
+        store = open_store(settings.database_url, settings.private_key_passphrase())
         try:
             return await local_actors.encrypt_private_keys(store)
         finally:

@@ -82,7 +82,7 @@ def run_actor_update(args: argparse.Namespace) -> int:
     settings = existing_database_settings()
 
     async def update() -> dict[str, object]:
-        store = open_store(settings)
+        store = open_store(settings.database_url, settings.private_key_passphrase())
         try:
             urls, delay_s = Urls(settings.base_url), settings.actor_update_delay_seconds
             saved = await save_profile(store, urls, name, change, "cli", delay_s)

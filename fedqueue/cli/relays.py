@@ -51,7 +51,7 @@ def run_relay(args: argparse.Namespace) -> int:
         who = "cli"
 
     async def work() -> list[dict[str, Any]]:
-        store = open_store(settings)
+        store = open_store(settings.database_url, settings.private_key_passphrase())
         try:
             if args.relay_action == "add":
                 return [_json(await relays.follow(store, settings, args.uri, who=who))]

@@ -17,7 +17,7 @@ from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.text_tables import table
 from fedqueue.rules.webhook_payloads import DEFAULT_CONSUMER, EVENTS
 from fedqueue.service import webhooks
-from fedqueue.service.store_session import opened_store
+from fedqueue.service.database import opened_store
 from fedqueue.service.webhooks import WebhookJson, webhook_json
 from fedqueue.settings import Settings
 

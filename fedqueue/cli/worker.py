@@ -35,7 +35,7 @@ def run_worker(args: argparse.Namespace) -> int:
     asyncio.run(check_private_keys(settings))
 
     async def work() -> None:
-        store = open_store(settings)
+        store = open_store(settings.database_url, settings.private_key_passphrase())
         client = HttpClient(settings)
         try:
             worker = Worker(settings, store, client)

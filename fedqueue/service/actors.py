@@ -1,5 +1,5 @@
 """Local actors as admins read and change them, for the admin API, the console and the CLI alike:
-one actor's record, its creation from the API, its private keys encrypted at rest, and manual
+one actor's record, its creation (API and CLI), its aliases, its private keys encrypted at rest, and manual
 approval of followers.
 
 A locked actor (`manuallyApprovesFollowers: true` in its document) keeps each new Follow
@@ -9,6 +9,7 @@ follow is forgotten and a Reject queued). An unlocked actor accepts follows as t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from fedqueue.rules.columns import check_actor_name
@@ -26,9 +27,17 @@ async def local_actor(store: Store, name: str) -> LocalActor:
     return await store.actors.get(name)
 
 
-async def create(store: Store, name: str, *, who: str) -> CreatedActor:
-    """A new local actor with a fresh key pair and outbox token (shown once); audited as `who`."""
+async def create(store: Store, name: str, *, who: str | None) -> CreatedActor:
+    """A new local actor with a fresh key pair and outbox token (shown once); audited as `who` (an
+    admin through the API), not audited from the CLI (`who=None`), which has no admin name."""
     return await store.actors.create(name, who=who)
+
+
+async def set_aliases(
+    store: Store, name: str, add: Sequence[str], remove: Sequence[str], who: str
+) -> tuple[str, ...]:
+    """Add and remove URIs of the actor's `alsoKnownAs`; the new list. Audited as `who`."""
+    return await store.actor_lifecycle.set_aliases(name, add, remove, who, datetime.now(UTC))
 
 
 async def encrypt_private_keys(store: Store) -> tuple[int, KeysAtRest]:

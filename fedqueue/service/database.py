@@ -3,6 +3,8 @@ lives and what state it is in (for `serve`, `migrate`, `doctor`, `config show` a
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,10 +19,21 @@ if TYPE_CHECKING:
     from fedqueue.settings import Settings
 
 
-def open_store(settings: Settings) -> Store:
-    """The store at `settings.database_url`, sealing and opening private keys under the passphrase of
-    `private_key_passphrase_file`, if set."""
-    return Store.open(settings.database_url, settings.private_key_passphrase())
+def open_store(database_url: str, key_passphrase: bytes | None = None) -> Store:
+    """The store at `database_url`, for a process's lifetime (close it when done); `key_passphrase`
+    (`Settings.private_key_passphrase()`) seals and opens encrypted private keys. Commands that sign
+    nothing open it without, so they need no read access to the passphrase file."""
+    return Store.open(database_url, key_passphrase)
+
+
+@asynccontextmanager
+async def opened_store(database_url: str, key_passphrase: bytes | None = None) -> AsyncIterator[Store]:
+    """`open_store` for one piece of work: closed on leaving."""
+    store = open_store(database_url, key_passphrase)
+    try:
+        yield store
+    finally:
+        await store.close()
 
 
 def bring_schema_to_head(database_url: str) -> None:
@@ -68,7 +81,7 @@ async def check_database_answers(store: Store) -> None:
 async def check_private_keys(settings: Settings) -> None:
     """Refuse to start, in one line naming the setting, if the stored private keys cannot be read
     (encrypted, and the passphrase is missing or another)."""
-    store = open_store(settings)
+    store = open_store(settings.database_url, settings.private_key_passphrase())
     try:
         await store.actors.check_passphrase()
     finally:

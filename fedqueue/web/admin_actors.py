@@ -15,7 +15,6 @@ from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import InvalidInput
 from fedqueue.rules.profile_fields import FIELDS, MAX_PROFILE_BODY_BYTES, ProfileSaved
 from fedqueue.service import actors as local_actors
-from fedqueue.service.actor_setup import set_aliases
 from fedqueue.service.admin_json import ActorJson, profile_json
 from fedqueue.service.profiles import change_profile
 from fedqueue.web.admin_auth import session_of
@@ -96,7 +95,7 @@ async def aliases(request: Request) -> Response:
     if not add and not remove:
         raise InvalidInput("name an alias to add (?add=URI) or to remove (?remove=URI)")
     store = store_of(request)
-    await set_aliases(store, name, add, remove, session_of(request).who)
+    await local_actors.set_aliases(store, name, add, remove, session_of(request).who)
     return JSONResponse(await actor_json(store, name))
 
 

@@ -146,7 +146,7 @@ async def main(backlog: int, pg_url: str | None) -> None:
             try:
                 await store.actors.create("bench")
                 notes = await _seed(store, backlog)
-                coalescer = Coalescer(store, "bench-worker", utcnow, 1.0)
+                coalescer = Coalescer(store.coalescing, "bench-worker", utcnow, 1.0)
                 fanout = await _fanout_hook(store, coalescer, notes)
                 send = await _send_hook(store, coalescer)
                 print(f"{engine:<9} {backlog:>8} {_summary(fanout):>34} {_summary(send):>20}", flush=True)
