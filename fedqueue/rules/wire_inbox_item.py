@@ -1,7 +1,7 @@
 """What an app pulls from a local actor's inbox (pure): one verified activity, and a page of them.
 
-The pull (GET /actors/{name}/inbox) answers with an `InboxPage`, and an `inbox.new` webhook
-event carries one `InboxItem` as its `data` (`webhook_payloads.inbox_data`); `fedqueue.client`
+The pull (GET /actors/{name}/inbox) answers with an `InboxPage` whose items, like an `inbox.new`
+webhook event's `data`, are `InboxItem`s (`webhook_payloads.inbox_data`); `fedqueue.client`
 returns these classes, so the server and the SDK read one shape.
 """
 
@@ -46,12 +46,3 @@ class InboxPage:
     consumer: str
     items: list[InboxItem]
     next_cursor: int
-
-
-def inbox_page_json(page: InboxPage) -> dict[str, Any]:
-    """The pull's answer."""
-    return {
-        "consumer": page.consumer,
-        "items": [inbox_item_json(item) for item in page.items],
-        "next_cursor": page.next_cursor,
-    }
