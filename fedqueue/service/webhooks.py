@@ -22,7 +22,8 @@ from fedqueue.rules import webhook_payloads as rules
 from fedqueue.rules.address_guard import FetchError, ForbiddenAddress, check_url
 from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import InvalidInput
-from fedqueue.service.admin_json import SHAPE, IsoTime, iso
+from fedqueue.rules.wire_fields import IsoTime, iso
+from fedqueue.service.admin_json import SHAPE
 from fedqueue.storage import Store
 from fedqueue.storage.webhook_registry import Webhook
 
