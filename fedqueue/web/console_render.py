@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from fedqueue.rules.admin_views import Bucket
-from fedqueue.rules.states import DELIVERY_STATES, DeliveryState
+from fedqueue.rules.states import CANCELLABLE, DELIVERY_STATES, RETRY_OFFERED, CircuitState, DeliveryState
 from fedqueue.rules.wording import last_result, plural
 
 _env = Environment(
@@ -49,7 +49,14 @@ def utc(value: datetime | None, seconds: bool = True) -> str:
 
 
 _env.filters["utc"] = utc
-_env.globals.update(last_result=last_result, plural=plural)
+_env.globals.update(
+    last_result=last_result,
+    plural=plural,
+    DeliveryState=DeliveryState,
+    CircuitState=CircuitState,
+    RETRY_OFFERED=RETRY_OFFERED,
+    CANCELLABLE=CANCELLABLE,
+)
 
 
 def set_flash(response: Response, message: str, kind: str = "ok") -> None:
