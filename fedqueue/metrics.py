@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 
 from fedqueue.rules.prometheus_text import family, histogram
-from fedqueue.rules.states import DeliveryState
+from fedqueue.rules.states import DeliveryState, DereferenceOutcome, InboxAnswer
 
 log = logging.getLogger("fedqueue.delivery")
 worker_log = logging.getLogger("fedqueue.outbound.worker")
@@ -52,7 +52,7 @@ LD_REFUSAL_REASONS = ("values", "context", "triples", "steps", "deadline")
 #: `fedqueue_ld_signatures_total`'s outcomes: a public activity signed, or sent unsigned and why.
 LD_SIGNING_OUTCOMES = ("signed", "not_rsa", "too_costly", "unknown_context")
 #: `fedqueue_inbound_dereferences_total`'s outcomes (`inbound.dereference.OUTCOMES`).
-DEREFERENCE_OUTCOMES = ("fetched", "failed", "refused")
+DEREFERENCE_OUTCOMES = tuple(DereferenceOutcome)
 #: `fedqueue_admin_login_failures_total`'s results: a wrong token, or an attempt refused unread.
 ADMIN_LOGIN_RESULTS = ("wrong_token", "refused")
 
@@ -175,7 +175,7 @@ class Metrics:
 
     def inbox_result(self, accepted: bool, reason: str) -> None:
         """Record one inbox POST: accepted (reason e.g. 'new', 'duplicate') or refused (why)."""
-        self.inbox[("accepted" if accepted else "refused", reason)] += 1
+        self.inbox[(InboxAnswer.ACCEPTED if accepted else "refused", reason)] += 1
 
     def inbox_bytes_throttled(self, body_bytes: int) -> None:
         """Record the body of one inbox POST refused by its host's bytes bucket."""

@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedqueue.inbound.authenticate import with_object
-from fedqueue.metrics import DEREFERENCE_OUTCOMES
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.http_client import SigningIdentity
 from fedqueue.rules.address_guard import Gone
 from fedqueue.rules.errors import FedqueueError
 from fedqueue.rules.inbox_acceptance import Activity, same_origin
 from fedqueue.rules.origins import attributed_at_home, speaks_for
+from fedqueue.rules.states import DereferenceOutcome
 from fedqueue.rules.urls import Urls
 
 log = logging.getLogger("fedqueue.inbox")
@@ -38,8 +38,6 @@ log = logging.getLogger("fedqueue.inbox")
 DEREFERENCED_TYPES = frozenset({"Create", "Announce", "Like"})
 #: The longest reason stored for an object that could not be had.
 MAX_ERROR_CHARS = 500
-#: What `record` is told of each bare object URI: the outcome labels of the metric.
-FETCHED, FAILED, REFUSED = DEREFERENCE_OUTCOMES
 
 
 @dataclass(frozen=True)
@@ -90,10 +88,12 @@ async def dereference(
         return Dereferenced(activity)
     if activity.type == "Create" and not same_origin(url, activity.actor):
         # No copy from there could be the actor's own: fetch nothing on a stranger's behalf.
-        return _left_a_uri(activity, url, f"{url} is not on {activity.actor}'s origin", REFUSED, record)
+        return _left_a_uri(
+            activity, url, f"{url} is not on {activity.actor}'s origin", DereferenceOutcome.REFUSED, record
+        )
     deadline = asyncio.get_running_loop().time() + timeout_s
     error = f"{url} could not be fetched"
-    outcome = FAILED
+    outcome = DereferenceOutcome.FAILED
     for _ in range(attempts):
         try:
             fetched, _raw = await directory.fetch_json(url, signer, deadline=deadline)
@@ -113,9 +113,9 @@ async def dereference(
                 refusal = f"{url}: {exc}"
             else:
                 if record is not None:
-                    record(FETCHED)
+                    record(DereferenceOutcome.FETCHED)
                 return Dereferenced(copy)
-        error, outcome = refusal, REFUSED
+        error, outcome = refusal, DereferenceOutcome.REFUSED
         break
     return _left_a_uri(activity, url, error, outcome, record)
 

@@ -76,7 +76,7 @@ class Receiver:
     ld_verifier: LdVerifier
     throttle: InboxThrottle | None = None
     followers_sync: FollowersSync | None = None
-    #: Counts each bare object URI dereferenced, by outcome (`metrics.DEREFERENCE_OUTCOMES`).
+    #: Counts each bare object URI dereferenced, by outcome (`states.DereferenceOutcome`).
     on_dereference: Callable[[str], None] | None = None
     #: (relay inbox, its Follow) -> None: POSTs the instance actor's Accept (RelayRefused if not taken).
     accept_relay: AcceptRelay | None = None

@@ -45,9 +45,9 @@ from fedqueue.outbound.sync_digests import SyncDigests
 from fedqueue.remote.http_client import HttpClient
 from fedqueue.rules.attempt_results import Claimed, refused_result
 from fedqueue.rules.backoff import Jitter
-from fedqueue.rules.circuit import CLOSED, HostHealth, admit, unreachable_reason
+from fedqueue.rules.circuit import HostHealth, admit, unreachable_reason
 from fedqueue.rules.errors import describe
-from fedqueue.rules.states import DeliveryState
+from fedqueue.rules.states import CircuitState, DeliveryState
 from fedqueue.rules.urls import Urls
 from fedqueue.storage.admin import REFUSED_BLOCKED
 
@@ -339,7 +339,9 @@ class Dispatcher:
             to_send.extend(rows[:send])
             # A probing or paused host's other rows are not claimable meanwhile; a recovering
             # host's come back a poll interval later, when its allowance has grown.
-            recovering = stored is not None and stored.circuit == CLOSED and stored.recovery_allowance > 0
+            recovering = (
+                stored is not None and stored.circuit == CircuitState.CLOSED and stored.recovery_allowance > 0
+            )
             (later if recovering and not admission.probe else held_back).extend(r.id for r in rows[send:])
         returned = held_back + later
         await self._store.deliveries.release(self._owner, held_back)

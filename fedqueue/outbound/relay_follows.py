@@ -26,10 +26,10 @@ from fedqueue.rules.addressing import is_public
 from fedqueue.rules.admin_views import Relay
 from fedqueue.rules.bounded_memory import RemoteActor
 from fedqueue.rules.errors import FedqueueError, InvalidInput
+from fedqueue.rules.states import RelayState
 from fedqueue.rules.urls import Urls
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
-from fedqueue.storage.relays import PENDING
 
 #: The object of a relay Follow, as Mastodon sends it.
 PUBLIC = "https://www.w3.org/ns/activitystreams#Public"
@@ -89,7 +89,7 @@ async def add_relay(
     POST the Follow; if that is not taken, forget the relay again and raise RelayRefused."""
     actor = await resolve_relay(directory, await keyring.instance(), uri)
     follow = relay_follow(urls, actor.uri, secrets.token_urlsafe(12))
-    relay = Relay(actor.uri, actor.inbox, str(follow["id"]), PENDING, now, None)
+    relay = Relay(actor.uri, actor.inbox, str(follow["id"]), RelayState.PENDING, now, None)
     await store.relays.add(relay, who=who)
     try:
         await _send(http, relay.inbox, follow, keyring, now)

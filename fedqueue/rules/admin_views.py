@@ -8,11 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from fedqueue.rules.circuit import CLOSED, HALF_OPEN, OPEN
-from fedqueue.rules.states import SETTLED, DeliveryState, is_complete
+from fedqueue.rules.states import SETTLED, CircuitState, DeliveryState, is_complete
 from fedqueue.rules.waiting import Waiting
 
-CIRCUIT_STATES = (CLOSED, HALF_OPEN, OPEN)
+CIRCUIT_STATES = (CircuitState.CLOSED, CircuitState.HALF_OPEN, CircuitState.OPEN)
 MAX_PAGE = 500
 
 
@@ -94,7 +93,7 @@ class HostView:
     @property
     def in_trouble(self) -> bool:
         return (
-            self.circuit != CLOSED
+            self.circuit != CircuitState.CLOSED
             or self.consecutive_failures > 0
             or self.paused
             or self.blocked
@@ -128,3 +127,7 @@ class Relay:
     state: str
     created_at: datetime
     accepted_at: datetime | None
+
+
+#: Below this estimate, a PostgreSQL table is counted exactly (cheap at that size).
+EXACT_COUNT_BELOW = 100_000

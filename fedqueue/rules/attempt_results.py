@@ -72,7 +72,12 @@ def result_of(
         )
     else:
         outcome = classify_error(
-            attempt.error or "failed", attempts, now, schedule, jitter, permanent=attempt.permanent
+            attempt.error or DeliveryState.FAILED,
+            attempts,
+            now,
+            schedule,
+            jitter,
+            permanent=attempt.permanent,
         )
     # One Result built per attempt (this runs for every delivery): the outcome's fields first.
     state, next_attempt_at, last_error, gone = DeliveryState.FAILED, now, None, False

@@ -23,7 +23,6 @@ from fedqueue.rules.states import TRIPPED, CircuitState
 
 # The names storage/, outbound/, rules/waiting and their tests still import; they move to
 # `states.CircuitState` with their owners' edits (issue 47), and then these three lines go.
-CLOSED, OPEN, HALF_OPEN = CircuitState.CLOSED, CircuitState.OPEN, CircuitState.HALF_OPEN
 
 
 @dataclass(frozen=True)

@@ -149,6 +149,16 @@ CIRCUIT_STATES: tuple[CircuitState, ...] = tuple(CircuitState)
 TRIPPED: tuple[CircuitState, ...] = (CircuitState.OPEN, CircuitState.HALF_OPEN)
 
 
+class DereferenceOutcome(StrEnum):
+    """What became of an inbox entry's object given by its id (`inbound/dereference`): fetched and
+    stored, a fetch that failed (its reason kept on the entry as `object_error`), or none made
+    (refused: off its actor's origin, or forbidden by the address guard)."""
+
+    FETCHED = "fetched"
+    FAILED = "failed"
+    REFUSED = "refused"
+
+
 class InboxAnswer(StrEnum):
     """What became of one inbound activity: the `status` of the inbox's 202 answer.
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from fedqueue.rules.circuit import HALF_OPEN, OPEN, HostHealth
-from fedqueue.rules.states import UNSENT
+from fedqueue.rules.circuit import HostHealth
+from fedqueue.rules.states import UNSENT, CircuitState
 
 BLOCKED = "host_blocked"
 PAUSED = "host_paused"
@@ -64,12 +64,12 @@ def why_waiting(
         return Waiting(BLOCKED, None, "host blocked")
     if paused:
         return Waiting(PAUSED, None, "host paused")
-    if circuit == OPEN:
+    if circuit == CircuitState.OPEN:
         probe_at = max(circuit_until, now) if circuit_until is not None else now
         if probe_at > now:
             return Waiting(CIRCUIT_OPEN, probe_at, f"circuit open, next probe {utc_label(probe_at, now)}")
         return Waiting(CIRCUIT_OPEN, None, "circuit open, probe due now")
-    if circuit == HALF_OPEN:
+    if circuit == CircuitState.HALF_OPEN:
         return Waiting(PROBING, None, "circuit half-open, a probe is out")
     if next_attempt_at > now:
         return Waiting(BACKOFF, next_attempt_at, f"backoff until {utc_label(next_attempt_at, now)}")

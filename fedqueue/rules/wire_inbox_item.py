@@ -46,3 +46,9 @@ class InboxPage:
     consumer: str
     items: list[InboxItem]
     next_cursor: int
+
+
+def inbox_page_json(consumer: str, items: list[dict[str, Any]], next_cursor: int) -> dict[str, Any]:
+    """An `InboxPage` as the pull answers it, its items already JSON (`inbox_item_json`): built
+    here, beside the class the SDK reads it into, so the two cannot drift."""
+    return {"consumer": consumer, "items": items, "next_cursor": next_cursor}

@@ -11,6 +11,7 @@ from fedqueue.metrics import Metrics
 from fedqueue.outbound.actor_changes import update_profile
 from fedqueue.rules.errors import InvalidInput
 from fedqueue.rules.profile_fields import ProfileSaved, parse_change
+from fedqueue.rules.states import DeliveryState
 from fedqueue.rules.urls import Urls
 from fedqueue.storage import Store
 
@@ -47,5 +48,6 @@ async def save_profile(
     in `metrics` if given (the CLI's process keeps no metrics)."""
     saved = await update_profile(store, urls, name, change, who, delay_seconds)
     if metrics is not None:
-        metrics.profile_update("merged" if saved.merged else "queued" if saved.update_inboxes else "unsent")
+        queued = DeliveryState.QUEUED if saved.update_inboxes else "unsent"
+        metrics.profile_update("merged" if saved.merged else queued)
     return saved

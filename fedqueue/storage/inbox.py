@@ -26,8 +26,8 @@ from sqlalchemy import (
 )
 
 from fedqueue import tracing
-from fedqueue.rules.circuit import OPEN
 from fedqueue.rules.follow_effects import Effect
+from fedqueue.rules.states import CircuitState
 from fedqueue.storage.database import Database
 from fedqueue.storage.database_errors import refuse_unstorable
 from fedqueue.storage.group_commit import GroupCommit
@@ -74,7 +74,9 @@ def _admission_statement(database: Database) -> CompoundSelect[Any]:
     no, nobody = literal(False, Boolean()), literal(None, String())
     # Given up (`unavailable`) counts as failing even while its daily probe is due: a verified
     # request from it revives it (`HostStore.probe_now`).
-    failing = or_(and_(HOSTS.c.circuit == OPEN, HOSTS.c.circuit_until > now), HOSTS.c.unavailable)
+    failing = or_(
+        and_(HOSTS.c.circuit == CircuitState.OPEN, HOSTS.c.circuit_until > now), HOSTS.c.unavailable
+    )
     senders_inbox = or_(
         GONE_INBOXES.c.inbox == REMOTE_ACTORS.c.inbox, GONE_INBOXES.c.inbox == REMOTE_ACTORS.c.shared_inbox
     )

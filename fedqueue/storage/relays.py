@@ -14,7 +14,6 @@ from fedqueue.storage.schema import RELAYS
 
 #: Aliases of the `RelayState` members, kept only until their importers outside storage name
 #: `RelayState` (issue 47).
-PENDING, ACCEPTED, REJECTED = RelayState.PENDING, RelayState.ACCEPTED, RelayState.REJECTED
 
 
 class RelayStore:

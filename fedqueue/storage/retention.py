@@ -21,6 +21,7 @@ from sqlalchemy import ColumnElement, and_, bindparam, delete, exists, func, or_
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.dml import ReturningDelete
 
+from fedqueue.rules.admin_views import EXACT_COUNT_BELOW
 from fedqueue.rules.states import FINISHED, LANES, SETTLED, UNSENT
 from fedqueue.storage.database import Database
 from fedqueue.storage.published import maybe_public
@@ -53,8 +54,6 @@ _TABLES = {
     )
 }
 COUNTED_TABLES = tuple(_TABLES)
-#: Below this estimate, a PostgreSQL table is counted exactly (cheap at that size).
-EXACT_COUNT_BELOW = 100_000
 
 
 def _finished_before(state: str, before: datetime) -> ColumnElement[bool]:

@@ -14,8 +14,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from fedqueue.rules.admin_views import CIRCUIT_STATES, HostView
-from fedqueue.rules.states import STATUS_ORDER
+from fedqueue.rules.admin_views import HostView
+from fedqueue.rules.states import CIRCUIT_STATES, STATUS_ORDER
 from fedqueue.rules.status_order import status_query
 from fedqueue.service import admin_reads
 from fedqueue.web.admin_auth import (

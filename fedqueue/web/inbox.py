@@ -40,6 +40,7 @@ from fedqueue.rules.signature_parsing import InboundRequest
 from fedqueue.rules.signing.requests import SignatureError
 from fedqueue.rules.states import InboxAnswer
 from fedqueue.rules.webhook_payloads import DEFAULT_CONSUMER, check_consumer, inbox_data
+from fedqueue.rules.wire_inbox_item import inbox_page_json
 from fedqueue.service import federation_reads as reads
 from fedqueue.web.incoming import bearer_token, client_of, read_body
 from fedqueue.web.responses import JSONResponse, settings_of, store_of, urls_of
@@ -108,7 +109,7 @@ async def receive(request: Request) -> Response:
                 metrics.inbox_bytes_throttled(exc.body_bytes)
             raise
         span.set("fedqueue.received", received)
-    metrics.inbox_result(True, "new" if received == "accepted" else received)
+    metrics.inbox_result(True, "new" if received == InboxAnswer.ACCEPTED else received)
     return JSONResponse({"status": received}, status_code=202)
 
 
@@ -173,7 +174,7 @@ async def pull(request: Request) -> Response:
         )
         for entry in pulled.entries
     ]
-    return JSONResponse({"consumer": consumer, "items": items, "next_cursor": pulled.next_cursor})
+    return JSONResponse(inbox_page_json(consumer, items, pulled.next_cursor))
 
 
 routes = [

@@ -13,11 +13,11 @@ from starlette.routing import Route
 
 from fedqueue.metrics import Metrics
 from fedqueue.remote.documents import RemoteDirectory
+from fedqueue.rules.admin_views import EXACT_COUNT_BELOW
 from fedqueue.rules.bounded_memory import CacheFigures
 from fedqueue.rules.errors import Unauthorized
 from fedqueue.rules.prometheus_text import counter, gauge
 from fedqueue.rules.states import CIRCUIT_STATES, DELIVERY_STATES
-from fedqueue.storage.retention import EXACT_COUNT_BELOW
 from fedqueue.web.admin_auth import bearer_of, token_matches
 from fedqueue.web.responses import settings_of, store_of
 

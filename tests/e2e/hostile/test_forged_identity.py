@@ -22,9 +22,9 @@ from fedqueue.rules.address_guard import host_of
 from fedqueue.rules.admin_views import Relay
 from fedqueue.rules.intake import ActivityFacts
 from fedqueue.rules.signing import keys
+from fedqueue.rules.states import RelayState
 from fedqueue.storage import Enqueued, Store, Target
 from fedqueue.storage.column_types import utcnow
-from fedqueue.storage.relays import PENDING
 from fedqueue.storage.tables import DeliveryRow, FollowerRow, InboundActivityRow
 from tests.fediverse import ALICE, AS_PUBLIC, LOCAL, RemoteActor
 from tests.live import ADMIN_TOKEN, LiveInstance, create_actor, live_instance
@@ -150,7 +150,9 @@ async def test_objects_claiming_another_origin_or_author_are_stored_as_their_ids
     mal = RemoteActor(other, name="mal").publish()
     relay = RemoteActor(other, name="relay").publish()
     follow_id = f"{LOCAL}/actor/relay-follows/1"
-    await store.relays.add(Relay(relay.uri, relay.inbox, follow_id, PENDING, utcnow(), None), who="test")
+    await store.relays.add(
+        Relay(relay.uri, relay.inbox, follow_id, RelayState.PENDING, utcnow(), None), who="test"
+    )
     assert await store.relays.answered(relay.uri, follow_id, True, utcnow())
     on_vics_origin = {
         "id": remote.url("/users/vic/notes/1"),

@@ -12,7 +12,8 @@ from fedqueue.outbound.worker import Worker
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.http_client import HttpClient
 from fedqueue.rules.address_guard import host_of
-from fedqueue.rules.circuit import CLOSED, OPEN, HostHealth
+from fedqueue.rules.circuit import HostHealth
+from fedqueue.rules.states import CircuitState
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
@@ -36,7 +37,7 @@ async def failing_host_with_backlog(store: Store, settings: Settings, bob: Remot
             consecutive_failures=10,
             first_failure_at=now,
             last_failure_at=now,
-            circuit=OPEN,
+            circuit=CircuitState.OPEN,
             circuit_until=now + timedelta(hours=1),
         )
 
@@ -63,12 +64,12 @@ async def test_a_signed_request_from_a_failing_host_triggers_one_probe_and_a_fai
 
     await send_from_bob(client, bob)
     health = (await store.hosts.health([host]))[host]
-    assert health.circuit == OPEN  # the inbound request alone resumes nothing
+    assert health.circuit == CircuitState.OPEN  # the inbound request alone resumes nothing
 
     await run_burst(quick, store)
     assert len(remote.received("POST", "/users/bob/inbox")) == 1
     health = (await store.hosts.health([host]))[host]
-    assert health.circuit == OPEN
+    assert health.circuit == CircuitState.OPEN
     assert health.circuit_until is not None and health.circuit_until > utcnow()
     [view] = await store.admin.hosts(host=host)
     assert {state: n for state, n in view.counts.items() if n} == {"failed": 1, "queued": BACKLOG - 1}
@@ -88,7 +89,7 @@ async def test_after_a_successful_probe_a_failing_host_gets_its_backlog_graduall
         await worker_round(worker)
         assert len(remote.received("POST", "/users/bob/inbox")) == 1  # the probe, alone
         health = (await store.hosts.health([host]))[host]
-        assert (health.circuit, health.recovery_allowance) == (CLOSED, 2)
+        assert (health.circuit, health.recovery_allowance) == (CircuitState.CLOSED, 2)
         await worker_round(worker)
         assert len(remote.received("POST", "/users/bob/inbox")) == 1 + 2
     finally:

@@ -15,9 +15,9 @@ import pytest
 from sqlalchemy import select
 
 from fedqueue.rules.admin_views import Relay
+from fedqueue.rules.states import RelayState
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
-from fedqueue.storage.relays import PENDING
 from fedqueue.storage.tables import InboundActivityRow
 from tests.fediverse import AS_PUBLIC, RemoteActor, post, reply_by
 from tests.loopback import LoopbackServer
@@ -33,7 +33,9 @@ def relay(other: LoopbackServer) -> RemoteActor:
 
 async def follow_relay(store: Store, relay: RemoteActor, *, accepted: bool) -> None:
     follow_id = "http://127.0.0.1:8000/actor/relay-follows/1"
-    await store.relays.add(Relay(relay.uri, relay.inbox, follow_id, PENDING, utcnow(), None), who="test")
+    await store.relays.add(
+        Relay(relay.uri, relay.inbox, follow_id, RelayState.PENDING, utcnow(), None), who="test"
+    )
     if accepted:
         assert await store.relays.answered(relay.uri, follow_id, True, utcnow())
 

@@ -13,9 +13,9 @@ from aiohttp import web
 from fedqueue.rules.admin_views import Relay
 from fedqueue.rules.signing import keys
 from fedqueue.rules.signing.requests import parse_cavage_signature, verify_cavage
+from fedqueue.rules.states import RelayState
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
-from fedqueue.storage.relays import ACCEPTED, PENDING
 from tests.fediverse import AS_PUBLIC, LOCAL, RemoteActor, post
 from tests.integration.inbound.test_dereference import pull
 from tests.loopback import LoopbackServer
@@ -24,7 +24,9 @@ INSTANCE = f"{LOCAL}/actor"
 OUR_FOLLOW = f"{INSTANCE}/relay-follows/t0ken"
 
 
-async def followed_relay(store: Store, remote: LoopbackServer, state: str = PENDING) -> RemoteActor:
+async def followed_relay(
+    store: Store, remote: LoopbackServer, state: str = RelayState.PENDING
+) -> RemoteActor:
     """A relay `fedqueue relay add` followed, whose inbox takes what is POSTed to it."""
     relay = RemoteActor(remote, name="relay").publish()
     remote.on("POST", "/users/relay/inbox", lambda _r: web.Response(status=202))
@@ -78,5 +80,5 @@ async def test_a_relays_accept_and_undo_reach_no_app_while_its_announce_does(
     for activity in (accept, undo, announce):
         response = await post(client, "/inbox", relay.signed("/inbox", activity))
         assert response.status_code == 202, response.text
-    assert [relay_row.state for relay_row in await store.relays.all()] == [ACCEPTED]
+    assert [relay_row.state for relay_row in await store.relays.all()] == [RelayState.ACCEPTED]
     assert [item["type"] for item in await pull(client, "alice", created.token)] == ["Announce"]

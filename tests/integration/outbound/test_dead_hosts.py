@@ -17,7 +17,8 @@ from fedqueue.metrics import Metrics
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.http_client import HttpClient
 from fedqueue.rules.address_guard import host_of
-from fedqueue.rules.circuit import CLOSED, OPEN, HostHealth
+from fedqueue.rules.circuit import HostHealth
+from fedqueue.rules.states import CircuitState
 from fedqueue.service import webhooks
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
@@ -40,7 +41,7 @@ def given_up(until: datetime) -> Callable[[HostHealth], HostHealth]:
             consecutive_failures=40,
             first_failure_at=SINCE,
             last_failure_at=until - timedelta(days=1),
-            circuit=OPEN,
+            circuit=CircuitState.OPEN,
             circuit_until=until,
             unavailable=True,
         )
@@ -89,7 +90,7 @@ async def test_a_host_failing_for_the_set_days_is_given_up_and_its_waiting_deliv
     await run_burst(quick, store, clock=lambda: utcnow() + timedelta(hours=13), metrics=metrics)
 
     health = (await store.hosts.health([host]))[host]
-    assert health.unavailable and health.circuit == OPEN
+    assert health.unavailable and health.circuit == CircuitState.OPEN
     deliveries = await store.deliveries.for_outbox(outbox_id)
     assert {d.state for d in deliveries} == {"dead"}
     first = health.first_failure_at
@@ -170,7 +171,9 @@ async def test_a_daily_probe_that_answers_brings_a_given_up_host_back_and_a_fail
         await client.aclose()
     assert len(remote.received("GET", "/.well-known/nodeinfo")) == 2
     health = (await store.hosts.health([host]))[host]
-    assert not health.unavailable and health.circuit == CLOSED and health.consecutive_failures == 0
+    assert (
+        not health.unavailable and health.circuit == CircuitState.CLOSED and health.consecutive_failures == 0
+    )
 
 
 async def test_an_admin_resets_a_given_up_host_and_the_console_shows_since_when_it_was_unavailable(

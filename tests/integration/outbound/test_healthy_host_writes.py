@@ -13,7 +13,8 @@ from fedqueue.metrics import Metrics
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.http_client import HttpClient
 from fedqueue.rules.address_guard import host_of
-from fedqueue.rules.circuit import CLOSED, HostHealth, after_failure
+from fedqueue.rules.circuit import HostHealth, after_failure
+from fedqueue.rules.states import CircuitState
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from tests.integration.outbound.test_worker_survival import Clock
@@ -107,7 +108,11 @@ async def test_a_failure_right_after_a_success_left_out_is_recorded_and_so_is_th
     clock.advance(1)
     await deliver(worker, store, remote, 202)
     health = await health_of(store, host)
-    assert (health.consecutive_failures, health.first_failure_at, health.circuit) == (0, None, CLOSED)
+    assert (health.consecutive_failures, health.first_failure_at, health.circuit) == (
+        0,
+        None,
+        CircuitState.CLOSED,
+    )
     assert health.last_success_at == clock.now
 
 

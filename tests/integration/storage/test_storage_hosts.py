@@ -7,7 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from fedqueue.rules.circuit import CLOSED, CircuitPolicy, HostHealth, after_failure, after_success
+from fedqueue.rules.circuit import CircuitPolicy, HostHealth, after_failure, after_success
+from fedqueue.rules.states import CircuitState
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.hosts import HostStore
@@ -42,7 +43,11 @@ async def test_a_success_after_failures_resets_the_failure_count(store: Store) -
     await store.hosts.update({"a.example": lambda h: after_success(h, now, POLICY)})
 
     health = (await store.hosts.health(["a.example"]))["a.example"]
-    assert (health.consecutive_failures, health.first_failure_at, health.circuit) == (0, None, CLOSED)
+    assert (health.consecutive_failures, health.first_failure_at, health.circuit) == (
+        0,
+        None,
+        CircuitState.CLOSED,
+    )
 
 
 async def test_a_success_read_as_healthy_does_not_overwrite_failures_another_worker_recorded_meanwhile(
@@ -67,6 +72,10 @@ async def test_a_success_read_as_healthy_does_not_overwrite_failures_another_wor
     health = (await store.hosts.health(["a.example"]))["a.example"]
     # The success was applied to the open circuit, not to the stale healthy read: recovery starts.
     assert health == replace(
-        health, consecutive_failures=0, circuit=CLOSED, recovery_allowance=2, last_success_at=later
+        health,
+        consecutive_failures=0,
+        circuit=CircuitState.CLOSED,
+        recovery_allowance=2,
+        last_success_at=later,
     )
     assert health.last_failure_at == now

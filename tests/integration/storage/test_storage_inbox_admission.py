@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import insert
 
-from fedqueue.rules.circuit import OPEN
 from fedqueue.rules.errors import UnstorableValue
+from fedqueue.rules.states import CircuitState
 from fedqueue.storage import Admission, Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.remote_actors import CachedRemote
@@ -55,7 +55,9 @@ async def test_a_healthy_hosts_success_bookkeeping_keeps_the_admission_an_opened
     await store.hosts.update({"r.example": lambda health: replace(health, last_success_at=utcnow())})
     assert await store.inbox.admission(["r.example"], [], SENDER, utcnow()) is first
     opened = {
-        "r.example": lambda health: replace(health, circuit=OPEN, circuit_until=utcnow() + timedelta(hours=1))
+        "r.example": lambda health: replace(
+            health, circuit=CircuitState.OPEN, circuit_until=utcnow() + timedelta(hours=1)
+        )
     }
     await store.hosts.update(opened)
     assert (await store.inbox.admission(["r.example"], [], SENDER, utcnow())).failing_hosts == {"r.example"}

@@ -14,10 +14,10 @@ from fedqueue.outbound.worker import Worker
 from fedqueue.remote.http_client import HttpClient
 from fedqueue.rules.admin_views import Relay
 from fedqueue.rules.signing import ld_signatures
+from fedqueue.rules.states import RelayState
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
-from fedqueue.storage.relays import PENDING
 from fedqueue.storage.tables import DeliveryRow, OutboxRow
 from tests.conftest import ADMIN_TOKEN
 from tests.loopback import LoopbackServer
@@ -141,7 +141,12 @@ async def test_the_delete_reaches_accepted_relays_and_carries_an_ld_signature_th
     for name, accepted in (("relay", True), ("pending-relay", False)):
         follow_id = f"http://127.0.0.1:8000/actor/relay-follows/{name}"
         relay = Relay(
-            remote.url(f"/{name}"), remote.url(f"/{name}/inbox"), follow_id, PENDING, utcnow(), None
+            remote.url(f"/{name}"),
+            remote.url(f"/{name}/inbox"),
+            follow_id,
+            RelayState.PENDING,
+            utcnow(),
+            None,
         )
         await store.relays.add(relay, who="test")
         if accepted:

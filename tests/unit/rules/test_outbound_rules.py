@@ -9,9 +9,6 @@ import pytest
 from fedqueue.rules.addressing import InboxChoice, choose_inboxes, recipients, strip_hidden
 from fedqueue.rules.backoff import RetrySchedule
 from fedqueue.rules.circuit import (
-    CLOSED,
-    HALF_OPEN,
-    OPEN,
     CircuitPolicy,
     HostHealth,
     admit,
@@ -36,6 +33,7 @@ from fedqueue.rules.scheme_choice import (
     second_knock,
 )
 from fedqueue.rules.signing.requests import SignatureScheme
+from fedqueue.rules.states import CircuitState
 
 NOW = datetime(2026, 11, 22, 4, 0, tzinfo=UTC)
 ME = "https://q.example/actors/alice"
@@ -163,7 +161,7 @@ def test_a_circuit_opens_after_consecutive_failures_and_lets_one_probe_through()
     health = HostHealth("h.example")
     for _ in range(3):
         health = after_failure(health, NOW, POLICY)
-    assert health.circuit == OPEN
+    assert health.circuit == CircuitState.OPEN
     assert admit(health, 50, NOW) == admit(health, 50, NOW + timedelta(seconds=59))
     assert admit(health, 50, NOW).send == 0
     probe = admit(health, 50, NOW + timedelta(seconds=60))
@@ -171,14 +169,16 @@ def test_a_circuit_opens_after_consecutive_failures_and_lets_one_probe_through()
 
 
 def test_a_failed_probe_reopens_and_a_successful_one_recovers_gradually() -> None:
-    probing = HostHealth("h.example", consecutive_failures=5, circuit=HALF_OPEN, first_failure_at=NOW)
-    assert after_failure(probing, NOW, POLICY).circuit == OPEN
+    probing = HostHealth(
+        "h.example", consecutive_failures=5, circuit=CircuitState.HALF_OPEN, first_failure_at=NOW
+    )
+    assert after_failure(probing, NOW, POLICY).circuit == CircuitState.OPEN
     health = after_success(probing, NOW, POLICY)
     allowances = []
     for _ in range(5):
         allowances.append(admit(health, 100, NOW).send)
         health = after_success(health, NOW, POLICY)
-    assert health.circuit == CLOSED
+    assert health.circuit == CircuitState.CLOSED
     assert allowances == [2, 4, 8, 100, 100]
 
 
@@ -193,13 +193,13 @@ def test_a_given_up_host_is_refused_probed_daily_and_revived_with_a_fresh_failur
     since = NOW - timedelta(days=7, minutes=1)
     failing = HostHealth("h.example", consecutive_failures=2, first_failure_at=since)
     dead = after_failure(failing, NOW, POLICY)
-    assert dead.unavailable and dead.circuit == OPEN
+    assert dead.unavailable and dead.circuit == CircuitState.OPEN
     assert dead.circuit_until == NOW + timedelta(hours=24)  # unavailable_probe_hours, not open_seconds
     assert admit(dead, 3, NOW + timedelta(days=2)).refuse
     assert unreachable_reason(dead) == f"host unreachable since {since:%Y-%m-%d %H:%M} UTC"
     back = revived(dead, NOW)
     assert (back.unavailable, back.first_failure_at, back.consecutive_failures) == (False, None, 0)
-    assert (back.circuit, back.circuit_until) == (OPEN, NOW)  # the next delivery is its probe
+    assert (back.circuit, back.circuit_until) == (CircuitState.OPEN, NOW)  # the next delivery is its probe
     assert admit(back, 3, NOW).probe
     assert not after_failure(back, NOW, POLICY).unavailable  # the 7 days count afresh
 
