@@ -21,7 +21,6 @@ from fedqueue.cli.help import CommandSpec, Subparsers, add_command, argument
 from fedqueue.cli.loop import run
 from fedqueue.logs import configure_logging
 from fedqueue.metrics import Metrics
-from fedqueue.outbound.actor_changes import delete_actor, move_actor
 from fedqueue.outbound.supervise import WorkerHealth, supervise
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.documents import RemoteDirectory
@@ -32,6 +31,7 @@ from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import InvalidInput, SettingsError
 from fedqueue.rules.urls import Urls
 from fedqueue.service import actors as local_actors
+from fedqueue.service.actor_changes import delete_actor, move_actor
 from fedqueue.service.database import (
     bring_schema_to_head,
     check_private_keys,

@@ -8,11 +8,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from fedqueue.metrics import Metrics
-from fedqueue.outbound.actor_changes import update_profile
 from fedqueue.rules.errors import InvalidInput
 from fedqueue.rules.profile_fields import ProfileSaved, parse_change
 from fedqueue.rules.states import DeliveryState
 from fedqueue.rules.urls import Urls
+from fedqueue.service.actor_changes import update_profile
 from fedqueue.storage import Store
 
 

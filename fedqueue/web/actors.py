@@ -6,13 +6,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fedqueue.outbound.actor_changes import delete_actor
 from fedqueue.rules.activitystreams import ACTIVITY_JSON, AS_CONTEXT, SECURITY_CONTEXT
 from fedqueue.rules.actor_documents import ActorFacts, tombstone
 from fedqueue.rules.actor_documents import actor_document as actor_document_of
 from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import ActorGone, InvalidInput, NotFound, Unauthorized
 from fedqueue.service import federation_reads as reads
+from fedqueue.service.actor_changes import delete_actor
 from fedqueue.web.outbox import authorize_actor
 from fedqueue.web.responses import (
     JSONResponse,

@@ -9,12 +9,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fedqueue.outbound.actor_changes import delete_actor, move_actor
 from fedqueue.rules.actor_documents import Deletion, check_uri
 from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import InvalidInput
 from fedqueue.rules.profile_fields import FIELDS, MAX_PROFILE_BODY_BYTES, ProfileSaved
 from fedqueue.service import actors as local_actors
+from fedqueue.service.actor_changes import delete_actor, move_actor
 from fedqueue.service.admin_json import ActorJson, profile_json
 from fedqueue.service.profiles import change_profile
 from fedqueue.web.admin_auth import session_of
