@@ -11,7 +11,8 @@ Run it next to `fedqueue serve`, on the same PostgreSQL database (see README.md)
 - `POST /fedqueue/hook` takes fedqueue's webhook (`inbox.new`), checked with
   `fedqueue.client.verify_webhook`, and keeps the replies to a post.
 - `GET /posts/{id}` shows the post, its replies and where its delivery stands
-  (`fedqueue.client.AsyncClient.status`).
+  (`fedqueue.client.AsyncClient.status`); with fedqueue down it still shows the post, says
+  fedqueue is unavailable and answers 503 (`FedqueueUnavailable`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -44,7 +46,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from fedqueue.client import AsyncClient, FedqueueError, WebhookRejected, verify_webhook
+from fedqueue.client import AsyncClient, FedqueueError, FedqueueUnavailable, WebhookRejected, verify_webhook
 
 PUBLIC = "https://www.w3.org/ns/activitystreams#Public"
 
@@ -119,9 +121,10 @@ def create_activity(config: Config, post_id: int, title: str, body: str) -> dict
     return {"type": "Create", "object": note, **audience}
 
 
-def page(title: str, body: str) -> HTMLResponse:
+def page(title: str, body: str, status_code: int = 200) -> HTMLResponse:
     return HTMLResponse(
-        f"<!doctype html><title>{html.escape(title)}</title><h1>{html.escape(title)}</h1>{body}"
+        f"<!doctype html><title>{html.escape(title)}</title><h1>{html.escape(title)}</h1>{body}",
+        status_code,
     )
 
 
@@ -177,20 +180,23 @@ async def show_post(request: Request) -> Response:
             for r in found
         )
     client: AsyncClient = request.app.state.fedqueue
+    status_code = 200
     try:
         status = await client.status(post.outbox_id)
         counts = (
             ", ".join(f"{state}: {n}" for state, n in sorted(status.counts.items())) or "no deliveries yet"
         )
         delivery = f"{'complete' if status.complete else 'in progress'} ({counts})"
-    except FedqueueError as exc:
+    except FedqueueUnavailable as exc:  # fedqueue down or overloaded: the post is saved, its status unknown
+        delivery, status_code = f"unknown: fedqueue is unavailable ({exc.reason})", 503
+    except FedqueueError as exc:  # a refusal, such as a wrong token
         delivery = f"unknown ({exc.reason})"
     body = (
         f"<article>{html.escape(post.body)}</article>"
         f'<p id="delivery">Delivery: {html.escape(delivery)}</p>'
         f"<h2>Replies</h2><ul>{thread}</ul>"
     )
-    return page(post.title, body)
+    return page(post.title, body, status_code)
 
 
 async def webhook(request: Request) -> Response:
@@ -222,15 +228,11 @@ async def webhook(request: Request) -> Response:
     return Response(status_code=204)
 
 
-@asynccontextmanager
-async def lifespan(app: Starlette) -> AsyncIterator[None]:
-    config = Config.from_environment()
-    engine = create_async_engine(config.database_url)
-    async with engine.begin() as conn:
-        await conn.run_sync(metadata.create_all)
-    app.state.config, app.state.engine = config, engine
-    if config.admin_token:  # how the blog shows on Mastodon: its name, a bio, a link back here
-        async with AsyncClient(config.fedqueue_url, config.admin_token) as admin:
+async def set_profile(config: Config) -> None:
+    """How the blog shows on Mastodon: its name, a bio, a link back here. With fedqueue down the
+    blog starts all the same (posts wait in the outbox table), and says so."""
+    async with AsyncClient(config.fedqueue_url, config.admin_token or "") as admin:
+        try:
             await admin.update_profile(
                 config.actor,
                 name="Blog",
@@ -239,6 +241,22 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
                 type="Service",
                 fields=[{"name": "Website", "value": f"{config.blog_url}/"}],
             )
+        except FedqueueUnavailable as exc:
+            print(
+                f"blog: profile not set, fedqueue is unavailable ({exc.reason}); restart to retry",
+                file=sys.stderr,
+            )
+
+
+@asynccontextmanager
+async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    config = Config.from_environment()
+    engine = create_async_engine(config.database_url)
+    async with engine.begin() as conn:
+        await conn.run_sync(metadata.create_all)
+    app.state.config, app.state.engine = config, engine
+    if config.admin_token:
+        await set_profile(config)
     async with AsyncClient(config.fedqueue_url, config.token) as client:
         app.state.fedqueue = client
         yield

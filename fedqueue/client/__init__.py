@@ -13,7 +13,16 @@ shapes (pure modules of `fedqueue.rules`): what the server sends is what these h
 
 from __future__ import annotations
 
-from fedqueue.client.answers import CreatedActor, FedqueueError, Posted, Profile, ProfileField, Webhook
+from fedqueue.client.answers import (
+    CreatedActor,
+    FedqueueBadAnswer,
+    FedqueueError,
+    FedqueueUnavailable,
+    Posted,
+    Profile,
+    ProfileField,
+    Webhook,
+)
 from fedqueue.client.calls import ProfileChange, WebhookOptions
 from fedqueue.client.clients import AsyncClient, Client
 from fedqueue.client.webhooks import WebhookRejected, verify_webhook
@@ -26,7 +35,9 @@ __all__ = [
     "Client",
     "CreatedActor",
     "Delivery",
+    "FedqueueBadAnswer",
     "FedqueueError",
+    "FedqueueUnavailable",
     "InboxItem",
     "InboxPage",
     "Posted",

@@ -14,18 +14,37 @@ T = TypeVar("T")
 
 
 class FedqueueError(Exception):
-    """fedqueue refused a request (`status`, and its one-line `reason`) or answered unexpectedly."""
+    """Every failure of a client call: fedqueue refused it (`status`, its one-line `reason`), could
+    not be reached (`FedqueueUnavailable`, `status` None), or answered unreadably (`FedqueueBadAnswer`)."""
 
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(f"fedqueue answered {status}: {reason}")
+    def __init__(self, status: int | None, reason: str) -> None:
+        said = f"fedqueue answered {status}" if status is not None else "fedqueue gave no answer"
+        super().__init__(f"{said}: {reason}")
+        #: The HTTP status of fedqueue's answer; None when there was none (a transport failure).
         self.status = status
         self.reason = reason
 
 
+class FedqueueUnavailable(FedqueueError):
+    """fedqueue could not serve the call now: not reachable (refused connection, DNS, TLS), no answer
+    in time, the connection dropped mid-answer, or a 5xx (503: its outbox backlog is full). Retry later."""
+
+    def __init__(self, status: int | None, reason: str, retry_after_s: float | None = None) -> None:
+        super().__init__(status, reason)
+        #: The answer's Retry-After, in seconds, when it gave one.
+        self.retry_after_s = retry_after_s
+
+
+class FedqueueBadAnswer(FedqueueError):
+    """fedqueue (or a proxy in front of it) answered something the client cannot read: not JSON,
+    cut short, or not the shape this client version expects."""
+
+
 def build(cls: type[T], data: Any, **nested: Any) -> T:
-    """`cls` from a JSON object: each field from the key of its name (absent: None), `nested` as given."""
+    """`cls` from a JSON object: each field from the key of its name (absent: None), `nested` as given;
+    TypeError for anything but an object (a call reads that as FedqueueBadAnswer)."""
     if not isinstance(data, dict):
-        raise FedqueueError(200, f"expected a JSON object for {cls.__name__}, got {type(data).__name__}")
+        raise TypeError(f"expected a JSON object for {cls.__name__}, got {type(data).__name__}")
     names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
     return cls(**{name: nested[name] if name in nested else data.get(name) for name in names})
 

@@ -6,7 +6,8 @@ both share every URL, parameter and answer shape written here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypedDict, TypeVar, Unpack
 from urllib.parse import quote, urlsplit
@@ -15,7 +16,9 @@ import httpx
 
 from fedqueue.client.answers import (
     CreatedActor,
+    FedqueueBadAnswer,
     FedqueueError,
+    FedqueueUnavailable,
     Posted,
     Profile,
     ProfileField,
@@ -62,19 +65,54 @@ class ProfileChange(TypedDict, total=False):
 
 @dataclass(frozen=True)
 class Call(Generic[T]):
-    """A request to fedqueue and the reader of its answer (which raises FedqueueError on a refusal)."""
+    """A request to fedqueue and the reader of its answer (which raises a FedqueueError on a refusal)."""
 
     request: httpx.Request
     read: Callable[[httpx.Response], T]
 
     def parse(self, response: httpx.Response) -> T:
-        """The answer as `T`; FedqueueError with fedqueue's one-line reason for any non-2xx."""
-        if not response.is_success:
-            raise FedqueueError(response.status_code, _reason(response))
+        """The answer as `T`: FedqueueUnavailable for a 5xx, FedqueueError with fedqueue's one-line
+        reason for a 4xx (or any other non-2xx), FedqueueBadAnswer for a 2xx it cannot read."""
+        status = response.status_code
         try:
+            if response.is_server_error:
+                raise FedqueueUnavailable(status, _reason(response), _retry_after_s(response))
+            if not response.is_success:
+                raise FedqueueError(status, _reason(response))
             return self.read(response)
-        except (ValueError, TypeError, KeyError) as exc:
-            raise FedqueueError(response.status_code, f"unexpected answer: {exc}") from None
+        except httpx.DecodingError as exc:  # a body its Content-Encoding does not decode
+            raise FedqueueBadAnswer(status, f"unreadable answer: {_described(exc)}") from None
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise FedqueueBadAnswer(status, f"unexpected answer: {exc}") from None
+
+
+@contextmanager
+def translated(request: httpx.Request) -> Iterator[None]:
+    """httpx's errors while `request` is sent, as the client's own: FedqueueUnavailable when fedqueue
+    was not reached or its answer did not arrive whole, FedqueueBadAnswer when it could not be decoded.
+
+    The one boundary both clients send through (`with translated(call.request): ...`), sync and async
+    alike; the httpx error stays as the cause.
+    """
+    origin = f"{request.url.scheme}://{request.url.netloc.decode('ascii', 'replace')}"
+    try:
+        yield
+    except httpx.TimeoutException as exc:
+        raise FedqueueUnavailable(None, f"no answer from {origin} in time ({type(exc).__name__})") from exc
+    except httpx.TransportError as exc:  # refused, DNS, TLS, dropped mid-answer, unsupported scheme
+        raise FedqueueUnavailable(None, f"cannot reach fedqueue at {origin}: {_described(exc)}") from exc
+    except httpx.HTTPError as exc:  # a body it cannot decode, too many redirects
+        raise FedqueueBadAnswer(None, f"unreadable answer from {origin}: {_described(exc)}") from exc
+
+
+def _described(exc: Exception) -> str:
+    text = " ".join(str(exc).split())[:200]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _retry_after_s(response: httpx.Response) -> float | None:
+    raw = response.headers.get("retry-after", "").strip()
+    return float(raw) if raw.isascii() and raw.isdigit() else None
 
 
 def _reason(response: httpx.Response) -> str:
@@ -82,7 +120,8 @@ def _reason(response: httpx.Response) -> str:
         error = response.json().get("error")
     except (ValueError, AttributeError):
         error = None
-    return error if isinstance(error, str) else (response.text[:200] or response.reason_phrase)
+    text = " ".join(response.text[:200].split())  # one line, also for a proxy's HTML page
+    return error if isinstance(error, str) else (text or response.reason_phrase)
 
 
 class Endpoint:

@@ -3,7 +3,8 @@
 Each method is one line: build the call (`calls`), send it, parse the answer. Construct with the
 token of the actor the app posts and pulls for, or with the admin token for `create_actor`,
 `update_profile` and `add_webhook`; pass `http=` to bring your own configured httpx client (it
-is then not closed).
+is then not closed). Every failure is a `FedqueueError` (httpx's own errors are translated in
+`calls.translated`), so an app catches one exception tree.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, Self, TypeVar, Unpack
 import httpx
 
 from fedqueue.client.answers import CreatedActor, Posted, Profile, Webhook
-from fedqueue.client.calls import Call, Endpoint, ProfileChange, WebhookOptions
+from fedqueue.client.calls import Call, Endpoint, ProfileChange, WebhookOptions, translated
 from fedqueue.rules.wire_delivery_status import StatusPage
 from fedqueue.rules.wire_inbox_item import InboxPage
 
@@ -34,7 +35,9 @@ class Client:
         self._http = http or httpx.Client(timeout=timeout)
 
     def _run(self, call: Call[T]) -> T:
-        return call.parse(self._http.send(call.request))
+        with translated(call.request):
+            response = self._http.send(call.request)
+        return call.parse(response)
 
     def post(self, actor: str, activity: Mapping[str, Any]) -> Posted:
         """Hand an activity to `actor`'s outbox; its id and status URL."""
@@ -106,7 +109,9 @@ class AsyncClient:
         self._http = http or httpx.AsyncClient(timeout=timeout)
 
     async def _run(self, call: Call[T]) -> T:
-        return call.parse(await self._http.send(call.request))
+        with translated(call.request):
+            response = await self._http.send(call.request)
+        return call.parse(response)
 
     async def post(self, actor: str, activity: Mapping[str, Any]) -> Posted:
         """Hand an activity to `actor`'s outbox; its id and status URL."""
