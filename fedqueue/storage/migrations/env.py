@@ -21,6 +21,11 @@ def _url() -> str:
 
 
 def _run(connection: Connection) -> None:
+    if connection.dialect.name == "sqlite":
+        # Batch mode rebuilds a table by copy, drop and rename: with foreign keys on, the drop
+        # cascades and deletes the rows that reference it (0011 emptied webhook_events so). Off
+        # for the migration only (the connection is discarded after it), as alembic advises.
+        connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
     context.configure(
         connection=connection,
         target_metadata=METADATA,

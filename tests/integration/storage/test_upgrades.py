@@ -22,12 +22,6 @@ from tests.loopback import LoopbackServer
 from tests.outbound import fast, run_burst, verify_delivery
 from tests.upgrades import BASE_URL, RELEASED_HEADS, OldRows, empty_database, migrate, seed_released_rows
 
-#: A known loss, kept failing until it is fixed (then strict xfail fails and this goes): on SQLite,
-#: migration 0011's batch_alter_table("webhooks") copies the table and drops the old one while
-#: PRAGMA foreign_keys is ON, so the DROP cascades and deletes every webhook event and its queued
-#: delivery row. PostgreSQL alters the table in place and keeps them.
-WEBHOOK_EVENTS_LOST_BY_0011 = "SQLite: 0011 recreates webhooks, the drop cascades to webhook_events"
-
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
@@ -92,8 +86,6 @@ async def test_a_database_from_each_release_keeps_every_row_and_its_waiting_deli
     landing: str, empty_database_url: str, peer: LoopbackServer, request: pytest.FixtureRequest
 ) -> None:
     url = empty_database_url
-    if RELEASED_HEADS[landing] < "0011" and url.startswith("sqlite"):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=WEBHOOK_EVENTS_LOST_BY_0011))
     old = await asyncio.to_thread(_build_at, url, RELEASED_HEADS[landing], peer)
 
     await asyncio.to_thread(migrate, url)
