@@ -136,8 +136,8 @@ def run_actor_move(args: argparse.Namespace) -> int:
     return 0
 
 
-class _Server(uvicorn.Server):
-    """uvicorn, but SIGTERM/SIGINT also stop the in-process worker, and the process exits 0."""
+class StoppingServer(uvicorn.Server):
+    """uvicorn, but SIGTERM/SIGINT also stop the in-process worker (`stop`), and the process exits 0."""
 
     def __init__(self, config: uvicorn.Config, stop: asyncio.Event) -> None:
         super().__init__(config)
@@ -271,7 +271,7 @@ async def _serve(
             lifespan="on",
             proxy_headers=False,
         )
-        await _Server(config, stop).serve(sockets=None if listening is None else [listening])
+        await StoppingServer(config, stop).serve(sockets=None if listening is None else [listening])
     finally:
         stop.set()
         if worker is not None:

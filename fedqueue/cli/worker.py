@@ -1,4 +1,4 @@
-"""`fedqueue worker [--burst]`: the delivery worker on its own."""
+"""`fedqueue worker [--burst] [--listen HOST:PORT]`: the delivery worker on its own."""
 
 from __future__ import annotations
 
@@ -6,14 +6,28 @@ import argparse
 import asyncio
 import contextlib
 import signal
+from typing import TYPE_CHECKING
 
-from fedqueue.cli.core import prepared_settings
+import uvicorn
+
+from fedqueue.cli import workers
+from fedqueue.cli.core import StoppingServer, prepared_settings
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.loop import run
+from fedqueue.metrics import Metrics
+from fedqueue.outbound.heartbeat import WorkerStalled
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.http_client import HttpClient
 from fedqueue.service.database import check_private_keys, open_store
 from fedqueue.service.retention import prune_forever
+from fedqueue.settings import Settings
+from fedqueue.web.app import create_worker_app
+
+if TYPE_CHECKING:
+    from fedqueue.storage import Store
+
+#: The exit status of a worker that stalled (`outbound.heartbeat`): its supervisor restarts it.
+STALLED_EXIT = 3
 
 
 def register(commands: Subparsers) -> None:
@@ -23,40 +37,82 @@ def register(commands: Subparsers) -> None:
         "delivery worker only (many may share one PostgreSQL)",
         "Run the delivery worker without the HTTP app: expand new outbox rows, deliver what is "
         "due and prune what outlived its retention, until SIGTERM. Many workers may run against "
-        "one PostgreSQL database; the schema is brought to head first.",
-        ["fedqueue worker", "fedqueue worker --burst"],
+        "one PostgreSQL database; the schema is brought to head first. Each keeps a heartbeat row "
+        "(`fedqueue workers`); one that stalls with sends in flight exits with status 3.",
+        ["fedqueue worker", "fedqueue worker --burst", "fedqueue worker --listen 127.0.0.1:9101"],
     )
     worker.add_argument("--burst", action="store_true", help="deliver what is due, then exit")
+    worker.add_argument(
+        "--listen", metavar="HOST:PORT", type=_address, help="serve /healthz and /metrics on this address"
+    )
     worker.set_defaults(run=run_worker)
+    workers.register(commands)  # `fedqueue workers`: the heartbeat rows
+
+
+def _address(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"--listen wants HOST:PORT, not {value!r}")
+    return host.strip("[]"), int(port)
 
 
 def run_worker(args: argparse.Namespace) -> int:
     settings = prepared_settings()
     asyncio.run(check_private_keys(settings))
+    try:
+        run(_work(settings, args))
+    except WorkerStalled:
+        return STALLED_EXIT  # the heartbeat logged the one line
+    return 0
 
-    async def work() -> None:
-        store = open_store(settings.database_url, settings.private_key_passphrase())
-        client = HttpClient(settings)
-        try:
-            worker = Worker(settings, store, client)
-            if args.burst:
-                await worker.run_burst()
-                return
-            stop = asyncio.Event()
+
+async def _work(settings: Settings, args: argparse.Namespace) -> None:
+    store = open_store(settings.database_url, settings.private_key_passphrase())
+    metrics = Metrics()
+    client = HttpClient(settings, metrics=metrics)
+    try:
+        worker = Worker(settings, store, client, metrics=metrics)
+        if args.burst:
+            await worker.run_burst()
+            return
+        stop = asyncio.Event()
+        serving = _serve_health(settings, store, metrics, args.listen, stop)
+        if serving is None:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, stop.set)
-            # Retention in small batches beside the deliveries (docs/operations.md, Retention).
-            pruning = asyncio.create_task(prune_forever(store, settings))
-            try:
-                await worker.run(stop)
-            finally:
-                pruning.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await pruning
+        # Retention in small batches beside the deliveries (docs/operations.md, Retention).
+        pruning = asyncio.create_task(prune_forever(store, settings))
+        try:
+            await worker.run(stop)
         finally:
-            await client.aclose()
-            await store.close()
+            stop.set()  # ends the health server too
+            pruning.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pruning
+            if serving is not None:
+                await serving
+    finally:
+        await client.aclose()
+        await store.close()
 
-    run(work())
-    return 0
+
+def _serve_health(
+    settings: Settings, store: Store, metrics: Metrics, listen: tuple[str, int] | None, stop: asyncio.Event
+) -> asyncio.Task[None] | None:
+    """`/healthz` and `/metrics` on `listen` (None: not served); its SIGTERM/SIGINT set `stop`."""
+    if listen is None:
+        return None
+    app = create_worker_app(settings, store, metrics)
+    config = uvicorn.Config(
+        app, host=listen[0], port=listen[1], log_config=None, access_log=False, lifespan="off"
+    )
+    server = StoppingServer(config, stop)
+
+    async def serve() -> None:
+        serving = asyncio.create_task(server.serve())
+        await stop.wait()
+        server.should_exit = True
+        await serving
+
+    return asyncio.create_task(serve())

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from fedqueue.metrics import Metrics
+from fedqueue.outbound.heartbeat import WorkerStalled
 from fedqueue.rules.errors import describe
 
 #: The first restart waits this long; each failure in a row doubles it, up to the cap.
@@ -72,8 +73,9 @@ async def supervise(
     """Run `run_worker()` until `stop` is set, starting it again after each unexpected end.
 
     An exception, or a return while `stop` is not set, is unexpected: it is logged (with the
-    traceback) and counted as a `run` worker error, `health` says `down`, and the worker is
-    started afresh after `restart_delay_s`. Cancellation passes through.
+    traceback, but for a `WorkerStalled`, which the worker explained in one line already) and
+    counted as a `run` worker error, `health` says `down`, and the worker is started afresh
+    after `restart_delay_s`. Cancellation passes through.
     """
     failures = 0
     while not stop.is_set():
@@ -90,8 +92,9 @@ async def supervise(
         failures = 1 if clock() - started >= HEALTHY_RUN_S else failures + 1
         delay_s = restart_delay_s(failures)
         health.state, health.reason, health.restart_in_s = "down", reason, delay_s
+        traceback = None if isinstance(error, WorkerStalled) else error
         metrics.worker_error(
-            "run", error, "worker ended unexpectedly (%s); restart in %.0f s", reason, delay_s
+            "run", traceback, "worker ended unexpectedly (%s); restart in %.0f s", reason, delay_s
         )
         if not await _sleep_unless_stopped(sleep, delay_s, stop):
             return

@@ -27,6 +27,11 @@ Shutdown: once `stop` is set nothing more is claimed; the sends in flight have
 `shutdown_grace_seconds` to finish, then they are cancelled and their leases released, so
 another worker can take those deliveries at once rather than after the lease expires.
 
+Heartbeat (`outbound.heartbeat`): `run` and `run_burst` keep the worker's row in `workers`
+current beside the loop; a worker with sends in flight and none finished for
+`worker_stall_seconds` ends with `WorkerStalled` (after one log line), for its supervisor to
+start a fresh one. A worker that stops as asked removes its row.
+
 Survival: one outbox row's or one delivery's failure is its own outcome (`Fanout`,
 `Dispatcher`). A whole round that fails anyway (the database gone, a bug) is logged, counted,
 and followed by a growing pause, never by a tight loop; `run` goes on for as long as it is
@@ -42,7 +47,7 @@ import os
 import random
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -51,6 +56,7 @@ from fedqueue.outbound.attempts import circuit_policy
 from fedqueue.outbound.context import WorkerContext
 from fedqueue.outbound.dispatch import Dispatcher
 from fedqueue.outbound.fanout import Fanout
+from fedqueue.outbound.heartbeat import Heartbeat
 from fedqueue.outbound.host_probe import HostProber
 from fedqueue.outbound.readdress import Readdresser
 from fedqueue.remote.documents import RemoteDirectory
@@ -130,6 +136,7 @@ class Worker:
         self._lease_check = timedelta(seconds=settings.lease_seconds / LEASE_CHECKS)
         self._next_lease_check = clock()
         self._probing: asyncio.Task[None] | None = None
+        self.heartbeat = Heartbeat(settings, store, self.owner, lambda: len(self.dispatcher.in_flight), clock)
 
     async def step(self) -> int:
         """Take in recorded sends and start recording finished ones (in the background), expand
@@ -145,6 +152,7 @@ class Worker:
             self._next_expansion = now if expanded else now + self._busy_poll
             if expanded:
                 self._next_claim = now  # their deliveries are due now
+        self.heartbeat.progressed(done + expanded)
         return done + expanded + await self._claim()
 
     def _start_probes(self, now: datetime) -> None:
@@ -167,6 +175,7 @@ class Worker:
         except Exception as exc:
             self._step_failures += 1
             self._step_error = describe(exc)
+            self.heartbeat.failed_round()
             self.metrics.worker_error("step", exc, "worker round failed (%d in a row)", self._step_failures)
             return None
         self._step_failures = 0
@@ -202,10 +211,33 @@ class Worker:
 
     async def run_burst(self) -> None:
         """Work until nothing is due within one poll interval, then return (`worker --burst`)."""
+        await self._beating(self._burst_then_abandon())
+
+    async def _burst_then_abandon(self) -> None:
         try:
             await self._burst()
         finally:
             await self._abandon()
+
+    async def _beating(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` beside the heartbeat: a clean end removes the row, a stall ends `work` and
+        raises `WorkerStalled` (giving `work` the shutdown grace period to let go)."""
+        working = asyncio.create_task(work)
+        beating = asyncio.create_task(self.heartbeat.run())
+        try:
+            await asyncio.wait({working, beating}, return_when=asyncio.FIRST_COMPLETED)
+            if not working.done():
+                working.cancel()
+                await asyncio.wait({working}, timeout=self.settings.shutdown_grace_seconds)
+                beating.result()  # raises WorkerStalled
+            working.result()  # raises what ended the work
+        finally:
+            for task in (beating, working):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    if task.done():
+                        task.result()
+        await self.heartbeat.leave()
 
     async def _burst(self) -> None:
         poll_s = self.settings.poll_interval_seconds
@@ -237,6 +269,9 @@ class Worker:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Work until `stop` is set, then finish or release the sends in flight and return."""
+        await self._beating(self._run(stop))
+
+    async def _run(self, stop: asyncio.Event) -> None:
         log.info("worker %s started", self.owner)
         step: asyncio.Task[int | None] | None = None
         try:

@@ -30,6 +30,7 @@ from fedqueue.storage.stats import StatsStore
 from fedqueue.storage.status_pages import FanoutPage, StatusPages
 from fedqueue.storage.tombstones import TombstoneStore
 from fedqueue.storage.webhook_registry import Webhook, WebhookPayload, WebhookStore
+from fedqueue.storage.workers import WorkerStore
 
 __all__ = [
     "Accepted",
@@ -84,6 +85,7 @@ class Store:
         self.tombstones = TombstoneStore(database)
         self.retention = RetentionStore(database)
         self.consumers = ConsumerStore(database)
+        self.workers = WorkerStore(database)
 
     @classmethod
     def open(cls, database_url: str, key_passphrase: bytes | None = None) -> Store:

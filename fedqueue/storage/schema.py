@@ -25,8 +25,9 @@ from fedqueue.storage.tables import (
     TombstoneRow,
     WebhookEventRow,
 )
+from fedqueue.storage.worker_tables import WorkerRow
 
-#: Every table, of storage/tables and storage/operator_tables.
+#: Every table, of storage/tables, storage/operator_tables and storage/worker_tables.
 METADATA: MetaData = SQLModel.metadata
 
 
@@ -53,3 +54,4 @@ CONSOLE_SESSION = _table(ConsoleSessionRow)
 RELAYS = _table(RelayRow)
 WEBHOOKS = _table(WebhookRow)
 AUDIT_LOG = _table(AuditRow)
+WORKERS = _table(WorkerRow)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING
@@ -61,6 +62,7 @@ from fedqueue.web import (
     outbox,
 )
 from fedqueue.web.admin_auth import AdminAuthMiddleware, LoginGuard
+from fedqueue.web.metrics import workers_view_of
 from fedqueue.web.responses import JSONResponse, error_response
 
 if TYPE_CHECKING:
@@ -121,11 +123,16 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 
 
 async def healthz(request: Request) -> Response:
-    """200 while the database answers and the in-process worker (if any) runs; 503 while it is down."""
+    """200 while the database answers, the in-process worker (if any) runs, and some worker beats
+    and makes progress (`rules.worker_beats`); 503 with a one-line reason otherwise."""
     await check_database_answers(request.app.state.store)
     worker: WorkerHealth = request.app.state.worker
     if not worker.ok:
         return JSONResponse({"status": "degraded", **worker.as_json()}, status_code=503)
+    view = await workers_view_of(request)
+    if view.reason is not None:
+        body = {"status": "degraded", **worker.as_json(), "reason": view.reason, "workers": view.beating}
+        return JSONResponse(body, status_code=503)
     return JSONResponse({"status": "ok", **worker.as_json()})
 
 
@@ -230,6 +237,26 @@ def create_app(
     app.state.followers_sync = FollowersSync(settings.inbox_followers_sync_interval_seconds)
     app.state.keyring = keyring or Keyring(store, Urls(settings.base_url))
     app.state.worker = worker or WorkerHealth(state="disabled")
+    app.state.started_monotonic = time.monotonic()
+    return app
+
+
+def create_worker_app(settings: Settings, store: Store, recorder: Metrics) -> Starlette:
+    """`fedqueue worker --listen`: `/healthz` and `/metrics` only, for a worker run on its own."""
+    app = Starlette(
+        routes=[Route("/healthz", healthz, methods=["GET"]), *metrics.routes],
+        exception_handlers={
+            FedqueueError: _fedqueue_error,
+            HTTPException: _http_error,
+            Exception: _unexpected,
+        },
+    )
+    app.state.settings = settings
+    app.state.store = store
+    app.state.metrics = recorder
+    app.state.directory = None
+    app.state.worker = WorkerHealth(state="running")
+    app.state.started_monotonic = time.monotonic()
     return app
 
 

@@ -6,6 +6,7 @@ Public unless `metrics_token` is set; then only `Authorization: Bearer <metrics_
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -18,6 +19,7 @@ from fedqueue.rules.bounded_memory import CacheFigures
 from fedqueue.rules.errors import Unauthorized
 from fedqueue.rules.prometheus_text import counter, gauge
 from fedqueue.rules.states import CIRCUIT_STATES, DELIVERY_STATES
+from fedqueue.service.workers import WorkersView, workers_view
 from fedqueue.web.admin_auth import bearer_of, token_matches
 from fedqueue.web.responses import settings_of, store_of
 
@@ -73,6 +75,7 @@ async def metrics_endpoint(request: Request) -> Response:
         "Age of the oldest outbox row pending or expanding (0: none).",
         [({}, round(stats.oldest_outbox_age_s, 3))],
     )
+    lines += workers_lines(await workers_view_of(request))
     lines += await retention_lines(request)
     directory: RemoteDirectory | None = request.app.state.directory
     if directory is not None:
@@ -101,6 +104,28 @@ async def retention_lines(request: Request) -> list[str]:
             ({"webhook": str(h.id), "consumer": h.consumer}, h.dropped_events)
             for h in await store.webhooks.list()
         ),
+    )
+    return lines
+
+
+async def workers_view_of(request: Request) -> WorkersView:
+    """The workers' rows and the queue's wait, judged as of now (`service.workers.workers_view`)."""
+    started: float = getattr(request.app.state, "started_monotonic", 0.0)
+    watching_s = time.monotonic() - started
+    return await workers_view(store_of(request), settings_of(request), datetime.now(UTC), watching_s)
+
+
+def workers_lines(view: WorkersView) -> list[str]:
+    """Workers beating or silent (rows kept until `worker_forget_seconds`), and each lane's wait."""
+    lines = gauge(
+        "fedqueue_workers",
+        "Workers by heartbeat: beating, or silent (missed 3 beats; removed after worker_forget_seconds).",
+        [({"state": "beating"}, view.beating), ({"state": "silent"}, len(view.beats) - view.beating)],
+    )
+    lines += gauge(
+        "fedqueue_lane_oldest_due_delivery_age_seconds",
+        "Per lane: age of the oldest queued or failed delivery due now, held hosts aside (0: none).",
+        (({"lane": lane}, round(age_s, 3)) for lane, age_s in view.oldest_due_s.items()),
     )
     return lines
 
