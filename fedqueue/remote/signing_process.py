@@ -25,7 +25,11 @@ the first POSTs of a large batch need not wait for the whole batch to be signed.
 ends when its standard input closes: when `aclose` closes it, or when the worker dies.
 
 If a child dies, the signatures waiting for it fail with `SignerUnavailable` (their
-deliveries are tried again later) and the next signature starts a new child.
+deliveries are tried again later) and the next signature starts a new child. A child counts as
+gone as soon as any one of these says so: its answers end (or cannot be read), it exits (even
+if something else still holds its pipes), writing to it fails, or it has owed an answer for
+`SILENT_LIMIT_S` (stopped or stuck): then it is killed. Whatever the moment, nothing is left
+waiting for a child that will not answer (issue 48).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import itertools
 import os
 import struct
 import sys
+import time
 from pathlib import Path
 from typing import Protocol, get_args
 
@@ -51,6 +56,10 @@ CHUNK = 8
 MAX_KEYS = 1024
 #: How long `aclose` waits for the child to end on its own before killing it.
 EXIT_WAIT_S = 2.0
+#: How often a child is looked at: has it exited, has it owed an answer too long.
+WATCH_S = 0.5
+#: How long a child may owe an answer before it is killed (one signature takes about 1 ms).
+SILENT_LIMIT_S = 15.0
 #: The algorithms a sign record names, by their index.
 ALGORITHMS: tuple[SigningAlgorithm, ...] = get_args(SigningAlgorithm)
 _LENGTH = struct.Struct(">I")
@@ -96,30 +105,34 @@ class SigningProcess:
     def __init__(self) -> None:
         self._process: asyncio.subprocess.Process | None = None
         self._starting: asyncio.Lock | None = None
-        #: Each child's reader: it ends once the child has ended and been waited for.
+        #: Each child's reader and watcher: they end once the child has ended and been waited for.
         self._readers: set[asyncio.Task[None]] = set()
         #: id(key) -> (the key, kept so that the id is not reused; its handle in the child).
         self._handles: dict[int, tuple[PrivateKeyTypes, int]] = {}
         self._numbers = itertools.count()
         self._handle_numbers = itertools.count()
         self._pending: dict[int, asyncio.Future[bytes]] = {}
-        #: Records of this pass of the event loop, written together by `_hand_over`.
+        #: Records of this pass of the event loop, written together by `_hand_over` (to the child
+        #: that is current then: a child's end empties it).
         self._waiting: list[bytes] = []
+        self._handing_over: asyncio.Handle | None = None
+        #: When the child last answered, or was asked while it owed nothing (time.monotonic).
+        self._heard_at = 0.0
 
     async def sign(self, private_key: PrivateKeyTypes, algorithm: SigningAlgorithm, data: bytes) -> bytes:
         """`data` signed with `private_key` under `algorithm`, by the child.
 
         SignatureError if the key does not fit the algorithm; SignerUnavailable if the child ended first.
         """
-        process = self._process if self._process is not None else await self.start()
-        loop = asyncio.get_running_loop()
-        if not self._waiting:
-            loop.call_soon(self._hand_over, process)
+        if self._process is None:
+            await self.start()
         handle = self._handle(private_key)
         number = next(self._numbers)
-        future: asyncio.Future[bytes] = loop.create_future()
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._pending[number] = future
         self._waiting.append(_sign_record(number, handle, algorithm, data))
+        if self._handing_over is None:
+            self._handing_over = asyncio.get_running_loop().call_soon(self._hand_over)
         try:
             return await future
         finally:
@@ -136,7 +149,7 @@ class SigningProcess:
             try:
                 await asyncio.wait_for(process.wait(), EXIT_WAIT_S)
             except TimeoutError:
-                process.kill()
+                _kill(process)
                 await process.wait()
         if self._readers:
             await asyncio.wait(set(self._readers))
@@ -159,13 +172,16 @@ class SigningProcess:
                     stdout=asyncio.subprocess.PIPE,
                     env=_child_environment(),
                 )
-            except OSError as exc:
+            except Exception as exc:  # OSError, or the loop's own refusal: the next signature tries again
                 raise SignerUnavailable(f"the signing process could not start: {exc}") from None
             self._process = process
             self._handles.clear()
-            reader = asyncio.create_task(self._read(process))
-            self._readers.add(reader)
-            reader.add_done_callback(self._readers.discard)
+            self._waiting = []  # nothing can wait without a child, but a stale record must not reach this one
+            self._heard_at = time.monotonic()
+            for watch in (self._read(process), self._watch(process)):
+                task = asyncio.create_task(watch)
+                self._readers.add(task)
+                task.add_done_callback(self._readers.discard)
             return process
 
     def _handle(self, private_key: PrivateKeyTypes) -> int:
@@ -184,12 +200,13 @@ class SigningProcess:
         self._waiting.append(_key_record(handle, der))
         return handle
 
-    def _hand_over(self, process: asyncio.subprocess.Process) -> None:
-        if process is not self._process:
-            return  # it ended meanwhile: `_ended` failed its signatures; what waits now is the next child's
+    def _hand_over(self) -> None:
+        """Write what waits to the current child; a child that cannot take it is gone."""
+        self._handing_over = None
         records, self._waiting = self._waiting, []
-        if process.stdin is None or process.stdin.is_closing():
-            return  # it is ending: its reader fails these signatures
+        process = self._process
+        if not records or process is None:
+            return  # a child's end failed its signatures already
         frames: list[bytes] = []
         start = signs = 0
         for end, record in enumerate(records, 1):
@@ -197,7 +214,14 @@ class SigningProcess:
             if signs == CHUNK or end == len(records):
                 frames.append(_frame(records[start:end]))
                 start, signs = end, 0
-        process.stdin.write(b"".join(frames))
+        if len(self._pending) <= signs:
+            self._heard_at = time.monotonic()  # it owed nothing before these
+        try:
+            if process.stdin is None or process.stdin.is_closing():
+                raise ConnectionResetError("its input is closed")
+            process.stdin.write(b"".join(frames))
+        except Exception as exc:
+            self._lost(process, f"the signing process could not be written to: {exc}")
 
     async def _read(self, process: asyncio.subprocess.Process) -> None:
         """Settle each signature as its frame comes back; when the child ends, fail the rest."""
@@ -207,24 +231,44 @@ class SigningProcess:
             while True:
                 (size,) = _LENGTH.unpack(await stdout.readexactly(_LENGTH.size))
                 body = await stdout.readexactly(size)
-                at = 0
-                while at < size:
-                    number, failed, length = _ANSWER.unpack_from(body, at)
-                    at += _ANSWER.size + length
-                    value = body[at - length : at]
-                    future = self._pending.get(number)
-                    if future is None or future.done():
-                        continue
-                    if failed:
-                        future.set_exception(SignatureError(value.decode()))
-                    else:
-                        future.set_result(value)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        if self._process is process:
-            self._process = None
-            self._ended(SignerUnavailable("the signing process ended"))
-            await process.wait()
+                self._heard_at = time.monotonic()
+                self._settle(body)
+        except Exception:  # its end (EOF, a reset, a torn frame): whatever it was, it is gone
+            self._lost(process, "the signing process ended")
+        await process.wait()
+
+    def _settle(self, body: bytes) -> None:
+        at = 0
+        while at < len(body):
+            number, failed, length = _ANSWER.unpack_from(body, at)
+            at += _ANSWER.size + length
+            value = body[at - length : at]
+            future = self._pending.get(number)
+            if future is None or future.done():
+                continue
+            if failed:
+                future.set_exception(SignatureError(value.decode()))
+            else:
+                future.set_result(value)
+
+    async def _watch(self, process: asyncio.subprocess.Process) -> None:
+        """The child is gone once it exits, even while something else still holds its pipes; one
+        that has owed an answer for `SILENT_LIMIT_S` (stopped, stuck) is killed."""
+        exited = asyncio.ensure_future(process.wait())
+        while not (await asyncio.wait({exited}, timeout=WATCH_S))[0]:
+            silent_s = time.monotonic() - self._heard_at
+            if self._process is process and self._pending and silent_s > SILENT_LIMIT_S:
+                self._lost(process, f"the signing process did not answer for {SILENT_LIMIT_S:g} s")
+        self._lost(process, "the signing process exited")
+
+    def _lost(self, process: asyncio.subprocess.Process, why: str) -> None:
+        """`process` is gone: if it is the current child, fail what waits for it and kill it (the
+        next signature starts another)."""
+        if self._process is not process:
+            return
+        self._process = None
+        self._ended(SignerUnavailable(why))
+        _kill(process)
 
     def _ended(self, error: SignerUnavailable) -> None:
         """Fail every signature still waiting for the child with `error`."""
@@ -233,6 +277,12 @@ class SigningProcess:
             if not future.done():
                 future.set_exception(error)
         self._pending.clear()
+
+
+def _kill(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
 
 
 class SigningPool:

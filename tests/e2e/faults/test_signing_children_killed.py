@@ -1,0 +1,134 @@
+"""A real `fedqueue worker` whose signing children are SIGKILLed again and again during one
+fan-out: the signatures waiting for a dead child fail (their deliveries are tried again), the
+next ones start a new child, and the fan-out finishes with nothing lost (issue 48)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import sys
+from collections import Counter
+from pathlib import Path
+
+from aiohttp import web
+
+from fedqueue.rules.urls import Urls
+from fedqueue.service.fanout_status import activity_status
+from fedqueue.settings import Settings
+from fedqueue.storage import Store
+from tests.loopback import LoopbackServer, Recorded
+from tests.outbound import insert_outbox_row
+from tests.procfs import child_pids, is_signing_process
+
+URLS = Urls("http://127.0.0.1:8000")
+INBOXES = 400
+#: Moments at which the worker's signing children are killed, spread over the fan-out.
+KILLS = 12
+#: How long the fan-out may take at most, kills and retries included (it takes a few seconds).
+FINISH_WITHIN_S = 120
+FAST_RETRIES = {
+    "FEDQUEUE_RETRY_BASE_SECONDS": "0.05",
+    "FEDQUEUE_RETRY_CAP_SECONDS": "0.5",
+    "FEDQUEUE_RETRY_MAX_ATTEMPTS": "100",
+    "FEDQUEUE_CIRCUIT_FAILURE_THRESHOLD": "1000000",
+    "FEDQUEUE_MAX_CONCURRENCY_PER_HOST": "32",
+    "FEDQUEUE_CLAIM_BATCH_SIZE": "50",
+    "FEDQUEUE_SIGNING_PROCESSES": "2",
+}
+
+
+async def start_worker(settings: Settings, cwd: Path) -> asyncio.subprocess.Process:
+    """`fedqueue worker` on the test's database, its log in cwd/worker.log."""
+    env = {
+        **os.environ,
+        "FEDQUEUE_DATABASE_URL": settings.database_url,
+        "FEDQUEUE_ALLOW_PRIVATE_ADDRESSES": "true",
+        "FEDQUEUE_POLL_INTERVAL_SECONDS": "0.2",
+        **FAST_RETRIES,
+    }
+    with (cwd / "worker.log").open("wb") as log:
+        return await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "fedqueue", "worker", cwd=cwd, env=env, stdout=log, stderr=log
+        )
+
+
+def signing_children(pid: int) -> list[int]:
+    try:
+        return [child for child in child_pids(pid) if is_signing_process(child)]
+    except OSError:
+        return []
+
+
+def kill_all(pids: list[int]) -> int:
+    killed = 0
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+    return killed
+
+
+async def kill_signing_children(worker: int, remote: LoopbackServer, seed: int) -> int:
+    """At `KILLS` random points of the fan-out's progress (requests arrived), kill every signing
+    child the worker has; half the time, kill again whatever it starts next, a moment later
+    (while it starts, or while it is sent its key). How many children were killed."""
+    chance = random.Random(seed)
+    marks = sorted(chance.sample(range(INBOXES // 20, INBOXES * 9 // 10), KILLS))
+    killed = 0
+    for mark in marks:
+        for _ in range(6000):  # a minute at most: the killer is bounded by the wait_for around it too
+            if len(remote.requests) >= mark:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(chance.random() * 0.05)
+        killed += kill_all(signing_children(worker))
+        if chance.random() < 0.5:
+            for _ in range(20):  # the next child, as soon as it shows
+                await asyncio.sleep(0.002 * chance.randint(1, 5))
+                if pids := signing_children(worker):
+                    killed += kill_all(pids)
+                    break
+    return killed
+
+
+async def test_signing_children_killed_ten_times_mid_fan_out_never_stall_the_worker(
+    settings: Settings, store: Store, remote: LoopbackServer, tmp_path: Path
+) -> None:
+    await store.actors.create("alice")
+
+    async def slow_accept(_r: Recorded) -> web.Response:
+        await asyncio.sleep(0.03)
+        return web.Response(status=202)
+
+    remote.on("POST", "/inbox", slow_accept)
+    inboxes = [remote.url(f"/inbox?n={n}") for n in range(INBOXES)]
+    outbox_id = await insert_outbox_row(store, "alice", {"type": "Like", "object": "x"}, inboxes)
+    worker = await start_worker(settings, tmp_path)
+    try:
+        killed = await asyncio.wait_for(kill_signing_children(worker.pid, remote, seed=os.getpid()), 60)
+        for _ in range(FINISH_WITHIN_S * 10):
+            status = await activity_status(store, URLS, outbox_id)
+            if status["complete"] or worker.returncode is not None:
+                break
+            await asyncio.sleep(0.1)
+        alive = worker.returncode is None
+    finally:
+        if worker.returncode is None:
+            worker.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(worker.wait(), 20)
+            except TimeoutError:
+                worker.kill()
+                await worker.wait()
+    assert killed >= KILLS
+    assert alive, "the worker died"
+    assert status["counts"] == {"delivered": INBOXES}, status["counts"]
+    sent = Counter(r.path for r in remote.requests)
+    assert set(sent) == {inbox.removeprefix(remote.origin) for inbox in inboxes}
+    # A signature that did not come back sent nothing: a delivery is POSTed again only if its
+    # outcome was lost, which killing a signing child does not do.
+    assert sum(sent.values()) - INBOXES <= killed
+    assert worker.returncode == 0
