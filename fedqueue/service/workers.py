@@ -19,9 +19,14 @@ class WorkersView:
     """Every heartbeat row, those beating, the oldest due delivery's wait per lane, and what is wrong."""
 
     beats: list[WorkerBeat]
-    beating: int
+    beating_ids: frozenset[str]
     oldest_due_s: dict[str, float]
     reason: str | None
+
+    @property
+    def beating(self) -> int:
+        """How many workers beat."""
+        return len(self.beating_ids)
 
 
 async def worker_beats(store: Store) -> list[WorkerBeat]:
@@ -45,5 +50,5 @@ async def workers_view(store: Store, settings: Settings, now: datetime, watching
         stall_s=settings.worker_stall_seconds,
         watching_s=watching_s,
     )
-    alive = len(beating(beats, now, settings.worker_heartbeat_seconds))
-    return WorkersView(beats=beats, beating=alive, oldest_due_s=oldest_due_s, reason=reason)
+    alive = frozenset(b.id for b in beating(beats, now, settings.worker_heartbeat_seconds))
+    return WorkersView(beats=beats, beating_ids=alive, oldest_due_s=oldest_due_s, reason=reason)

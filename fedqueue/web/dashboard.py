@@ -28,6 +28,7 @@ from fedqueue.web.admin_auth import (
 )
 from fedqueue.web.console_render import CHART_SERIES, chart, render
 from fedqueue.web.incoming import public_scheme
+from fedqueue.web.metrics import workers_view_of
 from fedqueue.web.query_params import accepts
 from fedqueue.web.responses import settings_of, store_of
 
@@ -88,6 +89,7 @@ async def overview(request: Request) -> Response:
     seen = await admin_reads.overview(
         store_of(request), hosts_shown=50, page=PAGE_SIZE, cursor=cursor, actors_shown=OVERVIEW_ACTORS + 1
     )
+    workers = await workers_view_of(request)
     return render(
         request,
         "overview.html",
@@ -101,6 +103,7 @@ async def overview(request: Request) -> Response:
         backlog_bound=settings_of(request).outbox_max_pending,
         actors=seen.actor_names,
         actors_shown=OVERVIEW_ACTORS,
+        workers=workers,
     )
 
 
