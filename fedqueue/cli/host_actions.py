@@ -9,11 +9,13 @@ a domain before it ever writes (a blocklist) is what blocks are for.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
 from fedqueue.cli.admin import _json_flag, _print, _who, _with_store
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.rules.errors import InvalidInput, NotFound
+from fedqueue.rules.federation_policy import check_block_pattern, tld_wide
 from fedqueue.rules.urls import Urls
 from fedqueue.rules.wording import plural
 from fedqueue.service import admin_actions, admin_reads
@@ -40,7 +42,9 @@ HOST_ACTIONS = {
         "Block HOST and its subdomains both ways: their signed POSTs to our inboxes are refused "
         "with 403, nothing is fetched from them, and every delivery to them that is queued, "
         "sending or failed becomes dead ('blocked by admin (not sent)'); later ones are dead at "
-        "fan-out. --reason is kept for the console and the audit log. "
+        "fan-out. --reason is kept for the console and the audit log (blocking again with another "
+        "reason replaces it, and says so). A whole top-level domain or public suffix (`com`, "
+        "`co.uk`) is asked about first on a terminal, and refused without --yes elsewhere. "
         "`fedqueue unblock HOST --requeue` lifts the block and queues those deliveries again.",
         'fedqueue block spam.example --reason "spam waves since May"',
     ),
@@ -69,6 +73,11 @@ def register(commands: Subparsers) -> None:
         host_command.add_argument("host", metavar="HOST", help="e.g. example.org or example.org:8443")
         if name == "block":  # a block may come before any contact: blocklists name such domains
             host_command.add_argument("--reason", help="why (shown in the console and the audit log)")
+            host_command.add_argument(
+                "--yes",
+                action="store_true",
+                help="block a whole top-level domain or public suffix without asking",
+            )
         else:
             host_command.add_argument(
                 "--force", action="store_true", help=f"{name} a host no delivery has gone to yet"
@@ -83,6 +92,7 @@ def register(commands: Subparsers) -> None:
 
 def run_host_action(args: argparse.Namespace) -> int:
     who = _who()
+    confirm_tld = args.action == "block" and _tld_block_confirmed(args.host, args.yes)
 
     async def work(store: Store, urls: Urls) -> dict[str, Any]:
         if args.action != "block" and not args.force:
@@ -94,11 +104,33 @@ def run_host_action(args: argparse.Namespace) -> int:
             who=who,
             reason=getattr(args, "reason", None),
             requeue=getattr(args, "requeue", False),
+            confirm_tld=confirm_tld,
         )
         return dict(host_change_json(change))
 
     data = _with_store(work)
     return _print(args, data, lambda: host_action_line(args.action, data))
+
+
+def _tld_block_confirmed(host: str, yes: bool) -> bool:
+    """Whether a block of a whole top-level domain or public suffix goes ahead: --yes, or "y" on a
+    terminal; InvalidInput (nothing blocked) otherwise, and for a pattern that names no host."""
+    pattern = check_block_pattern(host)
+    if yes or not tld_wide(pattern):
+        return yes
+    question = f"block every host under {pattern!r}, a whole top-level domain or public suffix?"
+    if not sys.stdin.isatty():
+        raise InvalidInput(
+            f"block: {pattern!r} is a whole top-level domain or public suffix (every host under it): "
+            "nothing blocked; give --yes to block it"
+        )
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+        raise InvalidInput(f"block: not confirmed; {pattern!r} is not blocked")
+    return True
 
 
 def _deliveries(count: int) -> str:
@@ -127,6 +159,9 @@ def host_action_line(action: str, host: dict[str, Any]) -> str:
             f"; its (and its subdomains') inbox traffic is refused and the block made"
             f" {_deliveries(dead)} dead{because}\nundo: fedqueue unblock {name} --requeue"
         )
+    replaced = host.get("reason_replaced")
+    if replaced:
+        line += f"\nreason replaced: {replaced['old'] or '(none)'} → {replaced['new'] or '(none)'}"
     if "requeued" in host:
         line += f"; requeued {_deliveries(host['requeued'])}, {host['still_dead']} still dead"
     return line

@@ -13,6 +13,8 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from fedqueue.rules.errors import InvalidInput
+
 FederationMode = Literal["blocklist", "allowlist"]
 #: What `refusal` says of a host outside the allowlist (sent to it as a 403's reason).
 NOT_ALLOWED = "is not on this server's allowlist"
@@ -100,3 +102,56 @@ class Policy:
 def parse_domains(text: str) -> frozenset[str]:
     """A comma-separated list of domains (`example.org, relay.example:8443`), lower-case."""
     return frozenset(part.strip().lower().rstrip(".") for part in text.split(",") if part.strip())
+
+
+#: Public suffixes with a dot in them, where each registrant owns only what is under them (a short
+#: list of the common ones, not the whole Public Suffix List): blocking one blocks a whole registry,
+#: as blocking a top-level domain does. Any name without a dot counts as such a block too.
+PUBLIC_SUFFIXES = frozenset(
+    {
+        *(f"{second}.uk" for second in ("co", "org", "me", "ltd", "plc", "net", "ac", "gov", "nhs", "sch")),
+        *(f"{second}.au" for second in ("com", "net", "org", "edu", "gov", "id")),
+        *(f"{second}.jp" for second in ("co", "ne", "or", "ac", "go")),
+        *(f"{second}.nz" for second in ("co", "net", "org", "ac", "govt")),
+        *(f"{second}.za" for second in ("co", "org", "net", "ac", "gov")),
+        *(f"{second}.br" for second in ("com", "net", "org", "gov", "edu")),
+        *(
+            f"{second}.{tld}"
+            for second in ("com", "net", "org", "gov", "edu")
+            for tld in ("cn", "mx", "tr", "ar")
+        ),
+        *(f"{second}.in" for second in ("co", "net", "org", "gov", "ac")),
+        *(f"{second}.kr" for second in ("co", "or", "ne", "ac", "go")),
+    }
+)
+
+
+def check_block_pattern(pattern: str) -> str:
+    """The host or domain to block, lower-case; InvalidInput (one line) for one that names none:
+    empty, only dots, an empty label (`.com`, `example..org`, `com.`) or a wildcard."""
+    name = pattern.strip().lower()
+    if not name.strip("."):
+        raise InvalidInput(
+            f"nothing to block in {pattern[:40]!r}: give a host or domain such as spam.example"
+        )
+    if "*" in name:
+        raise InvalidInput(
+            f"no wildcards in a block ({name[:100]!r}): a block of spam.example covers its subdomains already"
+        )
+    if "" in _without_port(name).split("."):
+        raise InvalidInput(f"{name[:100]!r} has an empty label: give a host or domain such as spam.example")
+    return name
+
+
+def tld_wide(pattern: str) -> bool:
+    """Whether blocking `pattern` blocks a whole top-level domain or public suffix (`com`, `co.uk`,
+    `localhost`): every host under it, of any owner."""
+    host = _without_port(pattern.strip().lower())
+    if host.startswith("["):  # an IPv6 literal: one host
+        return False
+    return "." not in host or host in PUBLIC_SUFFIXES
+
+
+def _without_port(name: str) -> str:
+    host, colon, port = name.rpartition(":")
+    return host if colon and port.isdigit() and not name.endswith("]") else name

@@ -95,10 +95,19 @@ class HostJson(TypedDict):
 
 
 @with_config(SHAPE)
+class ReasonReplacedJson(TypedDict):
+    """A block made again with another reason: the one it had and the one it has now (null: none)."""
+
+    old: str | None
+    new: str | None
+
+
+@with_config(SHAPE)
 class HostAction(HostJson, total=False):
     """A host after an action: `block` counts what it made dead, `unblock?requeue=true` what came back."""
 
     deliveries_dead: int
+    reason_replaced: ReasonReplacedJson
     requeued: int
     still_dead: int
 

@@ -108,19 +108,23 @@ def host_action(action: HostActionName) -> Callable[[Request], Awaitable[Respons
     """A handler for one host action: pause, resume, block, unblock or reset."""
 
     async def handler(request: Request) -> Response:
-        requeue = action == "unblock" and bool_param(request, "requeue")
-        reason = str_param(request, "reason") if action == "block" else None
+        block = action == "block"
         change = await admin_actions.change_host(
             store_of(request),
             action,
             request.path_params["host"],
             who=session_of(request).who,
-            reason=reason,
-            requeue=requeue,
+            reason=str_param(request, "reason") if block else None,
+            requeue=action == "unblock" and bool_param(request, "requeue"),
+            confirm_tld=block and bool_param(request, "confirm_tld"),
         )
         return JSONResponse(host_change_json(change))
 
-    return accepts(*(["requeue"] if action == "unblock" else []))(handler)
+    return accepts(*_HOST_ACTION_PARAMETERS.get(action, ()))(handler)
+
+
+#: The query parameters of each host action (as admin_openapi describes them).
+_HOST_ACTION_PARAMETERS = {"unblock": ("requeue",), "block": ("reason", "confirm_tld")}
 
 
 @accepts()

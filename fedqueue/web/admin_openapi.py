@@ -88,7 +88,10 @@ _REQUEUE = query("requeue", {"type": "boolean"}, "queue again the deliveries the
 _REASON = query(
     "reason", {"type": "string", "maxLength": 500}, "why (shown in the console and the audit log)"
 )
-_HOST_ACTION_PARAMETERS = {"unblock": [_REQUEUE], "block": [_REASON]}
+_CONFIRM_TLD = query(
+    "confirm_tld", {"type": "boolean"}, "block a whole top-level domain or public suffix (com, co.uk)"
+)
+_HOST_ACTION_PARAMETERS = {"unblock": [_REQUEUE], "block": [_REASON, _CONFIRM_TLD]}
 
 
 def _status_operation() -> dict[str, Any]:
