@@ -15,6 +15,7 @@ from typing import TypeVar
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
@@ -44,7 +45,16 @@ def alembic_config(database_url: str) -> Config:
 
 
 def upgrade_to_head(database_url: str) -> None:
-    """Bring the schema to the newest revision; a no-op when it is there already."""
+    """Bring the schema to the newest revision; a no-op when it is there already. A database a
+    newer release migrated is refused in one line (alembic would stop on a revision it cannot
+    find, with a traceback): in a rolling upgrade, an old process started late says so."""
+    path = sqlite_file(database_url)
+    if path is None or path.is_file():  # reading a missing SQLite file would create it
+        try:
+            current = opened_revision(database_url)
+        except StorageUnavailable:
+            current = None  # the upgrade below says, in one line, why the database cannot be opened
+        _refuse_newer(database_url, current)
     try:
         command.upgrade(alembic_config(database_url), "head")
     except (DBAPIError, OSError) as exc:
@@ -67,6 +77,7 @@ def require_head(database_url: str) -> None:
     head = head_revision()
     if current is None:
         raise StorageUnavailable(f"database {where} has no fedqueue schema: {NOT_READY_ADVICE}")
+    _refuse_newer(database_url, current)
     if current != head:
         raise StorageUnavailable(
             f"database {where} is at schema revision {current}, not {head}: {NOT_READY_ADVICE}"
@@ -100,6 +111,22 @@ def opened_revision(database_url: str) -> str | None:
         raise StorageUnavailable(
             f"cannot open database {describe_url(database_url)}: {_reason(exc)}"
         ) from None
+
+
+def _refuse_newer(database_url: str, current: str | None) -> None:
+    """StorageUnavailable if the database is at a revision this release's migrations do not have."""
+    if current is None:
+        return
+    scripts = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    try:
+        known = scripts.get_revision(current) is not None
+    except CommandError:
+        known = False
+    if not known:
+        raise StorageUnavailable(
+            f"database {describe_url(database_url)} is at schema revision {current}, newer than this "
+            f"release knows (its newest is {scripts.get_current_head()}): run the release that migrated it"
+        )
 
 
 def head_revision() -> str | None:

@@ -97,6 +97,34 @@ def test_a_database_behind_head_is_refused_until_migrated(tmp_path: Path, databa
     assert json.loads(answered.stdout) == {"items": []}
 
 
+@pytest.mark.parametrize("args", [["migrate"], ["activities"], ["worker", "--burst"]], ids=" ".join)
+def test_a_database_a_newer_release_migrated_is_refused_in_one_line(
+    tmp_path: Path, database_url: str, args: list[str]
+) -> None:
+    """In a rolling upgrade, a process of the older release started after the migrate says what
+    is wrong instead of stopping on a revision its migrations do not have."""
+    env = {"FEDQUEUE_DATABASE_URL": database_url}
+    assert run_fedqueue("migrate", cwd=tmp_path, env=env).returncode == 0
+    asyncio.run(_stamp_unknown_revision(database_url))
+    refused = run_fedqueue(*args, cwd=tmp_path, env=env)
+    assert refused.returncode != 0
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert "is at schema revision 9999, newer than this release knows" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
+async def _stamp_unknown_revision(database_url: str) -> None:
+    """What the next release's `fedqueue migrate` leaves: a revision this code has not heard of."""
+    from fedqueue.storage.database import Database
+
+    database = Database.open(database_url)
+    try:
+        async with database.engine.begin() as conn:
+            await conn.exec_driver_sql("UPDATE alembic_version SET version_num = '9999'")
+    finally:
+        await database.dispose()
+
+
 def test_a_password_in_the_database_url_is_hidden_in_the_refusal(tmp_path: Path) -> None:
     url = "postgresql+asyncpg://fq:hunter2@127.0.0.1:1/fedqueue"
     result = run_fedqueue("hosts", cwd=tmp_path, env={"FEDQUEUE_DATABASE_URL": url})
