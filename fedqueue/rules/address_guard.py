@@ -32,6 +32,21 @@ class Gone(FetchError):
     """The remote document answered 410 Gone or 404 Not Found: deleted, not merely unreachable."""
 
 
+#: How the guard's refusals name a loopback or private address (`with_private_hint` finds them by it).
+PRIVATE_REFUSAL = "private or loopback address"
+#: What lets this server reach such addresses, said where the guard refused one.
+ALLOW_PRIVATE_HINT = (
+    "set FEDQUEUE_ALLOW_PRIVATE_ADDRESSES=true to allow loopback and private addresses "
+    "(local try-outs and tests only, never on a public server)"
+)
+
+
+def with_private_hint(message: str) -> str:
+    """`message`, and the FEDQUEUE_ALLOW_PRIVATE_ADDRESSES hint when it tells of the guard's refusal
+    of a loopback or private address (a relay, a Move target): the one wording of that hint."""
+    return f"{message}; {ALLOW_PRIVATE_HINT}" if PRIVATE_REFUSAL in message else message
+
+
 #: A host name whose last label is a number (decimal, or 0x hex) is an IPv4 address to URL parsers.
 _NUMERIC_LABEL = re.compile(r"[0-9]+|0[xX][0-9a-fA-F]*")
 
@@ -171,7 +186,7 @@ def allowed_addresses(host: str, addresses: Sequence[str]) -> list[str]:
     """The addresses `host` resolved to that the guard allows, in order; ForbiddenAddress if none is."""
     allowed = [address for address in addresses if not is_forbidden_ip(address)]
     if not allowed:
-        raise ForbiddenAddress(f"{host} resolves only to private or loopback addresses")
+        raise ForbiddenAddress(f"{host} resolves only to {PRIVATE_REFUSAL}es")
     return allowed
 
 
@@ -216,7 +231,7 @@ def _check(url: str, allow_private: bool) -> None:
             raise FetchError(f"host {host[:100]!r} is not a valid IPv6 address") from None
         return  # a name: the resolver checks what it resolves to
     if forbidden and not allow_private:
-        raise ForbiddenAddress(f"{host} is a private or loopback address")
+        raise ForbiddenAddress(f"{host} is a {PRIVATE_REFUSAL}")
 
 
 def forbidden_cause(exc: BaseException) -> ForbiddenAddress | None:

@@ -10,7 +10,9 @@ from fedqueue.outbound.relay_follows import add_relay, remove_relay
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.http_client import HttpClient
 from fedqueue.remote.keyring import Keyring
+from fedqueue.rules.address_guard import with_private_hint
 from fedqueue.rules.admin_views import Relay
+from fedqueue.rules.errors import InvalidInput
 from fedqueue.rules.urls import Urls
 
 if TYPE_CHECKING:
@@ -22,7 +24,8 @@ async def follow(
     store: Store, settings: Settings, uri: str, *, who: str, now: datetime | None = None
 ) -> Relay:
     """Follow the relay whose actor or inbox is `uri` (pending until it accepts); RelayRefused if
-    its inbox does not take the Follow."""
+    its inbox does not take the Follow; InvalidInput if it cannot be used (with the
+    FEDQUEUE_ALLOW_PRIVATE_ADDRESSES hint for a loopback or private address)."""
     http = HttpClient(settings)
     urls = Urls(settings.base_url)
     try:
@@ -30,6 +33,8 @@ async def follow(
         return await add_relay(
             store, directory, keyring, http, urls, uri, who=who, now=now or datetime.now(UTC)
         )
+    except InvalidInput as exc:
+        raise InvalidInput(with_private_hint(str(exc))) from None
     finally:
         await http.aclose()
 
