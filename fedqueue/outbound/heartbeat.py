@@ -8,7 +8,8 @@ its supervisor (systemd for `fedqueue worker`, `supervise` inside `serve`) start
 A process stopped outright (SIGSTOP) stops beating: other processes' `/healthz` see that.
 
 Each beat also removes the rows of workers silent for `worker_forget_seconds` (bounded table).
-A beat that cannot be written (the database away) is logged at DEBUG and tried at the next.
+A beat that cannot be written (the database away) is logged at DEBUG and tried at the next;
+while the database is away the stall clock does not run (an outage is not a stall).
 """
 
 from __future__ import annotations
@@ -114,6 +115,8 @@ class Heartbeat:
             try:
                 await self.beat()
             except Exception as exc:
+                # The database away is an outage, not this worker's stall: its clock starts again.
+                self._busy_since = time.monotonic()
                 log.debug("heartbeat not written: %s", describe(exc), exc_info=True)
             await asyncio.sleep(self._settings.worker_heartbeat_seconds)
 
