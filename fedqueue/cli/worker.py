@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import signal
+import socket
 from typing import TYPE_CHECKING
 
 import uvicorn
@@ -18,6 +19,7 @@ from fedqueue.metrics import Metrics
 from fedqueue.outbound.heartbeat import WorkerStalled
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.http_client import HttpClient
+from fedqueue.rules.errors import SettingsError
 from fedqueue.service.database import check_private_keys, open_store
 from fedqueue.service.retention import prune_forever
 from fedqueue.settings import Settings
@@ -26,8 +28,9 @@ from fedqueue.web.app import create_worker_app
 if TYPE_CHECKING:
     from fedqueue.storage import Store
 
-#: The exit status of a worker that stalled (`outbound.heartbeat`): its supervisor restarts it.
-STALLED_EXIT = 3
+#: The exit status of a worker that stalled (`outbound.heartbeat`): its supervisor restarts it
+#: (EX_TEMPFAIL: try again).
+STALLED_EXIT = 75
 
 
 def register(commands: Subparsers) -> None:
@@ -38,7 +41,7 @@ def register(commands: Subparsers) -> None:
         "Run the delivery worker without the HTTP app: expand new outbox rows, deliver what is "
         "due and prune what outlived its retention, until SIGTERM. Many workers may run against "
         "one PostgreSQL database; the schema is brought to head first. Each keeps a heartbeat row "
-        "(`fedqueue workers`); one that stalls with sends in flight exits with status 3.",
+        "(`fedqueue workers`); one that stalls with sends in flight exits with status 75.",
         ["fedqueue worker", "fedqueue worker --burst", "fedqueue worker --listen 127.0.0.1:9101"],
     )
     worker.add_argument("--burst", action="store_true", help="deliver what is due, then exit")
@@ -59,14 +62,30 @@ def _address(value: str) -> tuple[str, int]:
 def run_worker(args: argparse.Namespace) -> int:
     settings = prepared_settings()
     asyncio.run(check_private_keys(settings))
+    listening = _bound(args.listen) if args.listen else None
     try:
-        run(_work(settings, args))
+        run(_work(settings, args, listening))
     except WorkerStalled:
         return STALLED_EXIT  # the heartbeat logged the one line
     return 0
 
 
-async def _work(settings: Settings, args: argparse.Namespace) -> None:
+def _bound(address: tuple[str, int]) -> socket.socket:
+    """A socket bound to `--listen`'s address before the worker starts, or a one-line error."""
+    host, port = address
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        bound = socket.socket(family, socket.SOCK_STREAM)
+        bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        bound.bind((host, port))
+    except OSError as exc:
+        raise SettingsError(f"--listen {host}:{port}: {exc.strerror or exc}") from None
+    bound.listen(128)
+    bound.set_inheritable(True)
+    return bound
+
+
+async def _work(settings: Settings, args: argparse.Namespace, listening: socket.socket | None) -> None:
     store = open_store(settings.database_url, settings.private_key_passphrase())
     metrics = Metrics()
     client = HttpClient(settings, metrics=metrics)
@@ -76,7 +95,7 @@ async def _work(settings: Settings, args: argparse.Namespace) -> None:
             await worker.run_burst()
             return
         stop = asyncio.Event()
-        serving = _serve_health(settings, store, metrics, args.listen, stop)
+        serving = _serve_health(settings, store, metrics, listening, stop)
         if serving is None:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -98,19 +117,17 @@ async def _work(settings: Settings, args: argparse.Namespace) -> None:
 
 
 def _serve_health(
-    settings: Settings, store: Store, metrics: Metrics, listen: tuple[str, int] | None, stop: asyncio.Event
+    settings: Settings, store: Store, metrics: Metrics, listening: socket.socket | None, stop: asyncio.Event
 ) -> asyncio.Task[None] | None:
-    """`/healthz` and `/metrics` on `listen` (None: not served); its SIGTERM/SIGINT set `stop`."""
-    if listen is None:
+    """`/healthz` and `/metrics` on `listening` (None: not served); its SIGTERM/SIGINT set `stop`."""
+    if listening is None:
         return None
     app = create_worker_app(settings, store, metrics)
-    config = uvicorn.Config(
-        app, host=listen[0], port=listen[1], log_config=None, access_log=False, lifespan="off"
-    )
+    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off")
     server = StoppingServer(config, stop)
 
     async def serve() -> None:
-        serving = asyncio.create_task(server.serve())
+        serving = asyncio.create_task(server.serve(sockets=[listening]))
         await stop.wait()
         server.should_exit = True
         await serving

@@ -136,7 +136,7 @@ async def test_serve_without_a_worker_is_503_until_a_worker_beats_and_again_once
                 release.set()
 
 
-async def test_a_worker_whose_sends_hang_past_the_stall_bound_exits_3_with_one_line(
+async def test_a_worker_whose_sends_hang_past_the_stall_bound_exits_75_with_one_line(
     settings: Settings, store: Store, remote: LoopbackServer, tmp_path: Path
 ) -> None:
     await store.actors.create("alice")
@@ -170,7 +170,7 @@ async def test_a_worker_whose_sends_hang_past_the_stall_bound_exits_3_with_one_l
         _, stderr = await asyncio.wait_for(worker.communicate(), 60)
     finally:
         release.set()
-    assert worker.returncode == 3
+    assert worker.returncode == 75
     printed = stderr.decode()
     assert "Traceback" not in printed
     stalled = [line for line in printed.splitlines() if "stalled" in line]
