@@ -16,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import accumulate
 
+from fedqueue.rules.lease_margin import dropped_lines
 from fedqueue.rules.prometheus_text import family, histogram
 from fedqueue.rules.states import DeliveryState, DereferenceOutcome, InboxAnswer
 
@@ -99,6 +100,7 @@ class Metrics:
     recipient_fetches_refused: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     #: Outbox rows given back to `pending` because `expansion_max_held_rows` rows were held.
     outbox_rows_given_back: int = 0
+    stale_lease_drops: int = 0  # claimed deliveries dropped unsent, their lease lapsing (attempts)
     latency: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS_S))
     attempts: Histogram = field(default_factory=lambda: Histogram(ATTEMPT_BUCKETS))
     worker_errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
@@ -384,7 +386,7 @@ class Metrics:
             " into the waiting Update, unsent (no follower yet), refused (this process).",
             (({"result": k}, v) for k, v in sorted(self.profile_updates.items())),
         )
-        return lines
+        return lines + dropped_lines(self.stale_lease_drops)
 
 
 def _histogram_lines(name: str, help_text: str, observed: Histogram) -> list[str]:

@@ -11,6 +11,13 @@
      each group costs a handful of statements whatever its size, and a healthy host's success
      is written at most once per `host_success_write_seconds` (`SuccessWrites`).
 
+Staleness: a job carries when it was claimed (`claimed_at`, time.monotonic, taken before the
+claim was asked for). Right before its request is written, after signing, its lease must still
+have a margin (`fedqueue.rules.lease_margin`); if not, it is dropped unsent and unrecorded (its
+lease is no longer ours: another worker sends it) and counted
+(`fedqueue_deliveries_dropped_stale_lease_total`). A worker stopped past its lease may then
+duplicate only what was on the wire when it stopped.
+
 Isolation: an unexpected error in one attempt (a signing failure, a URL the HTTP library
 refuses) becomes that delivery's outcome: `dead` with the reason, or `failed` if the database
 was unavailable. A batch of outcomes the database refuses is recorded row by row, so one
@@ -39,6 +46,7 @@ from fedqueue.rules.attempt_results import Claimed, Result, health_changes, resu
 from fedqueue.rules.backoff import Jitter, RetrySchedule
 from fedqueue.rules.circuit import CircuitPolicy, HostHealth
 from fedqueue.rules.errors import StorageUnavailable, describe
+from fedqueue.rules.lease_margin import LeaseLapsed, may_send
 from fedqueue.rules.outcomes import Attempt
 from fedqueue.rules.states import DeliveryState
 from fedqueue.rules.success_writes import SuccessWrites
@@ -67,6 +75,8 @@ class Job:
     health: HostHealth | None
     #: The `Collection-Synchronization` header (FEP-8fcf), on a followers-addressed delivery.
     sync: str | None = None
+    #: When the claim was asked for (time.monotonic): its lease runs from then.
+    claimed_at: float | None = None
 
 
 @dataclass(slots=True)  # not frozen: built per delivery, and frozen costs 0.1 µs a field
@@ -76,6 +86,8 @@ class Sent:
     result: Result
     #: The send span's context: the outcome's log line carries its trace id (`fedqueue.tracing`).
     trace: object = None
+    #: Not sent, its lease about to lapse or lapsed: neither recorded nor counted as an outcome.
+    dropped: bool = False
 
 
 def circuit_policy(settings: Settings) -> CircuitPolicy:
@@ -135,6 +147,7 @@ class Attempts:
         self._owner = context.owner
         self._clock = clock
         self._jitter = jitter
+        self._lease_s = settings.lease_seconds
         self._metrics = context.metrics
         self.schemes = SchemeBook(
             settings.signature_scheme_policy, settings.signature_scheme_recheck_days, clock
@@ -164,8 +177,13 @@ class Attempts:
         """Make the job's attempt; its result waits for `record_finished`. Never raises but when cancelled."""
         row = job.row
         with tracing.span("fedqueue.send", send_attributes(row), parent=traceparent_of(job)) as span:
+            dropped = False
             try:
                 attempt = await self._attempt(job)
+            except LeaseLapsed:
+                dropped = True
+                attempt = Attempt(status=None, error="not sent: its lease lapsed", permanent=False)
+                self._metrics.stale_lease_drops += 1
             except Exception as exc:
                 self._metrics.worker_error("send", exc, "delivery %s: unexpected error while sending", row.id)
                 # Only an unreachable database may pass; anything else would fail the same way again.
@@ -178,7 +196,7 @@ class Attempts:
             span.set("fedqueue.outcome", result.state)
             if not self._sent:
                 self._first_sent_at = time.monotonic()
-            self._sent.append(Sent(job, attempt, result, tracing.current()))
+            self._sent.append(Sent(job, attempt, result, tracing.current(), dropped))
         self._progress.set()
 
     async def record_finished(self) -> list[Sent]:
@@ -194,7 +212,9 @@ class Attempts:
         return sent
 
     async def record(self, sent: list[Sent]) -> None:
-        """Record these attempts' outcomes (one transaction, only while the leases are ours), then hosts'."""
+        """Record these attempts' outcomes (one transaction, only while the leases are ours), then
+        hosts'; the dropped ones (unsent) are left to their leases."""
+        sent = [s for s in sent if not s.dropped]
         if sent:
             await self._record([s.result for s in sent])
             now = self._clock()
@@ -252,6 +272,8 @@ class Attempts:
     def count(self, sent: Sequence[Sent]) -> None:
         """One metrics observation (and log line) per recorded outcome."""
         for s in sent:
+            if s.dropped:
+                continue
             row, attempt, result = s.job.row, s.attempt, s.result
             latency_s = None
             if result.delivered_at is not None:
@@ -295,8 +317,11 @@ class Attempts:
     async def _attempt(self, job: Job) -> Attempt:
         """One attempt: a webhook event POSTed with its HMAC, or an activity under the host's scheme."""
         row = job.row
+        fresh = partial(self._fresh, job.claimed_at)
         if isinstance(job.body, WebhookPayload):
             payload = job.body
+            if not fresh():
+                raise LeaseLapsed(row.inbox)
             return await post_webhook(
                 self._webhook_client(payload),
                 row.inbox,
@@ -315,5 +340,10 @@ class Attempts:
             self._clock,
             self._signing,
             sync=job.sync,
+            fresh=fresh,
         )
         return await self.schemes.deliver(row.host, job.health, knock)
+
+    def _fresh(self, claimed_at: float | None) -> bool:
+        """Whether a job claimed at `claimed_at` (time.monotonic) may still be sent (`may_send`)."""
+        return claimed_at is None or may_send(time.monotonic() - claimed_at, self._lease_s)

@@ -31,6 +31,7 @@ error in one send is that delivery's outcome (`attempts`).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -109,12 +110,14 @@ class Dispatcher:
         """Hosts with their share of the window in flight already: the next claim skips them."""
         return sorted(host for host, count in self._per_host.items() if count >= self._host_cap)
 
-    async def submit(self, claimed: Sequence[Claimed]) -> int:
+    async def submit(self, claimed: Sequence[Claimed], claimed_at: float | None = None) -> int:
         """Admit a claimed batch and start sending it (refusals are recorded at once); its size.
 
-        If admission fails half-way, the rows not yet started are given back (due a poll
-        interval later) before the error is raised, so none stays counted as in flight.
+        Sends check their lease's margin from `claimed_at` (time.monotonic, taken before the claim).
+        If admission fails half-way, the rows not yet started are given back (due a poll interval
+        later) before the error is raised, so none stays counted as in flight.
         """
+        claimed_at = time.monotonic() if claimed_at is None else claimed_at
         self.in_flight.update(row.id for row in claimed)
         started: set[int] = set()
         try:
@@ -145,7 +148,7 @@ class Dispatcher:
                     continue
                 body, written_at = self._bodies[row.outbox_id]
                 sync = syncs.get((row.actor, row.host)) if body.to_followers else None
-                self._start(Job(row, body, written_at, health.get(row.host), sync))
+                self._start(Job(row, body, written_at, health.get(row.host), sync, claimed_at))
                 started.add(row.id)
             payloads = await self._store.webhooks.payloads([row.webhook_event_id or 0 for row in hooks])
             await self._refuse(
@@ -154,7 +157,7 @@ class Dispatcher:
             for row in hooks:
                 payload = payloads.get(row.webhook_event_id or 0)
                 if payload is not None:
-                    self._start(Job(row, payload, payload.written_at, health.get(row.host)))
+                    self._start(Job(row, payload, payload.written_at, health.get(row.host), None, claimed_at))
                     started.add(row.id)
         except Exception:
             unstarted = self.in_flight - started

@@ -7,6 +7,11 @@ Which scheme goes first is the business of `fedqueue.rules.scheme_choice` and th
 
 The worker signs on a `SigningPool` (pass `signer`): an RSA signature costs about as much
 CPU as the rest of a delivery, and processes of their own make it beside the event loop.
+
+Once signed, and right before the request goes to the client, `fresh` (if given) says whether
+the delivery's lease still has its margin (`fedqueue.rules.lease_margin`), and again in the
+client's pool if the request had to wait for a connection: if not, nothing is sent and
+`LeaseLapsed` is raised, so a worker stopped past its lease sends nothing stale.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from fedqueue.rules import webhook_payloads
 from fedqueue.rules.activitystreams import ACTIVITY_JSON
 from fedqueue.rules.addressing import addresses, strip_hidden
 from fedqueue.rules.followers_digest import HEADER as SYNC_HEADER
+from fedqueue.rules.lease_margin import STILL_SENDABLE, LeaseLapsed
 from fedqueue.rules.outcomes import Attempt, readable_error
 from fedqueue.rules.scheme_choice import knocks_again
 from fedqueue.rules.signing.requests import (
@@ -78,10 +84,12 @@ async def post(
     scheme: SignatureScheme = "cavage",
     signer: Signer | None = None,
     sync: str | None = None,
+    fresh: Callable[[], bool] | None = None,
 ) -> Attempt:
     """POST one delivery signed under `scheme` (on `signer`, if given); every failure becomes an Attempt.
 
     `sync`: a `Collection-Synchronization` value (FEP-8fcf), sent beside the signature, not in it.
+    `fresh`: asked once signed; false raises `LeaseLapsed`, nothing sent.
     """
     try:
         request = unsigned_request(
@@ -103,7 +111,13 @@ async def post(
         headers["accept"] = ACTIVITY_JSON
         if sync is not None:
             headers[SYNC_HEADER.lower()] = sync
-        answer = await client.post(inbox, prepared.body, headers, head_bytes=BODY_HEAD_BYTES)
+        if fresh is not None and not fresh():
+            raise LeaseLapsed(inbox)
+        asked = STILL_SENDABLE.set(fresh)  # asked again if it waits for a connection (`remote.pool`)
+        try:
+            answer = await client.post(inbox, prepared.body, headers, head_bytes=BODY_HEAD_BYTES)
+        finally:
+            STILL_SENDABLE.reset(asked)
     except SignatureError as exc:
         return Attempt(status=None, error=str(exc), permanent=True, scheme=scheme)
     except SignerUnavailable as exc:
@@ -150,13 +164,15 @@ async def post_knocking(
     discovering: bool,
     *,
     sync: str | None = None,
+    fresh: Callable[[], bool] | None = None,
 ) -> Attempt:
     """POST signed under `first`; if the answer calls for it (`knocks_again`), re-sign under `second`.
 
-    Both POSTs are one attempt: the answer returned is the last one, with `knocks=2`.
+    Both POSTs are one attempt: the answer returned is the last one, with `knocks=2`. Each
+    asks `fresh` before it goes (`post`).
     """
-    attempt = await post(client, inbox, prepared, identity, clock(), first, signer, sync)
+    attempt = await post(client, inbox, prepared, identity, clock(), first, signer, sync, fresh)
     if second is None or not knocks_again(attempt.status, attempt.body_head, first, discovering):
         return attempt
-    again = await post(client, inbox, prepared, identity, clock(), second, signer, sync)
+    again = await post(client, inbox, prepared, identity, clock(), second, signer, sync, fresh)
     return replace(again, knocks=2)

@@ -46,6 +46,7 @@ import logging
 import os
 import random
 import socket
+import time
 import uuid
 from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
@@ -195,6 +196,7 @@ class Worker:
         if busy and now < self._next_claim and self._skipped <= set(crowded):
             return 0  # came back short lately, and no host it skipped has room again
         expired_leases = now >= self._next_lease_check
+        claimed_at = time.monotonic()  # each send checks its lease's margin from here (issue 48)
         claimed = await self.store.deliveries.claim(
             self.owner, now, self.settings.lease_seconds, batch, crowded, expired_leases
         )
@@ -207,7 +209,7 @@ class Worker:
         self._skipped = frozenset(crowded) if short else frozenset()
         if not claimed:
             return 0
-        return await self.dispatcher.submit(claimed)
+        return await self.dispatcher.submit(claimed, claimed_at)
 
     async def run_burst(self) -> None:
         """Work until nothing is due within one poll interval, then return (`worker --burst`)."""

@@ -31,6 +31,7 @@ from fedqueue.remote.http1_requests import Origin, request_bytes, target_of
 from fedqueue.remote.resolver import GuardedResolver
 from fedqueue.remote.transport import Fetched
 from fedqueue.rules.address_guard import check_url
+from fedqueue.rules.lease_margin import STILL_SENDABLE, LeaseLapsed
 
 T = TypeVar("T")
 
@@ -189,6 +190,9 @@ class Pool:
         caps = self._caps
         if not caps.take(lane):
             await caps.wait(lane)
+            if (sendable := STILL_SENDABLE.get()) is not None and not sendable():
+                caps.release(lane)  # waited past its sender's lease: not sent (issue 48)
+                raise LeaseLapsed(url)
         try:
             connection, answer = await self._on_a_connection(
                 origin, lambda kept: kept.exchange(request, head_limit)
