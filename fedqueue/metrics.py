@@ -16,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import accumulate
 
+from fedqueue.rules.errors import StorageUnavailable
 from fedqueue.rules.lease_margin import dropped_lines
 from fedqueue.rules.prometheus_text import family, histogram
 from fedqueue.rules.states import DeliveryState, DereferenceOutcome, InboxAnswer
@@ -170,10 +171,13 @@ class Metrics:
 
         Stages (`WORKER_ERROR_STAGES`): `expand` (one outbox row), `send` (one delivery),
         `record` (storing outcomes), `step` (a whole worker round), `run` (the worker task
-        itself, restarted by `serve`).
+        itself, restarted by `serve`). The database away is a DEBUG line (a `run` a WARNING, no stack).
         """
         self.worker_errors[stage] += 1
-        worker_log.error(message, *args, exc_info=exc, extra={"event": "worker_error", "stage": stage})
+        level = logging.ERROR
+        if isinstance(exc, StorageUnavailable):  # no bug: `DatabaseOutages` logs its outage, once
+            level, exc = (logging.WARNING, None) if stage == "run" else (logging.DEBUG, exc)
+        worker_log.log(level, message, *args, exc_info=exc, extra={"event": "worker_error", "stage": stage})
 
     def inbox_result(self, accepted: bool, reason: str) -> None:
         """Record one inbox POST: accepted (reason e.g. 'new', 'duplicate') or refused (why)."""

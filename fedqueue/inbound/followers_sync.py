@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.http_client import SigningIdentity
 from fedqueue.rules.address_guard import FetchError
-from fedqueue.rules.errors import FedqueueError
+from fedqueue.rules.errors import FedqueueError, StorageUnavailable
 from fedqueue.rules.follow_effects import EnqueueActivity, undo_follow_activity
 from fedqueue.rules.followers_digest import SyncHeader, applies_to, in_sync, parse_sync_header, plan_sync
 from fedqueue.rules.urls import Urls
@@ -105,7 +105,9 @@ class FollowersSync:
                     store, directory, urls, signer, actor_uri, header, state.recorded, timeout_s
                 )
         except FedqueueError as exc:
-            log.warning("followers synchronization with %s failed: %s", actor_uri, exc)
+            # The database away is its outage's one line (storage's `DatabaseOutages`), not one a sync.
+            level = logging.DEBUG if isinstance(exc, StorageUnavailable) else logging.WARNING
+            log.log(level, "followers synchronization with %s failed: %s", actor_uri, exc)
 
 
 async def _synchronize(

@@ -132,8 +132,8 @@ async def prune_forever(store: Store, settings: Settings, metrics: Metrics | Non
     while True:
         try:
             await prune_once(store, settings, utcnow(), metrics)
-        except StorageUnavailable as exc:
-            log.warning("pruning skipped: %s", exc)
+        except StorageUnavailable as exc:  # the outage's own lines are storage's (`DatabaseOutages`)
+            log.debug("pruning skipped: %s", exc)
         await asyncio.sleep(settings.inbox_prune_interval_seconds)
 
 

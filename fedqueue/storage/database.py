@@ -7,6 +7,7 @@ knows SQLite from PostgreSQL.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
@@ -19,7 +20,7 @@ from sqlalchemy.sql.expression import ClauseElement
 from sqlalchemy.util import greenlet_spawn
 
 from fedqueue.rules.errors import SettingsError, StorageUnavailable
-from fedqueue.storage.database_errors import translated_driver_errors, translated_errors
+from fedqueue.storage.database_errors import DatabaseOutages, translated_driver_errors, translated_errors
 from fedqueue.storage.dialects import Dialect
 from fedqueue.storage.driver_statements import DriverStatement, compiled_for_driver
 from fedqueue.storage.postgres_dialect import PostgresDialect
@@ -50,7 +51,21 @@ class Database:
         #: Statements run on the driver itself, compiled for it: `read_in`'s and `write_in`'s
         #: (SQLite), `alone`'s (PostgreSQL).
         self._driver_statements: dict[Select[Any] | Update, DriverStatement] = {}
+        #: This process's outages of the database: one WARNING and one INFO line each.
+        self.outages = DatabaseOutages(self._replace_pooled_connections)
         count_committed_writes(engine)
+
+    def _replace_pooled_connections(self) -> None:
+        """Each pooled connection of both engines opened before now is replaced at its next use.
+
+        A lost connection is rarely alone (a terminated database, a restarted server): without
+        this, each other one fails at its first use, the readers' pool's maybe minutes later,
+        and the outage seems to start again. SQLAlchemy does this for the pool of a connection
+        it saw lost (`Pool._invalidate`), never for the other engine's or on the driver path.
+        """
+        now = time.time()
+        for engine in {self.engine, self.reader}:
+            engine.sync_engine.pool._invalidate_time = now
 
     @classmethod
     def open(cls, url: str, *, pool_size: int = 20) -> Database:
@@ -76,7 +91,7 @@ class Database:
         write in the same transaction cannot fail half-way with "database is locked", and this
         process's writers queue on a lock (`SqliteDialect.one_writer`).
         """
-        with translated_errors():
+        with translated_errors(self.outages):
             async with self.dialect.one_writer(), self.engine.connect() as conn:
                 await self.dialect.begin(conn)
                 try:
@@ -87,13 +102,15 @@ class Database:
                 await conn.commit()
                 self.dialect.committed(conn)
             self.dialect.wake_watchers()
+        self.outages.answered()
 
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[AsyncConnection]:
         """A connection for reads only (no write lock on SQLite, no transaction on PostgreSQL)."""
-        with translated_errors():
+        with translated_errors(self.outages):
             async with self.reader.connect() as conn:
                 yield conn
+        self.outages.answered()
 
     async def autovacuum(self) -> bool | None:
         """Whether the PostgreSQL server vacuums by itself (`fedqueue doctor`); None on SQLite."""
@@ -160,16 +177,17 @@ class Database:
     async def driver(self, engine: AsyncEngine) -> AsyncIterator[Any]:
         """A pooled connection of `engine`'s driver itself (errors translated as by SQLAlchemy's
         path); invalidated if a query may be left running on it."""
-        with translated_errors():
+        with translated_errors(self.outages):
             pooled = await engine.raw_connection()
         try:
-            with translated_driver_errors():
+            with translated_driver_errors(self.outages):
                 yield pooled.driver_connection
         except (StorageUnavailable, asyncio.CancelledError):
             await greenlet_spawn(pooled.invalidate)
             raise
         finally:
             await greenlet_spawn(pooled.close)
+        self.outages.answered()
 
     async def read_in(
         self, conn: AsyncConnection, statement: Select[Any], parameters: Mapping[str, Any] = _NO_PARAMETERS

@@ -1,12 +1,17 @@
 """Database errors as fedqueue's own: unreachable is `StorageUnavailable`, a refused value `UnstorableValue`.
 
 Both paths are translated here: SQLAlchemy's (`translated_errors`) and the drivers' own, for
-statements run on asyncpg or aiosqlite directly (`translated_driver_errors`).
+statements run on asyncpg or aiosqlite directly (`translated_driver_errors`). A connection lost
+mid-statement (a backend terminated, the server restarted) is unreachable too, on either path.
+Given a `DatabaseOutages`, each unreachable error is noted there: an outage is one WARNING line
+when it starts and one INFO line when the database answers again, whatever the rounds between.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 
@@ -15,6 +20,9 @@ from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 
 from fedqueue.rules.columns import text_problem
 from fedqueue.rules.errors import StorageUnavailable, UnstorableValue
+from fedqueue.rules.outages import Outage
+
+log = logging.getLogger("fedqueue.database")
 
 #: SQLSTATE class 22, "data exception": a value the column refuses (NUL, too long, out of range).
 DATA_EXCEPTION_CLASS = "22"
@@ -36,19 +44,84 @@ def _first_line(exc: Exception) -> str:
     return (str(getattr(exc, "orig", exc)).splitlines() or [type(exc).__name__])[0]
 
 
+class DatabaseOutages:
+    """One database's outages, as log lines: a WARNING when one starts, an INFO line when it ends.
+
+    Every other failure of the outage is a DEBUG line (its stack is the caller's, at DEBUG too).
+    """
+
+    def __init__(
+        self, on_failure: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.outage = Outage()
+        self._on_failure = on_failure
+        self._clock = clock
+
+    def failed(self, reason: str) -> None:
+        """Note one statement that could not reach the database (and call `on_failure`)."""
+        self._on_failure()
+        if self.outage.failed(self._clock()):
+            log.warning(
+                "the database is unavailable (%s); next try at the next worker round or request"
+                " (requests answer 503 with Retry-After until then)",
+                reason,
+                extra={"event": "database_unavailable"},
+            )
+        else:
+            log.debug("the database is still unavailable: %s", reason)
+
+    def answered(self) -> None:
+        """Note one statement the database answered (a cheap check while there is no outage)."""
+        if self.outage.down_since is None:
+            return
+        failures = self.outage.failures
+        lasted_s = self.outage.answered(self._clock())
+        if lasted_s is not None:
+            log.info(
+                "the database is back after %.1f s out (%d failed statements)",
+                lasted_s,
+                failures,
+                extra={"event": "database_back", "outage_s": round(lasted_s, 3)},
+            )
+
+
+#: SQLSTATEs of a connection the server ended or never made: class 08 (connection exception),
+#: 57P01-57P03 (admin shutdown, crash shutdown, cannot connect now).
+_CONNECTION_LOST = ("08", "57P01", "57P02", "57P03")
+
+
+def _connection_lost(exc: Exception) -> bool:
+    """Whether `exc` (refused by SQLAlchemy or the driver) is the connection, not the statement."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    orig = getattr(exc, "orig", exc)
+    sqlstate = str(getattr(orig, "sqlstate", None) or "")
+    return sqlstate.startswith(_CONNECTION_LOST)
+
+
+def _unavailable(exc: Exception, outages: DatabaseOutages | None) -> StorageUnavailable:
+    reason = f"database error: {_first_line(exc)}"
+    if outages is not None:
+        outages.failed(reason)
+    return StorageUnavailable(reason)
+
+
 def _translating(
     unreachable: tuple[type[Exception], ...], refusing: tuple[type[Exception], ...]
-) -> Callable[[], AbstractContextManager[None]]:
-    """A context that raises StorageUnavailable for `unreachable`, and UnstorableValue for those of
-    `refusing` that are the database refusing a value (the others go on as they are)."""
+) -> Callable[..., AbstractContextManager[None]]:
+    """A context that raises StorageUnavailable for `unreachable` (and for those of `refusing` whose
+    connection was lost), and UnstorableValue for those of `refusing` that are the database
+    refusing a value (the others go on as they are). Unreachable errors are noted in `outages`."""
 
     @contextmanager
-    def translated() -> Iterator[None]:
+    def translated(outages: DatabaseOutages | None = None) -> Iterator[None]:
         try:
             yield
         except unreachable as exc:
-            raise StorageUnavailable(f"database error: {_first_line(exc)}") from exc
+            raise _unavailable(exc, outages) from exc
         except refusing as exc:
+            if _connection_lost(exc):
+                raise _unavailable(exc, outages) from exc
             _raise_if_unstorable(exc)
             raise
 
@@ -57,10 +130,23 @@ def _translating(
 
 #: What sqlite3 raises unwrapped (through either path) when it cannot bind a parameter.
 _UNBINDABLE = (OverflowError, UnicodeEncodeError)
-#: SQLAlchemy's errors as fedqueue's.
-translated_errors = _translating((OperationalError,), (DBAPIError, *_UNBINDABLE))
 #: The driver errors of a database that cannot be reached or used (SQLAlchemy's OperationalError).
-_UNREACHABLE = (OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError, sqlite3.OperationalError)
+#: A backend ended by the server (pg_terminate_backend, a shutdown) is one too, and so is a
+#: connection asyncpg finds mid-operation after its backend ended ("another operation is in
+#: progress"): `Database.driver` then invalidates it, where it was given back to be used again.
+_UNREACHABLE = (
+    OSError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+    asyncpg.CannotConnectNowError,
+    sqlite3.OperationalError,
+)
+#: SQLAlchemy's errors as fedqueue's; a new connection's failure (refused, timed out, the server
+#: starting) comes through SQLAlchemy as the driver raised it.
+translated_errors = _translating((OperationalError, *_UNREACHABLE), (DBAPIError, *_UNBINDABLE))
 #: The drivers' own errors, for statements run on asyncpg or aiosqlite directly (`Database.fetch`).
 translated_driver_errors = _translating(_UNREACHABLE, (asyncpg.DataError, *_UNBINDABLE))
 

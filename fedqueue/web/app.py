@@ -40,6 +40,7 @@ from fedqueue.rules.errors import (
     Unauthorized,
 )
 from fedqueue.rules.inbox_acceptance import UnsupportedMediaType
+from fedqueue.rules.outages import RETRY_AFTER_S
 from fedqueue.rules.urls import Urls
 from fedqueue.service.database import check_database_answers
 from fedqueue.service.intake import intake_backlogs
@@ -105,6 +106,8 @@ async def _fedqueue_error(request: Request, exc: Exception) -> Response:
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 and "token" in str(exc) else None
     if isinstance(exc, Throttled):
         headers = {"Retry-After": str(exc.retry_after_s)}
+    if isinstance(exc, StorageUnavailable):
+        headers = {"Retry-After": str(RETRY_AFTER_S)}
     return error_response(status, str(exc), headers)
 
 

@@ -1,0 +1,49 @@
+"""When a dependency's failures are an outage: one line when it starts, one when it ends.
+
+Pure: `now` is a monotonic clock reading passed in. Each failure between the two lines (every
+worker round, every request while the database is away) is the same outage: its caller logs
+it at DEBUG, never as a stack per round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: A failure this soon after an outage ended is its tail, not a new outage: connections opened
+#: before it ended (a pool's others, the readers' pool) fail once each on their next use.
+TAIL_S = 2.0
+
+
+@dataclass
+class Outage:
+    """One dependency's outage state (the database of one process, one remote host)."""
+
+    tail_s: float = TAIL_S
+    #: When the current outage began; None while the dependency answers.
+    down_since: float | None = None
+    #: When the last outage ended.
+    ended_at: float | None = None
+    #: Failures seen in the current outage (the first included).
+    failures: int = 0
+
+    def failed(self, now: float) -> bool:
+        """Note one failure; True if it starts an outage (the one WARNING line)."""
+        if self.down_since is not None:
+            self.failures += 1
+            return False
+        if self.ended_at is not None and now - self.ended_at < self.tail_s:
+            return False
+        self.down_since, self.failures = now, 1
+        return True
+
+    def answered(self, now: float) -> float | None:
+        """Note one success; the outage's length in seconds if it ends one (the one INFO line)."""
+        if self.down_since is None:
+            return None
+        lasted_s = now - self.down_since
+        self.down_since, self.ended_at = None, now
+        return lasted_s
+
+
+#: What a request that needs the database is told while it is away: `Retry-After` seconds.
+RETRY_AFTER_S = 5

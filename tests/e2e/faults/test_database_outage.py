@@ -1,0 +1,148 @@
+"""A database outage mid fan-out is a line, not a stack: every backend of the worker's database is
+terminated twice while a `fedqueue worker` process fans out to loopback inboxes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sys
+from collections import Counter
+from pathlib import Path
+
+import asyncpg
+import pytest
+from aiohttp import web
+from sqlalchemy.engine import make_url
+
+from fedqueue.rules.outages import TAIL_S
+from fedqueue.rules.urls import Urls
+from fedqueue.service.fanout_status import activity_status
+from fedqueue.settings import Settings
+from fedqueue.storage import Store
+from tests.loopback import LoopbackServer, Recorded
+from tests.outbound import insert_outbox_row
+
+URLS = Urls("http://127.0.0.1:8000")
+INBOXES = 600
+#: Bounds of every wait: in rounds of 0.1 s.
+WAIT_ROUNDS = 900
+
+
+async def terminate_every_backend(database_url: str) -> int:
+    """What an operator's `pg_terminate_backend` over the whole database does; how many it ended."""
+    url = make_url(database_url).set(drivername="postgresql")
+    conn = await asyncpg.connect(url.render_as_string(hide_password=False))
+    try:
+        ended = await conn.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    finally:
+        await conn.close()
+    return int(ended)
+
+
+async def start_worker(settings: Settings, cwd: Path) -> asyncio.subprocess.Process:
+    env = {
+        **os.environ,
+        "FEDQUEUE_DATABASE_URL": settings.database_url,
+        "FEDQUEUE_ALLOW_PRIVATE_ADDRESSES": "true",
+        "FEDQUEUE_POLL_INTERVAL_SECONDS": "0.2",
+        "FEDQUEUE_CLAIM_BATCH_SIZE": "40",
+        # A send whose outcome was not recorded waits for its lease: keep the test short.
+        "FEDQUEUE_LEASE_SECONDS": "10",
+    }
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "fedqueue",
+        "worker",
+        cwd=cwd,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def until(done: object, what: str) -> None:
+    for _ in range(WAIT_ROUNDS):
+        if callable(done) and await done():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"never {what}")
+
+
+class SlowInboxes:
+    """202 after 50 ms; counts the requests being answered, so a fault knows what is on the wire."""
+
+    def __init__(self) -> None:
+        self.open = 0
+
+    async def __call__(self, _r: Recorded) -> web.Response:
+        self.open += 1
+        try:
+            await asyncio.sleep(0.05)
+        finally:
+            self.open -= 1
+        return web.Response(status=202)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_backends_terminated_twice_mid_fanout_log_one_warning_and_one_info_each_and_no_traceback(
+    settings: Settings, store: Store, remote: LoopbackServer, tmp_path: Path
+) -> None:
+    await store.actors.create("alice")
+    inboxes = SlowInboxes()
+    remote.on("POST", "/inbox", inboxes)
+    outbox_id = await insert_outbox_row(
+        store, "alice", {"type": "Like", "object": "x"}, [remote.url(f"/inbox?n={n}") for n in range(INBOXES)]
+    )
+    await store.close()
+    worker = await start_worker(settings, tmp_path)
+    on_the_wire = 0
+    try:
+        for sent in (INBOXES // 6, INBOXES // 2):
+
+            async def reached(sent: int = sent) -> bool:
+                return len(remote.requests) >= sent
+
+            await until(reached, f"{sent} requests")
+            on_the_wire += inboxes.open
+            assert await terminate_every_backend(settings.database_url) > 0
+            # The next fault is a second outage, not the first one's tail (`rules.outages.TAIL_S`).
+            await asyncio.sleep(TAIL_S + 1)
+        assert len(remote.requests) < INBOXES + on_the_wire  # the second fault came mid fan-out
+        checker = Store.open(settings.database_url)
+        try:
+
+            async def finished() -> bool:
+                return bool((await activity_status(checker, URLS, outbox_id))["complete"])
+
+            await until(finished, "the fan-out finished")
+            assert (await activity_status(checker, URLS, outbox_id))["counts"] == {"delivered": INBOXES}
+        finally:
+            await checker.close()
+        assert worker.returncode is None  # alive through both outages
+        worker.send_signal(signal.SIGTERM)
+        assert worker.stderr is not None
+        stderr = (await asyncio.wait_for(worker.stderr.read(), 30)).decode()
+        await asyncio.wait_for(worker.wait(), 30)
+    finally:
+        if worker.returncode is None:
+            worker.kill()
+            await worker.wait()
+    # What the operator reads: every line but the deliveries' own.
+    stderr = "\n".join(line for line in stderr.splitlines() if "fedqueue.delivery:" not in line)
+    assert worker.returncode == 0, stderr
+    sent_to = Counter(r.path for r in remote.requests)
+    assert len(sent_to) == INBOXES
+    duplicates = sum(count - 1 for count in sent_to.values())
+    assert duplicates <= on_the_wire, stderr
+    assert "Traceback" not in stderr, stderr
+    warnings = re.findall(r" WARNING fedqueue[.\w]*: the database is unavailable", stderr)
+    backs = re.findall(r" INFO fedqueue[.\w]*: the database is back after", stderr)
+    assert len(warnings) == 2, stderr
+    assert len(backs) == len(warnings), stderr
