@@ -1,5 +1,8 @@
 """When a dependency's failures are an outage: one line when it starts, one when it ends.
 
+For the database, `Outage` (storage's `DatabaseOutages` logs it); for a remote host, its circuit
+(`circuit_line`).
+
 Pure: `now` is a monotonic clock reading passed in. Each failure between the two lines (every
 worker round, every request while the database is away) is the same outage: its caller logs
 it at DEBUG, never as a stack per round.
@@ -7,7 +10,12 @@ it at DEBUG, never as a stack per round.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from datetime import datetime
+
+from fedqueue.rules.circuit import HostHealth
+from fedqueue.rules.states import CircuitState
 
 #: A failure this soon after an outage ended is its tail, not a new outage: connections opened
 #: before it ended (a pool's others, the readers' pool) fail once each on their next use.
@@ -47,3 +55,20 @@ class Outage:
 
 #: What a request that needs the database is told while it is away: `Retry-After` seconds.
 RETRY_AFTER_S = 5
+
+
+def circuit_line(stored: HostHealth, changed: HostHealth, now: datetime) -> tuple[int, str] | None:
+    """A remote host's outage as two lines: (WARNING, ...) when its circuit leaves closed, (INFO,
+    ...) when it closes again; None for every change between (a probe, a re-open)."""
+    closed = CircuitState.CLOSED
+    if stored.circuit == closed and changed.circuit != closed:
+        until = changed.circuit_until.isoformat(timespec="seconds") if changed.circuit_until else "now"
+        return logging.WARNING, (
+            f"host {changed.host} is not answering ({changed.consecutive_failures} failures in a row):"
+            f" its circuit is open, next try at {until}"
+        )
+    if stored.circuit != closed and changed.circuit == closed:
+        since = stored.first_failure_at
+        out = f" after {(now - since).total_seconds():.0f} s" if since is not None else ""
+        return logging.INFO, f"host {changed.host} answers again{out}: its circuit is closed"
+    return None

@@ -9,6 +9,7 @@ Given up: the transaction that marks a host `unavailable` also ends its unfinish
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
@@ -18,11 +19,14 @@ from sqlalchemy import bindparam, case, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.rules.circuit import HostHealth, revived, unreachable_reason
+from fedqueue.rules.outages import circuit_line
 from fedqueue.rules.states import UNFINISHED, CircuitState, DeliveryState
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.schema import DELIVERIES, HOSTS
 from fedqueue.storage.webhook_events import after_given_up
+
+log = logging.getLogger("fedqueue.hosts")
 
 _FIELDS = tuple(HostHealth.__dataclass_fields__)
 
@@ -219,6 +223,8 @@ class HostStore:
             for row in rows:
                 stored = HostHealth(**row._asdict())
                 changed = changes[row.host](stored)
+                if (line := circuit_line(stored, changed, utcnow())) is not None:
+                    log.log(*line, extra={"event": "host_circuit", "host": row.host})
                 if changed != stored:
                     values.append({f"h_{key}": value for key, value in asdict(changed).items()})
                 if changed.unavailable and not stored.unavailable:

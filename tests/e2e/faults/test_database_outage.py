@@ -44,7 +44,8 @@ async def terminate_every_backend(database_url: str) -> int:
     return int(ended)
 
 
-async def start_worker(settings: Settings, cwd: Path) -> asyncio.subprocess.Process:
+async def start_worker(settings: Settings, cwd: Path, **more: str) -> asyncio.subprocess.Process:
+    """`fedqueue worker` on `settings`' database, its stderr piped; `more` adds to its environment."""
     env = {
         **os.environ,
         "FEDQUEUE_DATABASE_URL": settings.database_url,
@@ -53,6 +54,7 @@ async def start_worker(settings: Settings, cwd: Path) -> asyncio.subprocess.Proc
         "FEDQUEUE_CLAIM_BATCH_SIZE": "40",
         # A send whose outcome was not recorded waits for its lease: keep the test short.
         "FEDQUEUE_LEASE_SECONDS": "10",
+        **more,
     }
     return await asyncio.create_subprocess_exec(
         sys.executable,
@@ -67,6 +69,7 @@ async def start_worker(settings: Settings, cwd: Path) -> asyncio.subprocess.Proc
 
 
 async def until(done: object, what: str) -> None:
+    """Wait until `done()` is true (bounded: `WAIT_ROUNDS` looks)."""
     for _ in range(WAIT_ROUNDS):
         if callable(done) and await done():
             return
