@@ -99,9 +99,14 @@ def _connection_lost(exc: Exception) -> bool:
     return sqlstate.startswith(_CONNECTION_LOST)
 
 
+#: SQLite's answers to a writer that waited out its busy timeout: contention, not an outage.
+_CONTENTION = ("SQLITE_BUSY", "SQLITE_LOCKED")
+
+
 def _unavailable(exc: Exception, outages: DatabaseOutages | None) -> StorageUnavailable:
     reason = f"database error: {_first_line(exc)}"
-    if outages is not None:
+    contended = str(getattr(getattr(exc, "orig", exc), "sqlite_errorname", "")).startswith(_CONTENTION)
+    if outages is not None and not contended:
         outages.failed(reason)
     return StorageUnavailable(reason)
 
