@@ -21,6 +21,7 @@ from fedqueue.rules.urls import Urls
 from fedqueue.service.fanout_status import activity_status
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
+from tests.live import free_port
 from tests.loopback import LoopbackServer, Recorded
 from tests.outbound import insert_outbox_row
 
@@ -44,8 +45,11 @@ async def terminate_every_backend(database_url: str) -> int:
     return int(ended)
 
 
-async def start_worker(settings: Settings, cwd: Path, **more: str) -> asyncio.subprocess.Process:
-    """`fedqueue worker` on `settings`' database, its stderr piped; `more` adds to its environment."""
+async def start_worker(
+    settings: Settings, cwd: Path, command: tuple[str, ...] = ("worker",), **more: str
+) -> asyncio.subprocess.Process:
+    """`fedqueue worker` (or `command`) on `settings`' database, its stderr piped; `more` adds to
+    its environment."""
     env = {
         **os.environ,
         "FEDQUEUE_DATABASE_URL": settings.database_url,
@@ -60,7 +64,7 @@ async def start_worker(settings: Settings, cwd: Path, **more: str) -> asyncio.su
         sys.executable,
         "-m",
         "fedqueue",
-        "worker",
+        *command,
         cwd=cwd,
         env=env,
         stdout=asyncio.subprocess.DEVNULL,
@@ -94,8 +98,9 @@ class SlowInboxes:
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+@pytest.mark.parametrize("process", ["worker", "serve"])
 async def test_backends_terminated_twice_mid_fanout_log_one_warning_and_one_info_each_and_no_traceback(
-    settings: Settings, store: Store, remote: LoopbackServer, tmp_path: Path
+    settings: Settings, store: Store, remote: LoopbackServer, tmp_path: Path, process: str
 ) -> None:
     await store.actors.create("alice")
     inboxes = SlowInboxes()
@@ -104,7 +109,8 @@ async def test_backends_terminated_twice_mid_fanout_log_one_warning_and_one_info
         store, "alice", {"type": "Like", "object": "x"}, [remote.url(f"/inbox?n={n}") for n in range(INBOXES)]
     )
     await store.close()
-    worker = await start_worker(settings, tmp_path)
+    serve = ("serve", "--host", "127.0.0.1", "--port", str(free_port()))
+    worker = await start_worker(settings, tmp_path, serve if process == "serve" else ("worker",))
     on_the_wire = 0
     try:
         for sent in (INBOXES // 6, INBOXES // 2):
