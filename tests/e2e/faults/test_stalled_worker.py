@@ -15,6 +15,7 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from aiohttp import web
 from sqlalchemy import select
 
@@ -113,6 +114,10 @@ async def stop_all(*workers: asyncio.subprocess.Process) -> None:
 async def test_a_worker_stopped_until_another_sent_its_deliveries_sends_none_of_them_again(
     settings: Settings, store: Store, remote: LoopbackServer, tmp_path: Path
 ) -> None:
+    if settings.database_url.startswith("sqlite"):
+        # Stopped while it holds SQLite's one write lock, worker 1 would stop worker 2 too: several
+        # workers are PostgreSQL's layout (docs/operations.md), and there this fault is real.
+        pytest.skip("several workers over one database are PostgreSQL's layout")
     await store.actors.create("alice")
 
     async def slow_accept(_r: Recorded) -> web.Response:
