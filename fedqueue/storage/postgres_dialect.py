@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -31,6 +32,7 @@ from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.selectable import FromClause, Join, TableValuedAlias
 
 from fedqueue.storage.dialects import AnySelect, Columns, Dialect, json_item, pooled
+from fedqueue.storage.listener import Listener
 from fedqueue.storage.rows import ArrayRows, Rows
 
 if TYPE_CHECKING:
@@ -84,20 +86,19 @@ class PostgresDialect(Dialect):
         self, engine: AsyncEngine, channel: str, table: Table
     ) -> AsyncIterator[asyncio.Event]:
         """Set on every NOTIFY on `channel` (LISTEN; the table's trigger sends it, so rows from any
-        process or any app's transaction count)."""
+        process or any app's transaction count), and again on a new connection whenever the
+        listening one is lost (`Listener`)."""
         wake = asyncio.Event()
-
-        def on_notify(*_args: Any) -> None:
-            wake.set()
-
-        async with engine.connect() as conn:
-            raw = await conn.get_raw_connection()
-            driver: Any = raw.driver_connection
-            await driver.add_listener(channel, on_notify)
-            try:
-                yield wake
-            finally:
-                await driver.remove_listener(channel, on_notify)
+        listener = Listener(engine, channel, wake)
+        await listener.listen()
+        keeping = asyncio.create_task(listener.keep_listening())
+        try:
+            yield wake
+        finally:
+            keeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeping
+            await listener.close()
 
     async def fetch(self, driver: Any, sql: str, arguments: Sequence[Any]) -> Sequence[Sequence[Any]]:
         rows: Sequence[Sequence[Any]] = await driver.fetch(sql, *arguments)

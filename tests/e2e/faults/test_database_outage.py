@@ -45,6 +45,20 @@ async def terminate_every_backend(database_url: str) -> int:
     return int(ended)
 
 
+async def listening_backends(database_url: str) -> int:
+    """How many backends of the database wait on a LISTEN (the worker's wake-up connection)."""
+    url = make_url(database_url).set(drivername="postgresql")
+    conn = await asyncpg.connect(url.render_as_string(hide_password=False))
+    try:
+        found = await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid() AND query LIKE 'LISTEN %'"
+        )
+    finally:
+        await conn.close()
+    return int(found)
+
+
 async def start_worker(
     settings: Settings, cwd: Path, command: tuple[str, ...] = ("worker",), **more: str
 ) -> asyncio.subprocess.Process:
@@ -134,6 +148,11 @@ async def test_backends_terminated_twice_mid_fanout_log_one_warning_and_one_info
             assert (await activity_status(checker, URLS, outbox_id))["counts"] == {"delivered": INBOXES}
         finally:
             await checker.close()
+
+        async def listening_again() -> bool:
+            return await listening_backends(settings.database_url) > 0
+
+        await until(listening_again, "LISTEN again")  # new rows wake it at once, not at its next poll
         assert worker.returncode is None  # alive through both outages
         worker.send_signal(signal.SIGTERM)
         assert worker.stderr is not None
