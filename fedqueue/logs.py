@@ -9,7 +9,7 @@ import sys
 from datetime import UTC, datetime
 
 from fedqueue import tracing
-from fedqueue.settings import Settings
+from fedqueue.settings import Settings, unknown_environment
 
 #: Attributes every LogRecord has; anything else was passed in `extra=` and is logged as a field.
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
@@ -83,3 +83,19 @@ def configure_logging(settings: Settings) -> None:
     # Migrations run on every start; their INFO lines are noise to an operator.
     logging.getLogger("alembic").setLevel(logging.WARNING)
     tracing.configure(settings)
+    for line in unknown_environment():
+        logging.getLogger("fedqueue.settings").warning(line)
+
+
+def log_start(settings: Settings, role: str) -> None:
+    """The one INFO line `serve` and `worker` log at start: who federates with this server."""
+    if settings.federation_mode == "allowlist":
+        domains = sorted(settings.allowed_domains)
+        listed = ", ".join(domains[:10]) + (f" and {len(domains) - 10} more" if len(domains) > 10 else "")
+        who = f"only {listed}" if domains else "no host at all (federation_allowlist is empty)"
+        mode = f"allowlist: {who} federates"
+    else:
+        mode = "blocklist: every host federates but those an admin blocks (`fedqueue block`)"
+    logging.getLogger("fedqueue").info(
+        "%s starting for %s; federation_mode = %s", role, settings.base_url, mode
+    )

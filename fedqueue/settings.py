@@ -23,18 +23,23 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from fedqueue.rules.errors import SettingsError
-from fedqueue.rules.federation_policy import FederationMode, parse_domains
+from fedqueue.rules.errors import InvalidInput, SettingsError
+from fedqueue.rules.federation_policy import FederationMode, check_domain_entry, parse_domains
 from fedqueue.rules.peer_address import Network, parse_networks
 from fedqueue.rules.scheme_choice import SchemePolicy
+from fedqueue.rules.setting_checks import (
+    closest,
+    mask_secrets,
+    missing_keys_line,
+    shown_value,
+    unknown_variables,
+)
 
 ENV_PREFIX = "FEDQUEUE_"
 CONFIG_ENV = f"{ENV_PREFIX}CONFIG"
 #: Shortest admin token accepted: 24 characters of a random token are ~140 bits and beyond guessing
 #: even at the login throttle's first rate; a word or two is not.
 MIN_ADMIN_TOKEN_CHARS = 24
-#: Settings whose values no error message repeats.
-SECRET_SETTINGS = frozenset({"admin_token", "metrics_token"})
 
 
 class Settings(BaseSettings):
@@ -241,6 +246,17 @@ class Settings(BaseSettings):
             raise ValueError("must name a PEM file of CA certificates (no such file), or be empty")
         return value
 
+    @field_validator("federation_allowlist")
+    @classmethod
+    def _domains(cls, value: str) -> str:
+        for entry in value.split(","):
+            if entry.strip():
+                try:
+                    check_domain_entry(entry.strip())
+                except InvalidInput as exc:
+                    raise ValueError(str(exc)) from None
+        return value
+
     @field_validator("trusted_proxies")
     @classmethod
     def _networks(cls, value: str) -> str:
@@ -319,16 +335,31 @@ def setting_sources() -> dict[str, str]:
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Read and validate all settings; raise SettingsError with one line on the first problem."""
+    """Read and validate all settings; raise SettingsError with one line: every key the config
+    file lacks at once, else the first problem, never a secret's value nor a URL's password."""
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        name = str(error["loc"][0]) if error["loc"] else "settings"
-        label = f"{ENV_PREFIX}{name.upper()}"
-        if error["type"] == "extra_forbidden":
-            raise SettingsError(f"{label}: unknown setting in {config_path()}") from None
-        message = error["msg"].removeprefix("Value error, ")
-        # A secret is never echoed, nor are all settings at once (a check across several).
-        shown = "" if name in SECRET_SETTINGS or not error["loc"] else f" (got {error.get('input')!r})"
-        raise SettingsError(f"{label}: {message}{shown}") from None
+        raise SettingsError(_one_line(exc.errors())) from None
+
+
+def _one_line(errors: list[Any]) -> str:
+    missing = [str(e["loc"][0]) for e in errors if e["type"] == "missing" and e["loc"]]
+    if missing:
+        return missing_keys_line(str(config_path()), missing, bool(os.environ.get(CONFIG_ENV)))
+    error = errors[0]
+    name = str(error["loc"][0]) if error["loc"] else "settings"
+    variable = f"{ENV_PREFIX}{name.upper()}"
+    if error["type"] == "extra_forbidden":
+        near = closest(name, Settings.model_fields)
+        hint = f" (did you mean {near}?)" if near else ""
+        return f"{variable}: unknown setting {name} in {config_path()}{hint}"
+    message = mask_secrets(error["msg"].removeprefix("Value error, "))
+    # A secret is never echoed, nor are all settings at once (a check across several).
+    shown = shown_value(name, error.get("input")) if error["loc"] else ""
+    return f"{variable}: {message}{shown}"
+
+
+def unknown_environment() -> list[str]:
+    """One warning line per FEDQUEUE_* environment variable that names no setting (it is ignored)."""
+    return unknown_variables(os.environ, ENV_PREFIX, Settings.model_fields)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.text_tables import table
 from fedqueue.service.database import describe_database
-from fedqueue.settings import config_path, load_settings, setting_sources
+from fedqueue.settings import config_path, load_settings, setting_sources, unknown_environment
 
 #: Shown instead of a secret that is set; an unset one shows as empty.
 MASK = "********"
@@ -59,6 +60,8 @@ def shown_settings() -> dict[str, Any]:
 
 def run_config(args: argparse.Namespace) -> int:
     values = shown_settings()
+    for line in unknown_environment():
+        print(f"warning: {line}", file=sys.stderr)
     sources = setting_sources()
     file = str(config_path())
     if args.json:

@@ -19,7 +19,7 @@ import uvicorn
 from fedqueue.cli import approval, profile
 from fedqueue.cli.help import CommandSpec, Subparsers, add_command, argument
 from fedqueue.cli.loop import run
-from fedqueue.logs import configure_logging
+from fedqueue.logs import configure_logging, log_start
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.supervise import WorkerHealth, supervise
 from fedqueue.outbound.worker import Worker
@@ -167,6 +167,7 @@ def run_serve(args: argparse.Namespace) -> int:
         # (in its busy handler, the 5-8 s p99 the in-process writer lock was made to avoid).
         raise SettingsError("--processes above 1 needs PostgreSQL; on SQLite, serve runs in one process")
     settings = prepared_settings()
+    log_start(settings, "serve")
     asyncio.run(check_private_keys(settings))
     if args.processes == 1:
         run(_serve(settings, args, None, with_worker=not args.no_worker))

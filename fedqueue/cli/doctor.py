@@ -17,11 +17,14 @@ import httpx
 from fedqueue.cli.doctor_checks import (
     Check,
     admin_token_check,
+    allowlist_check,
     autovacuum_check,
+    backlog_check,
     base_url_check,
     clock_check,
     database_check,
     database_file_check,
+    environment_check,
     failed,
     keys_at_rest_check,
     keys_check,
@@ -29,6 +32,7 @@ from fedqueue.cli.doctor_checks import (
     proxy_check,
     self_fetch_check,
     settings_check,
+    workers_check,
 )
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.remote.http_client import tls_context
@@ -42,7 +46,8 @@ from fedqueue.service.database import (
     schema_revisions,
     survey_keys,
 )
-from fedqueue.settings import Settings, config_path, load_settings, setting_sources
+from fedqueue.service.deployment import survey_workers
+from fedqueue.settings import Settings, config_path, load_settings, setting_sources, unknown_environment
 
 
 def register(commands: Subparsers) -> None:
@@ -57,7 +62,9 @@ def register(commands: Subparsers) -> None:
         "has a key, and whether the keys are encrypted at rest; that the SQLite file is its "
         "owner's alone; on PostgreSQL, that autovacuum is on; the admin token's strength; whether "
         "private addresses are allowed; that a likely reverse proxy (an https base_url) is in "
-        "trusted_proxies. Exits 1 on "
+        "trusted_proxies; unknown FEDQUEUE_* variables; an example admin token; an empty allowlist in "
+        "allowlist mode; that some worker beats; that no delivery has been due longer than "
+        "worker_stall_seconds. Exits 1 on "
         "any ✗. Run it where `fedqueue serve` runs, with the same settings.",
         ["fedqueue doctor", "FEDQUEUE_DOCTOR_PEER_URL=https://mastodon.social fedqueue doctor"],
     )
@@ -69,10 +76,13 @@ def run_doctor(args: argparse.Namespace) -> int:
         settings = load_settings()
     except SettingsError as exc:
         print(
-            Check(False, "settings", str(exc), "correct the setting it names (`fedqueue config show`)").line()
+            Check(False, "settings", str(exc), "correct what it names (`fedqueue config show` lists every setting)").line()
         )
         return 1
-    checks = [settings_check(setting_sources(), str(config_path()))]
+    checks = [
+        settings_check(setting_sources(), str(config_path())),
+        environment_check(unknown_environment()),
+    ]
     database = _database(settings.database_url)
     checks.append(database)
     checks.append(base_url_check(settings.base_url, settings.allow_private_addresses))
@@ -80,6 +90,7 @@ def run_doctor(args: argparse.Namespace) -> int:
     checks.append(admin_token_check(settings.admin_token))
     checks.append(private_addresses_check(settings.base_url, settings.allow_private_addresses))
     checks.append(proxy_check(settings.base_url, settings.trusted_proxies))
+    checks.append(allowlist_check(settings.federation_mode, settings.allowed_domains))
     for check in checks:
         print(check.line(), flush=True)
     return 1 if failed(checks) else 0
@@ -124,8 +135,13 @@ async def _live_checks(settings: Settings, database_ok: bool) -> list[Check]:
             checks.append(autovacuum_check(survey.autovacuum))
         if names:
             actor_url = urls.actor(names[0])
+        view = await survey_workers(settings, datetime.now(UTC))
+        checks.append(workers_check(len(view.beats), view.beating, settings.worker_heartbeat_seconds))
+        oldest = max(view.oldest_due_s.values(), default=0.0)
+        checks.append(backlog_check(oldest, settings.worker_stall_seconds))
     else:
-        checks.append(Check(False, "actor keys", "not checked: the database is not ready", skipped=True))
+        for label in ("actor keys", "workers", "backlog"):
+            checks.append(Check(False, label, "not checked: the database is not ready", skipped=True))
     verify: ssl.SSLContext | bool = tls_context(settings.tls_ca_file) or True
     timeout = httpx.Timeout(settings.total_timeout_seconds, connect=settings.connect_timeout_seconds)
     async with httpx.AsyncClient(verify=verify, timeout=timeout, follow_redirects=False) as client:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
@@ -17,6 +17,10 @@ from fedqueue.rules.wording import plural
 #: A token's estimated bits below which it is weak (✗), and from which it is strong.
 WEAK_TOKEN_BITS = 64
 STRONG_TOKEN_BITS = 128
+#: Tokens printed in the README and docs as examples: anyone who read them knows these.
+EXAMPLE_TOKENS = frozenset({"try-out-admin-token-change-me"})
+#: Words that mark a token as a placeholder someone meant to replace.
+PLACEHOLDER_WORDS = ("change-me", "changeme", "change_me", "example", "replace-me")
 #: Where the deployment guide lives, named in fixes.
 GUIDE = "docs/deploy.md"
 
@@ -149,6 +153,11 @@ def admin_token_check(token: str) -> Check:
     """The admin token's length and entropy class; empty turns /admin off, which is fine."""
     if not token:
         return Check(True, "admin token", "empty: /admin and the console are off")
+    fix = "set FEDQUEUE_ADMIN_TOKEN to `python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+    if token in EXAMPLE_TOKENS or any(word in token.lower() for word in PLACEHOLDER_WORDS):
+        return Check(
+            False, "admin token", "an example token from the README or docs: anyone can guess it", fix
+        )
     bits = token_bits(token)
     strength = "strong" if bits >= STRONG_TOKEN_BITS else "fair" if bits >= WEAK_TOKEN_BITS else "weak"
     detail = f"{len(token)} characters, ~{bits:.0f} bits ({strength})"
@@ -156,7 +165,60 @@ def admin_token_check(token: str) -> Check:
         bits >= WEAK_TOKEN_BITS,
         "admin token",
         detail,
-        "set FEDQUEUE_ADMIN_TOKEN to `python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`",
+        fix,
+    )
+
+
+def environment_check(unknown: Sequence[str]) -> Check:
+    """FEDQUEUE_* variables that name no setting: each is ignored, often a typo of one that does."""
+    if not unknown:
+        return Check(True, "environment", "every FEDQUEUE_* variable names a setting")
+    return Check(
+        False,
+        "environment",
+        "; ".join(unknown),
+        "rename or unset them (`fedqueue config show` lists every setting)",
+    )
+
+
+def allowlist_check(mode: str, allowed: Collection[str]) -> Check:
+    """In allowlist mode, an empty allowlist federates with no one: nothing is sent or accepted."""
+    label = "federation"
+    if mode != "allowlist":
+        return Check(True, label, "blocklist mode: every host federates but those an admin blocks")
+    if not allowed:
+        return Check(
+            False,
+            label,
+            "allowlist mode with an empty allowlist: no host federates, every delivery is dead at fan-out",
+            "set FEDQUEUE_FEDERATION_ALLOWLIST to the domains to federate with, or"
+            " FEDQUEUE_FEDERATION_MODE=blocklist",
+        )
+    return Check(True, label, f"allowlist mode: {plural(len(allowed), 'domain')} and their subdomains")
+
+
+def workers_check(rows: int, beating: int, heartbeat_s: float) -> Check:
+    """Some worker beats: without one nothing is delivered, and /healthz answers 503."""
+    if beating:
+        return Check(True, "workers", f"{beating} of {plural(rows, 'worker')} beating")
+    seen = f"none of {plural(rows, 'worker')} has beaten lately" if rows else "no worker has ever beaten"
+    return Check(
+        False,
+        "workers",
+        f"{seen} (a beat is due every {heartbeat_s:g} s): nothing is being delivered",
+        "start `fedqueue serve` (its worker runs in-process) or `fedqueue worker`",
+    )
+
+
+def backlog_check(oldest_due_s: float, bound_s: float) -> Check:
+    """The oldest due delivery's wait against a bound (worker_stall_seconds): a stuck outbox."""
+    if oldest_due_s <= bound_s:
+        return Check(True, "backlog", f"the oldest due delivery has waited {oldest_due_s:.0f} s")
+    return Check(
+        False,
+        "backlog",
+        f"a delivery has been due for {oldest_due_s:.0f} s, over {bound_s:g} s (worker_stall_seconds)",
+        "check the workers (`fedqueue workers`) and what waits (`fedqueue status`)",
     )
 
 

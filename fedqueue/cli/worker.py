@@ -15,6 +15,7 @@ from fedqueue.cli import workers
 from fedqueue.cli.core import StoppingServer, prepared_settings
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.cli.loop import run
+from fedqueue.logs import log_start
 from fedqueue.metrics import Metrics
 from fedqueue.outbound.heartbeat import WorkerStalled
 from fedqueue.outbound.worker import Worker
@@ -61,6 +62,7 @@ def _address(value: str) -> tuple[str, int]:
 
 def run_worker(args: argparse.Namespace) -> int:
     settings = prepared_settings()
+    log_start(settings, "worker")
     asyncio.run(check_private_keys(settings))
     listening = _bound(args.listen) if args.listen else None
     try:

@@ -9,9 +9,11 @@ Matching a host costs one dict lookup per label of its name, whatever the number
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
+from urllib.parse import urlsplit
 
 from fedqueue.rules.errors import InvalidInput
 
@@ -104,6 +106,21 @@ def parse_domains(text: str) -> frozenset[str]:
     return frozenset(part.strip().lower().rstrip(".") for part in text.split(",") if part.strip())
 
 
+#: What a host or domain entry may not hold: a URL's parts, a space, a wildcard's star.
+_NOT_IN_A_HOST = re.compile(r"[\s/@?#*]|://")
+
+
+def check_domain_entry(entry: str) -> str:
+    """A host or domain of an allowlist or block, as given; InvalidInput naming the entry for a
+    URL (`https://friends.example/`) or anything with a space, a slash or an `@`."""
+    parts = urlsplit(entry) if "://" in entry else None
+    if parts is not None and parts.hostname:
+        raise InvalidInput(f"{entry[:100]!r} is a URL: give its host only, {parts.netloc.lower()}")
+    if _NOT_IN_A_HOST.search(entry) or not entry.strip("."):
+        raise InvalidInput(f"{entry[:100]!r} is not a host or domain: give one such as friends.example")
+    return entry
+
+
 #: Public suffixes with a dot in them, where each registrant owns only what is under them (a short
 #: list of the common ones, not the whole Public Suffix List): blocking one blocks a whole registry,
 #: as blocking a top-level domain does. Any name without a dot counts as such a block too.
@@ -138,6 +155,7 @@ def check_block_pattern(pattern: str) -> str:
         raise InvalidInput(
             f"no wildcards in a block ({name[:100]!r}): a block of spam.example covers its subdomains already"
         )
+    check_domain_entry(name)
     if "" in _without_port(name).split("."):
         raise InvalidInput(f"{name[:100]!r} has an empty label: give a host or domain such as spam.example")
     return name

@@ -19,7 +19,7 @@ UNITS = Path(__file__).parents[2] / "config" / "systemd"
 
 
 def test_doctor_on_a_healthy_instance_answers_only_check_marks_and_exits_0(tmp_path: Path) -> None:
-    with live_instance(tmp_path, ADMIN_TOKEN) as live:
+    with live_instance(tmp_path, ADMIN_TOKEN, env={"FEDQUEUE_LOG_LEVEL": "INFO"}) as live:
         create_actor(live, "alice", tmp_path)
         env = {
             "FEDQUEUE_DATABASE_URL": live.database_url,
@@ -29,23 +29,34 @@ def test_doctor_on_a_healthy_instance_answers_only_check_marks_and_exits_0(tmp_p
             "FEDQUEUE_DOCTOR_PEER_URL": live.origin,  # its own Date: no skew
         }
         result = run_fedqueue("doctor", cwd=tmp_path, env=env)
+        serve_log = (tmp_path / "serve.log").read_text()
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    assert len(lines) == 11 and all(line.startswith("✓ ") for line in lines), result.stdout
+    assert len(lines) == 15 and all(line.startswith("✓ ") for line in lines), result.stdout
     labels = [line.split(":")[0][2:] for line in lines]
     assert labels == [
         "settings",
+        "environment",
         "database",
         "base_url",
         "self fetch",
         "database file",
         "actor keys",
         "keys at rest",
+        "workers",
+        "backlog",
         "clock",
         "admin token",
         "private addresses",
         "trusted proxies",
+        "federation",
     ]
+    # `serve` says at start who federates with it, in one INFO line.
+    [mode] = [line for line in serve_log.splitlines() if "federation_mode" in line]
+    assert " INFO fedqueue: serve starting for " in mode
+    assert mode.endswith(
+        "federation_mode = blocklist: every host federates but those an admin blocks (`fedqueue block`)"
+    )
     assert f"GET {live.origin}/actors/alice answered its actor" in result.stdout
     assert ADMIN_TOKEN not in result.stdout
 

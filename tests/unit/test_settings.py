@@ -53,7 +53,11 @@ def test_an_unknown_key_in_the_config_file_is_named(monkeypatch: pytest.MonkeyPa
     config = tmp_path / "fedqueue.toml"
     config.write_text(original.read_text() + "\nretry_bse_seconds = 3\n")
     monkeypatch.setenv("FEDQUEUE_CONFIG", str(config))
-    with pytest.raises(SettingsError, match="FEDQUEUE_RETRY_BSE_SECONDS: unknown setting"):
+    with pytest.raises(
+        SettingsError,
+        match=r"FEDQUEUE_RETRY_BSE_SECONDS: unknown setting retry_bse_seconds in .*"
+        r"\(did you mean retry_base_seconds\?\)",
+    ):
         load_settings()
 
 
@@ -104,3 +108,40 @@ def test_login_failures_must_be_remembered_at_least_as_long_as_the_longest_refus
         SettingsError, match="FEDQUEUE_ADMIN_LOGIN_FORGET_SECONDS: must be at least admin_login"
     ):
         load_settings()
+
+
+def test_a_config_file_lacking_keys_names_them_all_and_shows_no_secret(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = tmp_path / "partial.toml"
+    config.write_text(
+        'database_url = "postgresql+asyncpg://fq:hunter2pass@db/fq"\n'
+        'admin_token = "super-secret-admin-token-of-the-test"\n'
+    )
+    monkeypatch.setenv("FEDQUEUE_CONFIG", str(config))
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert "hunter2pass" not in message and "super-secret" not in message
+    assert "\n" not in message
+    assert f"config file {config} lacks " in message
+    assert "base_url, " in message and "worker_stall_seconds" in message
+    assert "does not merge" in message
+
+
+def test_a_bad_database_url_is_shown_without_its_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEDQUEUE_DATABASE_URL", "mysql://fq:hunter2pass@db/fq")
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert "hunter2pass" not in str(caught.value)
+    assert "mysql://fq:********@db/fq" in str(caught.value)
+
+
+@pytest.mark.parametrize("entry", ["https://friends.example/", "bad host"])
+def test_an_allowlist_entry_that_is_no_domain_is_refused_naming_it(
+    monkeypatch: pytest.MonkeyPatch, entry: str
+) -> None:
+    monkeypatch.setenv("FEDQUEUE_FEDERATION_ALLOWLIST", f"ok.example, {entry}")
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert str(caught.value).startswith(f"FEDQUEUE_FEDERATION_ALLOWLIST: {entry!r} ")

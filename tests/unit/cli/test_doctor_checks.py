@@ -8,11 +8,15 @@ import pytest
 
 from fedqueue.cli.doctor_checks import (
     admin_token_check,
+    allowlist_check,
     autovacuum_check,
+    backlog_check,
     clock_check,
+    environment_check,
     private_addresses_check,
     proxy_check,
     self_fetch_check,
+    workers_check,
 )
 
 BASE = "https://fedqueue.example"
@@ -78,3 +82,38 @@ def test_a_likely_reverse_proxy_without_trusted_proxies_is_a_cross_naming_the_se
         assert check.line().startswith("✗ trusted proxies: none, but")
         assert "fix: set FEDQUEUE_TRUSTED_PROXIES to the proxy's address" in check.line()
         assert "\n" not in check.line()
+
+
+@pytest.mark.parametrize(
+    "token", ["try-out-admin-token-change-me", "please-change-me-before-going-live-0123"]
+)
+def test_the_readme_s_example_token_or_a_placeholder_is_a_cross_not_fair(token: str) -> None:
+    check = admin_token_check(token)
+    assert not check.ok
+    assert check.line().startswith("✗ admin token: an example token from the README or docs")
+    assert token not in check.line()
+
+
+def test_an_empty_allowlist_in_allowlist_mode_is_a_cross() -> None:
+    assert not allowlist_check("allowlist", frozenset()).ok
+    assert "FEDQUEUE_FEDERATION_ALLOWLIST" in allowlist_check("allowlist", frozenset()).fix
+    assert allowlist_check("allowlist", frozenset({"friends.example"})).ok
+    assert allowlist_check("blocklist", frozenset()).ok
+
+
+def test_no_beating_worker_is_a_cross_and_one_a_check() -> None:
+    assert workers_check(0, 0, 5).line().startswith("✗ workers: no worker has ever beaten")
+    assert workers_check(2, 0, 5).line().startswith("✗ workers: none of 2 workers has beaten lately")
+    assert workers_check(2, 1, 5).line() == "✓ workers: 1 of 2 workers beating"
+
+
+def test_a_delivery_due_longer_than_the_bound_is_a_cross() -> None:
+    assert backlog_check(299, 300).ok
+    check = backlog_check(4000, 300)
+    assert not check.ok and "due for 4000 s, over 300 s" in check.detail
+
+
+def test_an_unknown_variable_is_a_cross_naming_it() -> None:
+    line = "FEDQUEUE_BASEURL is not a fedqueue setting and is ignored (did you mean FEDQUEUE_BASE_URL?)"
+    assert environment_check([line]).line().startswith(f"✗ environment: {line} — fix: ")
+    assert environment_check([]).ok
