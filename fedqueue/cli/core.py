@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import uvicorn
 
-from fedqueue.cli import approval, profile
+from fedqueue.cli import actor_list, approval, profile
 from fedqueue.cli.help import CommandSpec, Subparsers, add_command, argument
 from fedqueue.cli.loop import run
 from fedqueue.logs import configure_logging, log_start
@@ -31,7 +31,7 @@ from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import InvalidInput, SettingsError
 from fedqueue.rules.urls import Urls
 from fedqueue.service import actors as local_actors
-from fedqueue.service.actor_changes import delete_actor, move_actor
+from fedqueue.service.actor_changes import delete_actor, deletion_json, move_actor, queued_status
 from fedqueue.service.database import (
     bring_schema_to_head,
     check_private_keys,
@@ -90,7 +90,7 @@ def run_actor_delete(args: argparse.Namespace) -> int:
             deletion = await delete_actor(store, Urls(settings.base_url), args.name, "cli")
         finally:
             await store.close()
-        return {"name": args.name, "deleted": True, **deletion.__dict__}
+        return {"name": args.name, "deleted": True, **deletion_json(Urls(settings.base_url), deletion)}
 
     print(json.dumps(asyncio.run(delete())))
     return 0
@@ -126,11 +126,11 @@ def run_actor_move(args: argparse.Namespace) -> int:
         try:
             signer = await Keyring(store, urls).instance()
             directory = RemoteDirectory(store, client)
-            await move_actor(store, directory, signer, urls, args.name, args.to, "cli")
+            status_id = await move_actor(store, directory, signer, urls, args.name, args.to, "cli")
         finally:
             await client.aclose()
             await store.close()
-        return {"name": args.name, "moved_to": args.to}
+        return {"name": args.name, "moved_to": args.to, **queued_status(urls, status_id)}
 
     print(json.dumps(asyncio.run(move())))
     return 0
@@ -393,5 +393,6 @@ def register(commands: Subparsers) -> None:
     )
     for action in ACTOR_ACTIONS:
         add_command(actor_commands, action)
+    actor_list.register_actor_list(actor_commands)
     approval.register_actor_actions(actor_commands)
     profile.register_actor_update(actor_commands)

@@ -14,10 +14,13 @@ shapes (pure modules of `fedqueue.rules`): what the server sends is what these h
 from __future__ import annotations
 
 from fedqueue.client.answers import (
+    ActorPage,
+    ActorToken,
     CreatedActor,
     FedqueueBadAnswer,
     FedqueueError,
     FedqueueUnavailable,
+    ListedActor,
     Posted,
     Profile,
     ProfileField,
@@ -31,6 +34,8 @@ from fedqueue.rules.wire_inbox_item import InboxItem, InboxPage
 from fedqueue.rules.wire_webhook_event import WebhookEvent
 
 __all__ = [
+    "ActorPage",
+    "ActorToken",
     "AsyncClient",
     "Client",
     "CreatedActor",
@@ -40,6 +45,7 @@ __all__ = [
     "FedqueueUnavailable",
     "InboxItem",
     "InboxPage",
+    "ListedActor",
     "Posted",
     "Profile",
     "ProfileChange",

@@ -72,6 +72,35 @@ class CreatedActor:
 
 
 @dataclass(frozen=True)
+class ListedActor:
+    """One local actor of `list_actors`: its URI, when created (ISO 8601), accepted followers,
+    whether locked (new follows wait for approval), and when deleted (else None)."""
+
+    name: str
+    id: str
+    created: str
+    followers: int
+    locked: bool
+    deleted: str | None
+
+
+@dataclass(frozen=True)
+class ActorPage:
+    """One page of the local actors by name; `next_cursor` asks for the next (None on the last)."""
+
+    items: tuple[ListedActor, ...]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class ActorToken:
+    """A local actor's new outbox token (shown once; the old one is refused from now on)."""
+
+    name: str
+    token: str
+
+
+@dataclass(frozen=True)
 class ProfileField:
     """One profile field of an actor; `value` as fedqueue keeps it (sanitised HTML)."""
 

@@ -15,10 +15,13 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from fedqueue.client.answers import (
+    ActorPage,
+    ActorToken,
     CreatedActor,
     FedqueueBadAnswer,
     FedqueueError,
     FedqueueUnavailable,
+    ListedActor,
     Posted,
     Profile,
     ProfileField,
@@ -171,6 +174,15 @@ class Endpoint:
         """POST /admin/actors (admin token): a new local actor and its outbox token."""
         return Call(self._request("POST", "/admin/actors", body={"name": name}), _reader(CreatedActor))
 
+    def list_actors(self, cursor: str | None = None, limit: int | None = None) -> Call[ActorPage]:
+        """GET /admin/actors (admin token): one page of the local actors by name, deleted ones too."""
+        params = {"cursor": cursor, "limit": limit}
+        return Call(self._request("GET", "/admin/actors", params), _actor_page)
+
+    def rotate_token(self, actor: str) -> Call[ActorToken]:
+        """POST /admin/actors/{actor}/token (admin token): a new outbox token; the old one stops working."""
+        return Call(self._request("POST", f"/admin/actors/{quote(actor)}/token"), _reader(ActorToken))
+
     def update_profile(self, actor: str, change: ProfileChange) -> Call[Profile]:
         """PATCH /admin/actors/{actor} (admin token): its profile; the actor's Update follows."""
         request = self._request("PATCH", f"/admin/actors/{quote(actor)}", body=dict(change))
@@ -184,6 +196,11 @@ class Endpoint:
 
 def _reader(cls: type[T]) -> Callable[[httpx.Response], T]:
     return lambda response: build(cls, response.json())
+
+
+def _actor_page(response: httpx.Response) -> ActorPage:
+    data = response.json()
+    return build(ActorPage, data, items=tuple(build(ListedActor, item) for item in data["items"]))
 
 
 def _profile(response: httpx.Response) -> Profile:

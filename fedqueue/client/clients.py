@@ -15,7 +15,7 @@ from typing import Any, Self, TypeVar, Unpack
 
 import httpx
 
-from fedqueue.client.answers import CreatedActor, Posted, Profile, Webhook
+from fedqueue.client.answers import ActorPage, ActorToken, CreatedActor, Posted, Profile, Webhook
 from fedqueue.client.calls import Call, Endpoint, ProfileChange, WebhookOptions, translated
 from fedqueue.rules.wire_delivery_status import StatusPage
 from fedqueue.rules.wire_inbox_item import InboxPage
@@ -72,6 +72,14 @@ class Client:
     def create_actor(self, name: str) -> CreatedActor:
         """A new local actor (admin token); keep its token, it is shown once."""
         return self._run(self.endpoint.create_actor(name))
+
+    def list_actors(self, cursor: str | None = None, limit: int | None = None) -> ActorPage:
+        """One page of the local actors by name (admin token); pass its `next_cursor` for the next."""
+        return self._run(self.endpoint.list_actors(cursor, limit))
+
+    def rotate_token(self, actor: str) -> ActorToken:
+        """A new outbox token for `actor` (admin token), shown once; the old one is refused at once."""
+        return self._run(self.endpoint.rotate_token(actor))
 
     def update_profile(self, actor: str, **change: Unpack[ProfileChange]) -> Profile:
         """Change `actor`'s profile (admin token): its document at once, its Update to its followers."""
@@ -146,6 +154,14 @@ class AsyncClient:
     async def create_actor(self, name: str) -> CreatedActor:
         """A new local actor (admin token); keep its token, it is shown once."""
         return await self._run(self.endpoint.create_actor(name))
+
+    async def list_actors(self, cursor: str | None = None, limit: int | None = None) -> ActorPage:
+        """One page of the local actors by name (admin token); pass its `next_cursor` for the next."""
+        return await self._run(self.endpoint.list_actors(cursor, limit))
+
+    async def rotate_token(self, actor: str) -> ActorToken:
+        """A new outbox token for `actor` (admin token), shown once; the old one is refused at once."""
+        return await self._run(self.endpoint.rotate_token(actor))
 
     async def update_profile(self, actor: str, **change: Unpack[ProfileChange]) -> Profile:
         """Change `actor`'s profile (admin token): its document at once, its Update to its followers."""

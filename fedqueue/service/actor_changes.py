@@ -17,19 +17,20 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.http_client import SigningIdentity
 from fedqueue.rules import actor_documents
-from fedqueue.rules.actor_documents import Deletion, check_uri
+from fedqueue.rules.actor_documents import check_uri
 from fedqueue.rules.address_guard import FetchError
 from fedqueue.rules.errors import InvalidInput
 from fedqueue.rules.profile_fields import ProfileSaved
 from fedqueue.rules.signing import ld_signatures
 from fedqueue.rules.urls import Urls
 from fedqueue.storage import Store
+from fedqueue.storage.actor_lifecycle import QueuedDeletion
 from fedqueue.storage.column_types import utcnow
 
 DELETED_REASON = "cancelled: the actor {name} was deleted"
 
 
-async def delete_actor(store: Store, urls: Urls, name: str, who: str) -> Deletion:
+async def delete_actor(store: Store, urls: Urls, name: str, who: str) -> QueuedDeletion:
     """Delete the local actor `name`; its Delete is queued for everyone who heard from it.
 
     The Delete carries the actor's LD signature, as Mastodon's does: a relay or a server that
@@ -53,8 +54,9 @@ async def move_actor(
     name: str,
     target: str,
     who: str,
-) -> None:
-    """Move `name` to `target` once `target`'s `alsoKnownAs` names it; its followers get the Move."""
+) -> int:
+    """Move `name` to `target` once `target`'s `alsoKnownAs` names it; its followers get the Move,
+    whose outbox id (its status) this returns."""
     check_uri(target, "the move's target")
     await store.actors.live(name)
     try:
@@ -67,7 +69,7 @@ async def move_actor(
             "add that alias on the new account first"
         )
     activity = actor_documents.move(urls, name, target, secrets.token_urlsafe(16))
-    await store.actor_lifecycle.move(name, target, activity, who, utcnow())
+    return await store.actor_lifecycle.move(name, target, activity, who, utcnow())
 
 
 async def update_profile(
@@ -82,3 +84,14 @@ async def update_profile(
     return await store.actor_lifecycle.set_profile(
         name, change, urls, secrets.token_urlsafe(16), who, now, now + timedelta(seconds=delay_seconds)
     )
+
+
+def queued_status(urls: Urls, status_id: int | None) -> dict[str, object]:
+    """Where a queued Delete or Move is followed (`fedqueue status ID`, its status_url); nulls when
+    none was queued."""
+    return {"status_id": status_id, "status_url": urls.status(status_id) if status_id is not None else None}
+
+
+def deletion_json(urls: Urls, deletion: QueuedDeletion) -> dict[str, object]:
+    """What a deletion did, with where its Delete is followed, as `fedqueue actor delete` prints it."""
+    return {**deletion.__dict__, **queued_status(urls, deletion.status_id)}

@@ -13,13 +13,36 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from fedqueue.rules.columns import check_actor_name
-from fedqueue.rules.errors import NotFound
+from fedqueue.rules.errors import InvalidInput, NotFound
 from fedqueue.rules.follow_effects import EnqueueActivity, accept_activity, stored_follow
 from fedqueue.rules.signing.keys import KeysAtRest
 from fedqueue.rules.states import FollowerState
 from fedqueue.rules.urls import Urls
 from fedqueue.storage import Store
-from fedqueue.storage.actors import CreatedActor, LocalActor
+from fedqueue.storage.actors import ActorListing, CreatedActor, LocalActor
+
+#: Actors one page of the actor list holds: `DEFAULT_ACTOR_PAGE` unless asked, at most `MAX_ACTOR_PAGE`.
+DEFAULT_ACTOR_PAGE = 100
+MAX_ACTOR_PAGE = 500
+
+
+async def list_actors(
+    store: Store, *, after: str | None = None, limit: int = DEFAULT_ACTOR_PAGE
+) -> tuple[list[ActorListing], str | None]:
+    """One page of the local actors (deleted ones too) by name, after the name `after`; and the
+    cursor of the next page (the last name), None on the last page."""
+    if not 1 <= limit <= MAX_ACTOR_PAGE:
+        raise InvalidInput(f"limit must be between 1 and {MAX_ACTOR_PAGE}")
+    if after is not None:
+        check_actor_name(after)
+    rows = await store.actors.page(after, limit + 1)
+    return rows[:limit], (rows[limit - 1].name if len(rows) > limit else None)
+
+
+async def rotate_token(store: Store, name: str, who: str) -> str:
+    """A new outbox token for the live actor `name` (shown once: it is stored hashed); the old one
+    is refused at once. Audited as `who`."""
+    return await store.actors.rotate_token(check_actor_name(name), who)
 
 
 async def local_actor(store: Store, name: str) -> LocalActor:
@@ -73,3 +96,15 @@ async def answer_follow(
         await store.followers.approve(name, follower_uri, answer, who)
     else:
         await store.followers.reject(name, follower_uri, answer, who)
+
+
+def listing_json(row: ActorListing, urls: Urls) -> dict[str, object]:
+    """One actor of the list as the admin API, `fedqueue actor list --json` and the client give it."""
+    return {
+        "name": row.name,
+        "id": urls.actor(row.name),
+        "created": row.created_at.isoformat(),
+        "followers": row.followers,
+        "locked": row.locked,
+        "deleted": row.deleted_at.isoformat() if row.deleted_at else None,
+    }

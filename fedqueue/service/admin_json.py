@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from pydantic import ConfigDict, TypeAdapter, WithJsonSchema, with_config
-from typing_extensions import TypedDict
+from typing_extensions import NotRequired, TypedDict
 
 from fedqueue.rules.admin_views import (
     ActivitySummary,
@@ -293,6 +293,10 @@ class ActorJson(TypedDict):
     delete_inboxes: int
     deliveries_cancelled: int
     activities_cancelled: int
+    #: After a deletion or a move: the queued Delete's or Move's status id and status_url (null
+    #: when a deletion queued no Delete: no inbox had heard of the actor).
+    status_id: NotRequired[int | None]
+    status_url: NotRequired[str | None]
 
 
 @with_config(SHAPE)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -43,6 +44,13 @@ from fedqueue.storage.schema import ACTORS, DELIVERIES, FOLLOWERS, FOLLOWING, OU
 
 #: Most aliases one actor may list.
 MAX_ALIASES = 20
+
+
+@dataclass(frozen=True)
+class QueuedDeletion(Deletion):
+    """A deletion and its Delete's outbox id (its status id), None when no inbox had heard of the actor."""
+
+    status_id: int | None = None
 
 
 async def _live_row(conn: AsyncConnection, name: str, *columns: Any) -> Any:
@@ -140,21 +148,27 @@ class ActorLifecycleStore:
             )
             await record_audit(conn, who, "actor_lock" if manual else "actor_unlock", name, {}, now)
 
-    async def move(self, name: str, target: str, activity: dict[str, Any], who: str, now: datetime) -> None:
-        """Record the actor's move to `target` and queue its Move (addressed to its followers)."""
+    async def move(self, name: str, target: str, activity: dict[str, Any], who: str, now: datetime) -> int:
+        """Record the actor's move to `target` and queue its Move (addressed to its followers): its
+        outbox id (its status)."""
         async with self._db.transaction() as conn:
             row = await _live_row(conn, name)
             if row.moved_to is not None:
                 raise InvalidInput(f"actor {name!r} moved to {row.moved_to} already")
             await conn.execute(update(ACTORS).where(ACTORS.c.name == name).values(moved_to=target))
-            await conn.execute(
-                insert(OUTBOX).values(actor=name, activity=json.dumps(activity, ensure_ascii=False))
-            )
+            outbox_id = (
+                await conn.execute(
+                    insert(OUTBOX)
+                    .values(actor=name, activity=json.dumps(activity, ensure_ascii=False))
+                    .returning(OUTBOX.c.id)
+                )
+            ).scalar_one()
             await record_audit(conn, who, "actor_move", name, {"target": target}, now)
+        return int(outbox_id)
 
     async def delete(
         self, name: str, activity: dict[str, Any], reason: str, who: str, now: datetime
-    ) -> Deletion:
+    ) -> QueuedDeletion:
         """Delete the actor: its token stops working, what it had queued is cancelled with
         `reason`, and its Delete (`activity`) is queued for its followers' inboxes, the accepted
         relays' and every inbox it delivered to. Its key stays until that Delete is delivered or given up."""
@@ -194,18 +208,8 @@ class ActorLifecycleStore:
             )
             await conn.execute(delete(FOLLOWERS).where(FOLLOWERS.c.actor == name))
             await conn.execute(delete(FOLLOWING).where(FOLLOWING.c.actor == name))
-            if inboxes:
-                await conn.execute(
-                    insert(OUTBOX).values(
-                        actor=name,
-                        activity=json.dumps(activity, ensure_ascii=False),
-                        inboxes=json.dumps(inboxes),
-                        activity_id=activity["id"],
-                        activity_type="Delete",
-                        object_id=activity["object"],
-                    )
-                )
-            deletion = Deletion(len(inboxes), len(killed), int(rejected.rowcount or 0))
+            outbox_id = await _queue_delete(conn, name, activity, inboxes) if inboxes else None
+            deletion = QueuedDeletion(len(inboxes), len(killed), int(rejected.rowcount or 0), outbox_id)
             await record_audit(conn, who, "actor_delete", name, deletion.__dict__, now)
         return deletion
 
@@ -263,6 +267,21 @@ async def _rewrite_waiting_update(
         )
     )
     return bool(rewritten.rowcount)
+
+
+async def _queue_delete(
+    conn: AsyncConnection, name: str, activity: dict[str, Any], inboxes: list[str]
+) -> int:
+    """Queue the actor's Delete for `inboxes`: its outbox id."""
+    insert_delete = insert(OUTBOX).values(
+        actor=name,
+        activity=json.dumps(activity, ensure_ascii=False),
+        inboxes=json.dumps(inboxes),
+        activity_id=activity["id"],
+        activity_type="Delete",
+        object_id=activity["object"],
+    )
+    return int((await conn.execute(insert_delete.returning(OUTBOX.c.id))).scalar_one())
 
 
 async def _heard_from_inboxes(conn: AsyncConnection, name: str) -> list[str]:

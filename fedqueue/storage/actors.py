@@ -21,10 +21,11 @@ from fedqueue.rules.errors import ActorGone, Duplicate, InvalidInput, NotFound, 
 from fedqueue.rules.profile_fields import Profile
 from fedqueue.rules.signing import keys
 from fedqueue.rules.signing.keys import KeysAtRest
+from fedqueue.rules.states import FollowerState
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
-from fedqueue.storage.schema import ACTORS, INSTANCE_KEY
+from fedqueue.storage.schema import ACTORS, FOLLOWERS, INSTANCE_KEY
 
 #: The columns of a local actor's profile, read with it.
 PROFILE_COLUMNS = (
@@ -89,6 +90,17 @@ def profile_values(profile: Profile) -> dict[str, Any]:
 class CreatedActor:
     actor: LocalActor
     token: str
+
+
+@dataclass(frozen=True)
+class ActorListing:
+    """One row of the actor list: a local actor, its accepted followers, whether it is locked or deleted."""
+
+    name: str
+    created_at: datetime
+    followers: int
+    locked: bool
+    deleted_at: datetime | None
 
 
 def _loads(public_pem: str) -> bool:
@@ -181,6 +193,43 @@ class ActorStore:
         async with self._db.reading() as conn:
             live = select(ACTORS.c.name).where(ACTORS.c.deleted_at.is_(None)).order_by(ACTORS.c.name)
             return list((await conn.execute(live.limit(limit))).scalars())
+
+    async def page(self, after: str | None, limit: int) -> list[ActorListing]:
+        """Up to `limit` local actors (deleted ones too) by name, those after the name `after`;
+        each with its count of accepted followers (one statement)."""
+        followers = (
+            select(func.count())
+            .where(FOLLOWERS.c.actor == ACTORS.c.name, FOLLOWERS.c.state == FollowerState.ACCEPTED)
+            .scalar_subquery()
+        )
+        query = select(
+            ACTORS.c.name, ACTORS.c.created_at, ACTORS.c.auto_accept_follows, ACTORS.c.deleted_at, followers
+        )
+        if after is not None:
+            query = query.where(ACTORS.c.name > after)
+        async with self._db.reading() as conn:
+            rows = (await conn.execute(query.order_by(ACTORS.c.name).limit(limit))).all()
+        return [
+            ActorListing(row.name, row.created_at, int(row[4]), not row.auto_accept_follows, row.deleted_at)
+            for row in rows
+        ]
+
+    async def rotate_token(self, name: str, who: str) -> str:
+        """A new outbox token for the live actor `name`, returned once; the old one is refused
+        from this transaction's commit on. Audited as `who`."""
+        token = keys.new_token()
+        async with self._db.transaction() as conn:
+            changed = await conn.execute(
+                update(ACTORS)
+                .where(ACTORS.c.name == name, ACTORS.c.deleted_at.is_(None))
+                .values(token_hash=keys.hash_token(token))
+            )
+            if changed.rowcount:
+                await record_audit(conn, who, "actor_token_rotate", f"actor:{name}", {}, utcnow())
+        if not changed.rowcount:
+            await self.live(name)  # NotFound or ActorGone, with its message
+            raise NotFound(f"no local actor named {name!r}")
+        return token
 
     async def deleted_among(self, names: Collection[str]) -> set[str]:
         """Those of `names` that are deleted actors (one statement, however many names)."""

@@ -1,5 +1,6 @@
-"""The admin API's actor actions (`/admin/actors[/{name}/...]`): creation, the profile, aliases, a
-Move out, deletion, and manual approval of followers (lock, unlock, approve, reject)."""
+"""The admin API's actor actions (`/admin/actors[/{name}/...]`): the list, creation, a new outbox
+token, the profile, aliases, a Move out (its status), deletion (its status), and manual approval
+of followers (lock, unlock, approve, reject)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import InvalidInput
 from fedqueue.rules.profile_fields import FIELDS, MAX_PROFILE_BODY_BYTES, ProfileSaved
 from fedqueue.service import actors as local_actors
-from fedqueue.service.actor_changes import delete_actor, move_actor
+from fedqueue.service.actor_changes import delete_actor, move_actor, queued_status
 from fedqueue.service.admin_json import ActorJson, profile_json
 from fedqueue.service.profiles import change_profile
 from fedqueue.web.admin_auth import session_of
@@ -50,6 +51,28 @@ async def actor_json(
     }
 
 
+@accepts("limit", "cursor")
+async def list_actors(request: Request) -> Response:
+    """GET /admin/actors[?limit=N&cursor=NAME]: one page of the local actors by name, deleted ones too."""
+    limit = request.query_params.get("limit") or str(local_actors.DEFAULT_ACTOR_PAGE)
+    if not limit.isascii() or not limit.isdigit() or len(limit) > 9:
+        raise InvalidInput("query parameter 'limit' must be a positive integer")
+    cursor = request.query_params.get("cursor") or None
+    rows, next_cursor = await local_actors.list_actors(store_of(request), after=cursor, limit=int(limit))
+    urls = urls_of(request)
+    return JSONResponse(
+        {"items": [local_actors.listing_json(r, urls) for r in rows], "next_cursor": next_cursor}
+    )
+
+
+@accepts()
+async def rotate_token(request: Request) -> Response:
+    """POST /admin/actors/{name}/token: a new outbox token, shown once; the old one is refused at once."""
+    name = check_actor_name(request.path_params["name"])
+    token = await local_actors.rotate_token(store_of(request), name, session_of(request).who)
+    return JSONResponse({"name": name, "token": token})
+
+
 @accepts()
 async def create_actor(request: Request) -> Response:
     """POST /admin/actors {name}: 201 {id, name, token}, as `fedqueue actor create` prints; audited."""
@@ -83,7 +106,9 @@ async def delete(request: Request) -> Response:
     name = check_actor_name(request.path_params["name"])
     store = store_of(request)
     deletion = await delete_actor(store, urls_of(request), name, session_of(request).who)
-    return JSONResponse(await actor_json(store, name, deletion))
+    return JSONResponse(
+        {**await actor_json(store, name, deletion), **queued_status(urls_of(request), deletion.status_id)}
+    )
 
 
 @accepts(repeatable=("add", "remove"))
@@ -109,8 +134,9 @@ async def move(request: Request) -> Response:
     store = store_of(request)
     signer = await request.app.state.keyring.instance()
     directory = request.app.state.directory
-    await move_actor(store, directory, signer, urls_of(request), name, target, session_of(request).who)
-    return JSONResponse(await actor_json(store, name))
+    who = session_of(request).who
+    outbox_id = await move_actor(store, directory, signer, urls_of(request), name, target, who)
+    return JSONResponse({**await actor_json(store, name), **queued_status(urls_of(request), outbox_id)})
 
 
 @accepts()
@@ -156,7 +182,9 @@ async def _answer_follow(request: Request, *, approve: bool) -> Response:
 
 
 routes = [
+    Route("/admin/actors", list_actors, methods=["GET"]),
     Route("/admin/actors", create_actor, methods=["POST"]),
+    Route("/admin/actors/{name}/token", rotate_token, methods=["POST"]),
     Route("/admin/actors/{name}", update, methods=["PATCH"]),
     Route("/admin/actors/{name}", delete, methods=["DELETE"]),
     Route("/admin/actors/{name}/aliases", aliases, methods=["POST"]),

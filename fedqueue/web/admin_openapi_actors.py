@@ -1,4 +1,5 @@
-"""The OpenAPI paths of the admin API's local actors: create, profile, aliases, move, lock, follows."""
+"""The OpenAPI paths of the admin API's local actors: list, create, token, profile, aliases, move, lock,
+follows."""
 
 from __future__ import annotations
 
@@ -13,8 +14,17 @@ from fedqueue.rules.profile_fields import (
     MAX_NAME_CHARS,
     MAX_SUMMARY_CHARS,
 )
+from fedqueue.service.actors import MAX_ACTOR_PAGE
 from fedqueue.service.admin_json import ActorJson
-from fedqueue.web.admin_openapi_operations import ERROR, created, operation, query, schema_ref
+from fedqueue.web.admin_openapi_operations import (
+    ERROR,
+    UNAUTHORIZED,
+    created,
+    ok,
+    operation,
+    query,
+    schema_ref,
+)
 
 _ACTOR = {
     "name": "name",
@@ -77,11 +87,78 @@ _CREATED_ACTOR: dict[str, Any] = {
         "token": {"type": "string", "description": "the bearer token of the actor's outbox; shown once"},
     },
 }
-#: The request bodies these paths name, by schema name.
+_TIME = {"type": "string", "format": "date-time"}
+_LISTED_ACTOR: dict[str, Any] = {
+    "type": "object",
+    "required": ["name", "id", "created", "followers", "locked", "deleted"],
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string"},
+        "id": {"type": "string", "description": "the actor's URI"},
+        "created": _TIME,
+        "followers": {"type": "integer", "minimum": 0, "description": "accepted followers"},
+        "locked": {"type": "boolean", "description": "new follows wait for approval"},
+        "deleted": {**_TIME, "type": ["string", "null"], "description": "when it was deleted, or null"},
+    },
+}
+_ACTOR_LIST: dict[str, Any] = {
+    "type": "object",
+    "required": ["items", "next_cursor"],
+    "additionalProperties": False,
+    "properties": {
+        "items": {"type": "array", "items": schema_ref("ListedActor")},
+        "next_cursor": {
+            "type": ["string", "null"],
+            "description": "cursor of the next page; null on the last",
+        },
+    },
+}
+_NEW_TOKEN: dict[str, Any] = {
+    "type": "object",
+    "required": ["name", "token"],
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string"},
+        "token": {"type": "string", "description": "the new outbox bearer token; shown once"},
+    },
+}
+#: The request and answer bodies these paths name, by schema name.
 ACTOR_REQUEST_SCHEMAS = {
     "NewActor": _NEW_ACTOR,
     "CreatedActor": _CREATED_ACTOR,
+    "ListedActor": _LISTED_ACTOR,
+    "ActorList": _ACTOR_LIST,
+    "NewActorToken": _NEW_TOKEN,
     "ProfileChange": _PROFILE_CHANGE,
+}
+
+
+_LIST_ACTORS: dict[str, Any] = {
+    "operationId": "listActors",
+    "summary": "The local actors by name, deleted ones too, one page at a time, as "
+    "`fedqueue actor list` shows them",
+    "parameters": [
+        query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_ACTOR_PAGE}, "page size"),
+        query(
+            "cursor",
+            {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"},
+            "next_cursor of the last page",
+        ),
+    ],
+    "responses": {"200": ok(schema_ref("ActorList")), "400": ERROR, "401": UNAUTHORIZED},
+}
+_ROTATE_TOKEN: dict[str, Any] = {
+    "operationId": "rotateActorToken",
+    "summary": "A new outbox token for a local actor, shown once; the old one is refused at "
+    "once. Tokens are stored hashed: a lost one cannot be shown, only replaced",
+    "parameters": [_ACTOR],
+    "responses": {
+        "200": ok(schema_ref("NewActorToken")),
+        "400": ERROR,
+        "401": UNAUTHORIZED,
+        "404": ERROR,
+        "410": ERROR,
+    },
 }
 
 
@@ -101,16 +178,17 @@ def _uri_query(name: str, description: str) -> dict[str, Any]:
 
 
 def actor_paths() -> dict[str, Any]:
-    """Create a local actor; change its profile, aliases, lock; move or delete it."""
+    """List and create local actors; a new token; change the profile, aliases, lock; move or delete."""
     return {
         "/admin/actors": {
+            "get": _LIST_ACTORS,
             "post": created(
                 "createActor",
                 "Create a local actor with a fresh RSA-2048 key pair, as `fedqueue actor create` does",
                 "NewActor",
                 "CreatedActor",
                 "created; the answer holds the actor's outbox token, never shown again",
-            )
+            ),
         },
         "/admin/actors/{name}": {
             "patch": _too_large_too(
@@ -136,6 +214,7 @@ def actor_paths() -> dict[str, Any]:
                 )
             ),
         },
+        "/admin/actors/{name}/token": {"post": _ROTATE_TOKEN},
         **_identity_paths(),
         **_follow_paths(),
     }

@@ -51,6 +51,10 @@ async def test_a_move_to_an_account_that_names_the_actor_sends_move_to_followers
     response = await client.post("/admin/actors/alice/move", params={"to": target}, headers=ADMIN)
     assert response.status_code == 200, response.text
     assert response.json()["moved_to"] == target
+    assert (
+        response.json()["status_url"]
+        == f"http://127.0.0.1:8000/admin/activities/{response.json()['status_id']}"
+    )
     assert (await client.get("/actors/alice")).json()["movedTo"] == target
     [move] = await outbox_activities(store)
     assert (move["type"], move["object"], move["target"]) == ("Move", ALICE, target)
