@@ -317,8 +317,8 @@ MIGRATE = CommandSpec(
 ACTOR = CommandSpec(
     "actor",
     "local actors",
-    "Manage local actors: create them, give them aliases, move them to another account, delete "
-    "them, lock them (new follows wait for approval) and unlock them.",
+    "Manage local actors: list them, create them, replace an outbox token, give them aliases, move "
+    "them to another account, delete them, lock them (new follows wait for approval), unlock them.",
     (
         "fedqueue actor create alice",
         "fedqueue actor alias alice --add https://new.example/users/alice",
@@ -344,7 +344,8 @@ ACTOR_ACTIONS = (
         "every inbox it ever delivered to (shared inboxes preferred); what it still had queued is "
         "cancelled with the reason. From then on its actor document and WebFinger answer 410 "
         "(a Tombstone) and its token is refused. Its key stays until the Delete is delivered or "
-        "given up; its name stays taken for actor_tombstone_days. Prints JSON with the counts.",
+        "given up; its name stays taken for actor_tombstone_days. Prints JSON with the counts and "
+        "the Delete's status_id and status_url: `fedqueue status STATUS_ID` follows it.",
         ("fedqueue actor delete alice",),
         run_actor_delete,
         (argument("name", metavar="NAME", help="the local actor to delete"),),
@@ -374,7 +375,7 @@ ACTOR_ACTIONS = (
         "Move the local actor NAME to the account URI. The target's actor document is fetched "
         "first and must list NAME's id in its alsoKnownAs (add it on the new server). Then "
         "movedTo is set and a Move is sent to NAME's followers, whose servers follow the new "
-        "account instead. Afterwards NAME's outbox answers 409.",
+        "account instead. Afterwards NAME's outbox answers 409. Prints JSON with the Move's status_id.",
         ("fedqueue actor move alice --to https://new.example/users/alice",),
         run_actor_move,
         (

@@ -75,6 +75,22 @@ async def test_the_overview_links_each_local_actor_to_its_profile_page(
     assert "script-src 'self'" in page.headers["content-security-policy"]
 
 
+async def test_the_overview_lists_the_live_actors_as_the_actor_list_does_in_its_order(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    for name in ("news", "blog", "gone", "arts"):
+        await store.actors.create(name)
+    assert (await client.delete("/admin/actors/gone", headers=ADMIN)).status_code == 200
+    headers, _ = await _login(client)
+
+    overview = (await client.get("/admin/", headers=headers)).text
+
+    linked = re.findall(r'<a href="/admin/ui/actors/([^"]+)">', overview)
+    listed = (await client.get("/admin/actors", headers=ADMIN)).json()["items"]
+    assert linked == [a["name"] for a in listed if a["deleted"] is None] == ["arts", "blog", "news"]
+    assert [a["name"] for a in listed if a["deleted"]] == ["gone"]
+
+
 async def test_a_profile_saved_in_the_console_is_in_the_actor_document_and_queues_its_update(
     app: Starlette, client: httpx.AsyncClient, store: Store
 ) -> None:
