@@ -68,7 +68,12 @@ async def test_a_worker_killed_mid_batch_loses_nothing_and_a_second_worker_deliv
     inboxes = [remote.url(f"/inbox?n={n}") for n in range(60)]
     outbox_id = await insert_outbox_row(store, "alice", {"type": "Like", "object": "x"}, inboxes)
     worker = await start_worker(
-        settings, tmp_path, FEDQUEUE_LEASE_SECONDS="2", FEDQUEUE_CLAIM_BATCH_SIZE="20"
+        # Long enough that a send still has its lease's margin (rules/lease_margin) after waiting
+        # out the unknown host's first knock (scheme_discovery.DISCOVERY_WAIT_S, 2 s).
+        settings,
+        tmp_path,
+        FEDQUEUE_LEASE_SECONDS="8",
+        FEDQUEUE_CLAIM_BATCH_SIZE="20",
     )
     try:
         await wait_for_requests(remote, 5)
@@ -81,7 +86,7 @@ async def test_a_worker_killed_mid_batch_loses_nothing_and_a_second_worker_deliv
     assert status["complete"] is False
     assert status["counts"].get("sending", 0) > 0  # leases the dead worker left behind
 
-    await run_burst(fast(settings), store, clock=lambda: utcnow() + timedelta(seconds=3))
+    await run_burst(fast(settings), store, clock=lambda: utcnow() + timedelta(seconds=9))
     status = await activity_status(store, URLS, outbox_id)
     assert status["complete"] is True
     assert status["counts"] == {"delivered": 60}
