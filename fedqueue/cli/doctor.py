@@ -76,7 +76,12 @@ def run_doctor(args: argparse.Namespace) -> int:
         settings = load_settings()
     except SettingsError as exc:
         print(
-            Check(False, "settings", str(exc), "correct what it names (`fedqueue config show` lists every setting)").line()
+            Check(
+                False,
+                "settings",
+                str(exc),
+                "correct what it names (`fedqueue config show` lists every setting)",
+            ).line()
         )
         return 1
     checks = [

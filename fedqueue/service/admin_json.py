@@ -9,10 +9,10 @@ mypy then demands). Every field is always present (`total`), null where the type
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, NotRequired
 
 from pydantic import ConfigDict, TypeAdapter, WithJsonSchema, with_config
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from fedqueue.rules.admin_views import (
     ActivitySummary,
