@@ -24,8 +24,12 @@ Requests made in one pass of the event loop are written together, `CHUNK` to a f
 the first POSTs of a large batch need not wait for the whole batch to be signed. The child
 ends when its standard input closes: when `aclose` closes it, or when the worker dies.
 
-If a child dies, the signatures waiting for it fail with `SignerUnavailable` (their
-deliveries are tried again later) and the next signature starts a new child. A child counts as
+If a child dies, the signatures waiting for it are asked again of a live child (a new one is
+started), up to `SIGN_TRIES` times in all: a signer's death is this worker's fault, not the
+remote host's, and a signature that fails here would be charged to the host's circuit (one
+SIGKILL of the children mid fan-out failed 100-300 deliveries at once and opened their hosts'
+circuits for `circuit_open_seconds`: the issue-48 "silent worker"). Only then, or once the
+pool is closed, does a signature fail with `SignerUnavailable`. A child counts as
 gone as soon as any one of these says so: its answers end (or cannot be read), it exits (even
 if something else still holds its pipes), writing to it fails, or it has owed an answer for
 `SILENT_LIMIT_S` (stopped or stuck): then it is killed. Whatever the moment, nothing is left
@@ -60,6 +64,8 @@ EXIT_WAIT_S = 2.0
 WATCH_S = 0.5
 #: How long a child may owe an answer before it is killed (one signature takes about 1 ms).
 SILENT_LIMIT_S = 15.0
+#: How many children one signature is asked of at most when they die before answering.
+SIGN_TRIES = 8
 #: The algorithms a sign record names, by their index.
 ALGORITHMS: tuple[SigningAlgorithm, ...] = get_args(SigningAlgorithm)
 _LENGTH = struct.Struct(">I")
@@ -70,6 +76,10 @@ _ANSWER = struct.Struct(">Q?I")  # number, failed, length of the signature or me
 
 class SignerUnavailable(FedqueueError):
     """The signing process ended (or could not start) before it answered: try again later."""
+
+
+class SignerClosed(SignerUnavailable):
+    """The signing process was closed (`aclose`) before it answered: not asked again."""
 
 
 def _child_environment() -> dict[str, str]:
@@ -143,7 +153,7 @@ class SigningProcess:
         `EXIT_WAIT_S`), and wait until every child started has been waited for."""
         process, self._process = self._process, None
         if process is not None:
-            self._ended(SignerUnavailable("the signing process was closed"))
+            self._ended(SignerClosed("the signing process was closed"))
             assert process.stdin is not None
             process.stdin.close()
             try:
@@ -297,13 +307,22 @@ class SigningPool:
         self._waiting = [0] * size
 
     async def sign(self, private_key: PrivateKeyTypes, algorithm: SigningAlgorithm, data: bytes) -> bytes:
-        """As `SigningProcess.sign`, on the child with the fewest signatures waiting."""
-        index = self._waiting.index(min(self._waiting))
-        self._waiting[index] += 1
-        try:
-            return await self._children[index].sign(private_key, algorithm, data)
-        finally:
-            self._waiting[index] -= 1
+        """As `SigningProcess.sign`, on the child with the fewest signatures waiting; asked again
+        (of whichever child then has the fewest, started anew if it died) when the child dies
+        first, `SIGN_TRIES` times in all, unless the pool was closed."""
+        for tries_left in range(SIGN_TRIES - 1, -1, -1):
+            index = self._waiting.index(min(self._waiting))
+            self._waiting[index] += 1
+            try:
+                return await self._children[index].sign(private_key, algorithm, data)
+            except SignerClosed:
+                raise
+            except SignerUnavailable:
+                if not tries_left:
+                    raise
+            finally:
+                self._waiting[index] -= 1
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def start(self) -> None:
         """Start every child now; SignerUnavailable if one cannot start (the others are started)."""

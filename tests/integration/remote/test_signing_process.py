@@ -208,7 +208,7 @@ async def test_a_pool_shares_a_batch_of_signatures_evenly_among_its_processes(
         )
 
 
-async def test_a_killed_pool_process_fails_only_its_share_and_the_pool_signs_on(pool: SigningPool) -> None:
+async def test_a_killed_pool_process_s_share_is_signed_again_and_the_pool_signs_on(pool: SigningPool) -> None:
     await pool.start()
     first = pool._children[0]  # the test kills it
     await asyncio.gather(*(pool.sign(RSA_KEY, "rsa-v1_5-sha256", b"warm") for _ in range(2)))
@@ -221,8 +221,8 @@ async def test_a_killed_pool_process_fails_only_its_share_and_the_pool_signs_on(
         await asyncio.sleep(0.02)
     os.kill(pid, signal.SIGKILL)
     outcomes = await asyncio.wait_for(asyncio.gather(*batch, return_exceptions=True), 5)
-    assert sum(isinstance(o, bytes) and len(o) == 256 for o in outcomes) == 3
-    assert sum(isinstance(o, SignerUnavailable) for o in outcomes) == 3
+    # Its share is asked again of a live child (issue 48): none fails, none is charged to a host.
+    assert sum(isinstance(o, bytes) and len(o) == 256 for o in outcomes) == 6
     again = await asyncio.gather(*(pool.sign(RSA_KEY, "rsa-v1_5-sha256", b"again") for _ in range(2)))
     assert [len(signature) for signature in again] == [256, 256]
     assert child_pid(first) != pid
