@@ -121,7 +121,7 @@ async def post(
     except SignatureError as exc:
         return Attempt(status=None, error=str(exc), permanent=True, scheme=scheme)
     except SignerUnavailable as exc:
-        return Attempt(status=None, error=str(exc), permanent=False, scheme=scheme)
+        return Attempt(status=None, error=str(exc), permanent=False, scheme=scheme, local=True)
     except SendFailed as exc:
         raw = str(exc)
         readable = readable_error(raw, client.settings.total_timeout_seconds)

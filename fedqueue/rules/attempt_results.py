@@ -151,7 +151,7 @@ def health_changes(
     changes: dict[str, HostAnswers] = {}
     for host, attempt, result in attempts:
         at = result.attempted_at
-        up = host_is_up(attempt.status, attempt.permanent)
+        up = host_is_up(attempt.status, attempt.permanent, attempt.local)
         if at is None or (up is None and attempt.learned is None):
             continue
         change = changes.get(host)

@@ -60,6 +60,10 @@ class Attempt:
     knocks: int = 1
     #: Set by the dispatcher when this answer settles the host's scheme (to be remembered).
     learned: SignatureScheme | None = None
+    #: Failed here, before the host was asked (the signing process gone): it says nothing of the
+    #: host, so it never counts toward the host's circuit (issue 48: a killed signing child opened
+    #: the circuits of the hosts it was signing for, and the worker sat idle for 300 s).
+    local: bool = False
 
 
 @dataclass(frozen=True)
@@ -116,12 +120,13 @@ def is_retryable(status: int) -> bool:
     return status >= 500 or status in RETRYABLE_STATUSES
 
 
-def host_is_up(status: int | None, permanent: bool) -> bool | None:
+def host_is_up(status: int | None, permanent: bool, local: bool = False) -> bool | None:
     """What an attempt says about its host: up (it answered), down (it failed), or nothing.
 
-    A 404 or 410 means the host works; a refused address was never contacted at all.
+    A 404 or 410 means the host works; a refused address was never contacted at all, nor was a
+    request whose signature could not be made (`local`).
     """
-    if permanent:
+    if permanent or local:
         return None
     return status is not None and not is_retryable(status)
 

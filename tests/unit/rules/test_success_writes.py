@@ -129,3 +129,15 @@ def test_a_full_memory_of_ten_thousand_hosts_holds_a_few_megabytes_and_no_more_h
         tracemalloc.stop()
     assert (writes.remembered, writes.evictions) == (10_000, 10_000)
     assert held < 4_000_000, f"{held / 1e6:.1f} MB for 10,000 hosts"
+
+
+def test_a_signature_that_could_not_be_made_says_nothing_of_the_host() -> None:
+    """A killed signing process fails the signatures it owed: those deliveries are retried, but
+    the hosts they were for never answered, so no circuit may open for them (issue 48)."""
+    failed_here = Attempt(status=None, error="the signing process ended", local=True)
+    timed_out = Attempt(status=None, error="timed out")
+    results = [
+        ("a.example", failed_here, Result(1, "failed", 1, NOW, None, "the signing process ended", NOW)),
+        ("b.example", timed_out, Result(2, "failed", 1, NOW, None, "timed out", NOW)),
+    ]
+    assert health_changes(results, POLICY).keys() == {"b.example"}
