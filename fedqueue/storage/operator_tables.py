@@ -22,6 +22,9 @@ class InstanceKeyRow(SQLModel, table=True):
     private_key_pem: str = Field(sa_column=Column(Text, nullable=False))
     public_key_pem: str = Field(sa_column=Column(Text, nullable=False))
     created_at: datetime | None = Field(default=None, sa_column=creation_time())
+    #: Its Ed25519 key pair (FEP-521a); NULL until made (migration 0024).
+    ed25519_private_key_pem: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    ed25519_public_key_pem: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
 
 
 class ConsoleSessionRow(SQLModel, table=True):

@@ -72,6 +72,13 @@ class ActorRow(SQLModel, table=True):
     indexable: bool = Field(
         default=False, sa_column=Column(Boolean, nullable=False, server_default=text("false"))
     )
+    # Its Ed25519 key pair (FEP-521a), beside the RSA one: PKCS#8 PEM (encrypted like the RSA
+    # key when a passphrase is set) and SubjectPublicKeyInfo PEM. NULL until made (migration
+    # 0024 adds the columns; the key is made where the passphrase is known, see issue 49).
+    ed25519_private_key_pem: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    ed25519_public_key_pem: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    #: When a key of this actor was last rotated (`fedqueue actor rotate-key`).
+    key_rotated_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
 
 
 class OutboxRow(SQLModel, table=True):
@@ -238,6 +245,12 @@ class HostRow(SQLModel, table=True):
         default="unknown", sa_column=Column(STATE, nullable=False, server_default=text("'unknown'"))
     )
     scheme_checked_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+    #: Which key the host accepts (FEDQUEUE_SIGNATURE_KEY_POLICY): `unknown`, `ed25519` or `rsa`,
+    #: learned like `signature_scheme` and rechecked after `key_checked_at`.
+    signature_key: str = Field(
+        default="unknown", sa_column=Column(STATE, nullable=False, server_default=text("'unknown'"))
+    )
+    key_checked_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
 
 
 class RemoteActorRow(SQLModel, table=True):
