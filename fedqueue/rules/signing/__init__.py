@@ -10,4 +10,5 @@ parsed signatures it carries and whether one verifies.
 - `structured_fields`: the RFC 8941 fields RFC 9421 is written in;
 - `digests`: RFC 9530 `Content-Digest`;
 - `keys`: local actors' key pairs and bearer tokens.
+- `multikey`: FEP-521a `publicKeyMultibase` of Ed25519 keys.
 """
