@@ -55,8 +55,7 @@ class ActorRow(SQLModel, table=True):
     deleted_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
     also_known_as: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     moved_to: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
-    # Its profile (`outbound.profile_rules`): NULL where nothing is set; `summary` and the values
-    # of `profile_fields` (a JSON array of [name, value]) are sanitised HTML.
+    # Its profile: NULL where unset; `summary` and `profile_fields`' values are sanitised HTML.
     display_name: str | None = Field(default=None, sa_column=Column(String(MAX_NAME_CHARS), nullable=True))
     summary: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     icon_url: str | None = Field(default=None, sa_column=Column(URI, nullable=True))
@@ -72,12 +71,10 @@ class ActorRow(SQLModel, table=True):
     indexable: bool = Field(
         default=False, sa_column=Column(Boolean, nullable=False, server_default=text("false"))
     )
-    # Its Ed25519 key pair (FEP-521a), beside the RSA one: PKCS#8 PEM (encrypted like the RSA
-    # key when a passphrase is set) and SubjectPublicKeyInfo PEM. NULL until made (migration
-    # 0024 adds the columns; the key is made where the passphrase is known, see issue 49).
+    # Its Ed25519 key pair (FEP-521a) as the RSA one is kept; NULL until made (migration 0024);
+    # `key_rotated_at`: its last `fedqueue actor rotate-key`.
     ed25519_private_key_pem: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     ed25519_public_key_pem: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
-    #: When a key of this actor was last rotated (`fedqueue actor rotate-key`).
     key_rotated_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
 
 
@@ -147,12 +144,8 @@ class DeliveryRow(SQLModel, table=True):
     __tablename__ = "deliveries"
     __table_args__ = (
         UniqueConstraint("outbox_id", "inbox", name="uq_deliveries_outbox_inbox"),
-        # Mostly-NULL keys are indexed only where set (migration 0018): an activity delivery has
-        # no recipient (its inbox is known), webhook or event, so its writes (fan-out, claim,
-        # record, prune) skip these. Every read by them has `col = ?` or `col IS NOT NULL`,
-        # which a partial index serves on both engines; the fan-out's ON CONFLICT DO NOTHING
-        # names no target, so it still skips a duplicate (outbox_id, recipient). NULLs never
-        # conflicted in a unique key, so the constraint allows what it did before.
+        # Mostly-NULL keys are indexed only where set (migration 0018, whose docstring says why):
+        # an activity delivery's writes skip these; each read by them has `col = ?` or `IS NOT NULL`.
         where_set("uq_deliveries_outbox_recipient", "outbox_id", "recipient", unique=True),
         # Removing a webhook deletes its rows (ON DELETE CASCADE), and so does a webhook event's
         # deletion (`retention`): without these, each one read the whole table.
@@ -245,8 +238,7 @@ class HostRow(SQLModel, table=True):
         default="unknown", sa_column=Column(STATE, nullable=False, server_default=text("'unknown'"))
     )
     scheme_checked_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
-    #: Which key the host accepts (FEDQUEUE_SIGNATURE_KEY_POLICY): `unknown`, `ed25519` or `rsa`,
-    #: learned like `signature_scheme` and rechecked after `key_checked_at`.
+    #: The key it accepts (`unknown`, `ed25519`, `rsa`), learned like `signature_scheme`.
     signature_key: str = Field(
         default="unknown", sa_column=Column(STATE, nullable=False, server_default=text("'unknown'"))
     )
