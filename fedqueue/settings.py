@@ -135,6 +135,7 @@ class Settings(BaseSettings):
     ld_max_concurrent: int = Field(ge=1, le=64)
     ld_sign_public_activities: bool
     ld_sign_max_values: int = Field(ge=10, le=100_000)
+    object_integrity_proofs: bool
     inbox_retention_days: float = Field(gt=0)
     inbox_prune_interval_seconds: float = Field(gt=0)
     inbox_tombstone_hours: float = Field(gt=0)
