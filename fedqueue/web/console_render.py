@@ -41,11 +41,12 @@ CSP = (
 FLASH_COOKIE = "fedqueue_flash"
 
 
-def utc(value: datetime | None, seconds: bool = True) -> str:
-    """A timestamp as the console shows it: always labelled UTC."""
+def utc(value: datetime | None) -> str:
+    """A timestamp as the console shows it: to the second (a backoff ending at 07:30:40 is not
+    "07:30"), always labelled UTC."""
     if value is None:
         return ""
-    return f"{value:%Y-%m-%d %H:%M:%S} UTC" if seconds else f"{value:%Y-%m-%d %H:%M} UTC"
+    return f"{value:%Y-%m-%d %H:%M:%S} UTC"
 
 
 _env.filters["utc"] = utc

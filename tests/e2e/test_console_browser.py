@@ -203,6 +203,34 @@ def test_an_admin_finds_hosts_deliveries_and_activities_by_filter_search_and_pag
 
 
 @pytest.mark.browser
+def test_on_a_390px_phone_attempts_last_result_wait_and_actions_are_on_screen(
+    console: tuple[LiveInstance, Scene],
+) -> None:
+    live, scene = console
+    seen: dict[str, dict[str, float]] = {}
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 390, "height": 844})
+        page.set_default_timeout(15_000)
+        log_in(page, live.origin, TOKEN)
+        for path in (
+            "/admin/ui/deliveries",
+            f"/admin/ui/activities/{scene.held_activity}",
+            f"/admin/ui/hosts/{OPEN}",
+        ):
+            page.goto(live.origin + path)
+            row = page.locator(f'#deliveries tr[data-delivery="{scene.held}"]')
+            for label in ("attempts", "last result", "when (UTC)", "actions"):
+                box = row.locator(f'td[data-label="{label}"]').bounding_box()
+                assert box is not None, (path, label)
+                seen[f"{path} {label}"] = {"left": box["x"], "right": box["x"] + box["width"]}
+        page.goto(f"{live.origin}/admin/ui/hosts")
+        box = page.locator(f'#hosts tr[data-host="{OPEN}"] td[data-label="actions"]').bounding_box()
+        assert box is not None
+        seen["hosts actions"] = {"left": box["x"], "right": box["x"] + box["width"]}
+    assert {where: b for where, b in seen.items() if b["left"] < 0 or b["right"] > 390} == {}
+
+
+@pytest.mark.browser
 def test_a_delivery_held_by_an_open_circuit_says_so_with_the_next_probe_time_in_utc(
     console: tuple[LiveInstance, Scene],
 ) -> None:
@@ -217,7 +245,7 @@ def test_a_delivery_held_by_an_open_circuit_says_so_with_the_next_probe_time_in_
         page.goto(f"{live.origin}/admin/ui/hosts/{OPEN}")
         held = page.locator(f'#deliveries tr[data-delivery="{scene.held}"]')
         expect(held).to_contain_text(f"waiting: circuit open, next probe {probe}")
-        expect(page.locator("#host-status")).to_contain_text(probe)
+        expect(page.locator("#host-status")).to_contain_text(f"{scene.probe_at:%Y-%m-%d %H:%M:%S} UTC")
         expect(held.get_by_role("button", name=f"Retry delivery {scene.held}", exact=True)).to_be_visible()
         expect(held.get_by_role("link", name=f"Cancel delivery {scene.held}", exact=True)).to_be_visible()
 
