@@ -5,6 +5,11 @@ its own actor document (a fresh RSA-2048 key) and inbox on a free 127.0.0.1 port
 signed Follow to the running server's inbox, and waits for the Accept that the server's worker
 delivers, checking that Accept with the same verification code the inbox uses. Each step is
 one line; a failure is one line naming the likely cause.
+
+However the command ends (done, a failed step, Ctrl-C, SIGTERM), a Follow the server took is
+undone with a signed Undo while the throwaway account still answers key fetches: an account that
+stops listening would otherwise stay a follower, and every post would fail against it for days.
+`--stay` keeps following and prints what arrives until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ import asyncio
 import contextlib
 import json
 import secrets
+import signal
 import socket
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,7 +39,7 @@ from starlette.routing import Route
 from fedqueue.cli.help import Subparsers, command
 from fedqueue.inbound.receive import KEY_UNFETCHED
 from fedqueue.rules.activitystreams import ACTIVITY_JSON, AS_CONTEXT, SECURITY_CONTEXT
-from fedqueue.rules.address_guard import FetchError
+from fedqueue.rules.address_guard import PRIVATE_REFUSAL, FetchError, with_private_hint
 from fedqueue.rules.bounded_memory import RemoteKey
 from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import FedqueueError, describe
@@ -45,8 +52,6 @@ from fedqueue.settings import Settings, load_settings
 
 #: How long a request to the server may take.
 HTTP_TIMEOUT_S = 10.0
-#: A server of an older version refused a loopback key fetch with a reason containing this (remote.guard).
-PRIVATE_ADDRESS_REFUSAL = "private or loopback address"
 
 
 class TryFollowFailed(FedqueueError):
@@ -63,14 +68,26 @@ def register(commands: Subparsers) -> None:
         "for the Accept its worker delivers, verifying the Accept's signature. Afterwards "
         "`fedqueue followers ACTOR` lists the throwaway account. The server must allow private "
         "addresses (FEDQUEUE_ALLOW_PRIVATE_ADDRESSES=true) to fetch this account's key: for local "
-        "try-outs only. Exits 0 when the Accept arrived and verified.",
-        ["fedqueue try-follow alice", "fedqueue try-follow alice --server http://127.0.0.1:8080"],
+        "try-outs only. On exit (also Ctrl-C or SIGTERM) the follow is undone, so no dead follower "
+        "stays behind; --stay keeps following and prints each activity that arrives until Ctrl-C. "
+        "Exits 0 when the Accept arrived and verified.",
+        [
+            "fedqueue try-follow alice",
+            "fedqueue try-follow alice --stay",
+            "fedqueue try-follow alice --server http://127.0.0.1:8080",
+        ],
     )
     try_follow.add_argument("actor", metavar="ACTOR", help="a local actor's name")
     try_follow.add_argument(
         "--server", help="the running server's origin (default: FEDQUEUE_BASE_URL, as `serve` uses it)"
     )
     try_follow.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the Accept")
+    try_follow.add_argument(
+        "--stay",
+        action="store_true",
+        help="after the Accept, keep following and print each activity that arrives (type, actor, "
+        "object id) until Ctrl-C, then undo the follow",
+    )
     try_follow.set_defaults(run=run_try_follow)
 
 
@@ -130,14 +147,30 @@ class _Listener(uvicorn.Server):
 def run_try_follow(args: argparse.Namespace) -> int:
     check_actor_name(args.actor)
     settings = load_settings()
-    asyncio.run(
-        try_follow(settings, args.actor, (args.server or settings.base_url).rstrip("/"), args.timeout)
-    )
+    server = (args.server or settings.base_url).rstrip("/")
+    asyncio.run(try_follow(settings, args.actor, server, args.timeout, args.stay))
     return 0
 
 
-async def try_follow(settings: Settings, name: str, server: str, timeout_s: float) -> None:
-    """Follow `name` on `server` from a throwaway account; TryFollowFailed names a failed step."""
+async def try_follow(
+    settings: Settings, name: str, server: str, timeout_s: float, stay: bool = False
+) -> None:
+    """Follow `name` on `server` from a throwaway account, and undo it on the way out (Ctrl-C and
+    SIGTERM included); TryFollowFailed names a failed step. `stay`: print what arrives until Ctrl-C."""
+    loop = asyncio.get_running_loop()
+    this = asyncio.current_task()
+    assert this is not None  # a coroutine run by asyncio.run
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, this.cancel)
+    try:
+        await _follow_and_undo(settings, name, server, timeout_s, stay)
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+
+
+async def _follow_and_undo(settings: Settings, name: str, server: str, timeout_s: float, stay: bool) -> None:
+    """`try_follow`'s steps; a cancellation (the signal handlers) ends the wait, not the Undo."""
     async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as http:
         target = await _local_actor(http, server, name)
         keys = generate_key_pair()
@@ -148,6 +181,8 @@ async def try_follow(settings: Settings, name: str, server: str, timeout_s: floa
         config = uvicorn.Config(throwaway.app(), log_config=None, access_log=False, lifespan="off")
         listening = _Listener(config)
         serving = asyncio.create_task(listening.serve(sockets=[listener]))
+        follow: dict[str, Any] | None = None
+        verified = False
         try:
             while not listening.started:
                 if serving.done():
@@ -158,12 +193,22 @@ async def try_follow(settings: Settings, name: str, server: str, timeout_s: floa
             follow = await _send_follow(http, throwaway, target)
             accept = await _wait_for_accept(throwaway, follow, target, timeout_s)
             await _verify(http, settings, accept, target)
+            verified = True
+            print("accept received, signature verified", flush=True)
+            if stay:
+                print(f"{throwaway.actor_id} now follows {name}: see `fedqueue followers {name}`")
+                print(f"listening for what {name} sends (Ctrl-C: undo the follow and exit)", flush=True)
+                await _print_arrivals(throwaway)
+        except asyncio.CancelledError:
+            _uncancel()  # the signal is handled here: the Undo below must not be cancelled too
+            if not verified:
+                raise TryFollowFailed(_interrupted(follow is not None)) from None
         finally:
+            if follow is not None:
+                await _send_undo(http, throwaway, target, follow, name)
             listening.should_exit = True
             await serving
             listener.close()
-    print("accept received, signature verified", flush=True)
-    print(f"{throwaway.actor_id} now follows {name}: see `fedqueue followers {name}`", flush=True)
 
 
 async def _local_actor(http: httpx.AsyncClient, server: str, name: str) -> dict[str, Any]:
@@ -193,10 +238,37 @@ async def _local_actor(http: httpx.AsyncClient, server: str, name: str) -> dict[
     return doc
 
 
+def _uncancel() -> None:
+    """Take back the signal handler's cancellation of this task, once it is handled."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+
+
+def _interrupted(followed: bool) -> str:
+    """What an interruption before the verified Accept left behind."""
+    return "interrupted before the Accept" + ("; the follow was undone" if followed else "")
+
+
+async def _post_signed(
+    http: httpx.AsyncClient, throwaway: Throwaway, inbox: str, activity: dict[str, Any]
+) -> httpx.Response:
+    """POST `activity` to `inbox`, signed draft-cavage by the throwaway account."""
+    body = json.dumps(activity).encode()
+    headers = {"Content-Type": ACTIVITY_JSON}
+    headers |= sign_request(
+        "cavage", "POST", inbox, headers, body, throwaway.private_key, throwaway.key_id, datetime.now(UTC)
+    )
+    try:
+        return await http.post(inbox, content=body, headers=headers)
+    except httpx.HTTPError as exc:
+        raise TryFollowFailed(f"cannot POST the {activity['type']} to {inbox}: {describe(exc)}") from None
+
+
 async def _send_follow(
     http: httpx.AsyncClient, throwaway: Throwaway, target: dict[str, Any]
 ) -> dict[str, Any]:
-    """POST a draft-cavage signed Follow of `target` to its inbox; the server must answer 202."""
+    """POST a signed Follow of `target` to its inbox; the server must answer 202."""
     follow = {
         "@context": AS_CONTEXT,
         "id": f"{throwaway.origin}/follows/{secrets.token_hex(8)}",
@@ -204,30 +276,70 @@ async def _send_follow(
         "actor": throwaway.actor_id,
         "object": target["id"],
     }
-    body = json.dumps(follow).encode()
-    headers = {"Content-Type": ACTIVITY_JSON}
-    inbox = str(target["inbox"])
-    headers |= sign_request(
-        "cavage", "POST", inbox, headers, body, throwaway.private_key, throwaway.key_id, datetime.now(UTC)
-    )
-    try:
-        response = await http.post(inbox, content=body, headers=headers)
-    except httpx.HTTPError as exc:
-        raise TryFollowFailed(f"cannot POST the follow to {inbox}: {describe(exc)}") from None
+    response = await _post_signed(http, throwaway, str(target["inbox"]), follow)
     if response.status_code != 202:
         reason = _reason(response)
         # The server tells only that the key could not be fetched; that it never asked for it says
         # why (a server before that told the address guard's finding).
-        unasked = reason == KEY_UNFETCHED and throwaway.fetched == 0
-        if unasked or PRIVATE_ADDRESS_REFUSAL in reason:
-            reason = (
-                "the server may not fetch this account's key from 127.0.0.1 "
-                "(it never asked for it: FEDQUEUE_ALLOW_PRIVATE_ADDRESSES is false?); "
-                "serve with FEDQUEUE_ALLOW_PRIVATE_ADDRESSES=true, for local try-outs only"
+        if (reason == KEY_UNFETCHED and throwaway.fetched == 0) or PRIVATE_REFUSAL in reason:
+            reason = with_private_hint(
+                f"the server may not fetch this account's key from 127.0.0.1, a {PRIVATE_REFUSAL} "
+                "(it never asked for it)"
             )
         raise TryFollowFailed(f"follow refused: {response.status_code}: {reason}")
     print(f"follow sent: {response.status_code}", flush=True)
     return follow
+
+
+async def _send_undo(
+    http: httpx.AsyncClient, throwaway: Throwaway, target: dict[str, Any], follow: dict[str, Any], name: str
+) -> None:
+    """POST the Undo of `follow`, so the server drops the throwaway follower; one line either way."""
+    undo = {
+        "@context": AS_CONTEXT,
+        "id": f"{throwaway.origin}/undos/{secrets.token_hex(8)}",
+        "type": "Undo",
+        "actor": throwaway.actor_id,
+        "object": {key: value for key, value in follow.items() if key != "@context"},
+    }
+    try:
+        response = await _post_signed(http, throwaway, str(target["inbox"]), undo)
+    except TryFollowFailed as exc:
+        print(f"fedqueue: {exc}; remove the follower by hand", file=sys.stderr, flush=True)
+        return
+    if response.status_code != 202:
+        print(
+            f"fedqueue: undo refused: {response.status_code}: {_reason(response)}; "
+            f"remove the follower by hand",
+            file=sys.stderr,
+            flush=True,
+        )
+        return
+    print(f"follow undone: {throwaway.actor_id} no longer follows {name}", flush=True)
+
+
+async def _print_arrivals(throwaway: Throwaway) -> None:
+    """Print each activity POSTed to the throwaway inbox, one line (type, actor, object id), for ever."""
+    while True:
+        request = await throwaway.received.get()
+        print(arrival_line(request.body), flush=True)
+
+
+def arrival_line(body: bytes) -> str:
+    """One arrival as a line: its type, its actor and its object's id (`-` for what is missing)."""
+    try:
+        activity = json.loads(body)
+    except ValueError:
+        return f"(not JSON: {len(body)} bytes)"
+    if not isinstance(activity, dict):
+        return "(not an activity)"
+    thing = activity.get("object")
+    object_id = thing.get("id") if isinstance(thing, dict) else thing
+    actor = activity.get("actor")
+    actor_id = actor.get("id") if isinstance(actor, dict) else actor
+    return " ".join(
+        str(part) if isinstance(part, str) else "-" for part in (activity.get("type"), actor_id, object_id)
+    )
 
 
 async def _wait_for_accept(

@@ -18,7 +18,7 @@ from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.remote.http_client import SigningIdentity
 from fedqueue.rules import actor_documents
 from fedqueue.rules.actor_documents import check_uri
-from fedqueue.rules.address_guard import FetchError
+from fedqueue.rules.address_guard import FetchError, with_private_hint
 from fedqueue.rules.errors import InvalidInput
 from fedqueue.rules.profile_fields import ProfileSaved
 from fedqueue.rules.signing import ld_signatures
@@ -62,7 +62,7 @@ async def move_actor(
     try:
         document, _raw = await directory.fetch_json(target, signer)
     except FetchError as exc:
-        raise InvalidInput(f"cannot fetch the target {target[:200]}: {exc}") from None
+        raise InvalidInput(with_private_hint(f"cannot fetch the target {target[:200]}: {exc}")) from None
     if not actor_documents.names_alias(document, urls.actor(name)):
         raise InvalidInput(
             f"the target {target[:200]} does not list {urls.actor(name)} in its alsoKnownAs; "

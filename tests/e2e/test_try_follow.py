@@ -21,7 +21,7 @@ def _followers(database_url: str, tmp_path: Path) -> list[dict[str, str]]:
     return items
 
 
-def test_try_follow_gets_alice_a_first_follower_that_followers_lists(
+def test_try_follow_gets_an_accept_then_undoes_its_follow_leaving_no_follower(
     tmp_path: Path, database_url: str
 ) -> None:
     env = {"FEDQUEUE_DATABASE_URL": database_url}
@@ -30,12 +30,14 @@ def test_try_follow_gets_alice_a_first_follower_that_followers_lists(
         result = run_fedqueue("try-follow", "alice", "--server", live.origin, cwd=tmp_path, env=env)
         assert result.returncode == 0, result.stderr
         lines = result.stdout.splitlines()
-        assert lines[1:3] == ["follow sent: 202", "accept received, signature verified"]
         throwaway = lines[0].split()[2]  # "throwaway account http://127.0.0.1:PORT/actor listening"
+        assert lines[1:] == [
+            "follow sent: 202",
+            "accept received, signature verified",
+            f"follow undone: {throwaway} no longer follows alice",
+        ]
         followers = _followers(database_url, tmp_path)
-    assert [(f["follower"], f["inbox"]) for f in followers] == [
-        (throwaway, throwaway.removesuffix("/actor") + "/inbox")
-    ]
+    assert followers == []
     assert result.stderr == ""
 
 
@@ -50,7 +52,10 @@ def test_try_follow_says_to_allow_private_addresses_when_the_server_refuses_the_
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
     assert result.stderr.startswith("fedqueue: follow refused: 401: the server may not fetch")
-    assert "serve with FEDQUEUE_ALLOW_PRIVATE_ADDRESSES=true" in result.stderr
+    assert result.stderr.endswith(
+        "; set FEDQUEUE_ALLOW_PRIVATE_ADDRESSES=true to allow loopback and private addresses "
+        "(local try-outs and tests only, never on a public server)\n"
+    )
     assert _followers(database_url, tmp_path) == []
 
 
