@@ -19,7 +19,8 @@ DEFAULT_TOLERANCE_S = 300
 
 
 class WebhookRejected(ValueError):
-    """The POST is not fedqueue's: wrong or missing signature, stale timestamp, or no event body."""
+    """The POST is not fedqueue's: wrong or missing signature, stale timestamp, or no event body;
+    the message says which, in one line."""
 
 
 def verify_webhook(
@@ -32,14 +33,19 @@ def verify_webhook(
     """The event a webhook POST carries, once its signature and timestamp check out; else WebhookRejected.
 
     `headers` in any letter case (Starlette, Django, Flask headers all do); `body` the raw bytes,
-    before any JSON parsing. Answer 2xx only once the event is stored: the answer acknowledges it.
+    before any JSON parsing (a `str` is a TypeError: its bytes are not the ones signed). Answer 2xx
+    only once the event is stored: the answer acknowledges it.
     """
-    lowered = {name.lower(): value for name, value in headers.items()}
-    if not webhook_payloads.verify(secret, lowered, body, now or datetime.now(UTC), tolerance_s):
-        raise WebhookRejected(
-            "the webhook's signature does not match or its timestamp is more than "
-            f"{tolerance_s} s from this clock"
+    if not isinstance(body, bytes | bytearray | memoryview):
+        raise TypeError(
+            f"verify_webhook needs the request's raw body as bytes, not {type(body).__name__}: "
+            "pass what the framework read (Starlette: await request.body(), Flask: request.get_data(), "
+            "Django: request.body)"
         )
+    lowered = {name.lower(): value for name, value in headers.items()}
+    reason = webhook_payloads.rejection(secret, lowered, bytes(body), now or datetime.now(UTC), tolerance_s)
+    if reason is not None:
+        raise WebhookRejected(reason)
     try:
         envelope = json.loads(body)
     except (ValueError, UnicodeDecodeError):

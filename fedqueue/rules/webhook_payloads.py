@@ -44,6 +44,8 @@ EVENTS = (INBOX, DEAD, FOLLOWER_ADDED, FOLLOWER_REMOVED, COMPLETE, ACTOR_MOVED)
 TIMESTAMP_HEADER = "x-fedqueue-timestamp"
 SIGNATURE_HEADER = "x-fedqueue-signature"
 EVENT_HEADER = "x-fedqueue-event"
+#: The signature headers as docs and refusals spell them.
+_HEADER_NAMES = {TIMESTAMP_HEADER: "X-Fedqueue-Timestamp", SIGNATURE_HEADER: "X-Fedqueue-Signature"}
 #: Shortest secret accepted from an admin (a generated one has 43 characters).
 MIN_SECRET_CHARS = 16
 MAX_SECRET_CHARS = 256
@@ -81,10 +83,32 @@ def signed_headers(secret: str, kind: str, body: bytes, now: datetime) -> dict[s
 
 def verify(secret: str, headers: dict[str, str], body: bytes, now: datetime, tolerance_s: int = 300) -> bool:
     """What a receiver does: the signature matches and the timestamp is within `tolerance_s` of `now`."""
-    raw = headers.get(TIMESTAMP_HEADER, "")
-    if not raw.isdigit() or abs(now.timestamp() - int(raw)) > tolerance_s:
-        return False
-    return hmac.compare_digest(signature(secret, int(raw), body), headers.get(SIGNATURE_HEADER, ""))
+    return rejection(secret, headers, body, now, tolerance_s) is None
+
+
+def rejection(
+    secret: str, headers: dict[str, str], body: bytes, now: datetime, tolerance_s: int = 300
+) -> str | None:
+    """Why a receiver refuses this POST, in one line (missing headers named, a timestamp's distance
+    from `now` given), or None when its signature matches within `tolerance_s`. `headers` lowercased."""
+    missing = [_HEADER_NAMES[name] for name in (TIMESTAMP_HEADER, SIGNATURE_HEADER) if name not in headers]
+    if missing:
+        are = "header is" if len(missing) == 1 else "headers are"
+        return f"no webhook signature: the {' and '.join(missing)} {are} missing"
+    raw = headers[TIMESTAMP_HEADER].strip()
+    if not raw.isascii() or not raw.isdigit():
+        return f"the {_HEADER_NAMES[TIMESTAMP_HEADER]} header {raw[:40]!r} is not a Unix time in seconds"
+    age_s = now.timestamp() - int(raw)
+    if age_s > tolerance_s:
+        return f"the webhook was signed {age_s:.0f} s ago, more than the {tolerance_s} s allowed (a replay?)"
+    if -age_s > tolerance_s:
+        return (
+            f"the webhook's timestamp is {-age_s:.0f} s in the future, more than the {tolerance_s} s "
+            "allowed: is one of the two clocks wrong?"
+        )
+    if not hmac.compare_digest(signature(secret, int(raw), body), headers[SIGNATURE_HEADER].strip()):
+        return "the webhook's signature does not match: a wrong secret, or a body changed on the way"
+    return None
 
 
 def encode(event: dict[str, Any]) -> str:
