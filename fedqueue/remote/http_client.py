@@ -26,6 +26,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from typing_extensions import TypedDict, Unpack
 
@@ -64,10 +65,19 @@ FETCH_SIGNING_THREADS = 2
 
 @dataclass(frozen=True)
 class SigningIdentity:
-    """Who signs an outbound request: a local actor's key id and private key."""
+    """Who signs an outbound request: a local actor's key id and private key (RSA), and its
+    Ed25519 key and key id (`<actor>#ed25519-key`, FEP-521a) when it has one."""
 
     key_id: str
     private_key: PrivateKeyTypes
+    ed25519_key: Ed25519PrivateKey | None = None
+    ed25519_key_id: str | None = None
+
+    def as_ed25519(self) -> SigningIdentity | None:
+        """The identity that signs with the Ed25519 key (RFC 9421 only); None without one."""
+        if self.ed25519_key is None or self.ed25519_key_id is None:
+            return None
+        return SigningIdentity(self.ed25519_key_id, self.ed25519_key)
 
 
 #: The label of `fedqueue_http_client_refused_total` for a document over `max_document_bytes`

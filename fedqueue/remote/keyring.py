@@ -5,6 +5,9 @@ a parsed one costs a fraction of that. `fedqueue serve` hands one `Keyring` to b
 (whose key fetches the instance actor signs) and the worker (which signs deliveries as their
 actors, and recipient fetches as the instance actor).
 
+Each identity holds the actor's RSA key and, once it has one (every actor made since migration
+0024, and older ones once `fill_ed25519_keys` ran), its Ed25519 key under `<actor>#ed25519-key`.
+
 Nothing is ever evicted: a local actor's key never changes after `actor create` (there is no
 key rotation), so a parsed key stays right for the life of the process. A deleted actor's key
 still signs its Delete; that nothing else of its is signed is the fan-out's check
@@ -19,6 +22,14 @@ from fedqueue.remote.http_client import SigningIdentity
 from fedqueue.rules.urls import Urls
 from fedqueue.storage import Store
 
+#: The fragment of an actor's Ed25519 key id (FEP-521a's `assertionMethod` entry), beside RSA's `#main-key`.
+ED25519_KEY_FRAGMENT = "#ed25519-key"
+
+
+def ed25519_key_id(actor_uri: str) -> str:
+    """The id of the Multikey an actor document publishes: `<actor>#ed25519-key`."""
+    return actor_uri + ED25519_KEY_FRAGMENT
+
 
 class Keyring:
     """Local actors' signing identities, each loaded from the database once per process."""
@@ -32,14 +43,20 @@ class Keyring:
         self._loading = asyncio.Lock()
 
     async def identity(self, actor: str) -> SigningIdentity:
-        """`actor`'s key id and parsed private key; NotFound if there is no such local actor."""
+        """`actor`'s key ids and parsed private keys; NotFound if there is no such local actor."""
         found = self._identities.get(actor)
         if found is not None:
             return found
         async with self._loading:
             if actor not in self._identities:
                 key = await self._store.actors.signing_key(actor)
-                self._identities[actor] = SigningIdentity(key_id=self._urls.key_id(actor), private_key=key)
+                ed_key = await self._store.actors.ed25519_signing_key(actor)
+                self._identities[actor] = SigningIdentity(
+                    key_id=self._urls.key_id(actor),
+                    private_key=key,
+                    ed25519_key=ed_key,
+                    ed25519_key_id=None if ed_key is None else ed25519_key_id(self._urls.actor(actor)),
+                )
         return self._identities[actor]
 
     async def instance(self) -> SigningIdentity:
@@ -48,5 +65,13 @@ class Keyring:
             async with self._loading:
                 if self._instance is None:
                     key = await self._store.actors.instance_signing_key()
-                    self._instance = SigningIdentity(key_id=self._urls.instance_key_id(), private_key=key)
+                    ed_key = await self._store.actors.instance_ed25519_signing_key()
+                    self._instance = SigningIdentity(
+                        key_id=self._urls.instance_key_id(),
+                        private_key=key,
+                        ed25519_key=ed_key,
+                        ed25519_key_id=None
+                        if ed_key is None
+                        else ed25519_key_id(self._urls.instance_actor()),
+                    )
         return self._instance

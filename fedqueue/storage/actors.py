@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
@@ -22,6 +23,7 @@ from fedqueue.rules.profile_fields import Profile
 from fedqueue.rules.signing import keys
 from fedqueue.rules.signing.keys import KeysAtRest
 from fedqueue.rules.states import FollowerState
+from fedqueue.storage import ed25519_keys
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
@@ -54,6 +56,8 @@ class LocalActor:
     also_known_as: tuple[str, ...] = ()
     moved_to: str | None = None
     profile: Profile = field(default_factory=Profile)
+    #: Its Ed25519 public key (PEM), published as a FEP-521a Multikey; None until made.
+    ed25519_public_key_pem: str | None = None
 
 
 def profile_of(row: Any) -> Profile:
@@ -103,6 +107,14 @@ class ActorListing:
     deleted_at: datetime | None
 
 
+#: Every stored private key's column: (its table, the table's key, the column), RSA and Ed25519.
+_PRIVATE_KEY_COLUMNS = tuple(
+    (table, key, table.c[column])
+    for table, key in ((ACTORS, ACTORS.c.name), (INSTANCE_KEY, INSTANCE_KEY.c.id))
+    for column in ("private_key_pem", "ed25519_private_key_pem")
+)
+
+
 def _loads(public_pem: str) -> bool:
     try:
         keys.load_public_key(public_pem)
@@ -137,6 +149,7 @@ class ActorStore:
                         name=name,
                         private_key_pem=pair.private_pem,
                         public_key_pem=pair.public_pem,
+                        **ed25519_keys.new_key_columns(self._passphrase),
                         token_hash=keys.hash_token(token),
                     )
                 )
@@ -164,6 +177,7 @@ class ActorStore:
                         ACTORS.c.deleted_at,
                         ACTORS.c.also_known_as,
                         ACTORS.c.moved_to,
+                        ACTORS.c.ed25519_public_key_pem,
                         *PROFILE_COLUMNS,
                     ).where(ACTORS.c.name == name)
                 )
@@ -179,6 +193,7 @@ class ActorStore:
             also_known_as=tuple(json.loads(row.also_known_as or "[]")),
             moved_to=row.moved_to,
             profile=profile_of(row),
+            ed25519_public_key_pem=row.ed25519_public_key_pem,
         )
 
     async def live(self, name: str) -> LocalActor:
@@ -272,6 +287,26 @@ class ActorStore:
             raise NotFound(f"no local actor named {name!r}")
         return keys.load_private_key(pem, self._passphrase)
 
+    async def ed25519_signing_key(self, name: str) -> Ed25519PrivateKey | None:
+        """The actor's Ed25519 private key, loaded for signing only; None while it has none."""
+        return await ed25519_keys.actor_ed25519_key(self._db, name, self._passphrase)
+
+    async def instance_ed25519_signing_key(self) -> Ed25519PrivateKey | None:
+        """The instance actor's Ed25519 private key (None while it has none)."""
+        await self._instance_key_pems()
+        return await ed25519_keys.instance_ed25519_key(self._db, self._passphrase)
+
+    async def instance_ed25519_public_key(self) -> str | None:
+        """The instance actor's Ed25519 public key (PEM), None while it has none."""
+        await self._instance_key_pems()
+        return await ed25519_keys.instance_ed25519_public_pem(self._db)
+
+    async def fill_ed25519_keys(self) -> int:
+        """Make the Ed25519 key pairs that actors made before migration 0024 lack; how many.
+        SettingsError unless the passphrase is the stored keys' (new ones are sealed under it)."""
+        await self.check_passphrase()
+        return await ed25519_keys.fill_ed25519_keys(self._db, self._passphrase)
+
     async def instance_public_key(self) -> str:
         """The instance actor's public key (PEM); the key pair is made on first need."""
         return (await self._instance_key_pems())[1]
@@ -290,7 +325,10 @@ class ActorStore:
         async with self._db.transaction() as conn:
             await conn.execute(
                 self._db.dialect.insert_ignoring_conflicts(INSTANCE_KEY, ["id"]).values(
-                    id=1, private_key_pem=pair.private_pem, public_key_pem=pair.public_pem
+                    id=1,
+                    private_key_pem=pair.private_pem,
+                    public_key_pem=pair.public_pem,
+                    **ed25519_keys.new_key_columns(self._passphrase),
                 )
             )
         found = await self._read_instance_key()
@@ -309,7 +347,7 @@ class ActorStore:
         and how many are in plain text."""
         counts = []
         async with self._db.reading() as conn:
-            for column in (ACTORS.c.private_key_pem, INSTANCE_KEY.c.private_key_pem):
+            for column in (ACTORS.c.private_key_pem, INSTANCE_KEY.c.private_key_pem):  # with Ed25519s
                 encrypted = func.count().filter(column.startswith(keys.ENCRYPTED_PEM))
                 query = select(encrypted, func.count()).where(column != "")
                 counts.append((await conn.execute(query)).one())
@@ -327,7 +365,7 @@ class ActorStore:
         if self._passphrase_checked:
             return
         async with self._db.reading() as conn:
-            for column in (ACTORS.c.private_key_pem, INSTANCE_KEY.c.private_key_pem):
+            for _, _, column in _PRIVATE_KEY_COLUMNS:
                 pem = (
                     await conn.execute(select(column).where(column.startswith(keys.ENCRYPTED_PEM)).limit(1))
                 ).scalar()
@@ -337,7 +375,8 @@ class ActorStore:
         self._passphrase_checked = True
 
     async def encrypt_keys(self) -> int:
-        """Encrypt every plain stored private key under the passphrase, in one transaction; how many.
+        """Encrypt every plain stored private key under the passphrase, in one transaction; for how
+        many actors (an actor's RSA and Ed25519 keys count as one, as `keys_at_rest` counts them).
 
         SettingsError without a passphrase, or if it does not decrypt the keys encrypted already.
         """
@@ -347,13 +386,12 @@ class ActorStore:
                 f"no passphrase to encrypt the private keys with: set {keys.KEY_FILE_SETTING}"
             )
         await self.check_passphrase()
-        encrypted = 0
+        encrypted: set[tuple[str, object]] = set()
         async with self._db.transaction() as conn:
-            for table, key in ((ACTORS, ACTORS.c.name), (INSTANCE_KEY, INSTANCE_KEY.c.id)):
-                column = table.c.private_key_pem
+            for table, key, column in _PRIVATE_KEY_COLUMNS:
                 plain = select(key, column).where(column != "", ~column.startswith(keys.ENCRYPTED_PEM))
                 for row_key, pem in (await conn.execute(plain)).all():
                     sealed = keys.encrypt_private_key(pem, passphrase)
-                    await conn.execute(update(table).where(key == row_key).values(private_key_pem=sealed))
-                    encrypted += 1
-        return encrypted
+                    await conn.execute(update(table).where(key == row_key).values({column.name: sealed}))
+                    encrypted.add((table.name, row_key))
+        return len(encrypted)

@@ -16,7 +16,7 @@ import secrets
 from dataclasses import dataclass
 
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes, PublicKeyTypes
 
 from fedqueue.rules.errors import InvalidInput, SettingsError
@@ -36,14 +36,22 @@ class KeyPair:
 def generate_key_pair(passphrase: bytes | None = None) -> KeyPair:
     """A fresh RSA-2048 key pair as PKCS#8 / SubjectPublicKeyInfo PEM strings; the private one
     encrypted under `passphrase` if given."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=RSA_BITS)
-    private_pem = _private_pem(key, passphrase)
+    return _pair(rsa.generate_private_key(public_exponent=65537, key_size=RSA_BITS), passphrase)
+
+
+def generate_ed25519_key_pair(passphrase: bytes | None = None) -> KeyPair:
+    """A fresh Ed25519 key pair, stored like the RSA one (PKCS#8 / SubjectPublicKeyInfo PEM, the
+    private one encrypted under `passphrase` if given); FEP-521a publishes its public half."""
+    return _pair(ed25519.Ed25519PrivateKey.generate(), passphrase)
+
+
+def _pair(key: rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey, passphrase: bytes | None) -> KeyPair:
     public_pem = (
         key.public_key()
         .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
         .decode()
     )
-    return KeyPair(private_pem=private_pem, public_pem=public_pem)
+    return KeyPair(private_pem=_private_pem(key, passphrase), public_pem=public_pem)
 
 
 def _private_pem(key: PrivateKeyTypes, passphrase: bytes | None) -> str:
@@ -92,6 +100,14 @@ def encrypt_private_key(pem: str, passphrase: bytes) -> str:
     if is_encrypted(pem):
         return pem
     return _private_pem(load_private_key(pem), passphrase)
+
+
+def load_ed25519_private_key(pem: str, passphrase: bytes | None = None) -> ed25519.Ed25519PrivateKey:
+    """`load_private_key` for a stored Ed25519 key; SettingsError if the PEM holds another kind."""
+    key = load_private_key(pem, passphrase)
+    if not isinstance(key, ed25519.Ed25519PrivateKey):
+        raise SettingsError("a stored Ed25519 private key is not an Ed25519 key")
+    return key
 
 
 #: How many parsed public keys `load_public_key` keeps: a remote key is used for many requests.
