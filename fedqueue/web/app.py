@@ -52,6 +52,7 @@ from fedqueue.web import (
     admin_actors,
     admin_api,
     admin_webhooks,
+    console_actor_list,
     console_actors,
     dashboard,
     dashboard_actions,
@@ -280,6 +281,7 @@ def _routes() -> list[Route]:
         *dashboard.routes,
         *dashboard_actions.routes,
         *console_actors.routes,
+        *console_actor_list.routes,
     ]
 
 

@@ -12,7 +12,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from fedqueue.rules.admin_views import Bucket
-from fedqueue.rules.states import CANCELLABLE, DELIVERY_STATES, RETRY_OFFERED, CircuitState, DeliveryState
+from fedqueue.rules.states import (
+    CANCELLABLE,
+    DELIVERY_STATES,
+    RETRY_OFFERED,
+    CircuitState,
+    DeliveryState,
+    FollowerState,
+)
 from fedqueue.rules.wording import last_result, plural
 
 _env = Environment(
@@ -55,6 +62,7 @@ _env.globals.update(
     plural=plural,
     DeliveryState=DeliveryState,
     CircuitState=CircuitState,
+    FollowerState=FollowerState,
     RETRY_OFFERED=RETRY_OFFERED,
     CANCELLABLE=CANCELLABLE,
 )

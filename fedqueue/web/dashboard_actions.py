@@ -22,7 +22,8 @@ from fedqueue.web.query_params import accepts
 from fedqueue.web.responses import store_of
 
 
-async def _checked_form(request: Request) -> dict[str, str]:
+async def checked_form(request: Request) -> dict[str, str]:
+    """The posted form's text fields, once its CSRF token is the session's (refused otherwise)."""
     form = await request.form()
     values = {k: v for k, v in form.items() if isinstance(v, str)}
     check_csrf(request, values.get("csrf"))
@@ -39,7 +40,7 @@ def back_to(target: str | None) -> str:
 @accepts()
 async def logout(request: Request) -> Response:
     """End the session: the version moves on, so this cookie (and every other console's) is refused."""
-    await _checked_form(request)
+    await checked_form(request)
     await admin_actions.end_console_sessions(store_of(request), who=session_of(request).who)
     response = RedirectResponse("/admin/login", status_code=303)
     response.delete_cookie(COOKIE_NAME, path="/admin", secure=True, httponly=True, samesite="strict")
@@ -54,7 +55,7 @@ def action(perform: Action) -> Callable[[Request], Awaitable[Response]]:
     """A POST handler: check CSRF, perform as the logged-in admin, redirect back with a flash."""
 
     async def handler(request: Request) -> Response:
-        values = await _checked_form(request)
+        values = await checked_form(request)
         response = RedirectResponse(back_to(values.get("next")), status_code=303)
         try:
             set_flash(response, await perform(request, session_of(request).who))

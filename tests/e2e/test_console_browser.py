@@ -56,6 +56,7 @@ async def _seed(database_url: str) -> Scene:
     store = Store.open(database_url)
     try:
         now = utcnow()
+        await store.actors.create("alice")
         probe_at = now + timedelta(minutes=30)
         await seed_host(store.database, OPEN, circuit="open", circuit_until=probe_at, consecutive_failures=6)
         await seed_host(store.database, PAUSED, paused=True)
@@ -127,6 +128,10 @@ def test_every_console_page_has_no_serious_axe_violation_and_fits_a_390px_phone(
         f"/admin/ui/hosts/{PAUSED}/block",
         f"/admin/ui/deliveries/{scene.queued}/cancel",
         "/admin/ui/activities/999999",
+        "/admin/ui/actors",
+        "/admin/ui/actors/alice/followers",
+        "/admin/ui/actors/alice/followers?state=pending",
+        "/admin/ui/actors/alice/token",
     ]
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 390, "height": 844})

@@ -1,0 +1,26 @@
+"""Reads the admin console needs that the JSON API does not page the same way: followers of an
+actor by offset (the console's Next page link), with whether more follow."""
+
+from __future__ import annotations
+
+from fedqueue.rules.errors import InvalidInput
+from fedqueue.rules.states import FollowerState
+from fedqueue.storage import Store
+from fedqueue.storage.followers import Follower
+
+#: The most followers one console page shows.
+MAX_FOLLOWER_PAGE = 200
+
+
+async def followers_page(
+    store: Store, actor: str, *, state: str, offset: int, limit: int
+) -> tuple[list[Follower], bool]:
+    """Followers of local actor `actor` in `state` (oldest follow first) from `offset`, and whether
+    more follow; NotFound ("no actor ...") for an actor that does not exist."""
+    if state not in tuple(FollowerState):
+        raise InvalidInput(f"unknown follower state {state[:40]!r}: use {', '.join(FollowerState)}")
+    if not 1 <= limit <= MAX_FOLLOWER_PAGE or offset < 0:
+        raise InvalidInput(f"a page holds 1 to {MAX_FOLLOWER_PAGE} followers from offset 0 on")
+    await store.actors.get(actor)
+    rows = await store.followers.page(actor, offset=offset, limit=limit + 1, state=state)
+    return rows[:limit], len(rows) > limit
