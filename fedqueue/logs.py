@@ -12,7 +12,13 @@ from fedqueue import tracing
 from fedqueue.settings import Settings, unknown_environment
 
 #: Attributes every LogRecord has; anything else was passed in `extra=` and is logged as a field.
-_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+#: Except `color_message`: uvicorn passes its message again with terminal colour codes in it
+#: (`\x1b[36m`), for its own formatter; here it is only noise beside the message.
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "color_message",
+}
 
 
 def _fields(record: logging.LogRecord) -> dict[str, object]:
