@@ -6,12 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import subprocess
-import sys
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
@@ -21,7 +17,7 @@ from aiohttp import web
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from tests.e2e.test_cli import run_fedqueue
-from tests.live import free_port, live_instance, running
+from tests.live import fedqueue_env, fedqueue_process, live_instance, spawn_fedqueue, until
 from tests.loopback import LoopbackServer, Recorded
 from tests.outbound import insert_outbox_row
 
@@ -37,15 +33,6 @@ FAST = {
 pytestmark = pytest.mark.timeout(120)
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout_s: float = 30.0) -> None:
-    """Poll `check` every 0.1 s until it holds; fail naming `what` past `timeout_s` (no timing asserted)."""
-    for _ in range(int(timeout_s / 0.1)):
-        if await check():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"never saw: {what}")
-
-
 async def get(url: str) -> httpx.Response:
     async with httpx.AsyncClient(timeout=5) as http:
         return await http.get(url)
@@ -56,31 +43,6 @@ def answers(origin: str, status: int) -> Callable[[], Awaitable[bool]]:
         return (await get(f"{origin}/healthz")).status_code == status
 
     return check
-
-
-@contextmanager
-def worker_process(database_url: str, cwd: Path, listen_port: int) -> Iterator[subprocess.Popen[bytes]]:
-    """`fedqueue worker --listen` on loopback until it answers /healthz; stopped (SIGCONT, SIGTERM) after."""
-    env = {
-        **os.environ,
-        "FEDQUEUE_DATABASE_URL": database_url,
-        "FEDQUEUE_ALLOW_PRIVATE_ADDRESSES": "true",
-        **FAST,
-    }
-    command = [sys.executable, "-m", "fedqueue", "worker", "--listen", f"127.0.0.1:{listen_port}"]
-    with running(
-        "fedqueue worker",
-        command,
-        env,
-        cwd / "worker.log",
-        f"http://127.0.0.1:{listen_port}/healthz",
-        cwd=cwd,
-    ) as process:
-        try:
-            yield process
-        finally:
-            if process.poll() is None:
-                process.send_signal(signal.SIGCONT)
 
 
 async def test_serve_without_a_worker_is_503_until_a_worker_beats_and_again_once_it_is_stopped_with_work(
@@ -100,17 +62,16 @@ async def test_serve_without_a_worker_is_503_until_a_worker_beats_and_again_once
 
     url = settings.database_url
     with live_instance(tmp_path, TOKEN, database_url=url, env=FAST, serve_args=["--no-worker"]) as live:
-        await eventually(answers(live.origin, 503), "503, no worker")
+        await until(answers(live.origin, 503), "503, no worker", 30)
         answer = (await get(f"{live.origin}/healthz")).json()
         assert answer["status"] == "degraded"
         assert answer["reason"].startswith("no worker has beaten in")
         assert "\n" not in answer["reason"]
 
-        port = free_port()
-        with worker_process(url, tmp_path, port) as worker:
-            await eventually(answers(live.origin, 200), "200, beating")
-            assert (await get(f"http://127.0.0.1:{port}/healthz")).status_code == 200
-            metrics = (await get(f"http://127.0.0.1:{port}/metrics")).text
+        async with fedqueue_process("worker", fedqueue_env(url, **FAST), tmp_path) as worker:
+            await until(answers(live.origin, 200), "200, beating", 30)
+            assert await worker.healthz() == 200
+            metrics = (await get(f"{worker.origin}/metrics")).text
             assert 'fedqueue_workers{state="beating"} 1' in metrics
             assert 'fedqueue_lane_oldest_due_delivery_age_seconds{lane="normal"}' in metrics
 
@@ -126,10 +87,10 @@ async def test_serve_without_a_worker_is_503_until_a_worker_beats_and_again_once
             # Due work the worker has taken, then the worker stopped outright: /healthz says so.
             inboxes = [remote.url(f"/inbox?n={n}") for n in range(3)]
             await insert_outbox_row(store, "alice", {"type": "Like", "object": "x"}, inboxes)
-            await eventually(sent, "a send on the wire")
+            await until(sent, "a send on the wire", 30)
             worker.send_signal(signal.SIGSTOP)
             try:
-                await eventually(answers(live.origin, 503), "503, stopped")
+                await until(answers(live.origin, 503), "503, stopped", 30)
                 assert (await get(f"{live.origin}/healthz")).json()["reason"]
             finally:
                 worker.send_signal(signal.SIGCONT)
@@ -148,30 +109,21 @@ async def test_a_worker_whose_sends_hang_past_the_stall_bound_exits_75_with_one_
 
     remote.on("POST", "/inbox", hanging)
     await insert_outbox_row(store, "alice", {"type": "Like", "object": "x"}, [remote.url("/inbox")])
-    env = {
-        **os.environ,
-        "FEDQUEUE_DATABASE_URL": settings.database_url,
-        "FEDQUEUE_ALLOW_PRIVATE_ADDRESSES": "true",
-        "FEDQUEUE_TOTAL_TIMEOUT_SECONDS": "120",
-        **FAST,
-        "FEDQUEUE_LOG_LEVEL": "WARNING",
-    }
+    env = fedqueue_env(
+        settings.database_url,
+        FEDQUEUE_TOTAL_TIMEOUT_SECONDS="120",
+        **{**FAST, "FEDQUEUE_LOG_LEVEL": "WARNING"},
+    )
+    worker = await spawn_fedqueue(["worker"], env, tmp_path, tmp_path / "worker.log")
     try:
-        worker = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "fedqueue",
-            "worker",
-            cwd=tmp_path,
-            env=env,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        _, stderr = await asyncio.wait_for(worker.communicate(), 60)
+        await asyncio.wait_for(worker.wait(), 60)
     finally:
         release.set()
+        if worker.returncode is None:
+            worker.kill()
+            await worker.wait()
+    printed = (tmp_path / "worker.log").read_text()
     assert worker.returncode == 75
-    printed = stderr.decode()
     assert "Traceback" not in printed
     stalled = [line for line in printed.splitlines() if "stalled" in line]
     assert len(stalled) == 1, printed

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sys
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -20,6 +18,7 @@ from fedqueue.service.fanout_status import activity_status
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
+from tests.live import fedqueue_env, spawn_fedqueue
 from tests.loopback import LoopbackServer, Recorded
 from tests.outbound import fast, insert_outbox_row, run_burst
 
@@ -27,22 +26,9 @@ URLS = Urls("http://127.0.0.1:8000")
 
 
 async def start_worker(settings: Settings, cwd: Path, **env: str) -> asyncio.subprocess.Process:
-    full_env = {
-        **os.environ,
-        "FEDQUEUE_DATABASE_URL": settings.database_url,
-        "FEDQUEUE_ALLOW_PRIVATE_ADDRESSES": "true",
-        "FEDQUEUE_POLL_INTERVAL_SECONDS": "0.2",
-        **env,
-    }
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "fedqueue",
-        "worker",
-        cwd=cwd,
-        env=full_env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
+    """`fedqueue worker` on the test's database, its output in cwd/worker.log; `env` adds settings."""
+    return await spawn_fedqueue(
+        ["worker"], fedqueue_env(settings.database_url, **env), cwd, cwd / "worker.log"
     )
 
 

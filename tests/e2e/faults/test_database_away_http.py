@@ -1,5 +1,6 @@
-"""While the database is away, a route that needs it answers 503 with Retry-After, never 500; the
-outage is one WARNING line and one INFO line in `fedqueue serve`'s log, with no traceback."""
+"""While the database is away, a route that needs it answers 503 with Retry-After, never 500, and
+so does `/healthz` (200 before and after, a worker beating on the database directly); the outage
+is one WARNING line and one INFO line in `fedqueue serve`'s log, with no traceback."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from fedqueue.rules.outages import RETRY_AFTER_S
-from tests.live import live_instance
+from tests.live import fedqueue_env, fedqueue_process, live_instance
 
 TOKEN = "database-away-admin-token-for-the-test"
 
@@ -90,10 +91,15 @@ def proxied(database_url: str) -> Iterator[tuple[TcpProxy, str]]:
         proxy.close()
 
 
-def answer_while(origin: str, wanted: int) -> httpx.Response:
+async def get(url: str) -> httpx.Response:
+    async with httpx.AsyncClient(timeout=10) as http:
+        return await http.get(url)
+
+
+async def answer_while(origin: str, wanted: int) -> httpx.Response:
     """GET an actor (a database read) until it answers `wanted` (bounded: 100 tries)."""
     for _ in range(100):
-        answer = httpx.get(f"{origin}/actors/nobody", timeout=10)
+        answer = await get(f"{origin}/actors/nobody")
         if answer.status_code == wanted:
             return answer
     raise AssertionError(f"never {wanted}; last {answer.status_code} {answer.text}")
@@ -101,27 +107,35 @@ def answer_while(origin: str, wanted: int) -> httpx.Response:
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
-def test_a_route_needing_the_database_answers_503_with_retry_after_while_it_is_away(
+async def test_a_route_needing_the_database_answers_503_with_retry_after_while_it_is_away(
     database_url: str, tmp_path: Path
 ) -> None:
-    with (
-        proxied(database_url) as (proxy, through_proxy),
-        live_instance(
-            tmp_path,
-            TOKEN,
-            database_url=through_proxy,
-            env={"FEDQUEUE_LOG_LEVEL": "INFO"},
-            serve_args=["--no-worker"],
-        ) as live,
-    ):
-        assert answer_while(live.origin, 404).status_code == 404
-        proxy.away()
-        away = httpx.get(f"{live.origin}/actors/nobody", timeout=10)
-        assert away.status_code == 503, away.text
-        assert away.headers["Retry-After"] == str(RETRY_AFTER_S)
-        assert answer_while(live.origin, 503).status_code == 503  # and again: every request
-        proxy.up()
-        answer_while(live.origin, 404)
+    async with fedqueue_process("worker", fedqueue_env(database_url), tmp_path) as worker:
+        await worker.until_healthz(200)
+        with (
+            proxied(database_url) as (proxy, through_proxy),
+            live_instance(
+                tmp_path,
+                TOKEN,
+                database_url=through_proxy,
+                env={"FEDQUEUE_LOG_LEVEL": "INFO"},
+                serve_args=["--no-worker"],
+            ) as live,
+        ):
+            assert (await answer_while(live.origin, 404)).status_code == 404
+            assert (await get(f"{live.origin}/healthz")).status_code == 200  # before: a worker beats
+            proxy.away()
+            away = await get(f"{live.origin}/actors/nobody")
+            assert away.status_code == 503, away.text
+            assert away.headers["Retry-After"] == str(RETRY_AFTER_S)
+            assert (await answer_while(live.origin, 503)).status_code == 503  # and again: every request
+            health = await get(f"{live.origin}/healthz")
+            assert health.status_code == 503, health.text
+            assert health.headers["Retry-After"] == str(RETRY_AFTER_S)
+            assert "database" in health.json()["error"], health.text
+            proxy.up()
+            await answer_while(live.origin, 404)
+            assert (await get(f"{live.origin}/healthz")).status_code == 200
     log = (tmp_path / "serve.log").read_text()
     assert "Traceback" not in log, log
     assert len(re.findall(r" WARNING fedqueue\.database: the database is unavailable", log)) == 1, log

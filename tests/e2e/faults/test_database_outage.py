@@ -4,10 +4,7 @@ terminated twice while a `fedqueue worker` process fans out to loopback inboxes.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import signal
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -21,14 +18,19 @@ from fedqueue.rules.urls import Urls
 from fedqueue.service.fanout_status import activity_status
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
-from tests.live import free_port
+from tests.live import fedqueue_env, fedqueue_process, until
 from tests.loopback import LoopbackServer, Recorded
 from tests.outbound import insert_outbox_row
 
 URLS = Urls("http://127.0.0.1:8000")
 INBOXES = 600
-#: Bounds of every wait: in rounds of 0.1 s.
-WAIT_ROUNDS = 900
+#: Bound of each wait, in seconds.
+WAIT_S = 90.0
+WORKER_ENV = {
+    "FEDQUEUE_CLAIM_BATCH_SIZE": "40",
+    # A send whose outcome was not recorded waits for its lease: keep the test short.
+    "FEDQUEUE_LEASE_SECONDS": "10",
+}
 
 
 async def terminate_every_backend(database_url: str) -> int:
@@ -59,42 +61,6 @@ async def listening_backends(database_url: str) -> int:
     return int(found)
 
 
-async def start_worker(
-    settings: Settings, cwd: Path, command: tuple[str, ...] = ("worker",), **more: str
-) -> asyncio.subprocess.Process:
-    """`fedqueue worker` (or `command`) on `settings`' database, its stderr piped; `more` adds to
-    its environment."""
-    env = {
-        **os.environ,
-        "FEDQUEUE_DATABASE_URL": settings.database_url,
-        "FEDQUEUE_ALLOW_PRIVATE_ADDRESSES": "true",
-        "FEDQUEUE_POLL_INTERVAL_SECONDS": "0.2",
-        "FEDQUEUE_CLAIM_BATCH_SIZE": "40",
-        # A send whose outcome was not recorded waits for its lease: keep the test short.
-        "FEDQUEUE_LEASE_SECONDS": "10",
-        **more,
-    }
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "fedqueue",
-        *command,
-        cwd=cwd,
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-
-
-async def until(done: object, what: str) -> None:
-    """Wait until `done()` is true (bounded: `WAIT_ROUNDS` looks)."""
-    for _ in range(WAIT_ROUNDS):
-        if callable(done) and await done():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"never {what}")
-
-
 class SlowInboxes:
     """202 after 250 ms; counts the requests being answered, so a fault knows what is on the wire."""
 
@@ -123,19 +89,21 @@ async def test_backends_terminated_twice_mid_fanout_log_one_warning_and_one_info
         store, "alice", {"type": "Like", "object": "x"}, [remote.url(f"/inbox?n={n}") for n in range(INBOXES)]
     )
     await store.close()
-    serve = ("serve", "--host", "127.0.0.1", "--port", str(free_port()))
-    worker = await start_worker(settings, tmp_path, serve if process == "serve" else ("worker",))
     on_the_wire = 0
-    try:
+    env = fedqueue_env(settings.database_url, **WORKER_ENV)
+    async with fedqueue_process(process, env, tmp_path) as worker:
+        await worker.until_healthz(200)  # before the fault
         for sent in (INBOXES // 6, INBOXES // 2):
 
             async def reached(sent: int = sent) -> bool:
                 return len(remote.requests) >= sent
 
-            await until(reached, f"{sent} requests")
+            await until(reached, f"{sent} requests", WAIT_S)
             on_the_wire += inboxes.open
             assert len({r.path for r in remote.requests}) < INBOXES  # the fault comes mid fan-out
             assert await terminate_every_backend(settings.database_url) > 0
+            # The server is up: the next connection is answered, and /healthz with it.
+            await worker.until_healthz(200, WAIT_S)
             # The next fault is a second outage, not the first one's tail (`rules.outages.TAIL_S`).
             await asyncio.sleep(TAIL_S + 1)
         checker = Store.open(settings.database_url)
@@ -144,7 +112,7 @@ async def test_backends_terminated_twice_mid_fanout_log_one_warning_and_one_info
             async def finished() -> bool:
                 return bool((await activity_status(checker, URLS, outbox_id))["complete"])
 
-            await until(finished, "the fan-out finished")
+            await until(finished, "the fan-out finished", WAIT_S)
             assert (await activity_status(checker, URLS, outbox_id))["counts"] == {"delivered": INBOXES}
         finally:
             await checker.close()
@@ -152,19 +120,11 @@ async def test_backends_terminated_twice_mid_fanout_log_one_warning_and_one_info
         async def listening_again() -> bool:
             return await listening_backends(settings.database_url) > 0
 
-        await until(listening_again, "LISTEN again")  # new rows wake it at once, not at its next poll
-        assert worker.returncode is None  # alive through both outages
-        worker.send_signal(signal.SIGTERM)
-        assert worker.stderr is not None
-        stderr = (await asyncio.wait_for(worker.stderr.read(), 30)).decode()
-        await asyncio.wait_for(worker.wait(), 30)
-    finally:
-        if worker.returncode is None:
-            worker.kill()
-            await worker.wait()
-    # What the operator reads: every line but the deliveries' own.
-    stderr = "\n".join(line for line in stderr.splitlines() if "fedqueue.delivery:" not in line)
-    assert worker.returncode == 0, stderr
+        await until(listening_again, "LISTEN again", WAIT_S)  # new rows wake it at once, not at its next poll
+        assert worker.alive  # through both outages
+        assert await worker.healthz() == 200
+        assert await worker.stop() == 0
+    stderr = worker.operator_log()
     sent_to = Counter(r.path for r in remote.requests)
     assert len(sent_to) == INBOXES
     duplicates = sum(count - 1 for count in sent_to.values())

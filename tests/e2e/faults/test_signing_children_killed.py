@@ -14,7 +14,6 @@ import contextlib
 import os
 import random
 import signal
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from fedqueue.rules.urls import Urls
 from fedqueue.service.fanout_status import activity_status
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
+from tests.live import FedqueueProcess, fedqueue_env, fedqueue_process
 from tests.loopback import LoopbackServer, Recorded
 from tests.outbound import insert_outbox_row
 from tests.procfs import child_pids, is_signing_process
@@ -46,21 +46,6 @@ FAST_RETRIES = {
 }
 
 
-async def start_worker(settings: Settings, cwd: Path) -> asyncio.subprocess.Process:
-    """`fedqueue worker` on the test's database, its log in cwd/worker.log."""
-    env = {
-        **os.environ,
-        "FEDQUEUE_DATABASE_URL": settings.database_url,
-        "FEDQUEUE_ALLOW_PRIVATE_ADDRESSES": "true",
-        "FEDQUEUE_POLL_INTERVAL_SECONDS": "0.2",
-        **FAST_RETRIES,
-    }
-    with (cwd / "worker.log").open("wb") as log:
-        return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "fedqueue", "worker", cwd=cwd, env=env, stdout=log, stderr=log
-        )
-
-
 def signing_children(pid: int) -> list[int]:
     try:
         return [child for child in child_pids(pid) if is_signing_process(child)]
@@ -77,11 +62,14 @@ def kill_all(pids: list[int]) -> int:
     return killed
 
 
-async def kill_signing_children(worker: int, remote: LoopbackServer, store: Store, seed: int) -> int:
+async def kill_signing_children(
+    worker: FedqueueProcess, remote: LoopbackServer, store: Store, seed: int, health: list[int | None]
+) -> int:
     """At `KILLS` random points of the fan-out's progress (requests arrived), kill every signing
     child the worker has; half the time, kill again whatever it starts next, a moment later
-    (while it starts, or while it is sent its key). How many children were killed; it stops
-    early once a circuit is open (the rest of the fan-out would wait for it)."""
+    (while it starts, or while it is sent its key). Its /healthz after each kill goes to `health`.
+    How many children were killed; it stops early once a circuit is open (the rest of the
+    fan-out would wait for it)."""
     chance = random.Random(seed)
     # At least 25 requests apart: each kill comes after some progress since the last.
     marks = sorted(chance.sample(range(INBOXES // 20, INBOXES * 9 // 10, 25), KILLS))
@@ -94,13 +82,14 @@ async def kill_signing_children(worker: int, remote: LoopbackServer, store: Stor
                 return killed
             await asyncio.sleep(0.01)
         await asyncio.sleep(chance.random() * 0.05)
-        killed += kill_all(signing_children(worker))
+        killed += kill_all(signing_children(worker.pid))
         if chance.random() < 0.5:
             for _ in range(20):  # the next child, as soon as it shows
                 await asyncio.sleep(0.002 * chance.randint(1, 5))
-                if pids := signing_children(worker):
+                if pids := signing_children(worker.pid):
                     killed += kill_all(pids)
                     break
+        health.append(await worker.healthz())
     return killed
 
 
@@ -124,25 +113,22 @@ async def test_signing_children_killed_ten_times_mid_fan_out_never_stall_the_wor
     remote.on("POST", "/inbox", slow_accept)
     inboxes = [remote.url(f"/inbox?n={n}") for n in range(INBOXES)]
     outbox_id = await insert_outbox_row(store, "alice", {"type": "Like", "object": "x"}, inboxes)
-    worker = await start_worker(settings, tmp_path)
-    try:
-        killing = kill_signing_children(worker.pid, remote, store, seed=os.getpid())
+    health: list[int | None] = []
+    async with fedqueue_process(
+        "worker", fedqueue_env(settings.database_url, **FAST_RETRIES), tmp_path
+    ) as worker:
+        await worker.until_healthz(200)  # before the fault
+        killing = kill_signing_children(worker, remote, store, os.getpid(), health)
         killed = await asyncio.wait_for(killing, 60)
         for _ in range(FINISH_WITHIN_S * 10):
             status = await activity_status(store, URLS, outbox_id)
             # An open circuit holds the rest for circuit_open_seconds (300): nothing to wait for.
-            if status["complete"] or worker.returncode is not None or await open_circuits(store):
+            if status["complete"] or not worker.alive or await open_circuits(store):
                 break
             await asyncio.sleep(0.1)
-        alive = worker.returncode is None
-    finally:
-        if worker.returncode is None:
-            worker.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(worker.wait(), 20)
-            except TimeoutError:
-                worker.kill()
-                await worker.wait()
+        alive = worker.alive
+        health.append(await worker.healthz())
+        returncode = await worker.stop()
     assert alive, "the worker died"
     opened = await open_circuits(store)
     assert not opened, f"dead signers were charged to the remote host, its circuit opened: {opened}"
@@ -153,4 +139,6 @@ async def test_signing_children_killed_ten_times_mid_fan_out_never_stall_the_wor
     # A signature that did not come back sent nothing: a delivery is POSTed again only if its
     # outcome was lost, which killing a signing child does not do.
     assert sum(sent.values()) - INBOXES <= killed
-    assert worker.returncode == 0
+    assert returncode == 0
+    # Dead children are the worker's own affair, replaced at once: /healthz 200 after each kill.
+    assert health == [200] * len(health), health
