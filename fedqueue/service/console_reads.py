@@ -1,15 +1,19 @@
 """Reads the admin console needs that the JSON API does not page the same way: followers of an
-actor by offset (the console's Next page link), with whether more follow."""
+actor by offset (the console's Next page link), with whether more follow, and the audit log a page
+at a time, newest first."""
 
 from __future__ import annotations
 
+from fedqueue.rules.admin_views import AuditEntry
 from fedqueue.rules.errors import InvalidInput
 from fedqueue.rules.states import FollowerState
 from fedqueue.storage import Store
+from fedqueue.storage.console_reads import ConsoleReads
 from fedqueue.storage.followers import Follower
 
-#: The most followers one console page shows.
+#: The most followers, or audit entries, one console page shows.
 MAX_FOLLOWER_PAGE = 200
+MAX_AUDIT_PAGE = 200
 
 
 async def followers_page(
@@ -24,3 +28,12 @@ async def followers_page(
     await store.actors.get(actor)
     rows = await store.followers.page(actor, offset=offset, limit=limit + 1, state=state)
     return rows[:limit], len(rows) > limit
+
+
+async def audit_page(store: Store, *, before: int | None, limit: int) -> tuple[list[AuditEntry], int | None]:
+    """Up to `limit` admin actions older than entry `before` (the newest if None), newest first,
+    and the `before` of the next page (None on the last)."""
+    if not 1 <= limit <= MAX_AUDIT_PAGE:
+        raise InvalidInput(f"an audit page holds 1 to {MAX_AUDIT_PAGE} entries")
+    rows = await ConsoleReads(store.database).audit_page(before=before, limit=limit + 1)
+    return rows[:limit], (rows[limit - 1].id if len(rows) > limit else None)

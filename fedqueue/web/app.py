@@ -54,6 +54,7 @@ from fedqueue.web import (
     admin_webhooks,
     console_actor_list,
     console_actors,
+    console_audit,
     dashboard,
     dashboard_actions,
     followers,
@@ -282,6 +283,7 @@ def _routes() -> list[Route]:
         *dashboard_actions.routes,
         *console_actors.routes,
         *console_actor_list.routes,
+        *console_audit.routes,
     ]
 
 
