@@ -43,6 +43,8 @@ BAR_CHARS = 40
 #: --watch gives up after this many refreshes (a day at one per second).
 WATCH_MAX_REFRESHES = 86_400
 INBOX_CHARS = 60
+#: What the status counts, beside the outbox POST's `recipients` (actors: every follower counts).
+INBOXES_NOTE = "(one delivery per inbox: followers behind one shared inbox are one)"
 
 
 def register(commands: Subparsers) -> None:
@@ -97,6 +99,11 @@ def _to(delivery: dict[str, Any]) -> str:
     return str(target)
 
 
+def _wait(delivery: Mapping[str, Any]) -> str:
+    """Why a delivery waits, or nothing."""
+    return str(delivery["waiting"]["text"]) if delivery["waiting"] else ""
+
+
 def _section(title: str, rows: list[dict[str, Any]], reason: str) -> list[str]:
     """One titled table: id, inbox, state, tries and a reason column."""
     width = min(INBOX_CHARS, max(len(_to(d)) for d in rows))
@@ -125,18 +132,23 @@ def status_text(doc: Mapping[str, Any], next_command: str | None = None) -> str:
         f"state     {doc['state']}{': ' + doc['error'] if doc['error'] else ''}",
         f"complete  {'yes' if doc['complete'] else 'no'}",
     ]
+    if doc["recipients"] is not None:
+        lines.append(f"to        {plural(doc['recipients'], 'inbox', 'inboxes')} {INBOXES_NOTE}")
     if doc["note"]:
         lines.append(f"note      {doc['note']}")
     lines.append(progress_line(doc))
     deliveries = doc["deliveries"]
     failing = [
-        {**d, "why": last_result(d["last_status"], d["last_error"])}
+        {**d, "why": "; ".join(filter(None, (last_result(d["last_status"], d["last_error"]), _wait(d))))}
         for d in deliveries
         if d["state"] in (DeliveryState.FAILED, DeliveryState.DEAD)
     ]
     if failing:
-        lines += _section("failing", failing, "reason")
-    waiting = [{**d, "why": d["waiting"]["text"]} for d in deliveries if d["waiting"]]
+        lines += _section("failing", failing, "reason; next")
+    # A failed delivery waits too (its backoff): it is listed once, above, with its wait.
+    waiting = [
+        {**d, "why": _wait(d)} for d in deliveries if d["waiting"] and d["state"] != DeliveryState.FAILED
+    ]
     if waiting:
         lines += _section("waiting", waiting, "why")
     coalesced = [
