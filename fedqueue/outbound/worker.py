@@ -128,6 +128,10 @@ class Worker:
         #: Failed rounds in a row, and the last one's error.
         self._step_failures = 0
         self._step_error = ""
+        # A database outage's WARNING says when this worker tries again: after this round fails.
+        store.database.outages.retried_by(
+            lambda: self._step_pauses.ceiling_seconds(self._step_failures + 1), STEP_BACKOFF_CAP_S
+        )
         self._next_expansion = self._next_claim = clock()
         #: Crowded hosts the last short claim skipped: once one has room, claim again at once.
         self._skipped: frozenset[str] = frozenset()

@@ -57,6 +57,25 @@ class Outage:
 RETRY_AFTER_S = 5
 
 
+def database_away_line(reason: str, next_round_s: float | None = None, longest_pause_s: float = 0.0) -> str:
+    """The one WARNING line of a database outage: what failed, and when the next try is.
+
+    `next_round_s`: the pause before this process's worker tries again in its next round
+    (doubling while the database stays away, up to `longest_pause_s`); None where no worker
+    runs in the process, or its schedule is unknown: then a request is the next try.
+    """
+    requests = "requests answer 503 with Retry-After until then"
+    if next_round_s is None:
+        return (
+            f"the database is unavailable ({reason}); next try at the next worker round or request"
+            f" ({requests})"
+        )
+    return (
+        f"the database is unavailable ({reason}); next try in {next_round_s:.1f} s, at this worker's next"
+        f" round (its pause doubles while the database stays away, up to {longest_pause_s:.0f} s); {requests}"
+    )
+
+
 def circuit_line(stored: HostHealth, changed: HostHealth, now: datetime) -> tuple[int, str] | None:
     """A remote host's outage as two lines: (WARNING, ...) when its circuit leaves closed, (INFO,
     ...) when it closes again; None for every change between (a probe, a re-open)."""

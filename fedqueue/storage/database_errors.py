@@ -20,7 +20,7 @@ from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 
 from fedqueue.rules.columns import text_problem
 from fedqueue.rules.errors import StorageUnavailable, UnstorableValue
-from fedqueue.rules.outages import Outage
+from fedqueue.rules.outages import Outage, database_away_line
 
 log = logging.getLogger("fedqueue.database")
 
@@ -56,15 +56,22 @@ class DatabaseOutages:
         self.outage = Outage()
         self._on_failure = on_failure
         self._clock = clock
+        #: The pause before the process's worker's next round, and its longest (`retried_by`).
+        self._next_round_s: Callable[[], float] | None = None
+        self._longest_pause_s = 0.0
+
+    def retried_by(self, next_round_s: Callable[[], float], longest_pause_s: float) -> None:
+        """A worker's rounds try the database again: `next_round_s()` is the pause before its next
+        one (doubling while the database stays away, up to `longest_pause_s`), for the WARNING."""
+        self._next_round_s, self._longest_pause_s = next_round_s, longest_pause_s
 
     def failed(self, reason: str) -> None:
         """Note one statement that could not reach the database (and call `on_failure`)."""
         self._on_failure()
         if self.outage.failed(self._clock()):
+            next_round_s = self._next_round_s() if self._next_round_s is not None else None
             log.warning(
-                "the database is unavailable (%s); next try at the next worker round or request"
-                " (requests answer 503 with Retry-After until then)",
-                reason,
+                database_away_line(reason, next_round_s, self._longest_pause_s),
                 extra={"event": "database_unavailable"},
             )
         else:

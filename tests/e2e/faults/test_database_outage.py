@@ -130,7 +130,12 @@ async def test_backends_terminated_twice_mid_fanout_log_one_warning_and_one_info
     duplicates = sum(count - 1 for count in sent_to.values())
     assert duplicates <= on_the_wire, stderr
     assert "Traceback" not in stderr, stderr
-    warnings = re.findall(r" WARNING fedqueue[.\w]*: the database is unavailable", stderr)
-    backs = re.findall(r" INFO fedqueue[.\w]*: the database is back after", stderr)
+    # Each outage: what failed and when the worker tries again, then how long it was out.
+    warnings = re.findall(
+        r" WARNING fedqueue[.\w]*: the database is unavailable \(database error: .+\); next try in"
+        r" [\d.]+ s, at this worker's next round",
+        stderr,
+    )
+    backs = re.findall(r" INFO fedqueue[.\w]*: the database is back after [\d.]+ s out \(\d+ failed", stderr)
     assert len(warnings) == 2, stderr
     assert len(backs) == len(warnings), stderr
