@@ -1,6 +1,6 @@
-"""Reads the admin console needs that the JSON API does not page the same way: followers of an
-actor by offset (the console's Next page link), with whether more follow, and the audit log a page
-at a time, newest first."""
+"""Reads the admin console needs that the JSON API does not give the same way: followers of an
+actor by offset (the console's Next page link), with whether more follow; the audit log a page at
+a time, newest first; and the webhooks with their health."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from fedqueue.rules.admin_views import AuditEntry
 from fedqueue.rules.errors import InvalidInput
 from fedqueue.rules.states import FollowerState
 from fedqueue.storage import Store
-from fedqueue.storage.console_reads import ConsoleReads
+from fedqueue.storage.console_reads import ConsoleReads, WebhookHealth
 from fedqueue.storage.followers import Follower
+from fedqueue.storage.webhook_registry import Webhook
 
 #: The most followers, or audit entries, one console page shows.
 MAX_FOLLOWER_PAGE = 200
@@ -37,3 +38,10 @@ async def audit_page(store: Store, *, before: int | None, limit: int) -> tuple[l
         raise InvalidInput(f"an audit page holds 1 to {MAX_AUDIT_PAGE} entries")
     rows = await ConsoleReads(store.database).audit_page(before=before, limit=limit + 1)
     return rows[:limit], (rows[limit - 1].id if len(rows) > limit else None)
+
+
+async def webhooks_with_health(store: Store) -> list[tuple[Webhook, WebhookHealth]]:
+    """Every webhook, each with how its events fare (what waits, what died, the latest refusal)."""
+    hooks = await store.webhooks.list()
+    health = await ConsoleReads(store.database).webhook_health([h.id for h in hooks])
+    return [(hook, health[hook.id]) for hook in hooks]

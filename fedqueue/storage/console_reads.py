@@ -1,12 +1,31 @@
-"""Reads only the admin console makes: the audit log a page at a time, newest first."""
+"""Reads only the admin console makes: the audit log a page at a time, newest first, and each
+webhook's health from the deliveries rows its events are sent as."""
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import case, func, select
 
 from fedqueue.rules.admin_views import AuditEntry
+from fedqueue.rules.states import UNFINISHED, DeliveryState
 from fedqueue.storage.database import Database
-from fedqueue.storage.schema import AUDIT_LOG
+from fedqueue.storage.schema import AUDIT_LOG, DELIVERIES
+
+
+@dataclass(frozen=True)
+class WebhookHealth:
+    """How one webhook's events fare: how many wait (queued, sending or failed), how many were
+    given up, when one last arrived, and the latest refusal (status, error, when)."""
+
+    waiting: int = 0
+    dead: int = 0
+    last_delivered_at: datetime | None = None
+    last_status: int | None = None
+    last_error: str | None = None
+    last_error_at: datetime | None = None
 
 
 class ConsoleReads:
@@ -21,3 +40,38 @@ class ConsoleReads:
         async with self._db.reading() as conn:
             rows = (await conn.execute(query)).all()
         return [AuditEntry(**row._asdict()) for row in rows]
+
+    async def webhook_health(self, webhook_ids: Sequence[int]) -> dict[int, WebhookHealth]:
+        """The health of each of `webhook_ids` (one with no event sent yet: all zero)."""
+        if not webhook_ids:
+            return {}
+        counted = (
+            select(
+                DELIVERIES.c.webhook_id,
+                func.sum(case((DELIVERIES.c.state.in_(UNFINISHED), 1), else_=0)),
+                func.sum(case((DELIVERIES.c.state == DeliveryState.DEAD, 1), else_=0)),
+                func.max(DELIVERIES.c.delivered_at),
+            )
+            .where(DELIVERIES.c.webhook_id.in_(webhook_ids))
+            .group_by(DELIVERIES.c.webhook_id)
+        )
+        found: dict[int, WebhookHealth] = {}
+        async with self._db.reading() as conn:
+            counts = {row[0]: row[1:] for row in (await conn.execute(counted)).all()}
+            for webhook_id in webhook_ids:
+                waiting, dead, delivered_at = counts.get(webhook_id, (0, 0, None))
+                refused = (
+                    await conn.execute(
+                        select(
+                            DELIVERIES.c.last_status, DELIVERIES.c.last_error, DELIVERIES.c.last_attempt_at
+                        )
+                        .where(DELIVERIES.c.webhook_id == webhook_id, DELIVERIES.c.last_error.is_not(None))
+                        .order_by(DELIVERIES.c.last_attempt_at.desc(), DELIVERIES.c.id.desc())
+                        .limit(1)
+                    )
+                ).first()
+                status, error, error_at = refused if refused is not None else (None, None, None)
+                found[webhook_id] = WebhookHealth(
+                    int(waiting or 0), int(dead or 0), delivered_at, status, error, error_at
+                )
+        return found

@@ -55,6 +55,7 @@ from fedqueue.web import (
     console_actor_list,
     console_actors,
     console_audit,
+    console_webhooks,
     dashboard,
     dashboard_actions,
     followers,
@@ -284,6 +285,7 @@ def _routes() -> list[Route]:
         *console_actors.routes,
         *console_actor_list.routes,
         *console_audit.routes,
+        *console_webhooks.routes,
     ]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from fedqueue.rules.columns import check_actor_name
@@ -17,8 +17,8 @@ from fedqueue.rules.states import FollowerState
 from fedqueue.service import actors as local_actors
 from fedqueue.service import console_reads
 from fedqueue.web.admin_auth import session_of
-from fedqueue.web.console_render import render, set_flash
-from fedqueue.web.dashboard_actions import action, back_to, checked_form
+from fedqueue.web.console_render import render
+from fedqueue.web.dashboard_actions import action, checked_form, refused
 from fedqueue.web.query_params import accepts
 from fedqueue.web.responses import store_of, urls_of
 
@@ -41,10 +41,23 @@ async def actors_page(request: Request) -> Response:
     )
 
 
-def _refused(target: str, exc: FedqueueError) -> Response:
-    response = RedirectResponse(back_to(target), status_code=303)
-    set_flash(response, f"Not done: {exc}", "error")
-    return response
+def _token_page(
+    request: Request, title: str, lines: list[str], name: str, token: str, status_code: int = 200
+) -> Response:
+    """An actor's outbox token, on this answer only: it is stored hashed (never in a cookie)."""
+    outbox = f"{urls_of(request).actor(name)}/outbox"
+    return render(
+        request,
+        "shown_once.html",
+        status_code,
+        title=title,
+        lines=lines,
+        label=f"Outbox token of {name}",
+        secret=token,
+        usage=f"Apps post as {name} to {outbox} with Authorization: Bearer and this token.",
+        back=LIST,
+        back_label="Back to the actors",
+    )
 
 
 @accepts()
@@ -55,16 +68,9 @@ async def create_actor(request: Request) -> Response:
         name = check_actor_name(values.get("name", "").strip())
         created = await local_actors.create(store_of(request), name, who=session_of(request).who)
     except FedqueueError as exc:
-        return _refused(LIST, exc)
-    return render(
-        request,
-        "token.html",
-        201,
-        name=name,
-        token=created.token,
-        actor_id=urls_of(request).actor(name),
-        new=True,
-    )
+        return refused(LIST, exc)
+    actor_id = urls_of(request).actor(name)
+    return _token_page(request, f"Actor {name} created", [f"Its id is {actor_id}."], name, created.token, 201)
 
 
 @accepts()
@@ -94,10 +100,9 @@ async def rotate_token(request: Request) -> Response:
     try:
         token = await local_actors.rotate_token(store_of(request), name, session_of(request).who)
     except FedqueueError as exc:
-        return _refused(LIST, exc)
-    return render(
-        request, "token.html", name=name, token=token, actor_id=urls_of(request).actor(name), new=False
-    )
+        return refused(LIST, exc)
+    lines = ["The old token is refused from now on."]
+    return _token_page(request, f"New outbox token for {name}", lines, name, token)
 
 
 async def _lock(request: Request, who: str) -> str:

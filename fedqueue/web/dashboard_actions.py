@@ -37,6 +37,13 @@ def back_to(target: str | None) -> str:
     return target
 
 
+def refused(target: str | None, exc: FedqueueError) -> Response:
+    """Back to `target`, saying why a form's action was not done."""
+    response = RedirectResponse(back_to(target), status_code=303)
+    set_flash(response, f"Not done: {exc}", "error")
+    return response
+
+
 @accepts()
 async def logout(request: Request) -> Response:
     """End the session: the version moves on, so this cookie (and every other console's) is refused."""
@@ -56,11 +63,12 @@ def action(perform: Action) -> Callable[[Request], Awaitable[Response]]:
 
     async def handler(request: Request) -> Response:
         values = await checked_form(request)
-        response = RedirectResponse(back_to(values.get("next")), status_code=303)
         try:
-            set_flash(response, await perform(request, session_of(request).who))
+            done = await perform(request, session_of(request).who)
         except FedqueueError as exc:  # refused (e.g. already delivered): say why on the page
-            set_flash(response, f"Not done: {exc}", "error")
+            return refused(values.get("next"), exc)
+        response = RedirectResponse(back_to(values.get("next")), status_code=303)
+        set_flash(response, done)
         return response
 
     return accepts()(handler)

@@ -40,7 +40,7 @@ async def add_pending(store: Store, actor: str, uri: str) -> None:
 
 
 def shown_token(html: str) -> str:
-    match = re.search(r'id="token" type="text" readonly value="([^"]+)"', html)
+    match = re.search(r'id="secret" type="text" readonly value="([^"]+)"', html)
     assert match, html
     return match.group(1)
 
