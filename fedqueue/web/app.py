@@ -55,6 +55,7 @@ from fedqueue.web import (
     console_actor_list,
     console_actors,
     console_audit,
+    console_relays,
     console_webhooks,
     dashboard,
     dashboard_actions,
@@ -286,6 +287,7 @@ def _routes() -> list[Route]:
         *console_actor_list.routes,
         *console_audit.routes,
         *console_webhooks.routes,
+        *console_relays.routes,
     ]
 
 

@@ -19,6 +19,7 @@ from fedqueue.rules.states import (
     CircuitState,
     DeliveryState,
     FollowerState,
+    RelayState,
 )
 from fedqueue.rules.wording import last_result, plural
 
@@ -63,6 +64,7 @@ _env.globals.update(
     DeliveryState=DeliveryState,
     CircuitState=CircuitState,
     FollowerState=FollowerState,
+    RelayState=RelayState,
     RETRY_OFFERED=RETRY_OFFERED,
     CANCELLABLE=CANCELLABLE,
 )
