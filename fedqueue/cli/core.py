@@ -35,6 +35,7 @@ from fedqueue.service.actor_changes import delete_actor, deletion_json, move_act
 from fedqueue.service.database import (
     bring_schema_to_head,
     check_private_keys,
+    fill_ed25519_keys_at_migrate,
     open_store,
     require_schema_at_head,
 )
@@ -59,8 +60,8 @@ def existing_database_settings() -> Settings:
 
 
 def run_migrate(args: argparse.Namespace) -> int:
-    prepared_settings()
-    logging.getLogger("fedqueue").info("schema is at head")
+    keys_line = asyncio.run(fill_ed25519_keys_at_migrate(prepared_settings()))
+    logging.getLogger("fedqueue").info("schema is at head; %s", keys_line)
     return 0
 
 

@@ -19,16 +19,9 @@ from __future__ import annotations
 import asyncio
 
 from fedqueue.remote.http_client import SigningIdentity
+from fedqueue.rules.signing.fep521a import ed25519_key_id
 from fedqueue.rules.urls import Urls
 from fedqueue.storage import Store
-
-#: The fragment of an actor's Ed25519 key id (FEP-521a's `assertionMethod` entry), beside RSA's `#main-key`.
-ED25519_KEY_FRAGMENT = "#ed25519-key"
-
-
-def ed25519_key_id(actor_uri: str) -> str:
-    """The id of the Multikey an actor document publishes: `<actor>#ed25519-key`."""
-    return actor_uri + ED25519_KEY_FRAGMENT
 
 
 class Keyring:

@@ -108,3 +108,9 @@ def listing_json(row: ActorListing, urls: Urls) -> dict[str, object]:
         "locked": row.locked,
         "deleted": row.deleted_at.isoformat() if row.deleted_at else None,
     }
+
+
+async def instance_ed25519_public_key(store: Store) -> str | None:
+    """The instance actor's Ed25519 public key (PEM), published as its FEP-521a Multikey; the key
+    pairs are made on first need."""
+    return await store.actors.instance_ed25519_public_key()

@@ -3,6 +3,7 @@ lives and what state it is in (for `serve`, `migrate`, `doctor`, `config show` a
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -80,10 +81,34 @@ async def check_database_answers(store: Store) -> None:
 
 async def check_private_keys(settings: Settings) -> None:
     """Refuse to start, in one line naming the setting, if the stored private keys cannot be read
-    (encrypted, and the passphrase is missing or another)."""
+    (encrypted, and the passphrase is missing or another); then make the Ed25519 keys that actors
+    from before migration 0024 lack, saying so in one line if there were any."""
     store = open_store(settings.database_url, settings.private_key_passphrase())
     try:
         await store.actors.check_passphrase()
+        made = await store.actors.fill_ed25519_keys()
+    finally:
+        await store.close()
+    if made:
+        logging.getLogger("fedqueue").info(ed25519_keys_made(made))
+
+
+def ed25519_keys_made(count: int) -> str:
+    """The one line saying how many actors (the instance actor counted) were given Ed25519 keys."""
+    return f"made Ed25519 keys for {count} actor{'' if count == 1 else 's'}"
+
+
+async def fill_ed25519_keys_at_migrate(settings: Settings) -> str:
+    """`fedqueue migrate`'s line about Ed25519 keys: how many it made, or why it made none
+    (the passphrase unreadable or not the stored keys'); `serve` and `worker` try again."""
+    try:
+        store = open_store(settings.database_url, settings.private_key_passphrase())
+    except SettingsError as exc:
+        return f"made no Ed25519 keys ({exc}); serve and worker make them at start"
+    try:
+        return ed25519_keys_made(await store.actors.fill_ed25519_keys())
+    except SettingsError as exc:
+        return f"made no Ed25519 keys ({exc}); serve and worker make them at start"
     finally:
         await store.close()
 

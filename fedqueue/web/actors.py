@@ -11,6 +11,8 @@ from fedqueue.rules.actor_documents import ActorFacts, tombstone
 from fedqueue.rules.actor_documents import actor_document as actor_document_of
 from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import ActorGone, InvalidInput, NotFound, Unauthorized
+from fedqueue.rules.signing.fep521a import with_multikey
+from fedqueue.service import actors as local_actors
 from fedqueue.service import federation_reads as reads
 from fedqueue.service.actor_changes import delete_actor
 from fedqueue.web.outbox import authorize_actor
@@ -38,6 +40,7 @@ KEY_BEARING_FIELDS = (
     "outbox",
     "endpoints",
     "publicKey",
+    "assertionMethod",
 )
 
 
@@ -55,7 +58,7 @@ async def actor_document(request: Request) -> Response:
         actor.also_known_as,
         actor.moved_to,
     )
-    doc = actor_document_of(urls, facts, actor.profile)
+    doc = with_multikey(actor_document_of(urls, facts, actor.profile), actor.ed25519_public_key_pem)
     if settings_of(request).authorized_fetch and not await _verified(request):
         doc = {field: doc[field] for field in KEY_BEARING_FIELDS}
     return activity_response(doc)
@@ -72,25 +75,24 @@ async def _verified(request: Request) -> bool:
 
 async def instance_actor(request: Request) -> Response:
     """GET /actor: the Application actor that signs this server's fetches; never needs a signature."""
-    urls, host = urls_of(request), settings_of(request).host
+    urls, host, store = urls_of(request), settings_of(request).host, store_of(request)
     actor = urls.instance_actor()
-    return activity_response(
-        {
-            "@context": [AS_CONTEXT, SECURITY_CONTEXT],
-            "id": actor,
-            "type": "Application",
-            "preferredUsername": host,
-            "inbox": urls.shared_inbox(),
-            "outbox": urls.instance_outbox(),
-            "endpoints": {"sharedInbox": urls.shared_inbox()},
-            "manuallyApprovesFollowers": True,
-            "publicKey": {
-                "id": urls.instance_key_id(),
-                "owner": actor,
-                "publicKeyPem": await reads.instance_public_key(store_of(request)),
-            },
-        }
-    )
+    document = {
+        "@context": [AS_CONTEXT, SECURITY_CONTEXT],
+        "id": actor,
+        "type": "Application",
+        "preferredUsername": host,
+        "inbox": urls.shared_inbox(),
+        "outbox": urls.instance_outbox(),
+        "endpoints": {"sharedInbox": urls.shared_inbox()},
+        "manuallyApprovesFollowers": True,
+        "publicKey": {
+            "id": urls.instance_key_id(),
+            "owner": actor,
+            "publicKeyPem": await reads.instance_public_key(store),
+        },
+    }
+    return activity_response(with_multikey(document, await local_actors.instance_ed25519_public_key(store)))
 
 
 async def instance_outbox(request: Request) -> Response:
