@@ -19,6 +19,7 @@ from itertools import accumulate
 from fedqueue.rules.errors import StorageUnavailable
 from fedqueue.rules.lease_margin import dropped_lines
 from fedqueue.rules.prometheus_text import family, histogram
+from fedqueue.rules.proof_counts import ProofCounts
 from fedqueue.rules.states import DeliveryState, DereferenceOutcome, InboxAnswer
 
 log = logging.getLogger("fedqueue.delivery")
@@ -108,6 +109,7 @@ class Metrics:
     client_refusals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     ld_refusals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     ld_signings: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    proofs: ProofCounts = field(default_factory=ProofCounts)  # FEP-8b32, made and checked
     dereferences: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     admin_login_failures: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     admin_login_forgotten: int = 0
@@ -340,7 +342,7 @@ class Metrics:
             "Inbound bare object URIs fetched, or left a URI (failed, refused), by outcome (this process).",
             (({"outcome": k}, self.dereferences.get(k, 0)) for k in DEREFERENCE_OUTCOMES),
         )
-        return lines
+        return lines + self.proofs.lines()
 
     def _housekeeping_lines(self) -> list[str]:
         """Admin logins, pruning, the success memory, NodeInfo reads and profile changes."""

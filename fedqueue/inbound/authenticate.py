@@ -4,16 +4,18 @@ The HTTP signature must verify under its key, whoever owns that key: the request
 from someone. When the key is the activity's actor's own, that is all. Otherwise the activity
 was forwarded, and it is accepted only if one of these holds, in order:
 
-1. Its embedded `RsaSignature2017` Linked Data signature verifies under a key of the activity's
+1. Its FEP-8b32 `eddsa-jcs-2022` proof verifies under an Ed25519 key its actor lists under
+   `assertionMethod` (`inbound.proofs`): the body is stored as it came, with no JSON-LD work.
+2. Its embedded `RsaSignature2017` Linked Data signature verifies under a key of the activity's
    actor (`ld_signatures`): the body is stored as it came. It is checked only within the
    bounds of `ld_verifier` (values, triples, steps, a deadline); past them, as if it had none.
-2. Its object (a Create's or Update's, with an id on the actor's origin) re-fetched from that
+3. Its object (a Create's or Update's, with an id on the actor's origin) re-fetched from that
    origin has the same id and is attributed to the actor: the activity is stored with the
    fetched copy as its object, never with the forwarded one.
-3. For a Delete: its object (an id on the actor's origin, not the actor itself) fetched from
+4. For a Delete: its object (an id on the actor's origin, not the actor itself) fetched from
    that origin answers 410 or 404, as Mastodon checks: what it deletes is gone there.
 
-Only activities authenticated by the actor's own key (HTTP or LD signature) may be forwarded
+Only activities authenticated by the actor's own key (HTTP or LD signature, or a proof) may be forwarded
 again: a re-fetched copy is not what the actor signed, so it is stored but not passed on.
 
 Whatever authenticated it, an activity embeds whole only objects its actor speaks for
@@ -22,8 +24,8 @@ Update's other object is stored as its id only.
 
 An Announce (a relay's, or anyone's) vouches only for itself, not for what it embeds, unless the
 embedded object is the announcer's own. One from another origin is checked as a forwarded
-activity is: an embedded activity by the same two ways (its actor's LD signature, else its
-object re-fetched); an embedded object by its copy re-fetched from its own origin, which must
+activity is: an embedded activity by the same ways (its actor's proof or LD signature, else
+its object re-fetched); an embedded object by its copy re-fetched from its own origin, which must
 name only authors on that origin. One on the announcer's origin by another author, or one that
 fails those checks, is stored as its id only, so nothing unverified is stored as another's word.
 """
@@ -37,12 +39,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from fedqueue.inbound.proofs import ProofKeyResolver, proved_by
 from fedqueue.rules.address_guard import Gone
 from fedqueue.rules.errors import FedqueueError
 from fedqueue.rules.inbox_acceptance import Activity, parse_activity, same_origin
 from fedqueue.rules.origins import attributed_at_home, speaks_for, unvouched_object
 from fedqueue.rules.signature_parsing import ParsedSignature
-from fedqueue.rules.signing import ld_signatures
+from fedqueue.rules.signing import data_integrity, ld_signatures
 from fedqueue.rules.signing.requests import SignatureError
 from fedqueue.rules.verification import KeyResolver, verify_signature
 
@@ -67,6 +70,7 @@ class Authenticated:
     `forwardable` is True when the actor's own key signed the body (HTTP or LD signature).
     `forwarded_by` is the HTTP signer's actor when it is not the activity's actor.
     `signed_with` is the key of the HTTP signature that verified (`key_id`'s unless forwarded).
+    `vouched_by` says what vouched for a forwarded one (`proof_counts.FORWARDED_BY`).
     """
 
     activity: Activity
@@ -74,6 +78,7 @@ class Authenticated:
     forwardable: bool
     forwarded_by: str | None = None
     signed_with: str | None = None
+    vouched_by: str | None = None
 
     @property
     def verified_keys(self) -> tuple[str, ...]:
@@ -87,6 +92,7 @@ async def authenticate(
     activity: Activity,
     fetch: DocumentFetcher,
     check_ld: LdCheck,
+    proof_key: ProofKeyResolver,
     *,
     max_depth: int,
 ) -> Authenticated:
@@ -101,7 +107,7 @@ async def authenticate(
         authenticated = Authenticated(activity, verdict.key_id, forwardable=True)
     else:
         try:
-            vouched, ld_key_id = await _vouched(activity, resolve, fetch, check_ld, max_depth)
+            vouched, ld_key_id, how = await _vouched(activity, resolve, fetch, check_ld, proof_key, max_depth)
         except NotAuthenticated as exc:
             raise NotAuthenticated(
                 f"activity of {activity.actor} was forwarded by {verdict.owner} (key {verdict.key_id} belongs"
@@ -113,9 +119,10 @@ async def authenticate(
             forwardable=ld_key_id is not None,
             forwarded_by=verdict.owner,
             signed_with=verdict.key_id if ld_key_id is not None else None,
+            vouched_by=how,
         )
     return await _announced_checked(
-        _own_object(authenticated, max_depth), resolve, fetch, check_ld, max_depth
+        _own_object(authenticated, max_depth), resolve, fetch, check_ld, proof_key, max_depth
     )
 
 
@@ -137,19 +144,29 @@ def _own_object(authenticated: Authenticated, max_depth: int) -> Authenticated:
 
 
 async def _vouched(
-    activity: Activity, resolve: KeyResolver, fetch: DocumentFetcher, check_ld: LdCheck, max_depth: int
-) -> tuple[Activity, str | None]:
-    """The activity as its actor vouches for it, whoever delivered it: as it came with the LD
-    signature's key id, else its re-fetched copy with None; NotAuthenticated with both reasons."""
+    activity: Activity,
+    resolve: KeyResolver,
+    fetch: DocumentFetcher,
+    check_ld: LdCheck,
+    proof_key: ProofKeyResolver,
+    max_depth: int,
+) -> tuple[Activity, str | None, str]:
+    """The activity as its actor vouches for it, whoever delivered it, and what vouched for it: as
+    it came with its proof's or LD signature's key id, else its re-fetched copy (or, a Delete, as
+    it came) with None; NotAuthenticated with every reason."""
     reasons: list[str] = []
     try:
-        return activity, await _ld_signed(activity, resolve, check_ld)
+        return activity, await proved_by(activity, proof_key), "proof"
+    except (data_integrity.Unusable, SignatureError) as exc:
+        reasons.append(f"integrity proof: {exc}")
+    try:
+        return activity, await _ld_signed(activity, resolve, check_ld), "ld_signature"
     except (ld_signatures.Unusable, ld_signatures.Forged, SignatureError) as exc:
         reasons.append(f"Linked Data signature: {exc}")
     try:
         if activity.type == "Delete":
-            return await _gone_at_origin(activity, fetch), None
-        return await _refetched(activity, fetch, max_depth), None
+            return await _gone_at_origin(activity, fetch), None, "gone_at_origin"
+        return await _refetched(activity, fetch, max_depth), None, "refetch"
     except FedqueueError as exc:
         reasons.append(f"re-fetch: {exc}")
     raise NotAuthenticated("; ".join(reasons))
@@ -160,6 +177,7 @@ async def _announced_checked(
     resolve: KeyResolver,
     fetch: DocumentFetcher,
     check_ld: LdCheck,
+    proof_key: ProofKeyResolver,
     max_depth: int,
 ) -> Authenticated:
     """An Announce whose embedded object is not the announcer's own, with that object as its
@@ -178,7 +196,7 @@ async def _announced_checked(
             inner = parse_activity(
                 json.dumps(embedded).encode("utf-8"), max_depth=max_depth, anonymous_seed=activity.id
             )
-            vouched, ld_key_id = await _vouched(inner, resolve, fetch, check_ld, max_depth)
+            vouched, ld_key_id, _how = await _vouched(inner, resolve, fetch, check_ld, proof_key, max_depth)
             if ld_key_id is not None:
                 return authenticated  # signed by its own actor: stored (and forwardable) as it came
             trusted: Any = vouched.doc

@@ -80,6 +80,8 @@ class Receiver:
     on_dereference: Callable[[str], None] | None = None
     #: (relay inbox, its Follow) -> None: POSTs the instance actor's Accept (RelayRefused if not taken).
     accept_relay: AcceptRelay | None = None
+    #: Counts each forwarded activity accepted, by what vouched for it (`proof_counts.FORWARDED_BY`).
+    on_forwarded: Callable[[str], None] | None = None
 
     async def addressed(self, name: str | None) -> None:
         """NotFound (404) when the path names no local actor: checked before the body is read."""
@@ -183,12 +185,14 @@ class Receiver:
             self.throttle.reserve(address, clock.time())
         try:
             with tracing.span("fedqueue.inbox.verify", {"fedqueue.actor": activity.actor}) as span:
+                fetch = document_fetcher(self.directory, signer, timeout_s)
                 authenticated = await authenticate(
                     candidates,
                     key_resolver(self.directory, signer, timeout_s, gone_keys, unfetched),
                     activity,
-                    document_fetcher(self.directory, signer, timeout_s),
+                    fetch,
                     self.ld_verifier.verify,
+                    functools.partial(self.directory.proof_keys.key, fetch=fetch),
                     max_depth=self.settings.inbox_max_json_depth,
                 )
                 span.set("fedqueue.key_id", authenticated.key_id)
@@ -209,6 +213,8 @@ class Receiver:
             return InboxAnswer.GONE_ACTOR
         for key_id in authenticated.verified_keys:  # genuine keys: their actors are stored now
             await self.directory.verified(key_id)
+        if authenticated.vouched_by is not None and self.on_forwarded is not None:
+            self.on_forwarded(authenticated.vouched_by)
         if self.throttle is not None:  # charged to the verified sender, never to a host a forgery names
             sender = authenticated.forwarded_by or authenticated.activity.actor
             self.throttle.verified(address, {_host_of(sender)}, clock.time())

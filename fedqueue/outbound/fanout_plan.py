@@ -15,7 +15,8 @@ from typing import Any
 
 from fedqueue.outbound.coalescer import Coalescer
 from fedqueue.outbound.context import WorkerContext
-from fedqueue.outbound.ld_signing import sign_public, wants_signature
+from fedqueue.outbound.integrity_proofs import prove, wants_proof
+from fedqueue.outbound.ld_signing import sign_public, wants_signature, with_security_context
 from fedqueue.outbound.recipient_fetches import ACTOR_FETCH_CONCURRENCY, Unusable, unusable
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.rules.address_guard import host_of, hosts_of
@@ -110,19 +111,32 @@ class Planner:
         inboxes = None if entry.inboxes is None else parse_inboxes(entry.inboxes)
         facts = await self._coalescer.resolve_undo(facts, [p.facts for p in earlier])
         targets = await self._targets(entry, activity, inboxes, facts, refused)
-        if self._settings.ld_sign_public_activities and wants_signature(activity, entry.forwarded):
+        ld_signs = self._settings.ld_sign_public_activities and wants_signature(activity, entry.forwarded)
+        if self._settings.object_integrity_proofs and wants_proof(activity, entry.forwarded):
+            # First, with the LD signature's context in: the LD signature covers the proof.
+            activity = await self._proved(
+                entry.actor, with_security_context(activity) if ld_signs else activity
+            )
+            normalized = dumps(activity)
+        if ld_signs:
             activity = await self._ld_signed(entry.actor, activity)
             normalized = dumps(activity)
         # A raw row gets its facts stored; a validated one, its subject if that changed: an Undo
         # naming the undone activity by id gets that activity's object, as its deliveries do
         # (`CoalescingStore.history` looks subjects up on the outbox rows). A signed one, its
-        # signature: every delivery sends the stored activity.
+        # proof and signature: every delivery sends the stored activity.
         accepted = (
             None
             if normalized is None and facts.object_id == entry.object_id
             else Accepted(entry.id, facts, normalized or entry.activity)
         )
         return Plan(entry, facts, accepted, targets, self._lane(entry, activity, facts, len(targets)))
+
+    async def _proved(self, actor: str, activity: dict[str, Any]) -> dict[str, Any]:
+        """The activity with its actor's FEP-8b32 proof, made once for all its deliveries."""
+        proved, outcome = prove(activity, await self._keyring.identity(actor), self._clock())
+        self._metrics.proofs.made(outcome)
+        return proved
 
     async def _ld_signed(self, actor: str, activity: dict[str, Any]) -> dict[str, Any]:
         """The public activity with its actor's LD signature, made once for all its deliveries."""

@@ -23,6 +23,7 @@ from urllib.parse import urldefrag
 
 from fedqueue import tracing
 from fedqueue.remote.http_client import HttpClient, SigningIdentity, signed_headers
+from fedqueue.remote.proof_keys import ProofKeys
 from fedqueue.rules.activitystreams import ACCEPT_ACTIVITY
 from fedqueue.rules.address_guard import FetchError, Gone, host_of
 from fedqueue.rules.bounded_memory import (
@@ -98,6 +99,8 @@ class RemoteDirectory:
         self._failures = BoundedMemory[str, _Failure](settings.remote_failure_cache_entries)
         #: The keys fetched again lately (for the cooldown), each until its cooldown ends.
         self._refetched = BoundedMemory[str, datetime](settings.remote_failure_cache_entries)
+        #: The Ed25519 keys remote actors list under assertionMethod (FEP-8b32 proofs' keys).
+        self.proof_keys = ProofKeys(clock, self._cooldown)
         self._refetches_skipped = 0
 
     @property
