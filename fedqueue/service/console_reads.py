@@ -1,6 +1,6 @@
 """Reads the admin console needs that the JSON API does not give the same way: followers of an
 actor by offset (the console's Next page link), with whether more follow; the audit log a page at
-a time, newest first; and the webhooks with their health."""
+a time, newest first; the webhooks with their health; and the blocked domains."""
 
 from __future__ import annotations
 
@@ -45,3 +45,8 @@ async def webhooks_with_health(store: Store) -> list[tuple[Webhook, WebhookHealt
     hooks = await store.webhooks.list()
     health = await ConsoleReads(store.database).webhook_health([h.id for h in hooks])
     return [(hook, health[hook.id]) for hook in hooks]
+
+
+async def blocks(store: Store) -> list[tuple[str, str]]:
+    """Every blocked host or domain with the admin's reason ('' if none), by name."""
+    return sorted((await store.blocks.current()).items())

@@ -55,6 +55,7 @@ from fedqueue.web import (
     console_actor_list,
     console_actors,
     console_audit,
+    console_blocks,
     console_relays,
     console_webhooks,
     dashboard,
@@ -288,6 +289,7 @@ def _routes() -> list[Route]:
         *console_audit.routes,
         *console_webhooks.routes,
         *console_relays.routes,
+        *console_blocks.routes,
     ]
 
 
