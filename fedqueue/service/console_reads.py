@@ -1,6 +1,7 @@
 """Reads the admin console needs that the JSON API does not give the same way: followers of an
 actor by offset (the console's Next page link), with whether more follow; the audit log a page at
-a time, newest first; the webhooks with their health; and the blocked domains."""
+a time, newest first; the webhooks with their health; the blocked domains; and the follows
+waiting for approval across every actor."""
 
 from __future__ import annotations
 
@@ -50,3 +51,12 @@ async def webhooks_with_health(store: Store) -> list[tuple[Webhook, WebhookHealt
 async def blocks(store: Store) -> list[tuple[str, str]]:
     """Every blocked host or domain with the admin's reason ('' if none), by name."""
     return sorted((await store.blocks.current()).items())
+
+
+async def pending_follows(store: Store, *, offset: int, limit: int) -> tuple[list[Follower], bool]:
+    """Follows of any local actor waiting for approval (oldest first) from `offset`, and whether
+    more follow."""
+    if not 1 <= limit <= MAX_FOLLOWER_PAGE or offset < 0:
+        raise InvalidInput(f"a page holds 1 to {MAX_FOLLOWER_PAGE} follows from offset 0 on")
+    rows = await ConsoleReads(store.database).pending_follows(offset=offset, limit=limit + 1)
+    return rows[:limit], len(rows) > limit

@@ -1,5 +1,6 @@
-"""Reads only the admin console makes: the audit log a page at a time, newest first, and each
-webhook's health from the deliveries rows its events are sent as."""
+"""Reads only the admin console makes: the audit log a page at a time, newest first, each
+webhook's health from the deliveries rows its events are sent as, and the follows waiting for
+approval across every actor."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from datetime import datetime
 from sqlalchemy import case, func, select
 
 from fedqueue.rules.admin_views import AuditEntry
-from fedqueue.rules.states import UNFINISHED, DeliveryState
+from fedqueue.rules.states import UNFINISHED, DeliveryState, FollowerState
 from fedqueue.storage.database import Database
-from fedqueue.storage.schema import AUDIT_LOG, DELIVERIES
+from fedqueue.storage.followers import Follower
+from fedqueue.storage.schema import AUDIT_LOG, DELIVERIES, FOLLOWERS
 
 
 @dataclass(frozen=True)
@@ -75,3 +77,16 @@ class ConsoleReads:
                     int(waiting or 0), int(dead or 0), delivered_at, status, error, error_at
                 )
         return found
+
+    async def pending_follows(self, *, offset: int, limit: int) -> list[Follower]:
+        """Follows of any local actor waiting for approval, oldest first, from `offset`."""
+        query = (
+            select(FOLLOWERS)
+            .where(FOLLOWERS.c.state == FollowerState.PENDING)
+            .order_by(FOLLOWERS.c.created_at, FOLLOWERS.c.actor, FOLLOWERS.c.follower_uri)
+            .offset(offset)
+            .limit(limit)
+        )
+        async with self._db.reading() as conn:
+            rows = await conn.execute(query)
+        return [Follower(**row._asdict()) for row in rows]

@@ -1,7 +1,7 @@
 """The console's actor list (/admin/ui/actors): one page of the local actors by name, a new actor,
-a new outbox token, lock and unlock; and each actor's followers and pending follows, approved or
-rejected there. Every action goes through `service.actors`, as `fedqueue actor ...` and
-/admin/actors do, and is audited as the logged-in admin."""
+a new outbox token, lock and unlock; each actor's followers and pending follows, and every actor's
+pending follows (/admin/ui/follows), approved or rejected there. Every action goes through
+`service.actors`, as `fedqueue actor ...` and /admin/actors do, and is audited as the admin."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from fedqueue.web.responses import store_of, urls_of
 ACTOR_PAGE = 50
 FOLLOWER_PAGE = 50
 LIST = "/admin/ui/actors"
+PENDING = "/admin/ui/follows"
 
 
 @accepts("cursor")
@@ -140,9 +141,24 @@ async def followers_page(request: Request) -> Response:
         name=name,
         state=state,
         followers=rows,
-        offset=offset,
         next_url=f"{path}?{urlencode({'state': state, 'offset': offset + FOLLOWER_PAGE})}" if more else None,
         first_url=f"{path}?{urlencode({'state': state})}" if offset else None,
+    )
+
+
+@accepts("offset")
+async def pending_page(request: Request) -> Response:
+    """Follows of every actor waiting for approval, oldest first, each with Approve and Reject."""
+    offset = _offset(request)
+    rows, more = await console_reads.pending_follows(store_of(request), offset=offset, limit=FOLLOWER_PAGE)
+    return render(
+        request,
+        "followers.html",
+        name=None,
+        state=FollowerState.PENDING,
+        followers=rows,
+        next_url=f"{PENDING}?{urlencode({'offset': offset + FOLLOWER_PAGE})}" if more else None,
+        first_url=PENDING if offset else None,
     )
 
 
@@ -173,6 +189,7 @@ routes = [
     Route(LIST + "/{name}/token", rotate_token, methods=["POST"]),
     Route(LIST + "/{name}/lock", action(_lock), methods=["POST"]),
     Route(LIST + "/{name}/unlock", action(_unlock), methods=["POST"]),
+    Route(PENDING, pending_page, methods=["GET"]),
     Route(LIST + "/{name}/followers", followers_page, methods=["GET"]),
     Route(LIST + "/{name}/followers/approve", action(_approve), methods=["POST"]),
     Route(LIST + "/{name}/followers/reject", action(_reject), methods=["POST"]),

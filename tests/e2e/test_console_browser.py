@@ -136,6 +136,7 @@ def test_every_console_page_has_no_serious_axe_violation_and_fits_a_390px_phone(
         "/admin/ui/webhooks",
         "/admin/ui/relays",
         "/admin/ui/blocks",
+        "/admin/ui/follows",
     ]
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 390, "height": 844})

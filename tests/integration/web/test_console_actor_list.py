@@ -174,3 +174,36 @@ async def test_followers_page_by_page_and_a_wrong_state_or_actor_says_so(
     assert wrong.status_code == 400
     assert "unknown follower state" in wrong.text
     assert (await client.get("/admin/ui/actors/nobody/followers", headers=headers)).status_code == 404
+
+
+async def test_pending_follows_of_every_actor_are_on_one_page_approved_from_there(
+    client: httpx.AsyncClient, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(console_actor_list, "FOLLOWER_PAGE", 2)
+    for name in ("blog", "news"):
+        await store.actors.create(name)
+    await add_pending(store, "blog", "https://r.example/u/1")
+    await add_pending(store, "news", "https://r.example/u/2")
+    await add_pending(store, "news", "https://r.example/u/3")
+    await add_follower(store, "blog", "https://r.example/u/9", "https://r.example/u/9/inbox")
+    headers, csrf = await _login(client)
+    first = await client.get("/admin/ui/follows", headers=headers)
+    assert first.status_code == 200
+    shown = re.findall(r'data-follower="([^"]+)" data-actor="(\w+)"', first.text)
+    link = re.search(r'id="next-page" href="([^"]+)"', first.text)
+    assert link
+    more = re.findall(
+        r'data-follower="([^"]+)" data-actor="(\w+)"', (await client.get(link.group(1), headers=headers)).text
+    )
+    assert sorted(shown + more) == [
+        ("https://r.example/u/1", "blog"),
+        ("https://r.example/u/2", "news"),
+        ("https://r.example/u/3", "news"),
+    ]
+    form = {"csrf": csrf, "next": "/admin/ui/follows", "follower": "https://r.example/u/2"}
+    approved = await client.post("/admin/ui/actors/news/followers/approve", data=form, headers=headers)
+    assert approved.headers["location"] == "/admin/ui/follows"
+    assert (await store.followers.get("news", "https://r.example/u/2")).state == FollowerState.ACCEPTED
+    after = await client.get("/admin/ui/follows", headers=headers)
+    assert "https://r.example/u/2" not in after.text
+    assert "https://r.example/u/9" not in after.text
