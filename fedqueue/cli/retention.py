@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from typing import TYPE_CHECKING, Any
 
 from fedqueue.cli.admin import _json_flag, _print, _when, _who, _with_store
@@ -28,8 +29,17 @@ def register(commands: Subparsers) -> None:
         "inbox_tombstone_hours): delivered, dead and coalesced deliveries (their counts stay on "
         "their activity), finished webhook events, non-public outbox rows, audit entries, inbox "
         "entries every active consumer has seen, tombstones and cached remote actors. The worker "
-        "does the same every inbox_prune_interval_seconds; this runs it now, in the same batches.",
-        ["fedqueue prune", "FEDQUEUE_RETENTION_DELIVERED_DAYS=0 fedqueue prune --json"],
+        "does the same every inbox_prune_interval_seconds; this runs it now, in the same batches. "
+        "On a terminal each batch prints the running count of its table. --dry-run counts what "
+        "would go, per table, and deletes nothing.",
+        [
+            "fedqueue prune",
+            "fedqueue prune --dry-run",
+            "FEDQUEUE_RETENTION_DELIVERED_DAYS=0 fedqueue prune --json",
+        ],
+    )
+    prune.add_argument(
+        "--dry-run", action="store_true", help="count what would be deleted, per table; delete nothing"
     )
     _json_flag(prune)
     prune.set_defaults(run=run_prune)
@@ -69,16 +79,24 @@ def register(commands: Subparsers) -> None:
     remove.set_defaults(run=run_consumers_delete)
 
 
+def _batch_done(table_name: str, so_far: int) -> None:
+    """One line per batch, so a long prune on a terminal shows it is moving."""
+    print(f"{table_name}: {so_far:,} deleted so far", flush=True)
+
+
 def run_prune(args: argparse.Namespace) -> int:
     settings = existing_database_settings()
+    progress = _batch_done if sys.stdout.isatty() and not args.json and not args.dry_run else None
 
-    removed = asyncio.run(prune_now(settings))
+    counted = asyncio.run(prune_now(settings, progress, dry_run=args.dry_run))
+    key, column = ("would_remove", "WOULD REMOVE") if args.dry_run else ("removed", "REMOVED")
 
     def render() -> str:
-        rows = [{"table": name, "removed": removed[name]} for name in PRUNED_TABLES]
-        return table(rows, [("table", "TABLE"), ("removed", "REMOVED")])
+        rows = [{"table": name, key: counted[name]} for name in PRUNED_TABLES]
+        listed = table(rows, [("table", "TABLE"), (key, column)])
+        return listed + ("\n(dry run: nothing was deleted)" if args.dry_run else "")
 
-    return _print(args, {"removed": removed}, render)
+    return _print(args, {key: counted}, render)
 
 
 def run_consumers_list(args: argparse.Namespace) -> int:

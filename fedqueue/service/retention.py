@@ -16,11 +16,14 @@ from functools import partial
 
 from fedqueue.metrics import Metrics
 from fedqueue.rules.errors import StorageUnavailable
-from fedqueue.rules.states import DeliveryState
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.consumers import Consumer
+from fedqueue.storage.retention import Cutoffs
+
+#: Told after each batch: the table, and how many of its rows this round has deleted so far.
+Progress = Callable[[str, int], None]
 
 log = logging.getLogger("fedqueue.retention")
 
@@ -46,12 +49,32 @@ def _days(days: float) -> timedelta:
     return timedelta(days=days)
 
 
-async def _drain(step: Callable[[], Awaitable[int]], batch: int) -> int:
-    """Run `step` (one batch) until it deletes fewer than `batch` rows; how many in all."""
+def cutoffs(settings: Settings, now: datetime) -> Cutoffs:
+    """What a round at `now` deletes, from the retention settings."""
+    return Cutoffs(
+        now=now,
+        delivered_before=now - _days(settings.retention_delivered_days),
+        dead_before=now - _days(settings.retention_dead_days),
+        webhook_events_before=now - _days(settings.retention_webhook_events_days),
+        webhook_backlog=settings.retention_webhook_backlog,
+        outbox_before=now - _days(settings.retention_outbox_days),
+        audit_before=now - _days(settings.retention_audit_days),
+        inbox_before=now - _days(settings.inbox_retention_days),
+        consumers_seen_since=now - _days(settings.retention_consumer_idle_days),
+        tombstones_before=now - timedelta(hours=settings.inbox_tombstone_hours),
+        remote_actors_before=now - _days(settings.retention_remote_actors_days),
+        actors_before=now - _days(settings.actor_tombstone_days),
+    )
+
+
+async def _drain(step: Callable[[], Awaitable[int]], batch: int, told: Callable[[int], None]) -> int:
+    """Run `step` (one batch) until it deletes fewer than `batch` rows; how many in all. `told`
+    hears each batch's count."""
     total = 0
     for _ in range(MAX_BATCHES):
         deleted = await step()
         total += deleted
+        told(deleted)
         if deleted < batch:
             break
         await asyncio.sleep(0)  # the worker's own transactions go between batches
@@ -59,40 +82,44 @@ async def _drain(step: Callable[[], Awaitable[int]], batch: int) -> int:
 
 
 async def prune_once(
-    store: Store, settings: Settings, now: datetime, metrics: Metrics | None = None
+    store: Store,
+    settings: Settings,
+    now: datetime,
+    metrics: Metrics | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, int]:
-    """Delete every row past its retention at `now`; how many per table (`PRUNED_TABLES`)."""
-    batch = settings.prune_batch_rows
-    retention = store.retention
-    removed = dict.fromkeys(PRUNED_TABLES, 0)
-    finished = (
-        (DeliveryState.DELIVERED, settings.retention_delivered_days),
-        (DeliveryState.COALESCED, settings.retention_delivered_days),
-        (DeliveryState.DEAD, settings.retention_dead_days),
-    )
-    for state, days in finished:
-        before = now - _days(days)
-        removed["deliveries"] += await _drain(partial(retention.deliveries, state, before, batch), batch)
-    events_before = now - _days(settings.retention_webhook_events_days)
-    removed["webhook_events"] += await _drain(partial(retention.webhook_events, events_before, batch), batch)
-    removed["webhook_events_dropped"] = await _drop_backlogs(store, settings.retention_webhook_backlog, batch)
+    """Delete every row past its retention at `now`; how many per table (`PRUNED_TABLES`).
+    `progress` hears each table's running total after each of its batches."""
+    batch, retention, cut = settings.prune_batch_rows, store.retention, cutoffs(settings, now)
+    removed, so_far = dict.fromkeys(PRUNED_TABLES, 0), dict.fromkeys(PRUNED_TABLES, 0)
+
+    def told(table: str) -> Callable[[int], None]:
+        def add(deleted: int) -> None:
+            so_far[table] += deleted
+            if progress is not None and deleted:
+                progress(table, so_far[table])
+
+        return add
+
+    for state, before in cut.finished():
+        step = partial(retention.deliveries, state, before, batch)
+        removed["deliveries"] += await _drain(step, batch, told("deliveries"))
+    step = partial(retention.webhook_events, cut.webhook_events_before, batch)
+    removed["webhook_events"] += await _drain(step, batch, told("webhook_events"))
+    removed["webhook_events_dropped"] = await _drop_backlogs(store, cut.webhook_backlog, batch)
     removed["webhook_events"] += removed["webhook_events_dropped"]
-    outbox_before = now - _days(settings.retention_outbox_days)
-    removed["outbox"] = await _drain(partial(retention.outbox, outbox_before, batch), batch)
-    audit_before = now - _days(settings.retention_audit_days)
-    removed["audit_log"] = await _drain(partial(retention.audit, audit_before, batch), batch)
+    removed["outbox"] = await _drain(
+        partial(retention.outbox, cut.outbox_before, batch), batch, told("outbox")
+    )
+    removed["audit_log"] = await _drain(
+        partial(retention.audit, cut.audit_before, batch), batch, told("audit_log")
+    )
     removed["inbox_items"] = await store.inbox.prune(
         now, _days(settings.inbox_retention_days), _days(settings.retention_consumer_idle_days)
     )
-    removed["inbox_tombstones"] = await store.tombstones.prune(
-        now - timedelta(hours=settings.inbox_tombstone_hours)
-    )
-    removed["remote_actors"] = await store.remote_actors.prune(
-        now, now - _days(settings.retention_remote_actors_days)
-    )
-    removed["actor_keys"], removed["actors"] = await store.actor_lifecycle.finish_deletions(
-        now - _days(settings.actor_tombstone_days)
-    )
+    removed["inbox_tombstones"] = await store.tombstones.prune(cut.tombstones_before)
+    removed["remote_actors"] = await store.remote_actors.prune(now, cut.remote_actors_before)
+    removed["actor_keys"], removed["actors"] = await store.actor_lifecycle.finish_deletions(cut.actors_before)
     if metrics is not None:
         for table, n in removed.items():
             metrics.rows_pruned(table, n)
@@ -137,11 +164,17 @@ async def prune_forever(store: Store, settings: Settings, metrics: Metrics | Non
         await asyncio.sleep(settings.inbox_prune_interval_seconds)
 
 
-async def prune_now(settings: Settings) -> dict[str, int]:
-    """One round at the current time, on a store of its own (`fedqueue prune`)."""
+async def prune_now(
+    settings: Settings, progress: Progress | None = None, dry_run: bool = False
+) -> dict[str, int]:
+    """One round at the current time, on a store of its own (`fedqueue prune`); `dry_run`: only
+    count what it would delete, per table, and delete nothing."""
     store = Store.open(settings.database_url)
     try:
-        return await prune_once(store, settings, datetime.now(UTC))
+        now = datetime.now(UTC)
+        if dry_run:
+            return await store.retention.would_delete(cutoffs(settings, now))
+        return await prune_once(store, settings, now, progress=progress)
     finally:
         await store.close()
 

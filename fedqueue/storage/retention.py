@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -22,10 +23,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.dml import ReturningDelete
 
 from fedqueue.rules.admin_views import EXACT_COUNT_BELOW
-from fedqueue.rules.states import FINISHED, LANES, SETTLED, UNSENT
+from fedqueue.rules.states import BACKLOG, FINISHED, LANES, SETTLED, UNFINISHED, UNSENT, DeliveryState
 from fedqueue.storage.database import Database
 from fedqueue.storage.published import maybe_public
 from fedqueue.storage.schema import (
+    ACTORS,
     AUDIT_LOG,
     DELIVERIES,
     INBOUND_ACTIVITIES,
@@ -37,6 +39,35 @@ from fedqueue.storage.schema import (
     WEBHOOK_EVENTS,
     WEBHOOKS,
 )
+
+
+@dataclass(frozen=True)
+class Cutoffs:
+    """What one prune round deletes: rows finished, written or fetched before these times."""
+
+    now: datetime
+    delivered_before: datetime
+    dead_before: datetime
+    webhook_events_before: datetime
+    #: Past this many unsent events, a webhook's oldest are dropped.
+    webhook_backlog: int
+    outbox_before: datetime
+    audit_before: datetime
+    inbox_before: datetime
+    #: A consumer not seen since then holds no inbox entry back.
+    consumers_seen_since: datetime
+    tombstones_before: datetime
+    remote_actors_before: datetime
+    actors_before: datetime
+
+    def finished(self) -> tuple[tuple[DeliveryState, datetime], ...]:
+        """Each finished delivery state with its cutoff."""
+        return (
+            (DeliveryState.DELIVERED, self.delivered_before),
+            (DeliveryState.COALESCED, self.delivered_before),
+            (DeliveryState.DEAD, self.dead_before),
+        )
+
 
 #: The tables whose rows /metrics counts (`row_counts`), by name, in the order it shows them.
 _TABLES = {
@@ -210,6 +241,88 @@ class RetentionStore:
                     exact = select(func.count()).select_from(_TABLES[name])
                     counts[name] = int((await conn.execute(exact)).scalar_one())
         return {name: counts[name] for name in COUNTED_TABLES}
+
+    async def would_delete(self, cut: Cutoffs) -> dict[str, int]:
+        """What a prune round at `cut` would delete, per table (as `service.retention.PRUNED_TABLES`),
+        counted in one read and deleting nothing (`fedqueue prune --dry-run`).
+
+        Each count has the WHERE of the DELETE it stands for, as that DELETE would find the rows
+        after the earlier ones of the round (an outbox row whose last deliveries the round prunes
+        counts). The inbox, tombstone, remote actor and actor conditions restate those of
+        `InboxStore.prune`, `TombstoneStore.prune`, `RemoteActorStore.prune` and
+        `ActorLifecycle.finish_deletions`; a test on both engines checks the counts against a real
+        round's, so the two cannot drift apart unseen.
+        """
+        d = DELIVERIES.c
+        prunable = or_(*(_finished_before(state, before) for state, before in cut.finished()))
+        events = or_(*(_finished_before(state, cut.webhook_events_before) for state in FINISHED))
+        over = (
+            select((func.count() - cut.webhook_backlog).label("n"))
+            .where(d.webhook_id.is_not(None), d.state.in_(UNSENT))
+            .group_by(d.webhook_id)
+            .having(func.count() > cut.webhook_backlog)
+        ).subquery()
+        queries: dict[str, Any] = {
+            "deliveries": select(func.count()).where(d.outbox_id.is_not(None), prunable),
+            "webhook_events": select(func.count(d.webhook_event_id.distinct())).where(
+                d.webhook_id.is_not(None), events
+            ),
+            "webhook_events_dropped": select(func.coalesce(func.sum(over.c.n), 0)),
+            "outbox": _outbox_count(cut, prunable),
+            "audit_log": select(func.count()).where(AUDIT_LOG.c.at < cut.audit_before),
+            "inbox_items": _inbox_count(cut),
+            "inbox_tombstones": select(func.count()).where(TOMBSTONES.c.deleted_at < cut.tombstones_before),
+            "remote_actors": select(func.count()).where(
+                or_(
+                    REMOTE_ACTORS.c.fetched_at < cut.remote_actors_before,
+                    and_(REMOTE_ACTORS.c.error.is_not(None), REMOTE_ACTORS.c.expires_at <= cut.now),
+                )
+            ),
+            "actor_keys": select(func.count()).where(ACTORS.c.private_key_pem != "", _keys_droppable()),
+            "actors": select(func.count()).where(
+                ACTORS.c.deleted_at < cut.actors_before,
+                or_(ACTORS.c.private_key_pem == "", _keys_droppable()),
+            ),
+        }
+        async with self._db.reading() as conn:
+            counts = {name: int((await conn.execute(q)).scalar_one() or 0) for name, q in queries.items()}
+        counts["webhook_events"] += counts["webhook_events_dropped"]
+        return counts
+
+
+def _outbox_count(cut: Cutoffs, prunable: ColumnElement[bool]) -> Any:
+    """Settled, old, non-public outbox rows with no delivery the round leaves (`RetentionStore.outbox`)."""
+    o = OUTBOX.c
+    kept = exists(select(DELIVERIES.c.id).where(DELIVERIES.c.outbox_id == o.id, ~prunable))
+    return select(func.count()).where(
+        o.state.in_(SETTLED), o.created_at < cut.outbox_before, ~maybe_public(), ~kept
+    )
+
+
+def _inbox_count(cut: Cutoffs) -> Any:
+    """Old inbox items every recently seen consumer of their actor has read (`InboxStore.prune`)."""
+    old = select(INBOUND_ACTIVITIES.c.id).where(INBOUND_ACTIVITIES.c.received_at < cut.inbox_before)
+    unseen = select(INBOX_CURSORS.c.actor).where(
+        INBOX_CURSORS.c.actor == INBOX_ITEMS.c.actor,
+        INBOX_CURSORS.c.last_item_id < INBOX_ITEMS.c.id,
+        INBOX_CURSORS.c.updated_at >= cut.consumers_seen_since,
+    )
+    return (
+        select(func.count())
+        .select_from(INBOX_ITEMS)
+        .where(INBOX_ITEMS.c.inbound_id.in_(old), ~exists(unseen))
+    )
+
+
+def _keys_droppable() -> ColumnElement[bool]:
+    """A deleted actor with nothing left to send (`ActorLifecycle.finish_deletions`)."""
+    waiting = exists().where(
+        DELIVERIES.c.actor == ACTORS.c.name,
+        DELIVERIES.c.webhook_id.is_(None),
+        DELIVERIES.c.state.in_(UNFINISHED),
+    )
+    unexpanded = exists().where(OUTBOX.c.actor == ACTORS.c.name, OUTBOX.c.state.in_(BACKLOG))
+    return and_(ACTORS.c.deleted_at.is_not(None), ~waiting, ~unexpanded)
 
 
 async def _delete_events(conn: AsyncConnection, event_ids: list[int | None]) -> int:
