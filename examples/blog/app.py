@@ -1,10 +1,10 @@
 """A small blog on fedqueue: posts federate through the transactional outbox, replies come by webhook.
 
-Run it next to `fedqueue serve`, on the same PostgreSQL database (see README.md):
+Run it next to `fedqueue serve`, on the same database, SQLite or PostgreSQL (see README.md):
 
-    BLOG_DATABASE_URL=postgresql+asyncpg://... BLOG_URL=http://127.0.0.1:9000 \\
+    BLOG_DATABASE_URL=sqlite+aiosqlite:///fedqueue.db BLOG_URL=http://127.0.0.1:9000 \\
     FEDQUEUE_URL=http://127.0.0.1:8000 FEDQUEUE_ACTOR=blog FEDQUEUE_TOKEN=... \\
-    FEDQUEUE_WEBHOOK_SECRET=... uvicorn app:app --app-dir examples/blog --port 9000
+    FEDQUEUE_WEBHOOK_SECRET=... .venv/bin/uvicorn app:app --app-dir examples/blog --port 9000
 
 - `POST /posts` writes the post and its `Create` into fedqueue's `outbox` table in one
   transaction: the post is federated if and only if it is saved.
