@@ -55,7 +55,8 @@ class Posted:
 
     id: str
     status_url: str
-    #: Inboxes it goes to as known when posted; `note` says why when that is none.
+    #: Actors it addresses when posted, each follower counted (not inboxes: the status counts
+    #: those, followers behind one shared inbox being one); `note` says why when that is none.
     recipients: int
     note: str | None
     #: False for a repeat of an activity id fedqueue has already (the first one stands).
