@@ -25,6 +25,7 @@ from pydantic_settings import (
 
 from fedqueue.rules.errors import InvalidInput, SettingsError
 from fedqueue.rules.federation_policy import FederationMode, check_domain_entry, parse_domains
+from fedqueue.rules.key_choice import KeyPolicy
 from fedqueue.rules.peer_address import Network, parse_networks
 from fedqueue.rules.scheme_choice import SchemePolicy
 from fedqueue.rules.setting_checks import (
@@ -105,6 +106,7 @@ class Settings(BaseSettings):
     key_refetch_cooldown_seconds: float = Field(ge=0)
     retention_remote_actors_days: float = Field(ge=0)
     signature_scheme_policy: SchemePolicy
+    signature_key_policy: KeyPolicy
     retention_delivered_days: float = Field(ge=0)
     retention_dead_days: float = Field(ge=0)
     retention_webhook_events_days: float = Field(ge=0)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -38,9 +38,10 @@ from functools import partial
 from fedqueue import tracing
 from fedqueue.metrics import HOST_UNAVAILABLE, Metrics
 from fedqueue.outbound.context import WorkerContext
+from fedqueue.outbound.key_discovery import KeyBook
 from fedqueue.outbound.scheme_discovery import SchemeBook
-from fedqueue.outbound.send import PreparedBody, post_knocking, post_webhook
-from fedqueue.remote.http_client import HttpClient
+from fedqueue.outbound.send import PreparedBody, post, post_knocking, post_webhook
+from fedqueue.remote.http_client import HttpClient, SigningIdentity
 from fedqueue.remote.signing_process import SignerUnavailable, SigningPool
 from fedqueue.rules.attempt_results import Claimed, Result, health_changes, result_of
 from fedqueue.rules.backoff import Jitter, RetrySchedule
@@ -149,9 +150,9 @@ class Attempts:
         self._jitter = jitter
         self._lease_s = settings.lease_seconds
         self._metrics = context.metrics
-        self.schemes = SchemeBook(
-            settings.signature_scheme_policy, settings.signature_scheme_recheck_days, clock
-        )
+        recheck_days = settings.signature_scheme_recheck_days
+        self.schemes = SchemeBook(settings.signature_scheme_policy, recheck_days, clock)
+        self.keys = KeyBook(settings.signature_key_policy, recheck_days, context.store.hosts, clock)
         self.schedule = RetrySchedule(
             settings.retry_base_seconds, settings.retry_cap_seconds, settings.retry_max_attempts
         )
@@ -342,7 +343,22 @@ class Attempts:
             sync=job.sync,
             fresh=fresh,
         )
-        return await self.schemes.deliver(row.host, job.health, knock)
+        rsa = partial(self.schemes.deliver, row.host, job.health, knock)
+        ed25519 = partial(self._ed25519, row.inbox, job.body, job.sync, fresh)
+        return await self.keys.deliver(row.host, identity, rsa, ed25519)
+
+    async def _ed25519(
+        self,
+        inbox: str,
+        body: PreparedBody,
+        sync: str | None,
+        fresh: Callable[[], bool],
+        signing: SigningIdentity,
+    ) -> Attempt:
+        """One POST signed with `signing` (an Ed25519 identity) under RFC 9421: `KeyBook`'s knock."""
+        return await post(
+            self._client, inbox, body, signing, self._clock(), "rfc9421", self._signing, sync, fresh
+        )
 
     def _fresh(self, claimed_at: float | None) -> bool:
         """Whether a job claimed at `claimed_at` (time.monotonic) may still be sent (`may_send`)."""

@@ -149,6 +149,15 @@ CIRCUIT_STATES: tuple[CircuitState, ...] = tuple(CircuitState)
 TRIPPED: tuple[CircuitState, ...] = (CircuitState.OPEN, CircuitState.HALF_OPEN)
 
 
+class SignatureKey(StrEnum):
+    """The `hosts.signature_key` values: the key a host accepts deliveries signed with
+    (`rules/key_choice`), learned per host like its signature scheme."""
+
+    UNKNOWN = "unknown"
+    ED25519 = "ed25519"
+    RSA = "rsa"
+
+
 class DereferenceOutcome(StrEnum):
     """What became of an inbox entry's object given by its id (`inbound/dereference`): fetched and
     stored, a fetch that failed (its reason kept on the entry as `object_error`), or none made

@@ -166,6 +166,25 @@ class HostStore:
             )
             return found.scalar()
 
+    async def signature_keys(self, hosts: Iterable[str]) -> dict[str, tuple[str, datetime | None]]:
+        """The remembered key of each host that has a row: (`SignatureKey` value, when learned)."""
+        names = sorted(set(hosts))
+        if not names:
+            return {}
+        query = select(HOSTS.c.host, HOSTS.c.signature_key, HOSTS.c.key_checked_at)
+        async with self._db.reading() as conn:
+            rows = (await conn.execute(query.where(HOSTS.c.host.in_(names)))).all()
+        return {row.host: (row.signature_key, row.key_checked_at) for row in rows}
+
+    async def remember_key(self, host: str, key: str, at: datetime) -> None:
+        """Remember the key `host` accepts (`SignatureKey`), learned at `at`; the row is made if
+        the host has none yet (its first answer may be recorded after this)."""
+        async with self._db.transaction() as conn:
+            await conn.execute(self._db.dialect.insert_ignoring_conflicts(HOSTS, ["host"]).values(host=host))
+            await conn.execute(
+                update(HOSTS).where(HOSTS.c.host == host).values(signature_key=key, key_checked_at=at)
+            )
+
     async def update(self, changes: Mapping[str, HealthChange]) -> Updated:
         """Apply each host's change to its current health, safe against other workers doing the same.
 

@@ -1,0 +1,67 @@
+"""Which key a delivery is signed with, per remote host (pure; `now` passed in).
+
+A host's row remembers the key it accepts (`hosts.signature_key`: `SignatureKey`), learned as
+its signature scheme is (`rules.scheme_choice`). An Ed25519 signature is always RFC 9421
+(`alg="ed25519"`, keyid `<actor>#ed25519-key`); RSA goes out as today, under the host's scheme.
+`signature_key_policy` decides:
+
+| policy                  | Ed25519 first to                   | after an Ed25519 refusal          |
+|-------------------------|------------------------------------|-----------------------------------|
+| `rsa`                   | no host                            | (none sent)                       |
+| `ed25519-where-learned` | hosts known to accept it           | RSA at once, same attempt; `rsa`  |
+| `ed25519-first`         | every host not known to refuse it  | RSA at once, same attempt; `rsa`  |
+
+Learned: `ed25519` from a 2xx to an Ed25519-signed delivery; `rsa` from a refusal of one
+(401, 403, or a 400 naming the signature). A remembered `rsa` is tried again with Ed25519
+once `recheck_days` have passed since it was learned, so an RSA-only host costs at most one
+extra request per recheck interval; a remembered `ed25519` stays until refused.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Literal
+
+from fedqueue.rules.scheme_choice import confirms, refuses_signature
+from fedqueue.rules.states import SignatureKey
+
+KeyPolicy = Literal["rsa", "ed25519-where-learned", "ed25519-first"]
+KEY_POLICIES: tuple[KeyPolicy, ...] = ("rsa", "ed25519-where-learned", "ed25519-first")
+
+
+def is_settled(known: str, checked_at: datetime | None, recheck_days: float, now: datetime) -> bool:
+    """Whether a host's remembered key is still to be trusted without a fresh Ed25519 knock."""
+    if known == SignatureKey.ED25519:
+        return True
+    if known != SignatureKey.RSA or checked_at is None:
+        return False
+    return now - checked_at < timedelta(days=recheck_days)
+
+
+def signs_ed25519(
+    policy: KeyPolicy, known: str, checked_at: datetime | None, recheck_days: float, now: datetime
+) -> bool:
+    """Whether the next delivery to a host is signed with Ed25519 first (RSA is the fallback)."""
+    if policy == "rsa":
+        return False
+    if known == SignatureKey.ED25519:
+        return True
+    return policy == "ed25519-first" and not is_settled(known, checked_at, recheck_days, now)
+
+
+def learned_from(status: int | None, body_head: str) -> SignatureKey | None:
+    """What the answer to an Ed25519-signed POST says of the host: it accepts Ed25519 (a 2xx),
+    it refuses it (a signature refusal), or nothing (no answer, a 5xx, a 4xx of another kind)."""
+    if confirms(status):
+        return SignatureKey.ED25519
+    if refuses_signature(status, body_head):
+        return SignatureKey.RSA
+    return None
+
+
+def falls_back(status: int | None, body_head: str, discovering: bool) -> bool:
+    """Whether to re-sign with RSA and POST again at once: a refused Ed25519 signature, or a 5xx
+    to a discovery knock (some servers crash on a key they cannot read instead of refusing it)."""
+    if refuses_signature(status, body_head):
+        return True
+    return discovering and status is not None and 500 <= status < 600
