@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 
 import asyncpg
+from sqlalchemy.dialects.postgresql.asyncpg import AsyncAdapt_asyncpg_dbapi
 from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 
 from fedqueue.rules.columns import text_problem
@@ -41,7 +42,7 @@ def refuse_unstorable(values: Iterable[str]) -> None:
 
 
 def _first_line(exc: Exception) -> str:
-    return (str(getattr(exc, "orig", exc)).splitlines() or [type(exc).__name__])[0]
+    return (str(getattr(exc, "orig", None) or exc).splitlines() or [type(exc).__name__])[0]
 
 
 class DatabaseOutages:
@@ -98,12 +99,13 @@ _CONNECTION_LOST = ("08", "57P01", "57P02", "57P03")
 
 
 def _connection_lost(exc: Exception) -> bool:
-    """Whether `exc` (refused by SQLAlchemy or the driver) is the connection, not the statement."""
+    """Whether `exc` (refused by SQLAlchemy, its driver adapter or the driver) is the connection,
+    not the statement: its SQLSTATE says so, or the adapter's error wraps an unreachable one."""
     if isinstance(exc, DBAPIError) and exc.connection_invalidated:
         return True
-    orig = getattr(exc, "orig", exc)
+    orig = getattr(exc, "orig", None) or exc
     sqlstate = str(getattr(orig, "sqlstate", None) or "")
-    return sqlstate.startswith(_CONNECTION_LOST)
+    return sqlstate.startswith(_CONNECTION_LOST) or isinstance(exc.__cause__, _UNREACHABLE)
 
 
 #: SQLite's answers to a writer that waited out its busy timeout: contention, not an outage.
@@ -156,9 +158,13 @@ _UNREACHABLE = (
     asyncpg.CannotConnectNowError,
     sqlite3.OperationalError,
 )
-#: SQLAlchemy's errors as fedqueue's; a new connection's failure (refused, timed out, the server
-#: starting) comes through SQLAlchemy as the driver raised it.
-translated_errors = _translating((OperationalError, *_UNREACHABLE), (DBAPIError, *_UNBINDABLE))
+#: SQLAlchemy's errors as fedqueue's. A new connection's failure (refused, timed out) comes through
+#: SQLAlchemy as the driver raised it, or as its asyncpg adapter's error when asyncpg's was one
+#: of the server's ("the database system is starting up", a restart's end): a pool's checkout
+#: (`Database.driver`) does not wrap it in a DBAPIError.
+translated_errors = _translating(
+    (OperationalError, *_UNREACHABLE), (DBAPIError, AsyncAdapt_asyncpg_dbapi.Error, *_UNBINDABLE)
+)
 #: The drivers' own errors, for statements run on asyncpg or aiosqlite directly (`Database.fetch`).
 translated_driver_errors = _translating(_UNREACHABLE, (asyncpg.DataError, *_UNBINDABLE))
 
@@ -171,8 +177,8 @@ def _raise_if_unstorable(exc: Exception) -> None:
     OverflowError or UnicodeEncodeError unwrapped when it cannot bind a parameter. Anything else
     (an integrity or programming error) is left alone.
     """
-    if isinstance(exc, DBAPIError):
-        orig = exc.orig
+    if isinstance(exc, DBAPIError | AsyncAdapt_asyncpg_dbapi.Error):
+        orig = getattr(exc, "orig", None) or exc
         sqlstate = str(getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None) or "")
         if not isinstance(exc, DataError) and not sqlstate.startswith(DATA_EXCEPTION_CLASS):
             return
