@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from fedqueue.rules.states import SETTLED, CircuitState, DeliveryState, is_complete
+from fedqueue.rules.states import SETTLED, CircuitState, DeliveryState, SignatureKey, is_complete
 from fedqueue.rules.waiting import Waiting
 
 CIRCUIT_STATES = (CircuitState.CLOSED, CircuitState.HALF_OPEN, CircuitState.OPEN)
@@ -89,6 +89,8 @@ class HostView:
     circuit_until: datetime | None = None
     #: Why an admin blocked it (a block covers its subdomains too).
     block_reason: str | None = None
+    #: The key its deliveries are signed with first (`SignatureKey`, `rules.key_choice`).
+    signature_key: str = SignatureKey.UNKNOWN
 
     @property
     def in_trouble(self) -> bool:

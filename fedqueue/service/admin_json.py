@@ -90,6 +90,8 @@ class HostJson(TypedDict):
     block_reason: str | None
     unavailable: bool
     signature_scheme: str
+    #: `unknown`, `ed25519` or `rsa`: the key its deliveries are signed with first.
+    signature_key: str
     counts: Counts
     in_trouble: bool
 
@@ -211,6 +213,7 @@ def host_json(item: HostView) -> HostJson:
         "block_reason": item.block_reason,
         "unavailable": item.unavailable,
         "signature_scheme": item.signature_scheme,
+        "signature_key": item.signature_key,
         "counts": item.counts,
         "in_trouble": item.in_trouble,
     }

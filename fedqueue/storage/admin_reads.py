@@ -18,7 +18,7 @@ from fedqueue.rules.admin_views import (
 )
 from fedqueue.rules.columns import HOST_CHARS, NAME_CHARS, URI_CHARS, check_row_id, check_text, parse_decimal
 from fedqueue.rules.errors import InvalidInput, NotFound
-from fedqueue.rules.states import DELIVERY_STATES, FINISHED, CircuitState
+from fedqueue.rules.states import DELIVERY_STATES, FINISHED, CircuitState, SignatureKey
 from fedqueue.rules.waiting import why_waiting
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
@@ -217,6 +217,7 @@ class AdminViews:
                 HOSTS.c.blocked,
                 HOSTS.c.unavailable,
                 HOSTS.c.signature_scheme,
+                HOSTS.c.signature_key,
                 HOSTS.c.circuit_until,
                 HOSTS.c.block_reason,
                 *[counts.c[state] for state in DELIVERY_STATES],
@@ -325,4 +326,5 @@ def _host_view(row: Row[*tuple[Any, ...]]) -> HostView:
         counts={state.value: int(getattr(row, state) or 0) for state in DELIVERY_STATES},
         circuit_until=row.circuit_until,
         block_reason=row.block_reason,
+        signature_key=row.signature_key or SignatureKey.UNKNOWN,
     )

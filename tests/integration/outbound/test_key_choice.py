@@ -18,10 +18,14 @@ from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.schema import HOSTS
+from fedqueue.web.app import create_app
+from tests.conftest import ADMIN_TOKEN
+from tests.helpers import asgi_client
 from tests.loopback import LoopbackServer, Recorded
 from tests.outbound import fast, insert_outbox_row, run_burst
 
 INBOXES = 12
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
 def is_ed25519(request: Recorded) -> bool:
@@ -144,3 +148,15 @@ async def test_a_host_that_takes_ed25519_gets_it_and_keeps_it_under_the_default_
     await run_burst(fast(settings, signature_key_policy="rsa"), store)
     assert len(posts(remote)) == 3 * INBOXES
     assert not any(is_ed25519(r) for r in posts(remote)[2 * INBOXES :])
+
+
+async def test_the_admin_host_json_shows_the_key_a_host_is_signed_for(
+    settings: Settings, store: Store
+) -> None:
+    await store.hosts.remember_key("ed.example", "ed25519", utcnow())
+    await store.hosts.remember_key("rsa.example", "rsa", utcnow())
+    async with asgi_client(create_app(settings, store)) as client:
+        for host, key in (("ed.example", "ed25519"), ("rsa.example", "rsa")):
+            response = await client.get(f"/admin/hosts/{host}", headers=ADMIN)
+            assert response.status_code == 200, response.text
+            assert response.json()["signature_key"] == key
