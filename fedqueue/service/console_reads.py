@@ -1,11 +1,14 @@
 """Reads the admin console needs that the JSON API does not give the same way: followers of an
 actor by offset (the console's Next page link), with whether more follow; the audit log a page at
 a time, newest first; the webhooks with their health; the blocked domains; and the follows
-waiting for approval across every actor."""
+waiting for approval across every actor; and the delivery history, per host and in all."""
 
 from __future__ import annotations
 
-from fedqueue.rules.admin_views import AuditEntry
+import dataclasses
+from datetime import UTC, datetime, timedelta
+
+from fedqueue.rules.admin_views import AuditEntry, Bucket
 from fedqueue.rules.errors import InvalidInput
 from fedqueue.rules.states import FollowerState
 from fedqueue.storage import Store
@@ -60,3 +63,28 @@ async def pending_follows(store: Store, *, offset: int, limit: int) -> tuple[lis
         raise InvalidInput(f"a page holds 1 to {MAX_FOLLOWER_PAGE} follows from offset 0 on")
     rows = await ConsoleReads(store.database).pending_follows(offset=offset, limit=limit + 1)
     return rows[:limit], len(rows) > limit
+
+
+@dataclasses.dataclass(frozen=True)
+class History:
+    """Deliveries per bucket over a span: in all, and per host (hosts with none left out)."""
+
+    total: list[Bucket]
+    by_host: dict[str, list[Bucket]]
+
+
+async def history(store: Store, span: timedelta, buckets: int, now: datetime | None = None) -> History:
+    """Delivered, failed and dead per bucket over the `span` before `now`, in all and per host."""
+    width = span / buckets
+    since = (now or datetime.now(UTC)) - span
+    by_host = await ConsoleReads(store.database).history_by_host(since, width, buckets)
+    total = [
+        Bucket(
+            since + i * width,
+            sum(h[i].delivered for h in by_host.values()),
+            sum(h[i].failed for h in by_host.values()),
+            sum(h[i].dead for h in by_host.values()),
+        )
+        for i in range(buckets)
+    ]
+    return History(total, by_host)

@@ -1,16 +1,16 @@
 """Reads only the admin console makes: the audit log a page at a time, newest first, each
-webhook's health from the deliveries rows its events are sent as, and the follows waiting for
-approval across every actor."""
+webhook's health from the deliveries rows its events are sent as, the follows waiting for
+approval across every actor, and each host's delivery history."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import case, func, select
+from sqlalchemy import and_, case, func, select
 
-from fedqueue.rules.admin_views import AuditEntry
+from fedqueue.rules.admin_views import AuditEntry, Bucket
 from fedqueue.rules.states import UNFINISHED, DeliveryState, FollowerState
 from fedqueue.storage.database import Database
 from fedqueue.storage.followers import Follower
@@ -90,3 +90,33 @@ class ConsoleReads:
         async with self._db.reading() as conn:
             rows = await conn.execute(query)
         return [Follower(**row._asdict()) for row in rows]
+
+    async def history_by_host(
+        self, since: datetime, width: timedelta, buckets: int
+    ) -> dict[str, list[Bucket]]:
+        """Per host, per bucket of `width` from `since`: deliveries that succeeded, and those whose
+        latest attempt left them failed or dead (a failure counts once, at its latest attempt, as
+        in `StatsStore.last_hour`: there is no per-attempt history). Hosts with none are left out."""
+        delivered_at, attempted_at = DELIVERIES.c.delivered_at, DELIVERIES.c.last_attempt_at
+        starts = [since + i * width for i in range(buckets)]
+        columns = []
+        for start in starts:
+            end = start + width
+            columns.append(func.sum(case((and_(delivered_at >= start, delivered_at < end), 1), else_=0)))
+            for state in (DeliveryState.FAILED, DeliveryState.DEAD):
+                in_bucket = and_(DELIVERIES.c.state == state, attempted_at >= start, attempted_at < end)
+                columns.append(func.sum(case((in_bucket, 1), else_=0)))
+        query = (
+            select(DELIVERIES.c.host, *columns)
+            .where((delivered_at >= since) | (attempted_at >= since))
+            .group_by(DELIVERIES.c.host)
+        )
+        async with self._db.reading() as conn:
+            rows = (await conn.execute(query)).all()
+        return {
+            row[0]: [
+                Bucket(start, int(row[1 + 3 * i] or 0), int(row[2 + 3 * i] or 0), int(row[3 + 3 * i] or 0))
+                for i, start in enumerate(starts)
+            ]
+            for row in rows
+        }

@@ -56,6 +56,7 @@ from fedqueue.web import (
     console_actors,
     console_audit,
     console_blocks,
+    console_history,
     console_relays,
     console_webhooks,
     dashboard,
@@ -290,6 +291,7 @@ def _routes() -> list[Route]:
         *console_webhooks.routes,
         *console_relays.routes,
         *console_blocks.routes,
+        *console_history.routes,
     ]
 
 

@@ -117,9 +117,12 @@ def render(request: Request, template: str, status_code: int = 200, **context: A
 CHART_SERIES = (DeliveryState.DELIVERED, DeliveryState.FAILED, DeliveryState.DEAD)
 
 
-def chart(buckets: list[Bucket], width: int = 480, height: int = 160) -> dict[str, Any]:
-    """Bar geometry for the last hour: per 5 minutes, delivered, failed and dead side by side,
-    inside a plot area that leaves room for the axis labels."""
+def chart(
+    buckets: list[Bucket], width: int = 480, height: int = 160, clock: str = "%H:%M", every: int = 3
+) -> dict[str, Any]:
+    """Bar geometry per bucket (the last hour's 5 minutes, or a longer span's): delivered, failed
+    and dead side by side, inside a plot area that leaves room for the axis labels; a tick (its
+    time as `clock` says) every `every` buckets."""
     left, bottom, top = 40, 36, 8
     plot_w, plot_h = width - left - 8, height - bottom - top
     peak = max([1, *(max(b.delivered, b.failed, b.dead) for b in buckets)])
@@ -138,11 +141,11 @@ def chart(buckets: list[Bucket], width: int = 480, height: int = 160) -> dict[st
                     "w": bar_w,
                     "h": h,
                     "colour": STATE_COLOURS[state],
-                    "title": f"{bucket.start:%H:%M} UTC, {state}: {value}",
+                    "title": f"{bucket.start:{clock}} UTC, {state}: {value}",
                 }
             )
-        if i % 3 == 0:
-            ticks.append({"x": round(x, 1), "label": f"{bucket.start:%H:%M}"})
+        if i % every == 0:
+            ticks.append({"x": round(x, 1), "label": f"{bucket.start:{clock}}"})
     return {
         "width": width,
         "height": height,
@@ -154,4 +157,30 @@ def chart(buckets: list[Bucket], width: int = 480, height: int = 160) -> dict[st
         "ticks": ticks,
         "peak": peak,
         "series": CHART_SERIES,
+    }
+
+
+def sparkline(
+    buckets: list[Bucket], span: str, bucket: str = "hour", width: int = 96, height: int = 20
+) -> dict[str, Any]:
+    """A host's failures (failed and dead) per bucket as small bars, scaled to its own peak, with
+    the text a screen reader says of it."""
+    failures = [b.failed + b.dead for b in buckets]
+    peak = max([1, *failures])
+    slot = width / max(1, len(buckets))
+    bars = [
+        {"x": round(i * slot, 1), "y": round(height - h, 1), "w": round(slot * 0.8, 1), "h": h}
+        for i, n in enumerate(failures)
+        if (h := round(n / peak * (height - 1), 1)) > 0
+    ]
+    total = sum(failures)
+    label = f"{plural(total, 'failure')} in the last {span}" + (
+        f", at most {peak} in one {bucket}" if total else ""
+    )
+    return {
+        "width": width,
+        "height": height,
+        "bars": bars,
+        "colour": STATE_COLOURS[DeliveryState.DEAD],
+        "label": label,
     }

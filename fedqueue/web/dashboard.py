@@ -7,6 +7,7 @@ live view (/static/live.js, same origin, allowed by the page's CSP). Actions liv
 
 from __future__ import annotations
 
+from datetime import timedelta
 from importlib.resources import files
 from urllib.parse import urlencode
 
@@ -17,7 +18,7 @@ from starlette.routing import Route
 from fedqueue.rules.admin_views import HostView
 from fedqueue.rules.states import CIRCUIT_STATES, STATUS_ORDER
 from fedqueue.rules.status_order import status_query
-from fedqueue.service import admin_reads
+from fedqueue.service import admin_reads, console_reads
 from fedqueue.web.admin_auth import (
     COOKIE_NAME,
     current_session,
@@ -26,7 +27,7 @@ from fedqueue.web.admin_auth import (
     sentence,
     token_matches,
 )
-from fedqueue.web.console_render import CHART_SERIES, chart, render
+from fedqueue.web.console_render import CHART_SERIES, chart, render, sparkline
 from fedqueue.web.incoming import public_scheme
 from fedqueue.web.metrics import workers_view_of
 from fedqueue.web.query_params import accepts
@@ -127,10 +128,12 @@ async def hosts_page(request: Request) -> Response:
     if health is not None and health not in HEALTH_FILTERS:
         return error_page(request, 400, f"unknown health {health[:40]!r}: use failing or healthy")
     hosts = await admin_reads.hosts(store_of(request), limit=500)
+    history = await console_reads.history(store_of(request), timedelta(hours=24), 24)
     return render(
         request,
         "hosts.html",
         hosts=filter_hosts(hosts, circuit, health),
+        sparks={host: sparkline(buckets, "24 hours") for host, buckets in history.by_host.items()},
         circuit=circuit,
         health=health,
         circuits=CIRCUIT_STATES,

@@ -1,0 +1,56 @@
+"""The console's delivery history (/admin/ui/history): delivered, failed and dead over the last
+24 hours (per hour) and 7 days (per 6 hours), server-rendered as the overview's last hour is.
+
+Read from the deliveries rows themselves: a failure counts once, at its latest attempt, and
+deliveries pruned by retention (`retention_delivered_days`, `retention_dead_days`) are no longer
+counted, so the 7 days are complete only while retention keeps that long."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from fedqueue.rules.states import DeliveryState
+from fedqueue.service import console_reads
+from fedqueue.web.console_render import CHART_SERIES, chart, render
+from fedqueue.web.query_params import accepts
+from fedqueue.web.responses import settings_of, store_of
+
+#: (span, buckets, tick label, a tick every so many buckets, what a bucket is) of each chart.
+SPANS = (
+    ("24 hours", timedelta(hours=24), 24, "%H:%M", 3, "1-hour buckets"),
+    ("7 days", timedelta(days=7), 28, "%m-%d", 4, "6-hour buckets"),
+)
+
+
+@accepts()
+async def history_page(request: Request) -> Response:
+    """Both spans' charts, with their totals per state."""
+    store, settings = store_of(request), settings_of(request)
+    charts = []
+    for name, span, buckets, clock, every, axis in SPANS:
+        history = await console_reads.history(store, span, buckets)
+        totals = {s: sum(getattr(b, s) for b in history.total) for s in CHART_SERIES}
+        charts.append(
+            {
+                "name": name,
+                "chart": chart(history.total, clock=clock, every=every),
+                "axis": axis,
+                "totals": totals,
+            }
+        )
+    return render(
+        request,
+        "history.html",
+        charts=charts,
+        kept_days={
+            DeliveryState.DELIVERED: settings.retention_delivered_days,
+            DeliveryState.DEAD: settings.retention_dead_days,
+        },
+    )
+
+
+routes = [Route("/admin/ui/history", history_page, methods=["GET"])]
