@@ -115,11 +115,14 @@ def test_status_lists_failing_deliveries_first_and_says_why_each_one_waits(tmp_p
         [found] = [line for line in lines[start:] if line.split()[:1] == [str(delivery_id)]][:1]
         return found
 
-    assert row(2, "failing").endswith("failed         3  connection refused")
+    # A failed delivery is listed once, under failing, with its reason and its wait.
+    assert row(2, "failing").endswith(
+        f"failed         3  connection refused; circuit open, next probe {probe}"
+    )
+    assert row(3, "failing").endswith(f"failed         1  backoff until {probe}")
     assert row(4, "failing").endswith("dead           1  HTTP 410")
     assert row(1, "waiting").endswith("host paused")
-    assert row(2, "waiting").endswith(f"circuit open, next probe {probe}")
-    assert row(3, "waiting").endswith(f"backoff until {probe}")
+    assert [line.split()[0] for line in lines[lines.index("waiting:") + 2 :]] == ["1"]
     document = json.loads(run_fedqueue("status", "1", "--json", cwd=tmp_path, env=env).stdout)
     assert [d["id"] for d in document["deliveries"]] == [2, 3, 1, 4]  # failed, queued, dead
     assert document["deliveries"][2]["waiting"]["reason"] == "host_paused"
