@@ -56,15 +56,46 @@ class Proof:
 
 # --- RFC 8785: JSON Canonicalization Scheme -------------------------------------------------
 
+#: Integers below this in magnitude are the same as IEEE 754 doubles, so written alike.
+_EXACT = 2**53
+
 
 def canonicalize(value: Any) -> bytes:
-    """The RFC 8785 (JCS) form of a JSON value, UTF-8; Unusable for what JSON cannot carry."""
-    parts: list[str] = []
-    _write(value, parts)
+    """The RFC 8785 (JCS) form of a JSON value, UTF-8; Unusable for what JSON cannot carry.
+
+    A document with no number JCS writes otherwise than Python (no float, no integer past
+    2**53) and no object key outside the Basic Multilingual Plane (where code point order and
+    UTF-16 order part) is written by the json module's C encoder, keys sorted: the same bytes,
+    several times faster than `_write`.
+    """
     try:
-        return "".join(parts).encode("utf-8")
+        if _plain(value):
+            text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        else:
+            parts: list[str] = []
+            _write(value, parts)
+            text = "".join(parts)
+        return text.encode("utf-8")
     except UnicodeEncodeError:
         raise Unusable("the document holds a lone UTF-16 surrogate, which JCS cannot encode") from None
+
+
+def _plain(value: Any) -> bool:
+    """Whether `value` holds only what `json.dumps` writes as JCS does (see `canonicalize`)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            for key in item:
+                if type(key) is not str or (not key.isascii() and max(key) > "\uffff"):
+                    return False
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind not in (str, int, bool, type(None)) or (kind is int and not -_EXACT < item < _EXACT):
+            return False  # a float among them
+    return True
 
 
 def _write(value: Any, parts: list[str]) -> None:

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import jcs
 import pytest
 from apsig.proof import ProofSigner, ProofVerifier
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -81,6 +82,18 @@ def test_json_is_canonicalized_as_the_rfc_8785_author_s_test_data_says(case: str
 def test_numbers_are_written_as_rfc_8785_appendix_b_says(ieee754: str, expected: str) -> None:
     value = struct.unpack(">d", bytes.fromhex(ieee754))[0]
     assert di.canonicalize(value) == expected.encode()
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"\ue000": 1, "\U0001f600": 2, "a": [True, None, "\u2028\x7f\x1f"]},  # astral vs private use
+        {"é": {"z": 1, "ä": 2}, "b": ["ü", {"c": -(2**53) + 1}], "a": ""},  # BMP keys only
+        {"n": 2**53, "m": [0.1, -0.0, 1e21]},
+    ],
+)
+def test_documents_are_canonicalized_as_the_jcs_package_does(document: dict[str, Any]) -> None:
+    assert di.canonicalize(document) == jcs.canonicalize(document)
 
 
 def test_integers_past_two_to_the_53_are_written_as_the_double_they_read_as() -> None:
