@@ -189,3 +189,22 @@ async def test_a_proof_by_a_key_that_is_not_the_actor_s_vouches_for_nothing(
     refused_with(response, 401, "integrity proof:", inbox_log)
     assert response.json()["error"] == FORWARD_UNAUTHENTICATED
     assert await stored(store) == []
+
+
+async def test_a_relayed_create_with_its_actor_s_proof_is_stored_as_it_came_without_a_fetch(
+    client: httpx.AsyncClient, store: Store, bob: RemoteActor, remote: LoopbackServer, other: LoopbackServer
+) -> None:
+    await store.actors.create("alice")
+    key = Ed25519PrivateKey.generate()
+    publish_with_multikey(bob, key)
+    relay = RemoteActor(other, name="relay").publish()
+    create = proved_reply(bob, key)
+    announce = relay.activity("Announce", to=[AS_PUBLIC], object=create)
+
+    response = await post(client, "/inbox", relay.signed("/inbox", announce))
+
+    assert response.status_code == 202, response.text
+    [row] = await stored(store)
+    assert (row["activity_type"], row["actor_uri"]) == ("Announce", relay.uri)
+    assert json.loads(row["body"])["object"] == create  # bob's proof vouched for it
+    assert not remote.received("GET", "/users/bob/notes/1")
