@@ -41,10 +41,12 @@ CLOCK_ONLY = timedelta(hours=12)
 
 
 def utc_label(moment: datetime, now: datetime) -> str:
-    """'HH:MM UTC' within 12 hours of `now`, else 'YYYY-MM-DD HH:MM UTC'."""
+    """'HH:MM:SS UTC' within 12 hours of `now`, else 'YYYY-MM-DD HH:MM:SS UTC'.
+
+    To the second: 'backoff until 07:30' read at 07:30:40 looked overdue (issue 51)."""
     if abs(moment - now) < CLOCK_ONLY:
-        return f"{moment:%H:%M} UTC"
-    return f"{moment:%Y-%m-%d %H:%M} UTC"
+        return f"{moment:%H:%M:%S} UTC"
+    return f"{moment:%Y-%m-%d %H:%M:%S} UTC"
 
 
 def why_waiting(

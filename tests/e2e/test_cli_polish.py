@@ -108,7 +108,7 @@ def test_status_lists_failing_deliveries_first_and_says_why_each_one_waits(tmp_p
     shown = run_fedqueue("status", "1", cwd=tmp_path, env=env)
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
-    probe = later.strftime("%H:%M UTC")
+    probe = later.strftime("%H:%M:%S UTC")
 
     def row(delivery_id: int, section: str) -> str:
         start = lines.index(f"{section}:")
