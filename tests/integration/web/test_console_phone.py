@@ -121,3 +121,22 @@ async def test_console_times_show_their_seconds(client: httpx.AsyncClient, store
         text = (await client.get(path, headers=headers)).text
         assert f"next probe {probe_at:%Y-%m-%d %H:%M:%S} UTC" in text, path
         assert f"{since:%Y-%m-%d %H:%M:%S} UTC" in text, path
+
+
+async def test_a_delivery_in_backoff_says_until_when_to_the_second(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    due = (utcnow() + timedelta(minutes=20)).replace(second=40, microsecond=0)
+    await seed_activity(
+        store.database,
+        "alice",
+        "https://local.example/a/1",
+        [
+            SeededDelivery(
+                "https://slow.example/inbox", "failed", attempts=1, last_status=503, next_attempt_at=due
+            )
+        ],
+    )
+    headers, _ = await _login(client)
+    page = await client.get("/admin/ui/deliveries", headers=headers)
+    assert f"waiting: backoff until {due:%H:%M:%S} UTC" in page.text
