@@ -73,11 +73,16 @@ class History:
     by_host: dict[str, list[Bucket]]
 
 
-async def history(store: Store, span: timedelta, buckets: int, now: datetime | None = None) -> History:
-    """Delivered, failed and dead per bucket over the `span` before `now`, in all and per host."""
+async def history(
+    store: Store, span: timedelta, buckets: int, *, failures_only: bool = False, now: datetime | None = None
+) -> History:
+    """Delivered, failed and dead per bucket over the `span` before `now`, in all and per host
+    (with `failures_only`, delivered ones are not read: all 0)."""
     width = span / buckets
     since = (now or datetime.now(UTC)) - span
-    by_host = await ConsoleReads(store.database).history_by_host(since, width, buckets)
+    by_host = await ConsoleReads(store.database).history_by_host(
+        since, width, buckets, failures_only=failures_only
+    )
     total = [
         Bucket(
             since + i * width,

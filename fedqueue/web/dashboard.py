@@ -128,7 +128,7 @@ async def hosts_page(request: Request) -> Response:
     if health is not None and health not in HEALTH_FILTERS:
         return error_page(request, 400, f"unknown health {health[:40]!r}: use failing or healthy")
     hosts = await admin_reads.hosts(store_of(request), limit=500)
-    history = await console_reads.history(store_of(request), timedelta(hours=24), 24)
+    history = await console_reads.history(store_of(request), timedelta(hours=24), 24, failures_only=True)
     return render(
         request,
         "hosts.html",
