@@ -298,3 +298,47 @@ def test_fedify_fetches_every_kind_of_minted_id_and_gets_the_object_404_or_410_a
     # Direct: only to carol, or a GET signed on her server.
     assert lookup(direct)["status"] == 404
     assert lookup(direct, "carol") == {"status": 200, "id": direct, "type": "Note", "content": "to carol"}
+
+
+def host_key(instance: LiveInstance, host: str) -> str | None:
+    """The key fedqueue remembers `host` to accept (`hosts.signature_key`), None without a row."""
+    with sqlite3.connect(instance.database_url.removeprefix("sqlite+aiosqlite:///")) as db:
+        rows = db.execute("SELECT signature_key FROM hosts WHERE host = ?", (host,)).fetchall()
+    return rows[0][0] if rows else None
+
+
+def test_fedify_reads_the_fep521a_multikey_and_verifies_ed25519_rfc9421_deliveries(
+    tmp_path: Path, fedify: FedifyServer
+) -> None:
+    policy = {"FEDQUEUE_SIGNATURE_KEY_POLICY": "ed25519-first"}
+    with live_instance(tmp_path, admin_token="interop-admin-token-for-the-test", env=policy) as instance:
+        token = create_actor(instance, "alice", tmp_path)
+        alice = f"{instance.origin}/actors/alice"
+        key_id = f"{alice}#ed25519-key"
+        # Fedify's key fetch and actor lookup read the Multikey as Fedify's own code does.
+        assert fedify.run(do="fetchMultikey", keyId=key_id) == {
+            "ok": True,
+            "controller": alice,
+            "algorithm": "Ed25519",
+        }
+        looked_up = fedify.run(do="assertionMethods", uri=alice)
+        assert looked_up == {"keys": [{"id": key_id, "controller": alice, "algorithm": "Ed25519"}]}
+        looked_up = fedify.run(do="assertionMethods", uri=f"{instance.origin}/actor")
+        assert [key["id"] for key in looked_up["keys"]] == [f"{instance.origin}/actor#ed25519-key"]
+
+        # alice's Accept and then her Note reach Fedify signed with Ed25519 under RFC 9421: Fedify
+        # runs its inbox listeners only for verified activities, and fedqueue remembers the host
+        # as taking Ed25519 only after a 2xx to an Ed25519-signed delivery (a refusal: `rsa`).
+        fedify_follows(instance, fedify, "alice", "fan")
+        public = "https://www.w3.org/ns/activitystreams#Public"
+        create, _note = posted(
+            instance,
+            "alice",
+            token,
+            {"type": "Note", "content": "signed with Ed25519", "to": [public], "cc": [f"{alice}/followers"]},
+        )
+        eventually(
+            lambda: create in [item["id"] for item in fedify.run(do="received")["received"]],
+            "Fedify verified and took alice's Create",
+        )
+        assert host_key(instance, fedify.origin.removeprefix("http://")) == "ed25519"

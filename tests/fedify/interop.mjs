@@ -37,6 +37,12 @@
 //   {"do": "fetchKey", "keyId": URI}
 //       Fedify's own key fetch, uncached (as by a server that never saw the key):
 //       -> {"ok": true, "owner": URI} if it yields a key, else {"error": HTTP STATUS | REASON}.
+//   {"do": "fetchMultikey", "keyId": URI}
+//       Fedify's key fetch of a FEP-521a Multikey (fetchKeyDetailed with Multikey), uncached:
+//       -> {"ok": true, "controller": URI, "algorithm": NAME} if it yields a key, else {"error"}.
+//   {"do": "assertionMethods", "uri": URI}
+//       Fedify looks up the actor at URI (unsigned, uncached) and reads its assertionMethod:
+//       -> {"keys": [{"id", "controller", "algorithm"}, ...]} (algorithm: the CryptoKey's).
 //   {"do": "lookup", "uri": URI, "signer": NAME | null}
 //       Fedify dereferences URI (lookupObject), with a GET signed as NAME (its authenticated
 //       document loader) or unsigned: -> {"status": 200, "id", "type", "content"} if Fedify reads
@@ -64,6 +70,7 @@ import {
   Delete,
   Follow,
   Move,
+  Multikey,
   Note,
   Person,
   PUBLIC_COLLECTION,
@@ -301,6 +308,24 @@ async function run(command) {
       });
       if (key != null) return { ok: true, owner: key.ownerId?.href };
       return { error: fetchError == null ? "no key" : String(fetchError.status ?? fetchError.error) };
+    }
+    case "fetchMultikey": {
+      const { key, fetchError } = await fetchKeyDetailed(new URL(command.keyId), Multikey, {
+        documentLoader: getDocumentLoader({ allowPrivateAddress: true }), // no cache: a fresh fetch
+        contextLoader: ctx.contextLoader,
+      });
+      if (key != null) return { ok: true, controller: key.controllerId?.href, algorithm: key.publicKey?.algorithm?.name };
+      return { error: fetchError == null ? "no key" : String(fetchError.status ?? fetchError.error) };
+    }
+    case "assertionMethods": {
+      const documentLoader = getDocumentLoader({ allowPrivateAddress: true });
+      const actor = await ctx.lookupObject(command.uri, { documentLoader });
+      if (actor == null || typeof actor.getAssertionMethods !== "function") return { error: "no actor" };
+      const found = [];
+      for await (const key of actor.getAssertionMethods({ documentLoader })) {
+        found.push({ id: key.id?.href, controller: key.controllerId?.href, algorithm: key.publicKey?.algorithm?.name });
+      }
+      return { keys: found };
     }
     case "lookup":
       return lookup(command.uri, command.signer);

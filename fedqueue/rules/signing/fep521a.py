@@ -3,8 +3,8 @@
 Beside the RSA `publicKey` that every peer reads, the actor lists its Ed25519 key as a
 `Multikey` under `assertionMethod`, as Fedify and Mitra publish it and Mastodon parses it:
 `{"id": "<actor>#ed25519-key", "type": "Multikey", "controller": "<actor>",
-"publicKeyMultibase": "z6Mk..."}`, with the Multikey context in `@context`. The same id is the
-`keyid` of the RFC 9421 signatures made with the key.
+"publicKeyMultibase": "z6Mk..."}`, with the DID and Multikey contexts in `@context`
+(as Fedify publishes them). The same id is the `keyid` of the RFC 9421 signatures made with it.
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ from fedqueue.rules.signing.multikey import ed25519_from_pem, encode_ed25519
 
 #: The JSON-LD context that defines `Multikey`, `controller` and `publicKeyMultibase`.
 MULTIKEY_CONTEXT = "https://w3id.org/security/multikey/v1"
+#: The one that defines `assertionMethod` as an actor's property (security/v1 does not, nor
+#: does data-integrity/v1 outside a proof): without it Fedify drops the property, finding no key.
+DID_CONTEXT = "https://www.w3.org/ns/did/v1"
 #: The fragment of an actor's Ed25519 key id, beside the RSA key's `#main-key`.
 ED25519_KEY_FRAGMENT = "#ed25519-key"
 
@@ -36,13 +39,12 @@ def multikey(actor_uri: str, public_pem: str) -> dict[str, str]:
 
 def with_multikey(document: dict[str, Any], public_pem: str | None) -> dict[str, Any]:
     """`document` (an actor's, its `id` set) with the Ed25519 key under `assertionMethod` and the
-    Multikey context added; unchanged while the actor has no Ed25519 key."""
+    contexts that define it added; unchanged while the actor has no Ed25519 key."""
     if public_pem is None:
         return document
     context = document.get("@context", [])
     contexts = list(context) if isinstance(context, list) else [context]
-    if MULTIKEY_CONTEXT not in contexts:
-        # Before any inline context (term definitions): the key terms must not be redefined after them.
-        at = next((n for n, item in enumerate(contexts) if not isinstance(item, str)), len(contexts))
-        contexts.insert(at, MULTIKEY_CONTEXT)
+    # Before any inline context (term definitions): the key terms must not be redefined after them.
+    at = next((n for n, item in enumerate(contexts) if not isinstance(item, str)), len(contexts))
+    contexts[at:at] = [url for url in (DID_CONTEXT, MULTIKEY_CONTEXT) if url not in contexts]
     return document | {"@context": contexts, "assertionMethod": [multikey(document["id"], public_pem)]}

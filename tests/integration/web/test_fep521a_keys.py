@@ -39,6 +39,7 @@ def check_fep521a(document: dict[str, Any], public_pem: str) -> None:
     multicodec ed25519-pub (0xed01), controller the actor, id under the actor; the key the stored one."""
     actor = document["id"]
     assert MULTIKEY_CONTEXT in document["@context"]
+    assert "https://www.w3.org/ns/did/v1" in document["@context"]  # defines assertionMethod
     (entry,) = document["assertionMethod"]
     assert entry["type"] == "Multikey"
     assert entry["controller"] == actor
