@@ -129,3 +129,19 @@ async def test_migrate_makes_no_keys_it_could_not_seal_and_says_why(
     assert (await store.actors.get("alice")).ed25519_public_key_pem is not None
     with pytest.raises(SettingsError):  # sealed under the passphrase, like the RSA key
         await store.actors.ed25519_signing_key("alice")
+
+
+async def test_keys_encrypt_seals_the_ed25519_keys_too(settings: Settings, store: Store) -> None:
+    await store.actors.create("alice")
+    await store.actors.instance_public_key()
+    sealing = Store.open(settings.database_url, b"right horse battery")
+    try:
+        assert await sealing.actors.encrypt_keys() == 2  # alice's pair of keys and the instance's
+        assert await sealing.actors.ed25519_signing_key("alice") is not None
+        assert await sealing.actors.instance_ed25519_signing_key() is not None
+    finally:
+        await sealing.close()
+    with pytest.raises(SettingsError):
+        await store.actors.ed25519_signing_key("alice")
+    with pytest.raises(SettingsError):
+        await store.actors.instance_ed25519_signing_key()
