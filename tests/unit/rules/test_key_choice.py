@@ -1,0 +1,49 @@
+"""The key a delivery is signed with first, per host and policy, and what an answer teaches."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from fedqueue.rules.key_choice import KeyPolicy, falls_back, learned_from, signs_ed25519
+
+NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+RECHECK_DAYS = 7.0
+
+
+@pytest.mark.parametrize(
+    ("policy", "known", "checked_days_ago", "ed25519"),
+    [
+        ("rsa", "ed25519", 0, False),
+        ("rsa", "unknown", None, False),
+        ("ed25519-where-learned", "ed25519", 30, True),  # learned: kept until refused
+        ("ed25519-where-learned", "unknown", None, False),
+        ("ed25519-where-learned", "rsa", 30, False),
+        ("ed25519-first", "unknown", None, True),
+        ("ed25519-first", "rsa", 1, False),  # refused lately: RSA until the recheck
+        ("ed25519-first", "rsa", 8, True),  # the recheck is due: one more Ed25519 knock
+    ],
+)
+def test_which_key_a_host_gets_first(
+    policy: KeyPolicy, known: str, checked_days_ago: int | None, ed25519: bool
+) -> None:
+    checked_at = None if checked_days_ago is None else NOW - timedelta(days=checked_days_ago)
+    assert signs_ed25519(policy, known, checked_at, RECHECK_DAYS, NOW) is ed25519
+
+
+def test_an_answer_teaches_ed25519_on_a_2xx_and_rsa_on_a_signature_refusal_only() -> None:
+    assert learned_from(202, "") == "ed25519"
+    assert learned_from(401, "") == "rsa"
+    assert learned_from(403, "") == "rsa"
+    assert learned_from(400, "Signature verification failed") == "rsa"
+    assert learned_from(400, "bad JSON") is None
+    assert learned_from(503, "") is None
+    assert learned_from(None, "") is None
+
+
+def test_a_refusal_falls_back_at_once_and_a_5xx_only_on_a_discovery_knock() -> None:
+    assert falls_back(401, "", discovering=False)
+    assert falls_back(500, "", discovering=True)
+    assert not falls_back(500, "", discovering=False)
+    assert not falls_back(202, "", discovering=True)
