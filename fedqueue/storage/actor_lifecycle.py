@@ -26,6 +26,7 @@ from fedqueue.rules.actor_documents import (
 )
 from fedqueue.rules.errors import ActorGone, InvalidInput, NotFound
 from fedqueue.rules.profile_fields import ProfileSaved, changed
+from fedqueue.rules.signing.fep521a import with_multikey
 from fedqueue.rules.states import (
     BACKLOG,
     UNFINISHED,
@@ -107,7 +108,12 @@ class ActorLifecycleStore:
         claimed). A change while one waits rewrites that one (document, id, inboxes): every
         edit until it is sent is carried by one Update, the latest.
         """
-        facts = (ACTORS.c.public_key_pem, ACTORS.c.auto_accept_follows, ACTORS.c.created_at)
+        facts = (
+            ACTORS.c.public_key_pem,
+            ACTORS.c.auto_accept_follows,
+            ACTORS.c.created_at,
+            ACTORS.c.ed25519_public_key_pem,
+        )
         async with self._db.transaction() as conn:
             row = await _live_row(conn, name, *facts, *PROFILE_COLUMNS)
             profile = changed(profile_of(row), change)
@@ -120,7 +126,10 @@ class ActorLifecycleStore:
                 tuple(json.loads(row.also_known_as or "[]")),
                 row.moved_to,
             )
-            activity = profile_update(urls, actor_document(urls, actor, profile), token)
+            # The document as served (`web.actors`), its FEP-521a key included: peers replace
+            # what they hold of the actor with the Update's object.
+            document = with_multikey(actor_document(urls, actor, profile), row.ed25519_public_key_pem)
+            activity = profile_update(urls, document, token)
             inboxes = await _heard_from_inboxes(conn, name)
             merged = bool(inboxes) and await _rewrite_waiting_update(conn, name, activity, inboxes)
             if inboxes and not merged:

@@ -5,6 +5,7 @@ at start (and at `fedqueue migrate`), once, however many processes start togethe
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,18 +14,21 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives import serialization
 from multiformats import multibase, multicodec
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from fedqueue.rules.errors import SettingsError
 from fedqueue.rules.signing.keys import load_public_key
 from fedqueue.service.database import check_private_keys, fill_ed25519_keys_at_migrate
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
-from fedqueue.storage.schema import ACTORS, INSTANCE_KEY
+from fedqueue.storage.schema import ACTORS, INSTANCE_KEY, OUTBOX
 from fedqueue.web.app import create_app
+from tests.conftest import ADMIN_TOKEN
 from tests.helpers import asgi_client
+from tests.outbound import add_follower
 
 ACTIVITY = {"Accept": "application/activity+json"}
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 MULTIKEY_CONTEXT = "https://w3id.org/security/multikey/v1"
 
 
@@ -145,3 +149,25 @@ async def test_keys_encrypt_seals_the_ed25519_keys_too(settings: Settings, store
         await store.actors.ed25519_signing_key("alice")
     with pytest.raises(SettingsError):
         await store.actors.instance_ed25519_signing_key()
+
+
+async def test_a_profile_update_carries_the_ed25519_key_as_the_document_does(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    created = await store.actors.create("blog")
+    await add_follower(store, "blog", "https://peer.example/users/f0", "https://peer.example/users/f0/inbox")
+    answer = await client.patch("/admin/actors/blog", json={"name": "The Blog"}, headers=ADMIN)
+    assert answer.status_code == 200, answer.text
+
+    async with store.database.reading() as conn:
+        query = select(OUTBOX.c.activity).where(OUTBOX.c.activity_type == "Update")
+        [stored] = (await conn.execute(query)).scalars().all()
+    update_activity = json.loads(stored)
+    served = (await client.get("/actors/blog", headers=ACTIVITY)).json()
+    assert update_activity["object"]["assertionMethod"] == served["assertionMethod"]
+    assert update_activity["@context"] == served["@context"]
+    assert created.actor.ed25519_public_key_pem is not None
+    check_fep521a(
+        {"@context": update_activity["@context"], **update_activity["object"]},
+        created.actor.ed25519_public_key_pem,
+    )
