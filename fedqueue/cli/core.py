@@ -331,8 +331,8 @@ ACTOR = CommandSpec(
 ACTOR_ACTIONS = (
     CommandSpec(
         "create",
-        "create a local actor with a fresh key pair",
-        "Create a local actor NAME with a fresh RSA-2048 key pair and print JSON with its id, "
+        "create a local actor with fresh key pairs",
+        "Create a local actor NAME with fresh RSA-2048 and Ed25519 key pairs and print JSON with its id, "
         "name and token (the bearer token for POSTs to its outbox; shown once).",
         ("fedqueue actor create alice",),
         run_actor_create,
