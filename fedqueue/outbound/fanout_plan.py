@@ -15,7 +15,7 @@ from typing import Any
 
 from fedqueue.outbound.coalescer import Coalescer
 from fedqueue.outbound.context import WorkerContext
-from fedqueue.outbound.integrity_proofs import prove, wants_proof
+from fedqueue.outbound.integrity_proofs import prove, wants_proof, without_early_signature
 from fedqueue.outbound.ld_signing import sign_public, wants_signature, with_security_context
 from fedqueue.outbound.recipient_fetches import ACTOR_FETCH_CONCURRENCY, Unusable, unusable
 from fedqueue.remote.documents import RemoteDirectory
@@ -111,6 +111,9 @@ class Planner:
         inboxes = None if entry.inboxes is None else parse_inboxes(entry.inboxes)
         facts = await self._coalescer.resolve_undo(facts, [p.facts for p in earlier])
         targets = await self._targets(entry, activity, inboxes, facts, refused)
+        if self._settings.object_integrity_proofs:
+            ld_signing = self._settings.ld_sign_public_activities
+            activity = without_early_signature(activity, entry.forwarded, ld_signing)
         ld_signs = self._settings.ld_sign_public_activities and wants_signature(activity, entry.forwarded)
         if self._settings.object_integrity_proofs and wants_proof(activity, entry.forwarded):
             # First, with the LD signature's context in: the LD signature covers the proof.

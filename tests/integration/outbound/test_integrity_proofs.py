@@ -8,6 +8,7 @@ import copy
 import json
 from typing import Any
 
+import httpx
 from apsig.proof import ProofVerifier
 from sqlalchemy import update
 
@@ -17,6 +18,7 @@ from fedqueue.rules.signing.multikey import ed25519_from_pem
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.schema import ACTORS
+from tests.conftest import ADMIN_TOKEN
 from tests.loopback import LoopbackServer
 from tests.outbound import accept_all, add_follower, fast, insert_outbox_row, run_burst
 
@@ -134,3 +136,24 @@ async def test_with_object_integrity_proofs_turned_off_activities_go_out_without
     assert "proof" not in body
     assert data_integrity.DATA_INTEGRITY_CONTEXT not in body.get("@context", [])
     assert metrics.proofs.made_outcomes == {}
+
+
+async def test_a_deleted_actor_s_delete_carries_a_proof_and_its_ld_signature_made_again_over_it(
+    client: httpx.AsyncClient, settings: Settings, store: Store, remote: LoopbackServer
+) -> None:
+    """The Delete is LD-signed when the actor is deleted; fan-out signs it again over its proof,
+    so a peer that knows only the actor's Ed25519 key (Fedify, once a proof verified) can check it."""
+    rsa_pem, ed_pem = await alice_followed(store, remote, 1)
+    deleted = await client.delete("/admin/actors/alice", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    assert deleted.status_code == 200, deleted.text
+    metrics = Metrics()
+
+    await run_burst(fast(settings), store, metrics=metrics)
+
+    body = json.loads(bodies(remote)["/f0"])
+    assert body["type"] == "Delete"
+    ld_signatures.verify(body, rsa_pem, ld_signatures.Budget.unbounded())
+    unsigned = {name: value for name, value in body.items() if name != "signature"}
+    assert ProofVerifier(ed25519_from_pem(ed_pem)).verify_proof(copy.deepcopy(unsigned)) == KEY_ID
+    assert metrics.proofs.made_outcomes == {"signed": 1}
+    assert metrics.ld_signings == {"signed": 1}
