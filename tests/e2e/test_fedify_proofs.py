@@ -1,9 +1,9 @@
 """FEP-8b32 proofs between a real `fedqueue serve` and Fedify's own code (tests/fedify/proofs.mjs),
 on both engines (issue 49, item 3).
 
-- Fedify's `verifyObject` verifies the proof on what fedqueue delivered (public, so also
-  LD-signed, and followers-only), with the Multikey it fetches from alice's actor document, and
-  refuses the same activity altered.
+- Fedify's `verifyObject`, with its federation's own loaders (as its inbox checks proofs),
+  verifies the proof on what fedqueue delivered (public, so also LD-signed, and followers-only)
+  with the Multikey it fetches from alice's actor document, and refuses the same activity altered.
 - fedqueue's inbox takes bob's Create, proved by Fedify's `signObject` and forwarded by carol
   (Fedify's `signRequest`), on its proof alone: nothing serves the Note for a re-fetch.
 
@@ -113,12 +113,6 @@ def post_note(instance: LiveInstance, token: str, content: str, to: list[str]) -
     assert answer.status_code == 201, answer.text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Fedify finds no assertionMethod in fedqueue's actor document: its @context lacks"
-    " https://www.w3.org/ns/did/v1, the context that defines the term (rules/signing/fep521a.py"
-    " adds only the Multikey one); with it added, Fedify verifies every proof (issue 49)",
-)
 def test_fedify_verifies_the_proofs_on_what_fedqueue_delivers_and_refuses_them_altered(
     instance: LiveInstance, fedify: Fedify, tmp_path: Path
 ) -> None:

@@ -10,8 +10,9 @@
 //   {"do": "follow", "actor": NAME, "object": URI, "inbox": URL}
 //       NAME sends Follow(object) to inbox.                          -> {"ok": true} | {"error"}
 //   {"do": "received", "type": TYPE}
-//       The bodies of type TYPE POSTed here so far, each checked by Fedify's verifyObject (its
-//       LD signature taken off first, as Fedify's inbox does): every attribution (actor,
+//       The bodies of type TYPE POSTed here so far, each checked by Fedify's verifyObject with the
+//       federation's own loaders (its LD signature taken off first), as Fedify's inbox checks
+//       proofs: every attribution (actor,
 //       attributedTo) must be vouched for by a proof whose key (fetched, uncached) the actor
 //       controls; and the same body with its object's content changed, which must not verify.
 //       -> {"received": [{"id", "proofs", "verified": bool, "tamperedVerified": bool}, ...]}
@@ -96,7 +97,9 @@ const unique = () => `${Date.now()}-${Math.random().toString(36).slice(2)}`;
 async function verified(document) {
   const unsigned = { ...document };
   delete unsigned.signature; // as Fedify's inbox does before it checks proofs
-  return (await verifyObject(Activity, unsigned, loaders)) !== null;
+  // The federation's own loaders, as its inbox checks proofs with.
+  const options = { documentLoader: ctx.documentLoader, contextLoader: ctx.contextLoader };
+  return (await verifyObject(Activity, unsigned, options)) !== null;
 }
 
 async function received(type) {
