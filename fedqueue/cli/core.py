@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import uvicorn
 
-from fedqueue.cli import actor_list, approval, profile
+from fedqueue.cli import actor_keys, actor_list, approval, profile
 from fedqueue.cli.help import CommandSpec, Subparsers, add_command, argument
 from fedqueue.cli.loop import run
 from fedqueue.logs import configure_logging, log_start
@@ -179,10 +179,9 @@ def run_serve(args: argparse.Namespace) -> int:
 def _serve_processes(args: argparse.Namespace) -> int:
     """`args.processes` children answer HTTP on one socket bound here; the first also runs the worker.
 
-    The kernel hands each connection to whichever child accepts it first. SIGTERM or SIGINT
-    stops every child (each with its own grace period); a child that exits by itself stops the
-    others, and `serve` exits 1 so a service manager restarts the whole set.
-    """
+    The kernel hands each connection to whichever child accepts it first. SIGTERM or SIGINT stops
+    every child (each with its own grace period); a child that exits by itself stops the others,
+    and `serve` exits 1 so a service manager restarts the whole set."""
     log = logging.getLogger("fedqueue")
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     listening = socket.create_server((args.host, args.port), family=family)
@@ -396,5 +395,6 @@ def register(commands: Subparsers) -> None:
     for action in ACTOR_ACTIONS:
         add_command(actor_commands, action)
     actor_list.register_actor_list(actor_commands)
+    actor_keys.register_rotate_key(actor_commands)
     approval.register_actor_actions(actor_commands)
     profile.register_actor_update(actor_commands)

@@ -27,6 +27,9 @@ from fedqueue.rules.states import SignatureKey
 
 KeyPolicy = Literal["rsa", "ed25519-where-learned", "ed25519-first"]
 KEY_POLICIES: tuple[KeyPolicy, ...] = ("rsa", "ed25519-where-learned", "ed25519-first")
+#: A local actor's two keys, as a rotation names them: RSA (`#main-key`), Ed25519 (`#ed25519-key`).
+KeyKind = Literal["rsa", "ed25519"]
+KEY_KINDS: dict[str, KeyKind] = {"rsa": "rsa", "ed25519": "ed25519"}
 
 
 def is_settled(known: str, checked_at: datetime | None, recheck_days: float, now: datetime) -> bool:

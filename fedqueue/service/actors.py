@@ -9,17 +9,23 @@ follow is forgotten and a Reject queued). An unlocked actor accepts follows as t
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import InvalidInput, NotFound
 from fedqueue.rules.follow_effects import EnqueueActivity, accept_activity, stored_follow
+from fedqueue.rules.key_choice import KeyKind
+from fedqueue.rules.signing.fep521a import ed25519_key_id
 from fedqueue.rules.signing.keys import KeysAtRest
 from fedqueue.rules.states import FollowerState
 from fedqueue.rules.urls import Urls
+from fedqueue.service.admin_json import KeyRotatedJson
 from fedqueue.storage import Store
+from fedqueue.storage.actor_lifecycle import KeyRotated
 from fedqueue.storage.actors import ActorListing, CreatedActor, LocalActor
+from fedqueue.storage.column_types import utcnow
 
 #: Actors one page of the actor list holds: `DEFAULT_ACTOR_PAGE` unless asked, at most `MAX_ACTOR_PAGE`.
 DEFAULT_ACTOR_PAGE = 100
@@ -114,3 +120,25 @@ async def instance_ed25519_public_key(store: Store) -> str | None:
     """The instance actor's Ed25519 public key (PEM), published as its FEP-521a Multikey; the key
     pairs are made on first need."""
     return await store.actors.instance_ed25519_public_key()
+
+
+async def rotate_key(store: Store, urls: Urls, name: str, key: KeyKind, who: str) -> KeyRotated:
+    """A new `key` pair for the live actor `name`, signing from now on; its Update (the document
+    with the new key) is queued for every inbox that has the actor, in the bulk lane as any
+    Update of an actor itself. Audited as `who`; the caller's `Keyring` should `forget` it."""
+    check_actor_name(name)
+    pair = await store.actors.new_key_pair(ed25519=key == "ed25519")
+    token = secrets.token_urlsafe(16)
+    return await store.actor_lifecycle.rotate_key(name, key, pair, urls, token, who, utcnow())
+
+
+def rotation_json(urls: Urls, rotated: KeyRotated) -> KeyRotatedJson:
+    """What a rotation did, as `fedqueue actor rotate-key` and the admin API print it."""
+    actor = urls.actor(rotated.name)
+    return {
+        "name": rotated.name,
+        "key": rotated.key,
+        "key_id": ed25519_key_id(actor) if rotated.key == "ed25519" else urls.key_id(rotated.name),
+        "rotated_at": rotated.rotated_at.isoformat(),
+        "update_inboxes": rotated.update_inboxes,
+    }

@@ -327,3 +327,15 @@ def consumer_json(item: Consumer) -> ConsumerJson:
         "last_seen_at": iso(item.last_seen_at),
         "idle": item.idle,
     }
+
+
+@with_config(SHAPE)
+class KeyRotatedJson(TypedDict):
+    """A key rotation: the actor, which key (`rsa`: `#main-key`, `ed25519`: `#ed25519-key`), its
+    id, when, and how many inboxes the actor's Update (with the new key) is queued for."""
+
+    name: str
+    key: str
+    key_id: str
+    rotated_at: IsoTime
+    update_inboxes: int

@@ -25,8 +25,10 @@ from fedqueue.rules.actor_documents import (
     profile_update,
 )
 from fedqueue.rules.errors import ActorGone, InvalidInput, NotFound
+from fedqueue.rules.key_choice import KeyKind
 from fedqueue.rules.profile_fields import ProfileSaved, changed
 from fedqueue.rules.signing.fep521a import with_multikey
+from fedqueue.rules.signing.keys import KeyPair
 from fedqueue.rules.states import (
     BACKLOG,
     UNFINISHED,
@@ -42,6 +44,25 @@ from fedqueue.storage.actors import PROFILE_COLUMNS, profile_of, profile_values
 from fedqueue.storage.audit import record_audit
 from fedqueue.storage.database import Database
 from fedqueue.storage.schema import ACTORS, DELIVERIES, FOLLOWERS, FOLLOWING, OUTBOX, RELAYS, REMOTE_ACTORS
+
+#: Each kind's (private, public) PEM columns.
+_KEY_COLUMNS: dict[KeyKind, tuple[str, str]] = {
+    "rsa": ("private_key_pem", "public_key_pem"),
+    "ed25519": ("ed25519_private_key_pem", "ed25519_public_key_pem"),
+}
+
+
+@dataclass(frozen=True)
+class KeyRotated:
+    """A key rotation done: which key, when, and the Update queued for `update_inboxes` inboxes
+    (`merged`: into the profile Update that was waiting)."""
+
+    name: str
+    key: KeyKind
+    rotated_at: datetime
+    update_inboxes: int
+    merged: bool
+
 
 #: Most aliases one actor may list.
 MAX_ALIASES = 20
@@ -108,45 +129,34 @@ class ActorLifecycleStore:
         claimed). A change while one waits rewrites that one (document, id, inboxes): every
         edit until it is sent is carried by one Update, the latest.
         """
-        facts = (
-            ACTORS.c.public_key_pem,
-            ACTORS.c.auto_accept_follows,
-            ACTORS.c.created_at,
-            ACTORS.c.ed25519_public_key_pem,
-        )
         async with self._db.transaction() as conn:
-            row = await _live_row(conn, name, *facts, *PROFILE_COLUMNS)
+            row = await _live_row(conn, name, *PROFILE_COLUMNS)
             profile = changed(profile_of(row), change)
             await conn.execute(update(ACTORS).where(ACTORS.c.name == name).values(**profile_values(profile)))
-            actor = ActorFacts(
-                name,
-                row.public_key_pem,
-                not row.auto_accept_follows,
-                row.created_at,
-                tuple(json.loads(row.also_known_as or "[]")),
-                row.moved_to,
-            )
-            # The document as served (`web.actors`), its FEP-521a key included: peers replace
-            # what they hold of the actor with the Update's object.
-            document = with_multikey(actor_document(urls, actor, profile), row.ed25519_public_key_pem)
-            activity = profile_update(urls, document, token)
-            inboxes = await _heard_from_inboxes(conn, name)
-            merged = bool(inboxes) and await _rewrite_waiting_update(conn, name, activity, inboxes)
-            if inboxes and not merged:
-                await conn.execute(
-                    insert(OUTBOX).values(
-                        actor=name,
-                        activity=json.dumps(activity, ensure_ascii=False),
-                        inboxes=json.dumps(inboxes),
-                        activity_id=activity["id"],
-                        activity_type="Update",
-                        object_id=activity["actor"],
-                        state=OutboxState.EXPANDING,
-                        lease_until=send_at,
-                    )
-                )
+            inboxes, merged = await _queue_self_update(conn, name, urls, token, send_at)
             await record_audit(conn, who, "actor_profile", name, {"changed": sorted(change)}, now)
-        return ProfileSaved(profile, len(inboxes), merged)
+        return ProfileSaved(profile, inboxes, merged)
+
+    async def rotated_at(self, name: str) -> datetime | None:
+        """When the actor's key was last rotated (None: never, or no such actor)."""
+        async with self._db.reading() as conn:
+            query = select(ACTORS.c.key_rotated_at).where(ACTORS.c.name == name)
+            return (await conn.execute(query)).scalar()
+
+    async def rotate_key(
+        self, name: str, kind: KeyKind, pair: KeyPair, urls: Urls, token: str, who: str, now: datetime
+    ) -> KeyRotated:
+        """Replace the live actor's `kind` key pair with `pair` (`key_rotated_at` = `now`) and queue
+        its Update, the new key in it, for every inbox that has it, due at once (a profile
+        Update waiting is rewritten instead); audited as `who`."""
+        private, public = _KEY_COLUMNS[kind]
+        async with self._db.transaction() as conn:
+            await _live_row(conn, name)
+            new = {private: pair.private_pem, public: pair.public_pem, "key_rotated_at": now}
+            await conn.execute(update(ACTORS).where(ACTORS.c.name == name).values(new))
+            inboxes, merged = await _queue_self_update(conn, name, urls, token, now)
+            await record_audit(conn, who, "actor_key_rotate", name, {"key": kind}, now)
+        return KeyRotated(name, kind, now, inboxes, merged)
 
     async def set_manual_approval(self, name: str, manual: bool, who: str, now: datetime) -> None:
         """Lock (`manual`) or unlock the actor: a locked actor's new follows wait for approval."""
@@ -248,6 +258,46 @@ class ActorLifecycleStore:
                 )
             )
         return int(keys.rowcount or 0), int(forgotten.rowcount or 0)
+
+
+async def _queue_self_update(
+    conn: AsyncConnection, name: str, urls: Urls, token: str, send_at: datetime
+) -> tuple[int, bool]:
+    """Queue the actor's Update (its whole document, as stored now) for every inbox that has it:
+    its followers', the accepted relays', every one it delivered to; how many inboxes, and
+    whether it rewrote the Update already waiting. It waits until `send_at` (`expanding`, no
+    lease owner, never claimed)."""
+    facts = (
+        ACTORS.c.public_key_pem,
+        ACTORS.c.auto_accept_follows,
+        ACTORS.c.created_at,
+        ACTORS.c.ed25519_public_key_pem,
+    )
+    row = await _live_row(conn, name, *facts, *PROFILE_COLUMNS)
+    also_known_as = tuple(json.loads(row.also_known_as or "[]"))
+    actor = ActorFacts(
+        name, row.public_key_pem, not row.auto_accept_follows, row.created_at, also_known_as, row.moved_to
+    )
+    # The document as served (`web.actors`), its FEP-521a key included: peers replace what they
+    # hold of the actor with the Update's object.
+    document = with_multikey(actor_document(urls, actor, profile_of(row)), row.ed25519_public_key_pem)
+    activity = profile_update(urls, document, token)
+    inboxes = await _heard_from_inboxes(conn, name)
+    merged = bool(inboxes) and await _rewrite_waiting_update(conn, name, activity, inboxes)
+    if inboxes and not merged:
+        await conn.execute(
+            insert(OUTBOX).values(
+                actor=name,
+                activity=json.dumps(activity, ensure_ascii=False),
+                inboxes=json.dumps(inboxes),
+                activity_id=activity["id"],
+                activity_type="Update",
+                object_id=activity["actor"],
+                state=OutboxState.EXPANDING,
+                lease_until=send_at,
+            )
+        )
+    return len(inboxes), merged
 
 
 async def _rewrite_waiting_update(

@@ -255,10 +255,9 @@ class ActorStore:
 
     async def without_usable_keys(self) -> list[str]:
         """Names of the actors whose key pair is missing or whose public key does not load."""
+        columns = select(ACTORS.c.name, ACTORS.c.private_key_pem, ACTORS.c.public_key_pem)
         async with self._db.reading() as conn:
-            rows = (
-                await conn.execute(select(ACTORS.c.name, ACTORS.c.private_key_pem, ACTORS.c.public_key_pem))
-            ).all()
+            rows = (await conn.execute(columns)).all()
         return [row.name for row in rows if not row.private_key_pem or not _loads(row.public_key_pem)]
 
     async def token_is_valid(self, name: str, token: str) -> bool:
@@ -300,6 +299,11 @@ class ActorStore:
         """The instance actor's Ed25519 public key (PEM), None while it has none."""
         await self._instance_key_pems()
         return await ed25519_keys.instance_ed25519_public_pem(self._db)
+
+    async def new_key_pair(self, ed25519: bool) -> keys.KeyPair:
+        """A fresh key pair for a rotation, sealed like the stored ones (SettingsError if it cannot)."""
+        await self.check_passphrase()
+        return (keys.generate_ed25519_key_pair if ed25519 else keys.generate_key_pair)(self._passphrase)
 
     async def fill_ed25519_keys(self) -> int:
         """Make the Ed25519 key pairs that actors made before migration 0024 lack; how many.
@@ -380,8 +384,7 @@ class ActorStore:
 
         SettingsError without a passphrase, or if it does not decrypt the keys encrypted already.
         """
-        passphrase = self._passphrase
-        if passphrase is None:
+        if (passphrase := self._passphrase) is None:
             raise SettingsError(
                 f"no passphrase to encrypt the private keys with: set {keys.KEY_FILE_SETTING}"
             )

@@ -13,6 +13,7 @@ from starlette.routing import Route
 from fedqueue.rules.actor_documents import Deletion, check_uri
 from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import InvalidInput
+from fedqueue.rules.key_choice import KEY_KINDS
 from fedqueue.rules.profile_fields import FIELDS, MAX_PROFILE_BODY_BYTES, ProfileSaved
 from fedqueue.service import actors as local_actors
 from fedqueue.service.actor_changes import delete_actor, move_actor, queued_status
@@ -71,6 +72,22 @@ async def rotate_token(request: Request) -> Response:
     name = check_actor_name(request.path_params["name"])
     token = await local_actors.rotate_token(store_of(request), name, session_of(request).who)
     return JSONResponse({"name": name, "token": token})
+
+
+@accepts("key")
+async def rotate_key(request: Request) -> Response:
+    """POST /admin/actors/{name}/rotate-key?key=rsa|ed25519 (rsa if not given): a new key pair
+    signs from now on (in this process at once, in the others within `ROTATION_CHECK_S`); the
+    actor's Update carrying it is queued for every inbox that has the actor. Audited."""
+    name = check_actor_name(request.path_params["name"])
+    given = request.query_params.get("key") or "rsa"
+    key = KEY_KINDS.get(given)
+    if key is None:
+        raise InvalidInput(f"key must be one of {', '.join(KEY_KINDS)}, not {given[:40]!r}")
+    urls = urls_of(request)
+    rotated = await local_actors.rotate_key(store_of(request), urls, name, key, session_of(request).who)
+    request.app.state.keyring.forget(name)
+    return JSONResponse(local_actors.rotation_json(urls, rotated))
 
 
 @accepts()
@@ -185,6 +202,7 @@ routes = [
     Route("/admin/actors", list_actors, methods=["GET"]),
     Route("/admin/actors", create_actor, methods=["POST"]),
     Route("/admin/actors/{name}/token", rotate_token, methods=["POST"]),
+    Route("/admin/actors/{name}/rotate-key", rotate_key, methods=["POST"]),
     Route("/admin/actors/{name}", update, methods=["PATCH"]),
     Route("/admin/actors/{name}", delete, methods=["DELETE"]),
     Route("/admin/actors/{name}/aliases", aliases, methods=["POST"]),

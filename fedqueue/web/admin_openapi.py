@@ -28,6 +28,7 @@ from fedqueue.service.admin_json import (
     HostJson,
     HostList,
     HostRetried,
+    KeyRotatedJson,
     Retried,
     json_schemas,
 )
@@ -51,6 +52,7 @@ SHAPES: tuple[Any, ...] = (
     Retried,
     HostRetried,
     ActorJson,
+    KeyRotatedJson,
     ConsumerJson,
     ConsumerList,
 )

@@ -15,7 +15,7 @@ from fedqueue.rules.profile_fields import (
     MAX_SUMMARY_CHARS,
 )
 from fedqueue.service.actors import MAX_ACTOR_PAGE
-from fedqueue.service.admin_json import ActorJson
+from fedqueue.service.admin_json import ActorJson, KeyRotatedJson
 from fedqueue.web.admin_openapi_operations import (
     ERROR,
     UNAUTHORIZED,
@@ -233,6 +233,22 @@ def _identity_paths() -> dict[str, Any]:
                         _ACTOR,
                         _uri_query("add", "alias to add (repeatable)"),
                         _uri_query("remove", "alias to remove (repeatable)"),
+                    ],
+                )
+            )
+        },
+        "/admin/actors/{name}/rotate-key": {
+            "post": _on_actor(
+                operation(
+                    "rotateActorKey",
+                    "A new key pair for a local actor, signing from now on; its Update with the new key "
+                    "goes to every inbox that has it",
+                    KeyRotatedJson,
+                    [
+                        _ACTOR,
+                        query(
+                            "key", {"type": "string", "enum": ["rsa", "ed25519"]}, "the key to replace (rsa)"
+                        ),
                     ],
                 )
             )

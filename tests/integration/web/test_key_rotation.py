@@ -1,0 +1,115 @@
+"""Key rotation (issue 49 item 4, the smallest slice): `POST /admin/actors/{name}/rotate-key` and
+`fedqueue actor rotate-key` make a new key pair, set `key_rotated_at`, sign with it from then on
+(this process at once, another process's keyring once it looks again), and queue the actor's
+Update, the new key in it, for its followers' inboxes in the bulk lane."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from fedqueue.remote import keyring as keyring_module
+from fedqueue.remote.keyring import Keyring
+from fedqueue.rules.signing.keys import load_public_key
+from fedqueue.rules.states import Lane
+from fedqueue.rules.urls import Urls
+from fedqueue.settings import Settings
+from fedqueue.storage import Store
+from fedqueue.storage.schema import ACTORS, DELIVERIES
+from fedqueue.web.app import create_app
+from tests.conftest import ADMIN_TOKEN
+from tests.e2e.test_cli import run_fedqueue
+from tests.helpers import asgi_client
+from tests.loopback import LoopbackServer
+from tests.outbound import accept_all, add_follower, fast, run_burst, verify_delivery
+
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+ACTIVITY = {"Accept": "application/activity+json"}
+ALICE = "http://127.0.0.1:8000/actors/alice"
+
+
+@pytest.fixture
+async def client(settings: Settings, store: Store) -> AsyncIterator[httpx.AsyncClient]:
+    async with asgi_client(create_app(settings, store)) as opened:
+        yield opened
+
+
+async def test_a_rotated_rsa_key_signs_from_then_on_and_its_update_reaches_the_followers_in_bulk(
+    settings: Settings,
+    store: Store,
+    client: httpx.AsyncClient,
+    remote: LoopbackServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    old = (await store.actors.create("alice")).actor.public_key_pem
+    await add_follower(store, "alice", remote.url("/users/f0"), remote.url("/users/f0/inbox"))
+    accept_all(remote, ["/users/f0/inbox"])
+    worker_keys = Keyring(store, Urls(settings.base_url))  # another process's, loaded before the rotation
+    assert load_public_key(old) == (await worker_keys.identity("alice")).private_key.public_key()
+
+    answer = await client.post("/admin/actors/alice/rotate-key", headers=ADMIN)
+
+    assert answer.status_code == 200, answer.text
+    rotated = answer.json()
+    assert (rotated["key"], rotated["key_id"], rotated["update_inboxes"]) == ("rsa", f"{ALICE}#main-key", 1)
+    new = (await store.actors.get("alice")).public_key_pem
+    assert new != old
+    assert (await client.get("/actors/alice", headers=ACTIVITY)).json()["publicKey"]["publicKeyPem"] == new
+    async with store.database.reading() as conn:
+        rotated_at = (await conn.execute(select(ACTORS.c.key_rotated_at))).scalar()
+    assert rotated_at is not None and rotated_at.isoformat() == rotated["rotated_at"]
+
+    monkeypatch.setattr(keyring_module, "ROTATION_CHECK_S", 0.0)  # the other process looks again
+    await run_burst(fast(settings), store, keyring=worker_keys)
+    [request] = remote.received("POST", "/users/f0/inbox")
+    body = verify_delivery(remote, request, ALICE, new)  # signed with the new key
+    assert (body["type"], body["object"]["publicKey"]["publicKeyPem"]) == ("Update", new)
+    async with store.database.reading() as conn:
+        assert list((await conn.execute(select(DELIVERIES.c.lane))).scalars()) == [Lane.BULK]
+
+
+async def test_a_rotated_ed25519_key_is_published_and_signs_at_once_in_this_process(
+    settings: Settings, store: Store, client: httpx.AsyncClient
+) -> None:
+    old = (await store.actors.create("alice")).actor.ed25519_public_key_pem
+    keys = Keyring(store, Urls(settings.base_url))  # the one the app signs with
+    async with asgi_client(create_app(settings, store, keyring=keys)) as own:
+        before = (await keys.identity("alice")).ed25519_key
+        answer = await own.post("/admin/actors/alice/rotate-key?key=ed25519", headers=ADMIN)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["key_id"] == f"{ALICE}#ed25519-key"
+        after = (await keys.identity("alice")).ed25519_key
+    new = (await store.actors.get("alice")).ed25519_public_key_pem
+    assert new is not None and new != old
+    assert before is not None and after is not None and after != before
+    assert load_public_key(new) == after.public_key()
+    multikey = (await client.get("/actors/alice", headers=ACTIVITY)).json()["assertionMethod"][0]
+    assert multikey["id"] == f"{ALICE}#ed25519-key"
+
+
+async def test_a_bad_rotation_is_a_one_line_4xx(store: Store, client: httpx.AsyncClient) -> None:
+    await store.actors.create("alice")
+    bad = await client.post("/admin/actors/alice/rotate-key?key=dsa", headers=ADMIN)
+    assert (bad.status_code, bad.json()["error"]) == (400, "key must be one of rsa, ed25519, not 'dsa'")
+    assert (await client.post("/admin/actors/nobody/rotate-key", headers=ADMIN)).status_code == 404
+    await client.delete("/admin/actors/alice", headers=ADMIN)
+    assert (await client.post("/admin/actors/alice/rotate-key", headers=ADMIN)).status_code == 410
+
+
+def test_fedqueue_actor_rotate_key_prints_what_it_did(tmp_path: Path) -> None:
+    assert run_fedqueue("actor", "create", "alice", cwd=tmp_path).returncode == 0
+    done = run_fedqueue("actor", "rotate-key", "alice", "--ed25519", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert (printed["key"], printed["key_id"], printed["update_inboxes"]) == (
+        "ed25519",
+        f"{ALICE}#ed25519-key",
+        0,
+    )
+    unknown = run_fedqueue("actor", "rotate-key", "nobody", cwd=tmp_path)
+    assert (unknown.returncode, unknown.stderr.strip()) == (2, "fedqueue: no local actor named 'nobody'")
