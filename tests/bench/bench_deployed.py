@@ -2,7 +2,8 @@
 
     .venv/bin/python -m tests.bench.bench_deployed [--sizes 2000 20000] [--repeat 3] [--fedify] \
         [--engine sqlite|postgres] [--postgres postgresql+asyncpg://postgres@127.0.0.1:5432/test] \
-        [--workers 1] [--variant base=/tmp/base-tree] [--profile DIR] [--vacuum]
+        [--workers 1] [--variant base=/tmp/base-tree] [--setting rsa=SIGNATURE_KEY_POLICY=rsa] \
+        [--profile DIR] [--vacuum]
 
 As a user runs it: a real `fedqueue serve` (SQLite), or on PostgreSQL the README's layout for a
 busy instance, `serve --no-worker` and `--workers` `fedqueue worker` processes, at the default
@@ -143,7 +144,9 @@ class Instance:
 
 
 @contextmanager
-def fedqueue(instance: Instance, src: Path, workers: int) -> Iterator[list[int]]:
+def fedqueue(
+    instance: Instance, src: Path, workers: int, settings: dict[str, str] | None = None
+) -> Iterator[list[int]]:
     """The fedqueue processes of `src` (serve, plus `workers` worker processes if any); their pids
     (their signing processes are counted with them: `harness.CpuMeter`).
 
@@ -153,6 +156,7 @@ def fedqueue(instance: Instance, src: Path, workers: int) -> Iterator[list[int]]
     env = harness.fedqueue_env(instance.url, instance.base)
     del env["FEDQUEUE_LOG_LEVEL"]  # the default (INFO): a line per delivery, as deployed
     env["PYTHONPATH"] = str(src)
+    env.update({f"FEDQUEUE_{name}": value for name, value in (settings or {}).items()})
     fq = [sys.executable, "-m", "fedqueue"]
     serve = [*fq, "serve", "--port", str(instance.port)] + (["--no-worker"] if workers else [])
     logged = instance.log.stat().st_size if instance.log.exists() else 0
@@ -241,11 +245,12 @@ async def fanout_run(
     workers: int,
     figures: tuple[Figures, Figures],
     profile: Path | None,
+    settings: dict[str, str],
 ) -> None:
     """Two Creates from alice to her N followers through the outbox, each timed until all N are
     received: the first after the processes start into `figures[0]`, the next into `figures[1]`
     (profiled, if asked)."""
-    with fedqueue(instance, src, workers) as pids:
+    with fedqueue(instance, src, workers, settings) as pids:
         meter = harness.CpuMeter(pids, harness.database_name(instance.url))
         sender = pids[-1] if workers else pids[0]
         await one_create(instance, world, n, src, meter, figures[0], sender, None)
@@ -318,8 +323,10 @@ def fedify_run(world: Receiver, n: int, mode: str, figures: Figures) -> None:
 
 async def engine_runs(engine: str, args: argparse.Namespace, workdir: Path) -> None:
     pairs = harness.key_pool(8)
-    variants: list[tuple[str, Path]] = [(name, Path(src)) for name, src in args.variant] + [
-        ("fedqueue", ROOT)
+    variants: list[tuple[str, Path, dict[str, str]]] = [
+        *((name, Path(src), {}) for name, src in args.variant),
+        *((name, ROOT, {setting: value}) for name, setting, value in args.setting),
+        ("fedqueue", ROOT, {}),
     ]
     workers = args.workers if engine == "postgres" else 0
     with receiver(args.hosts, [p.public_pem for p in pairs], workdir) as world:
@@ -340,21 +347,21 @@ async def engine_runs(engine: str, args: argparse.Namespace, workdir: Path) -> N
                     rate = await grow_followers(instance, world, pairs, followers, n)
                 print(f"# {n - followers} more followers by signed Follows: {rate:.0f}/s", flush=True)
                 followers = n
-                figures = {name: (Figures(), Figures()) for name, _ in variants}
+                figures = {name: (Figures(), Figures()) for name, _, _ in variants}
                 fedify = {mode: Figures() for mode in args.fedify_modes} if args.fedify else {}
                 for _ in range(args.repeat):
-                    for name, src in variants:
+                    for name, src, settings in variants:
                         if args.vacuum:
                             await harness.vacuum(url)
                         profile = args.profile / f"deployed-{engine}-{name}-{n}.txt" if args.profile else None
-                        await fanout_run(instance, world, n, src, workers, figures[name], profile)
+                        await fanout_run(instance, world, n, src, workers, figures[name], profile, settings)
                     for mode, modes in fedify.items():
                         await asyncio.to_thread(fedify_run, world, n, mode, modes)
                 best = max((statistics.median(f.rates) for f in fedify.values() if f.rates), default=None)
                 for mode, modes in fedify.items():
                     print(modes.row(f"fedify {mode}", "node", n, None), flush=True)
                 layout = f"{engine}" + (f"+{workers}w" if workers else "")
-                for name, _ in variants:
+                for name, _, _ in variants:
                     print(figures[name][0].row(f"{name} first", layout, n, best), flush=True)
                     print(figures[name][1].row(name, layout, n, best), flush=True)
         finally:
@@ -378,6 +385,15 @@ def variant(text: str) -> tuple[str, str]:
     return name, src
 
 
+def setting(text: str) -> tuple[str, str, str]:
+    """`NAME=SETTING=VALUE`: a variant of this tree run with FEDQUEUE_SETTING=VALUE."""
+    name, _, assignment = text.partition("=")
+    key, _, value = assignment.partition("=")
+    if not name or not key:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=SETTING=VALUE")
+    return name, key.upper(), value
+
+
 def parser() -> argparse.ArgumentParser:
     parse = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parse.add_argument("--sizes", type=int, nargs="+", default=[2000, 20000])
@@ -390,6 +406,13 @@ def parser() -> argparse.ArgumentParser:
     parse.add_argument("--fedify-modes", nargs="+", default=["immediate", "parallel32"])
     parse.add_argument(
         "--variant", type=variant, action="append", default=[], help="NAME=DIR: also run this source tree"
+    )
+    parse.add_argument(
+        "--setting",
+        type=setting,
+        action="append",
+        default=[],
+        help="NAME=SETTING=VALUE: also run this tree with FEDQUEUE_SETTING=VALUE",
     )
     parse.add_argument("--profile", type=Path, default=None, help="py-spy profiles here (slows it)")
     parse.add_argument(
