@@ -20,6 +20,7 @@ from fedqueue.rules.states import (
     DeliveryState,
     FollowerState,
     RelayState,
+    SignatureKey,
 )
 from fedqueue.rules.wording import last_result, plural
 
@@ -65,6 +66,7 @@ _env.globals.update(
     CircuitState=CircuitState,
     FollowerState=FollowerState,
     RelayState=RelayState,
+    SignatureKey=SignatureKey,
     RETRY_OFFERED=RETRY_OFFERED,
     CANCELLABLE=CANCELLABLE,
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -245,3 +246,23 @@ async def test_after_logout_the_same_cookie_is_refused_in_every_process(
     assert (await client.get("/admin/", headers=again)).status_code == 200
     audit = await store.admin.audit_log(limit=5)
     assert [entry.action for entry in audit][:1] == ["console_logout"]
+
+
+async def test_the_host_page_says_which_key_and_scheme_the_host_is_signed_with(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    await seed_host(store.database, "new.example", signature_scheme="cavage")
+    await seed_host(store.database, "modern.example", signature_scheme="rfc9421")
+    await store.hosts.remember_key("modern.example", "ed25519", datetime.now(UTC))
+    await seed_host(store.database, "old.example", signature_scheme="rfc9421")
+    await store.hosts.remember_key("old.example", "rsa", datetime.now(UTC))
+    headers, _ = await _login(client)
+
+    async def said(host: str) -> str:
+        page = await client.get(f"/admin/ui/hosts/{host}", headers=headers)
+        assert page.status_code == 200
+        return " ".join(re.sub(r"<[^>]+>", " ", page.text).split())
+
+    assert "signed with RSA (cavage) (Ed25519 not learned yet)" in await said("new.example")
+    assert "signed with Ed25519 (RFC 9421)" in await said("modern.example")
+    assert "signed with RSA (rfc9421) (refused Ed25519)" in await said("old.example")
