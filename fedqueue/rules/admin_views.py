@@ -5,8 +5,10 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from fedqueue.rules.states import SETTLED, CircuitState, DeliveryState, SignatureKey, is_complete
 from fedqueue.rules.waiting import Waiting
@@ -111,6 +113,18 @@ class AuditEntry:
     action: str
     target: str
     detail: str | None
+
+    @property
+    def details(self) -> dict[str, Any] | None:
+        """`detail` (JSON text of an object, as storage keeps it) as that object; None if it is
+        empty or not an object (rows of older releases), so no reader shows JSON inside a string."""
+        if not self.detail:
+            return None
+        try:
+            parsed = json.loads(self.detail)
+        except ValueError:
+            return None
+        return parsed if isinstance(parsed, dict) else None
 
 
 @dataclass(frozen=True)

@@ -121,7 +121,12 @@ class AuditJson(TypedDict):
     who: str
     action: str
     target: str
-    detail: Annotated[str | None, WithJsonSchema({"type": ["string", "null"], "description": "JSON text"})]
+    detail: Annotated[
+        dict[str, Any] | None,
+        WithJsonSchema(
+            {"type": ["object", "null"], "description": "what the action was asked with"}
+        ),
+    ]
 
 
 @with_config(SHAPE)
@@ -226,7 +231,7 @@ def audit_json(item: AuditEntry) -> AuditJson:
         "who": item.who,
         "action": item.action,
         "target": item.target,
-        "detail": item.detail,
+        "detail": item.details,
     }
 
 

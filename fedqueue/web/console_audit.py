@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from fedqueue.rules.admin_views import AuditEntry
 from fedqueue.rules.errors import InvalidInput
 from fedqueue.service import console_reads
 from fedqueue.web.console_render import render
@@ -26,18 +27,13 @@ def _shown(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
 
 
-def detail_pairs(detail: str | None) -> list[tuple[str, str]] | None:
-    """An entry's detail (JSON text of an object, as storage keeps it) as (key, value) pairs in its
-    own order; None if it is empty or not such an object (the page shows the text as it is)."""
-    if not detail:
+def detail_pairs(entry: AuditEntry) -> list[tuple[str, str]] | None:
+    """An entry's detail as (key, value) pairs in its own order; None if it has none that is an
+    object (the page shows the text as it is)."""
+    details = entry.details
+    if details is None:
         return None
-    try:
-        parsed = json.loads(detail)
-    except ValueError:
-        return None
-    if not isinstance(parsed, dict):
-        return None
-    return [(str(key), _shown(value)) for key, value in parsed.items()]
+    return [(str(key), _shown(value)) for key, value in details.items()]
 
 
 @accepts("before")
@@ -51,7 +47,7 @@ async def audit_page(request: Request) -> Response:
     return render(
         request,
         "audit.html",
-        entries=[(entry, detail_pairs(entry.detail)) for entry in entries],
+        entries=[(entry, detail_pairs(entry)) for entry in entries],
         before=before,
         next_url=f"/admin/ui/audit?before={next_before}" if next_before is not None else None,
     )

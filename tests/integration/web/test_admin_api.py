@@ -161,6 +161,8 @@ async def test_actions_change_rows_and_are_audited_with_who(client: httpx.AsyncC
     assert [e["action"] for e in audit] == actions
     assert [e["target"] for e in audit[3:5]] == ["all", "host:down.example"]
     assert {e["who"] for e in audit} == {"api@127.0.0.1"}
+    # Each detail is the object the action was asked with, never JSON text inside a string.
+    assert all(isinstance(e["detail"], dict) for e in audit), [e["detail"] for e in audit]
 
 
 async def test_the_openapi_document_describes_every_admin_json_route(

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import httpx
 import pytest
 
+from fedqueue.rules.admin_views import AuditEntry
 from fedqueue.service import admin_actions
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
@@ -74,4 +76,5 @@ async def test_the_audit_log_pages_back_and_refuses_a_bad_page(
 def test_an_audit_detail_is_shown_as_its_keys_and_values(
     stored: str | None, shown: list[tuple[str, str]] | None
 ) -> None:
-    assert detail_pairs(stored) == shown
+    entry = AuditEntry(1, datetime.now(UTC), "api@127.0.0.1", "block", "host:x.example", stored)
+    assert detail_pairs(entry) == shown
