@@ -100,7 +100,10 @@ def normalize(
     if claimed != actor_uri:
         raise InvalidInput(f"the activity's actor {str(claimed)[:200]!r} is not {actor_uri}")
     activity = dict(raw)
+    # fedqueue signs: an app's own LD signature or FEP-8b32 proof would name a key it never
+    # held, and fan-out makes both over the activity as sent (`outbound/integrity_proofs`).
     activity.pop("signature", None)
+    activity.pop("proof", None)
     if kind not in ACTIVITY_TYPES:
         activity.pop("actor", None)
         if "id" not in activity:

@@ -129,6 +129,7 @@ async def _receive(request: Request) -> InboxAnswer:
         request.app.state.followers_sync,
         request.app.state.metrics.inbound_dereferenced,
         functools.partial(_accept_relay_follow, request),
+        on_forwarded=request.app.state.metrics.proofs.forwarded,
     )
     name = request.path_params.get("name")
     await receiver.addressed(name)

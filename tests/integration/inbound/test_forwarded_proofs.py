@@ -5,7 +5,6 @@ no re-fetch, no LD signature. A proof that does not verify changes nothing. Both
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any
 
@@ -16,8 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import select
 from starlette.applications import Starlette
 
-import fedqueue.web.inbox
-from fedqueue.inbound.receive import FORWARD_UNAUTHENTICATED, Receiver
+from fedqueue.inbound.receive import FORWARD_UNAUTHENTICATED
 from fedqueue.rules.signing import data_integrity
 from fedqueue.rules.signing.multikey import encode_ed25519
 from fedqueue.storage import Store
@@ -26,14 +24,6 @@ from tests.fediverse import ALICE, AS_PUBLIC, RemoteActor, post, refused_with
 from tests.loopback import LoopbackServer
 
 _inbound = InboundActivityRow.__table__  # type: ignore[attr-defined]
-
-
-@pytest.fixture(autouse=True)
-def counted(app: Starlette, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The inbox's Receiver counts forwarded activities into the app's metrics (web/inbox.py
-    is to pass `on_forwarded=metrics.proofs.forwarded`; until it does, this test wires it)."""
-    wired = functools.partial(Receiver, on_forwarded=app.state.metrics.proofs.forwarded)
-    monkeypatch.setattr(fedqueue.web.inbox, "Receiver", wired)
 
 
 def ed25519_key_id(actor: RemoteActor) -> str:
