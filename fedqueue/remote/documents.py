@@ -23,6 +23,7 @@ from urllib.parse import urldefrag
 
 from fedqueue import tracing
 from fedqueue.remote.http_client import HttpClient, SigningIdentity, signed_headers
+from fedqueue.remote.key_hints import KeyHints
 from fedqueue.remote.proof_keys import ProofKeys
 from fedqueue.rules.activitystreams import ACCEPT_ACTIVITY
 from fedqueue.rules.address_guard import FetchError, Gone, host_of
@@ -101,6 +102,7 @@ class RemoteDirectory:
         self._refetched = BoundedMemory[str, datetime](settings.remote_failure_cache_entries)
         #: The Ed25519 keys remote actors list under assertionMethod (FEP-8b32 proofs' keys).
         self.proof_keys = ProofKeys(clock, self._cooldown)
+        self._key_hints = KeyHints(store.hosts, clock)
         self._refetches_skipped = 0
 
     @property
@@ -131,6 +133,7 @@ class RemoteDirectory:
             self._memory.forget(uri)
             self._remember_failure(uri, exc, now)
             raise
+        await self._key_hints.heard(doc, actor.uri)
         await self._remember(actor, slim_document(doc, self._document_bytes), now)
         return actor
 
@@ -188,6 +191,7 @@ class RemoteDirectory:
             if self._failures.get(url, now) is None:
                 self._remember_failure(key_id, exc, now)
             raise
+        await self._key_hints.heard(doc, actor.uri)
         fetched = Fetched(actor, slim_document(doc, self._document_bytes), now)
         self._unverified.put(key_id, fetched, now + MEMORY_TTL)
         return key

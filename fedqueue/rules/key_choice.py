@@ -5,13 +5,15 @@ its signature scheme is (`rules.scheme_choice`). An Ed25519 signature is always 
 (`alg="ed25519"`, keyid `<actor>#ed25519-key`); RSA goes out as today, under the host's scheme.
 `signature_key_policy` decides:
 
-| policy                  | Ed25519 first to                   | after an Ed25519 refusal          |
-|-------------------------|------------------------------------|-----------------------------------|
-| `rsa`                   | no host                            | (none sent)                       |
-| `ed25519-where-learned` | hosts known to accept it           | RSA at once, same attempt; `rsa`  |
-| `ed25519-first`         | every host not known to refuse it  | RSA at once, same attempt; `rsa`  |
+| policy                  | Ed25519 first to                        | after an Ed25519 refusal         |
+|-------------------------|-----------------------------------------|----------------------------------|
+| `rsa`                   | no host                                 | (none sent)                      |
+| `ed25519-where-learned` | hosts known to accept it, or `listed`   | RSA at once, same attempt; `rsa` |
+| `ed25519-first`         | every host not known to refuse it       | RSA at once, same attempt; `rsa` |
 
-Learned: `ed25519` from a 2xx to an Ed25519-signed delivery; `rsa` from a refusal of one
+Learned: `listed` from what the peer says (an actor of the host lists an Ed25519 Multikey
+under `assertionMethod`, FEP-521a: `remote/key_hints`), which earns one discovery knock;
+`ed25519` from a 2xx to an Ed25519-signed delivery; `rsa` from a refusal of one
 (401, 403, or a 400 naming the signature). A remembered `rsa` is tried again with Ed25519
 once `recheck_days` have passed since it was learned, so an RSA-only host costs at most one
 extra request per recheck interval; a remembered `ed25519` stays until refused.
@@ -47,7 +49,7 @@ def signs_ed25519(
     """Whether the next delivery to a host is signed with Ed25519 first (RSA is the fallback)."""
     if policy == "rsa":
         return False
-    if known == SignatureKey.ED25519:
+    if known in (SignatureKey.ED25519, SignatureKey.LISTED):
         return True
     return policy == "ed25519-first" and not is_settled(known, checked_at, recheck_days, now)
 

@@ -154,6 +154,9 @@ class SignatureKey(StrEnum):
     (`rules/key_choice`), learned per host like its signature scheme."""
 
     UNKNOWN = "unknown"
+    #: Its actors list an Ed25519 Multikey (FEP-521a) but no delivery has tried one yet: what
+    #: the peer says, worth one Ed25519 knock under `ed25519-where-learned`.
+    LISTED = "listed"
     ED25519 = "ed25519"
     RSA = "rsa"
 

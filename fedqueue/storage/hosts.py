@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.rules.circuit import HostHealth, revived, unreachable_reason
 from fedqueue.rules.outages import circuit_line
-from fedqueue.rules.states import UNFINISHED, CircuitState, DeliveryState
+from fedqueue.rules.states import UNFINISHED, CircuitState, DeliveryState, SignatureKey
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.schema import DELIVERIES, HOSTS
@@ -183,6 +183,17 @@ class HostStore:
             await conn.execute(self._db.dialect.insert_ignoring_conflicts(HOSTS, ["host"]).values(host=host))
             await conn.execute(
                 update(HOSTS).where(HOSTS.c.host == host).values(signature_key=key, key_checked_at=at)
+            )
+
+    async def note_listed_key(self, host: str) -> None:
+        """`host` lists an Ed25519 key (`SignatureKey.LISTED`), kept only while nothing was learned
+        of it yet (`unknown`): what a delivery's answer taught always wins over what a document says."""
+        async with self._db.transaction() as conn:
+            await conn.execute(self._db.dialect.insert_ignoring_conflicts(HOSTS, ["host"]).values(host=host))
+            await conn.execute(
+                update(HOSTS)
+                .where(HOSTS.c.host == host, HOSTS.c.signature_key == SignatureKey.UNKNOWN)
+                .values(signature_key=SignatureKey.LISTED)
             )
 
     async def update(self, changes: Mapping[str, HealthChange]) -> Updated:

@@ -10,9 +10,11 @@ from datetime import timedelta
 
 from aiohttp import web
 from apsig.draft.verify import Verifier
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import select, update
 
-from fedqueue.rules.signing.keys import load_public_key
+from fedqueue.rules.signing.keys import generate_key_pair, load_public_key
+from fedqueue.rules.signing.multikey import encode_ed25519
 from fedqueue.rules.signing.requests import parse_request_signatures, verify_parsed
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
@@ -25,6 +27,10 @@ from tests.loopback import LoopbackServer, Recorded
 from tests.outbound import fast, insert_outbox_row, run_burst
 
 INBOXES = 12
+#: The remote actors' own keys (their documents must carry some; nothing here verifies them).
+_PEER_KEY = Ed25519PrivateKey.generate()
+PEER_MULTIKEY = encode_ed25519(_PEER_KEY.public_key())
+PEER_RSA_PEM = generate_key_pair().public_pem
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
@@ -160,3 +166,67 @@ async def test_the_admin_host_json_shows_the_key_a_host_is_signed_for(
             response = await client.get(f"/admin/hosts/{host}", headers=ADMIN)
             assert response.status_code == 200, response.text
             assert response.json()["signature_key"] == key
+
+
+def publish_actors(server: LoopbackServer, multikey: bool) -> list[str]:
+    """The documents of u0..u11 on `server`, each listing an Ed25519 Multikey (FEP-521a) if asked."""
+    uris = []
+    for n in range(INBOXES):
+        uri = server.url(f"/users/u{n}")
+        document: dict[str, object] = {
+            "@context": ["https://www.w3.org/ns/activitystreams", "https://w3id.org/security/v1"],
+            "id": uri,
+            "type": "Person",
+            "inbox": f"{uri}/inbox",
+            "publicKey": {"id": f"{uri}#main-key", "owner": uri, "publicKeyPem": PEER_RSA_PEM},
+        }
+        if multikey:
+            document["assertionMethod"] = [
+                {
+                    "id": f"{uri}#ed",
+                    "type": "Multikey",
+                    "controller": uri,
+                    "publicKeyMultibase": PEER_MULTIKEY,
+                }
+            ]
+        server.serve_json(f"/users/u{n}", document)
+        uris.append(uri)
+    return uris
+
+
+async def test_under_the_default_policy_a_host_whose_actors_list_an_ed25519_key_is_tried_with_ed25519(
+    settings: Settings, store: Store, remote: LoopbackServer, other: LoopbackServer
+) -> None:
+    alice = (await store.actors.create("alice")).actor
+    assert alice.ed25519_public_key_pem is not None
+    ed25519_peer(remote, alice.ed25519_public_key_pem, alice.public_key_pem)
+    rsa_only_peer(other, alice.public_key_pem)
+    recipients = publish_actors(remote, multikey=True) + publish_actors(other, multikey=True)
+    default = fast(settings)
+    assert default.signature_key_policy == "ed25519-where-learned"
+
+    await insert_outbox_row(
+        store, "alice", {"type": "Like", "object": "https://x.example/1", "to": recipients}
+    )
+    await run_burst(default, store)
+
+    assert len(posts(remote)) == INBOXES and all(is_ed25519(r) for r in posts(remote))
+    assert (await host_key(store, remote))[0] == "ed25519"
+    # Listed but refused: one Ed25519 knock, every delivery through RSA, then remembered as rsa.
+    assert len([r for r in posts(other) if is_ed25519(r)]) == 1
+    assert len([r for r in posts(other) if not is_ed25519(r)]) == INBOXES
+    assert (await host_key(store, other))[0] == "rsa"
+
+
+async def test_under_the_default_policy_a_host_that_lists_no_ed25519_key_is_never_knocked_with_one(
+    settings: Settings, store: Store, remote: LoopbackServer
+) -> None:
+    alice = (await store.actors.create("alice")).actor
+    rsa_only_peer(remote, alice.public_key_pem)
+    recipients = publish_actors(remote, multikey=False)
+    await insert_outbox_row(
+        store, "alice", {"type": "Like", "object": "https://x.example/1", "to": recipients}
+    )
+    await run_burst(fast(settings), store)
+    assert len(posts(remote)) == INBOXES and not any(is_ed25519(r) for r in posts(remote))
+    assert (await host_key(store, remote))[0] == "unknown"

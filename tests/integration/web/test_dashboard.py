@@ -266,3 +266,8 @@ async def test_the_host_page_says_which_key_and_scheme_the_host_is_signed_with(
     assert "signed with RSA (cavage) (Ed25519 not learned yet)" in await said("new.example")
     assert "signed with Ed25519 (RFC 9421)" in await said("modern.example")
     assert "signed with RSA (rfc9421) (refused Ed25519)" in await said("old.example")
+    await seed_host(store.database, "mitra.example", signature_scheme="cavage")
+    await store.hosts.note_listed_key("mitra.example")
+    assert "(its actors list an Ed25519 key: the next delivery tries it)" in await said("mitra.example")
+    await store.hosts.note_listed_key("old.example")  # a hint never overrides what was learned
+    assert "(refused Ed25519)" in await said("old.example")

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fedqueue.rules.key_choice import KeyPolicy, falls_back, learned_from, signs_ed25519
+from fedqueue.rules.key_choice import KeyPolicy, falls_back, is_settled, learned_from, signs_ed25519
 
 NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 RECHECK_DAYS = 7.0
@@ -20,6 +20,9 @@ RECHECK_DAYS = 7.0
         ("ed25519-where-learned", "ed25519", 30, True),  # learned: kept until refused
         ("ed25519-where-learned", "unknown", None, False),
         ("ed25519-where-learned", "rsa", 30, False),
+        ("ed25519-where-learned", "listed", None, True),  # its actors list an Ed25519 key: one knock
+        ("rsa", "listed", None, False),
+        ("ed25519-first", "listed", None, True),
         ("ed25519-first", "unknown", None, True),
         ("ed25519-first", "rsa", 1, False),  # refused lately: RSA until the recheck
         ("ed25519-first", "rsa", 8, True),  # the recheck is due: one more Ed25519 knock
@@ -47,3 +50,8 @@ def test_a_refusal_falls_back_at_once_and_a_5xx_only_on_a_discovery_knock() -> N
     assert falls_back(500, "", discovering=True)
     assert not falls_back(500, "", discovering=False)
     assert not falls_back(202, "", discovering=True)
+
+
+def test_a_listed_key_is_a_discovery_knock_not_a_settled_one() -> None:
+    assert not is_settled("listed", None, RECHECK_DAYS, NOW)
+    assert is_settled("ed25519", NOW - timedelta(days=30), RECHECK_DAYS, NOW)

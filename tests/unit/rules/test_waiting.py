@@ -14,7 +14,16 @@ NOW = datetime(2026, 11, 23, 23, 50, tzinfo=UTC)
 @pytest.mark.parametrize(
     ("state", "next_in_s", "circuit", "until_in_s", "paused", "blocked", "reason", "text"),
     [
-        ("failed", -600, "open", 29 * 60, False, False, "circuit_open", "circuit open, next probe 00:19:00 UTC"),
+        (
+            "failed",
+            -600,
+            "open",
+            29 * 60,
+            False,
+            False,
+            "circuit_open",
+            "circuit open, next probe 00:19:00 UTC",
+        ),
         ("failed", 60, "open", 5 * 60, False, False, "circuit_open", "circuit open, next probe 23:55:00 UTC"),
         ("queued", -600, "open", -5, False, False, "circuit_open", "circuit open, probe due now"),
         (
@@ -30,7 +39,16 @@ NOW = datetime(2026, 11, 23, 23, 50, tzinfo=UTC)
         ("queued", -600, "open", 600, True, False, "host_paused", "host paused"),
         ("failed", 600, "closed", None, True, True, "host_blocked", "host blocked"),
         ("failed", 120, "closed", None, False, False, "backoff", "backoff until 23:52:00 UTC"),
-        ("failed", 13 * 3600, "closed", None, False, False, "backoff", "backoff until 2026-11-24 12:50:00 UTC"),
+        (
+            "failed",
+            13 * 3600,
+            "closed",
+            None,
+            False,
+            False,
+            "backoff",
+            "backoff until 2026-11-24 12:50:00 UTC",
+        ),
         ("queued", -1, None, None, False, False, "due", "due, waiting for a worker"),
     ],
 )
