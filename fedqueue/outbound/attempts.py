@@ -345,7 +345,10 @@ class Attempts:
         )
         rsa = partial(self.schemes.deliver, row.host, job.health, knock)
         ed25519 = partial(self._ed25519, row.inbox, job.body, job.sync, fresh)
-        return await self.keys.deliver(row.host, identity, rsa, ed25519)
+        attempt = await self.keys.deliver(row.host, identity, rsa, ed25519)
+        return (
+            attempt if identity.rotated_at is None else replace(attempt, key_rotated_at=identity.rotated_at)
+        )
 
     async def _ed25519(
         self,

@@ -72,6 +72,8 @@ class SigningIdentity:
     private_key: PrivateKeyTypes
     ed25519_key: Ed25519PrivateKey | None = None
     ed25519_key_id: str | None = None
+    #: When the actor's key was last rotated (`key_rotated_at`): a refusal soon after is retried.
+    rotated_at: datetime | None = None
 
     def as_ed25519(self) -> SigningIdentity | None:
         """The identity that signs with the Ed25519 key (RFC 9421 only); None without one."""

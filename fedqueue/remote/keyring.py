@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from datetime import datetime
 
 from fedqueue.remote.http_client import SigningIdentity
@@ -55,7 +56,11 @@ class Keyring:
             if found is None or time.monotonic() - found[2] >= ROTATION_CHECK_S:
                 rotated_at = await self._store.actor_lifecycle.rotated_at(actor)
                 if found is None or rotated_at != found[1]:
-                    found = (await self._load(actor), rotated_at, time.monotonic())
+                    found = (
+                        replace(await self._load(actor), rotated_at=rotated_at),
+                        rotated_at,
+                        time.monotonic(),
+                    )
                 else:
                     found = (found[0], rotated_at, time.monotonic())
                 self._identities[actor] = found

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from fedqueue.rules.backoff import Jitter, RetrySchedule
 from fedqueue.rules.circuit import CircuitPolicy, HostHealth, after_failure, after_success
+from fedqueue.rules.key_choice import refused_after_rotation
 from fedqueue.rules.outcomes import (
     Attempt,
     Dead,
@@ -67,8 +68,9 @@ def result_of(
     attempts = row.attempts + 1
     outcome: Outcome
     if attempt.status is not None:
+        rotated = refused_after_rotation(attempt.status, attempt.body_head, attempt.key_rotated_at, now)
         outcome = classify_response(
-            attempt.status, attempt.body_head, attempt.retry_after, attempts, now, schedule, jitter
+            attempt.status, attempt.body_head, attempt.retry_after, attempts, now, schedule, jitter, rotated
         )
     else:
         outcome = classify_error(

@@ -27,6 +27,12 @@ from typing import Literal
 from fedqueue.rules.scheme_choice import confirms, refuses_signature
 from fedqueue.rules.states import SignatureKey
 
+#: How long after a rotation a signature refusal is taken for a peer still holding the old key
+#: (retried, not dead): its Update, queued at the rotation, reaches the peer within it.
+ROTATION_GRACE = timedelta(hours=1)
+#: The least wait before such a retry, so the actor's Update goes first.
+ROTATION_RETRY_S = 60.0
+
 KeyPolicy = Literal["rsa", "ed25519-where-learned", "ed25519-first"]
 KEY_POLICIES: tuple[KeyPolicy, ...] = ("rsa", "ed25519-where-learned", "ed25519-first")
 #: A local actor's two keys, as a rotation names them: RSA (`#main-key`), Ed25519 (`#ed25519-key`).
@@ -70,3 +76,13 @@ def falls_back(status: int | None, body_head: str, discovering: bool) -> bool:
     if refuses_signature(status, body_head):
         return True
     return discovering and status is not None and 500 <= status < 600
+
+
+def refused_after_rotation(
+    status: int | None, body_head: str, rotated_at: datetime | None, now: datetime
+) -> bool:
+    """Whether a refused signature may be the peer's stale copy of a key rotated lately: then the
+    delivery is retried after `ROTATION_RETRY_S` at least, not given up (issue 49)."""
+    if rotated_at is None or not timedelta(0) <= now - rotated_at < ROTATION_GRACE:
+        return False
+    return refuses_signature(status, body_head)

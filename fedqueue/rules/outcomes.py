@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
 
 from fedqueue.rules.backoff import Jitter, RetrySchedule
+from fedqueue.rules.key_choice import ROTATION_RETRY_S
 from fedqueue.rules.signing.requests import SignatureScheme
 from fedqueue.rules.wording import inert, plural
 
@@ -64,6 +65,8 @@ class Attempt:
     #: host, so it never counts toward the host's circuit (issue 48: a killed signing child opened
     #: the circuits of the hosts it was signing for, and the worker sat idle for 300 s).
     local: bool = False
+    #: When the signing actor's key was last rotated (`SigningIdentity.rotated_at`), if ever.
+    key_rotated_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -155,8 +158,10 @@ def classify_response(
     now: datetime,
     schedule: RetrySchedule,
     jitter: Jitter,
+    after_rotation: bool = False,
 ) -> Outcome:
-    """The outcome of an HTTP answer to attempt number `attempts` (1-based)."""
+    """The outcome of an HTTP answer to attempt number `attempts` (1-based); `after_rotation`: a
+    signature refusal soon after the key was rotated, retried (`key_choice.refused_after_rotation`)."""
     if 200 <= status < 300:
         return Delivered()
     # The remote's own words, made one line and inert: they reach an admin's terminal.
@@ -164,6 +169,9 @@ def classify_response(
     reason = f"HTTP {status}: {head}" if head else f"HTTP {status}"
     if is_retryable(status):
         return _retry(reason, attempts, now, schedule, jitter, retry_after_seconds(retry_after, now))
+    if after_rotation:
+        reason = f"{reason} (the key was rotated lately: retried once the peer has the actor's Update)"
+        return _retry(reason, attempts, now, schedule, jitter, ROTATION_RETRY_S)
     return Dead(reason, gone=status == 410)
 
 

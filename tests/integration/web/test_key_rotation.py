@@ -7,26 +7,32 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import select
+from aiohttp import web
+from apsig.proof import ProofVerifier
+from sqlalchemy import select, update
 
 from fedqueue.remote import keyring as keyring_module
 from fedqueue.remote.keyring import Keyring
+from fedqueue.rules.key_choice import ROTATION_RETRY_S
 from fedqueue.rules.signing.keys import load_public_key
-from fedqueue.rules.states import Lane
+from fedqueue.rules.signing.multikey import ed25519_from_pem
+from fedqueue.rules.states import DeliveryState, Lane
 from fedqueue.rules.urls import Urls
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.schema import ACTORS, DELIVERIES
 from fedqueue.web.app import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.e2e.test_cli import run_fedqueue
 from tests.helpers import asgi_client
-from tests.loopback import LoopbackServer
-from tests.outbound import accept_all, add_follower, fast, run_burst, verify_delivery
+from tests.loopback import LoopbackServer, Recorded
+from tests.outbound import accept_all, add_follower, fast, insert_outbox_row, run_burst, verify_delivery
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 ACTIVITY = {"Accept": "application/activity+json"}
@@ -113,3 +119,62 @@ def test_fedqueue_actor_rotate_key_prints_what_it_did(tmp_path: Path) -> None:
     )
     unknown = run_fedqueue("actor", "rotate-key", "nobody", cwd=tmp_path)
     assert (unknown.returncode, unknown.stderr.strip()) == (2, "fedqueue: no local actor named 'nobody'")
+
+
+async def test_a_refusal_by_a_peer_holding_the_old_key_is_retried_after_a_rotation_not_given_up(
+    settings: Settings, store: Store, client: httpx.AsyncClient, remote: LoopbackServer
+) -> None:
+    old = (await store.actors.create("alice")).actor.public_key_pem
+    await add_follower(store, "alice", remote.url("/users/f0"), remote.url("/users/f0/inbox"))
+    held = {"pem": old}  # the RSA key the peer holds for alice; it never fetches her again
+    ed25519 = (await store.actors.get("alice")).ed25519_public_key_pem
+    assert ed25519 is not None
+
+    def peer(request: Recorded) -> web.Response:
+        """Verifies the HTTP signature with the RSA key it holds; an Update whose FEP-8b32 proof
+        verifies under alice's Ed25519 key (not rotated) is taken on the proof, and gives it
+        her new RSA key (as a peer that checks proofs, Fedify or Mitra, would)."""
+        body = json.loads(request.body)
+        if body["type"] == "Update" and ProofVerifier(ed25519_from_pem(ed25519)).verify_proof(body):
+            held["pem"] = body["object"]["publicKey"]["publicKeyPem"]
+            return web.Response(status=202)
+        try:
+            verify_delivery(remote, request, ALICE, held["pem"])
+        except Exception:
+            return web.Response(status=401, text="signature verification failed")
+        return web.Response(status=202)
+
+    remote.on("POST", "/users/f0/inbox", peer)
+    assert (await client.post("/admin/actors/alice/rotate-key", headers=ADMIN)).status_code == 200
+    new = (await store.actors.get("alice")).public_key_pem
+    note = {"type": "Create", "object": {"type": "Note", "content": "after"}, "to": [remote.url("/users/f0")]}
+    await insert_outbox_row(store, "alice", note, [remote.url("/users/f0/inbox")])
+    async with store.database.transaction() as conn:  # the Note is tried before the Update
+        await conn.execute(
+            update(DELIVERIES).where(DELIVERIES.c.lane == Lane.BULK).values(next_attempt_at=far())
+        )
+    await run_burst(fast(settings), store)
+
+    async with store.database.reading() as conn:
+        note_row = (await conn.execute(select(DELIVERIES).where(DELIVERIES.c.lane != Lane.BULK))).one()
+    assert note_row.state == DeliveryState.FAILED, note_row.last_error
+    assert "the key was rotated lately" in note_row.last_error
+    waited = note_row.next_attempt_at - note_row.last_attempt_at  # the retry waits for the Update
+    assert waited >= timedelta(seconds=min(ROTATION_RETRY_S, fast(settings).retry_cap_seconds))
+
+    async with store.database.transaction() as conn:  # the Update, then the Note's retry
+        await conn.execute(
+            update(DELIVERIES).where(DELIVERIES.c.lane == Lane.BULK).values(next_attempt_at=utcnow())
+        )
+    await run_burst(fast(settings), store)
+    assert held["pem"] == new
+    async with store.database.transaction() as conn:
+        await conn.execute(update(DELIVERIES).values(next_attempt_at=utcnow()))
+    await run_burst(fast(settings), store)
+    async with store.database.reading() as conn:
+        states = set((await conn.execute(select(DELIVERIES.c.state))).scalars())
+    assert states == {DeliveryState.DELIVERED}
+
+
+def far() -> datetime:
+    return utcnow() + timedelta(days=1)

@@ -6,7 +6,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fedqueue.rules.key_choice import KeyPolicy, falls_back, is_settled, learned_from, signs_ed25519
+from fedqueue.rules.key_choice import (
+    ROTATION_GRACE,
+    KeyPolicy,
+    falls_back,
+    is_settled,
+    learned_from,
+    refused_after_rotation,
+    signs_ed25519,
+)
 
 NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 RECHECK_DAYS = 7.0
@@ -55,3 +63,13 @@ def test_a_refusal_falls_back_at_once_and_a_5xx_only_on_a_discovery_knock() -> N
 def test_a_listed_key_is_a_discovery_knock_not_a_settled_one() -> None:
     assert not is_settled("listed", None, RECHECK_DAYS, NOW)
     assert is_settled("ed25519", NOW - timedelta(days=30), RECHECK_DAYS, NOW)
+
+
+def test_a_signature_refusal_within_the_grace_after_a_rotation_is_retried_not_given_up() -> None:
+    lately = NOW - timedelta(minutes=5)
+    assert refused_after_rotation(401, "", lately, NOW)
+    assert refused_after_rotation(400, "Signature verification failed", lately, NOW)
+    assert not refused_after_rotation(404, "", lately, NOW)  # not about the key
+    assert not refused_after_rotation(401, "", None, NOW)  # never rotated
+    assert not refused_after_rotation(401, "", NOW - ROTATION_GRACE, NOW)  # long enough ago
+    assert not refused_after_rotation(401, "", NOW + timedelta(minutes=1), NOW)  # a clock ahead
