@@ -1,7 +1,7 @@
 """Reads the admin console needs that the JSON API does not give the same way: followers of an
 actor by offset (the console's Next page link), with whether more follow; the audit log a page at
 a time, newest first; the webhooks with their health; the blocked domains; and the follows
-waiting for approval across every actor; and the delivery history, per host and in all."""
+waiting for approval across every actor; and the delivery history, per host and in all, with its latency."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from fedqueue.rules.admin_views import AuditEntry, Bucket
 from fedqueue.rules.errors import InvalidInput
+from fedqueue.rules.latency_percentiles import LatencyBucket, latency_bucket
 from fedqueue.rules.states import FollowerState
 from fedqueue.storage import Store
 from fedqueue.storage.console_reads import ConsoleReads, WebhookHealth
@@ -19,6 +20,8 @@ from fedqueue.storage.webhook_registry import Webhook
 #: The most followers, or audit entries, one console page shows.
 MAX_FOLLOWER_PAGE = 200
 MAX_AUDIT_PAGE = 200
+#: The most deliveries a latency bucket is computed from: its latest ones (a bounded read).
+LATENCY_READ_PER_BUCKET = 1000
 
 
 async def followers_page(
@@ -93,3 +96,16 @@ async def history(
         for i in range(buckets)
     ]
     return History(total, by_host)
+
+
+async def latency(
+    store: Store, span: timedelta, buckets: int, *, now: datetime | None = None
+) -> list[LatencyBucket]:
+    """Delivery latency p50 and p95 per bucket over the `span` before `now`, from the latest
+    `LATENCY_READ_PER_BUCKET` deliveries delivered in each bucket that retention kept."""
+    width = span / buckets
+    since = (now or datetime.now(UTC)) - span
+    per_bucket = await ConsoleReads(store.database).latencies(
+        since, width, buckets, cap=LATENCY_READ_PER_BUCKET
+    )
+    return [latency_bucket(since + i * width, values) for i, values in enumerate(per_bucket)]

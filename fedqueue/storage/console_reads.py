@@ -1,6 +1,6 @@
 """Reads only the admin console makes: the audit log a page at a time, newest first, each
 webhook's health from the deliveries rows its events are sent as, the follows waiting for
-approval across every actor, and each host's delivery history."""
+approval across every actor, each host's delivery history, and delivery latencies per bucket."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, case, func, select
+from sqlalchemy import ColumnElement, and_, case, func, literal_column, select
 
 from fedqueue.rules.admin_views import AuditEntry, Bucket
 from fedqueue.rules.states import UNFINISHED, DeliveryState, FollowerState
@@ -127,3 +127,42 @@ class ConsoleReads:
             ]
             for row in rows
         }
+
+    async def latencies(
+        self, since: datetime, width: timedelta, buckets: int, *, cap: int
+    ) -> list[list[float]]:
+        """Per bucket of `width` from `since`: the latency in seconds (delivered_at minus the row's
+        created_at, its fan-out) of the latest `cap` deliveries delivered in it (by delivered_at,
+        then id, so both engines pick the same rows). Bounded: at most `cap` rows a bucket are
+        read, in one query; rows pruned by retention are not there to read."""
+        delivered_at = DELIVERIES.c.delivered_at
+        ends = [since + (i + 1) * width for i in range(buckets)]
+        # Bucket numbers inline (ints, never input): as bind parameters PostgreSQL would type them text.
+        numbers: list[ColumnElement[int]] = [literal_column(str(i)) for i in range(buckets)]
+        bucket = case(*((delivered_at < end, n) for end, n in zip(ends, numbers, strict=True)))
+        ranked = (
+            select(
+                bucket.label("bucket"),
+                DELIVERIES.c.created_at,
+                delivered_at,
+                func.row_number()
+                .over(partition_by=bucket, order_by=(delivered_at.desc(), DELIVERIES.c.id.desc()))
+                .label("newest"),
+            )
+            .where(
+                DELIVERIES.c.state == DeliveryState.DELIVERED,
+                delivered_at >= since,
+                delivered_at < ends[-1],
+                DELIVERIES.c.created_at.is_not(None),
+            )
+            .subquery()
+        )
+        query = select(ranked.c.bucket, ranked.c.created_at, ranked.c.delivered_at).where(
+            ranked.c.newest <= cap
+        )
+        found: list[list[float]] = [[] for _ in range(buckets)]
+        async with self._db.reading() as conn:
+            for index, created_at, at in (await conn.execute(query)).all():
+                # Never below 0: the rows were written by processes whose clocks may differ.
+                found[index].append(max(0.0, (at - created_at).total_seconds()))
+        return found

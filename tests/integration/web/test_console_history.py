@@ -1,5 +1,6 @@
 """The console's delivery history (issue 51, "also wanted"): delivered, failed and dead over 24
-hours and 7 days, and a failure sparkline on each host row, server-rendered inline SVG."""
+hours and 7 days, a failure sparkline on each host row, server-rendered inline SVG, and the
+delivery latency p50 and p95 per bucket."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ from datetime import timedelta
 
 import httpx
 import pytest
+from sqlalchemy import update
 
+from fedqueue.service import console_reads
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
+from fedqueue.storage.schema import DELIVERIES
 from fedqueue.web.app import create_app
 from tests.helpers import asgi_client
 from tests.integration.web.test_dashboard import _login
@@ -80,3 +84,63 @@ async def test_each_host_row_has_a_failure_sparkline_of_the_last_24_hours(
     assert down.count("<rect ") == 1
     assert 'data-label="failures, 24 h">no failures<' in ok
     assert "<svg" not in ok
+
+
+async def _seed_latencies(store: Store, fanned_out_ago: timedelta, latencies_s: list[int], tag: str) -> None:
+    """Deliveries fanned out `fanned_out_ago`, each delivered the given seconds later (and one
+    failed, whose latency there is none of)."""
+    fanned_out = utcnow() - fanned_out_ago
+    seeded = [SeededDelivery(f"{OK}{tag}{i}/inbox", "delivered", attempts=1) for i in range(len(latencies_s))]
+    _, ids = await seed_activity(
+        store.database,
+        "alice",
+        f"https://l.example/a/{tag}",
+        [*seeded, SeededDelivery(DOWN + "1/inbox", "failed", attempts=1, last_status=503)],
+        now=fanned_out,
+    )
+    async with store.database.transaction() as conn:
+        for delivery_id, latency_s in zip(ids, latencies_s, strict=False):
+            await conn.execute(
+                update(DELIVERIES)
+                .where(DELIVERIES.c.id == delivery_id)
+                .values(delivered_at=fanned_out + timedelta(seconds=latency_s))
+            )
+
+
+def latency_rows(html: str, table_id: str) -> list[list[str]]:
+    table = html[html.index(f'<table id="{table_id}"') :].split("</table>")[0]
+    body = table.split("<tbody>")[1]
+    return [re.findall(r"<td>(.*?)</td>", row) for row in body.split("</tr>")[:-1]]
+
+
+async def test_history_shows_delivery_latency_p50_and_p95_per_bucket_over_24_hours_and_7_days(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    await _seed_latencies(store, timedelta(hours=3, minutes=30), list(range(1, 21)), "recent")
+    await _seed_latencies(store, timedelta(days=3, hours=5), [120, 10800], "older")
+    await _seed_latencies(store, timedelta(days=10), [5], "pruned")
+    headers, _ = await _login(client)
+    page = await client.get("/admin/ui/history", headers=headers)
+    assert page.status_code == 200
+    day = latency_rows(page.text, "latency-1")
+    assert [row[1:] for row in day] == [["20", "10.0 s", "19.0 s"]]
+    week = latency_rows(page.text, "latency-2")
+    assert [row[1:] for row in week] == [["2", "2 min 0 s", "3 h 0 min"], ["20", "10.0 s", "19.0 s"]]
+    assert "<script" not in page.text.split("</head>")[1]
+
+
+async def test_latency_is_read_from_the_latest_deliveries_of_each_bucket_at_most(
+    client: httpx.AsyncClient, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(console_reads, "LATENCY_READ_PER_BUCKET", 5)
+    await _seed_latencies(store, timedelta(hours=3, minutes=30), list(range(1, 21)), "recent")
+    headers, _ = await _login(client)
+    page = await client.get("/admin/ui/history", headers=headers)
+    assert [row[1:] for row in latency_rows(page.text, "latency-1")] == [["5", "18.0 s", "20.0 s"]]
+    assert "at most the latest 5 of each bucket" in " ".join(page.text.split())
+
+
+async def test_history_says_so_when_no_delivery_was_kept_to_time(client: httpx.AsyncClient) -> None:
+    headers, _ = await _login(client)
+    page = await client.get("/admin/ui/history", headers=headers)
+    assert " ".join(text_of(page.text, "latency-1").split()) == "No delivery kept in the last 24 hours."
