@@ -123,9 +123,7 @@ class AuditJson(TypedDict):
     target: str
     detail: Annotated[
         dict[str, Any] | None,
-        WithJsonSchema(
-            {"type": ["object", "null"], "description": "what the action was asked with"}
-        ),
+        WithJsonSchema({"type": ["object", "null"], "description": "what the action was asked with"}),
     ]
 
 
