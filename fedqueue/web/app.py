@@ -62,6 +62,7 @@ from fedqueue.web import (
     dashboard,
     dashboard_actions,
     followers,
+    home,
     inbox,
     metrics,
     minted,
@@ -272,6 +273,7 @@ def create_worker_app(settings: Settings, store: Store, recorder: Metrics) -> St
 def _routes() -> list[Route]:
     return [
         Route("/healthz", healthz, methods=["GET"]),
+        *home.routes,
         *actors.routes,
         *inbox.routes,
         *followers.routes,

@@ -138,6 +138,7 @@ def test_every_console_page_has_no_serious_axe_violation_and_fits_a_390px_phone(
         "/admin/ui/blocks",
         "/admin/ui/follows",
         "/admin/ui/history",
+        "/",
     ]
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 390, "height": 844})
