@@ -25,6 +25,7 @@ import pytest
 
 from fedqueue.metrics import FEDERATION_POLICY, HOST_UNAVAILABLE
 from fedqueue.rules.states import DeliveryState
+from tests.e2e.faults.test_database_away_http import proxied
 from tests.live import ADMIN_TOKEN, fedqueue_env, fedqueue_process, free_port, live_instance, stop, until
 
 pytestmark = pytest.mark.timeout(120)
@@ -34,6 +35,7 @@ RULES = MONITORING / "fedqueue-alerts.yml"
 RULE_TESTS = MONITORING / "fedqueue-alerts.test.yml"
 DASHBOARD = MONITORING / "grafana-dashboard.json"
 NO_WORKER = "FedqueueNoWorkerBeating"
+SCRAPE_FAILING = "FedqueueScrapeFailing"
 #: Heartbeats every second, so a stopped worker shows within seconds.
 FAST = {"FEDQUEUE_WORKER_HEARTBEAT_SECONDS": "1", "FEDQUEUE_POLL_INTERVAL_SECONDS": "0.2"}
 #: The test's rule copy waits this long (`for:`) instead of minutes; nothing else is changed.
@@ -168,13 +170,30 @@ async def no_worker_rule(origin: str) -> dict[str, Any] | None:
     return next((rule for rule in rules if rule["name"] == NO_WORKER), None)
 
 
-async def no_worker_alert_states(origin: str) -> list[str]:
+async def alert_states(origin: str, name: str) -> list[str]:
+    """The states (pending, firing) of alert `name` in Prometheus's /api/v1/alerts."""
     data = await api(origin, "alerts")
-    return [
-        alert["state"]
-        for alert in (data or {"alerts": []})["alerts"]
-        if alert["labels"]["alertname"] == NO_WORKER
-    ]
+    alerts = (data or {"alerts": []})["alerts"]
+    return [alert["state"] for alert in alerts if alert["labels"]["alertname"] == name]
+
+
+async def until_scraped_at(origin: str, series: str, value: int, seconds: int) -> None:
+    """Until Prometheus holds `seconds` scrapes of `series`, every one of them `value`: past
+    `SHORT_FOR`, so a rule that fired on it wrongly would be firing by then."""
+
+    async def scraped() -> bool:
+        promql = f"count_over_time({series}[1m]) and min_over_time({series}[1m]) == {value}"
+        seen = await query_value(origin, promql)
+        return seen is not None and seen >= seconds
+
+    await until(scraped, f"{series} == {value} scraped for {seconds} s", 60)
+
+
+async def until_firing(origin: str, name: str) -> None:
+    async def firing() -> bool:
+        return "firing" in await alert_states(origin, name)
+
+    await until(firing, f"{name} firing in Prometheus's /api/v1/alerts", 60)
 
 
 async def test_a_real_prometheus_fires_no_worker_beating_once_the_worker_is_stopped(tmp_path: Path) -> None:
@@ -184,23 +203,36 @@ async def test_a_real_prometheus_fires_no_worker_beating_once_the_worker_is_stop
         async with fedqueue_process("worker", env, tmp_path) as worker:
             await worker.until_healthz(200, 60)
             with prometheus_scraping(live.origin, tmp_path / "prometheus") as prometheus:
-
-                async def beating_scraped_five_times() -> bool:
-                    promql = f"count_over_time({beating}[1m]) and min_over_time({beating}[1m]) == 1"
-                    seen = await query_value(prometheus, promql)
-                    return seen is not None and seen >= 5
-
-                # Five seconds of a beating worker: past SHORT_FOR, so a rule that fired wrongly would.
-                await until(beating_scraped_five_times, "a beating worker scraped for 5 s", 60)
+                await until_scraped_at(prometheus, beating, 1, 5)
                 rule = await no_worker_rule(prometheus)
                 assert rule is not None and rule["health"] == "ok", rule
                 assert rule["state"] == "inactive", rule
-                assert await no_worker_alert_states(prometheus) == []
+                assert await alert_states(prometheus, NO_WORKER) == []
 
                 await worker.stop()
 
-                async def firing() -> bool:
-                    return "firing" in await no_worker_alert_states(prometheus)
-
-                await until(firing, f"{NO_WORKER} firing in Prometheus's /api/v1/alerts", 60)
+                await until_firing(prometheus, NO_WORKER)
                 assert await query_value(prometheus, beating) == 0
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_a_real_prometheus_fires_scrape_failing_while_serves_database_is_away(
+    database_url: str, tmp_path: Path
+) -> None:
+    """No metric says "database away": /metrics answers 503 without it, and `up` drops to 0."""
+    up = 'up{job="fedqueue"}'
+    with (
+        proxied(database_url) as (proxy, through_proxy),
+        live_instance(tmp_path, ADMIN_TOKEN, database_url=through_proxy, serve_args=["--no-worker"]) as live,
+        prometheus_scraping(live.origin, tmp_path / "prometheus") as prometheus,
+    ):
+        await until_scraped_at(prometheus, up, 1, 5)
+        assert await alert_states(prometheus, SCRAPE_FAILING) == []
+
+        proxy.away()
+        async with httpx.AsyncClient(timeout=10) as http:
+            assert (await http.get(f"{live.origin}/metrics")).status_code == 503
+
+        await until_firing(prometheus, SCRAPE_FAILING)
+        proxy.up()
