@@ -208,6 +208,9 @@ async def test_a_real_prometheus_fires_no_worker_beating_once_the_worker_is_stop
                 assert rule is not None and rule["health"] == "ok", rule
                 assert rule["state"] == "inactive", rule
                 assert await alert_states(prometheus, NO_WORKER) == []
+                # The dashboard's queries are PromQL this Prometheus accepts (400 otherwise).
+                for expr in dashboard_expressions():
+                    assert await api(prometheus, "query", query=expr) is not None, expr
 
                 await worker.stop()
 
