@@ -114,6 +114,7 @@ class Settings(BaseSettings):
     retention_outbox_days: float = Field(ge=0)
     retention_audit_days: float = Field(ge=0)
     retention_consumer_idle_days: float = Field(ge=0)
+    retention_backlog_samples_days: float = Field(ge=0)
     prune_batch_rows: int = Field(ge=1, le=100_000)
     signature_scheme_recheck_days: float = Field(gt=0)
 

@@ -10,6 +10,10 @@ A process stopped outright (SIGSTOP) stops beating: other processes' `/healthz` 
 Each beat also removes the rows of workers silent for `worker_forget_seconds` (bounded table).
 A beat that cannot be written (the database away) is logged at DEBUG and tried at the next;
 while the database is away the stall clock does not run (an outage is not a stall).
+
+At most once per `SAMPLE_EVERY`, a beat also samples the backlog per lane (`backlog_samples`: the
+deliveries due and the oldest one's wait), the console history page's backlog over time. The
+sample is advisory: one that cannot be taken is lost (logged at DEBUG) and the beat stands.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 
 log = logging.getLogger("fedqueue.outbound.worker")
+
+#: The least time between two backlog samples of one worker (several workers each sample).
+SAMPLE_EVERY = timedelta(minutes=1)
 
 
 class WorkerStalled(FedqueueError):
@@ -60,6 +67,7 @@ class Heartbeat:
         self._busy_since = time.monotonic()
         self.beats_written = 0
         self.forgotten = 0
+        self.sampled_at: datetime | None = None
 
     def progressed(self, count: int) -> None:
         """`count` sends finished or outbox rows expanded (0: nothing)."""
@@ -99,6 +107,20 @@ class Heartbeat:
         self.beats_written += 1
         forget = timedelta(seconds=self._settings.worker_forget_seconds)
         self.forgotten += await self._store.workers.forget_gone(row.beat_at - forget)
+        await self.sample(row.beat_at)
+
+    async def sample(self, now: datetime) -> None:
+        """Record the backlog per lane unless this worker did less than `SAMPLE_EVERY` ago; a
+        failure is logged at DEBUG and leaves the next beat to try again."""
+        if self.sampled_at is not None and now - self.sampled_at < SAMPLE_EVERY:
+            return
+        try:
+            per_lane = await self._store.workers.backlog_by_lane(now)
+            await self._store.backlog_samples.record(now, per_lane)
+        except Exception as exc:
+            log.debug("backlog not sampled: %s", describe(exc), exc_info=True)
+            return
+        self.sampled_at = now
 
     async def run(self) -> None:
         """Beat until cancelled; raise `WorkerStalled` (after one log line) once the worker stalls."""

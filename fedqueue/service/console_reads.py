@@ -1,7 +1,8 @@
 """Reads the admin console needs that the JSON API does not give the same way: followers of an
 actor by offset (the console's Next page link), with whether more follow; the audit log a page at
 a time, newest first; the webhooks with their health; the blocked domains; and the follows
-waiting for approval across every actor; and the delivery history, per host and in all, with its latency."""
+waiting for approval across every actor; and the delivery history, per host and in all, with its latency
+and the backlog over time."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from fedqueue.rules.errors import InvalidInput
 from fedqueue.rules.latency_percentiles import LatencyBucket, latency_bucket
 from fedqueue.rules.states import FollowerState
 from fedqueue.storage import Store
+from fedqueue.storage.backlog_samples import BacklogBucket
 from fedqueue.storage.console_reads import ConsoleReads, WebhookHealth
 from fedqueue.storage.followers import Follower
 from fedqueue.storage.webhook_registry import Webhook
@@ -109,3 +111,13 @@ async def latency(
         since, width, buckets, cap=LATENCY_READ_PER_BUCKET
     )
     return [latency_bucket(since + i * width, values) for i, values in enumerate(per_bucket)]
+
+
+async def backlog(
+    store: Store, span: timedelta, buckets: int, *, now: datetime | None = None
+) -> list[BacklogBucket]:
+    """The backlog per bucket over the `span` before `now`, from the workers' samples: the most
+    deliveries due at one sample and the longest wait; buckets no worker sampled left out."""
+    width = span / buckets
+    since = (now or datetime.now(UTC)) - span
+    return await store.backlog_samples.per_bucket(since, width, buckets)

@@ -40,6 +40,7 @@ PRUNED_TABLES = (
     "remote_actors",
     "actor_keys",
     "actors",
+    "backlog_samples",
 )
 #: At most this many batches per table per round; the next round goes on.
 MAX_BATCHES = 10_000
@@ -64,6 +65,7 @@ def cutoffs(settings: Settings, now: datetime) -> Cutoffs:
         tombstones_before=now - timedelta(hours=settings.inbox_tombstone_hours),
         remote_actors_before=now - _days(settings.retention_remote_actors_days),
         actors_before=now - _days(settings.actor_tombstone_days),
+        backlog_samples_before=now - _days(settings.retention_backlog_samples_days),
     )
 
 
@@ -120,6 +122,11 @@ async def prune_once(
     removed["inbox_tombstones"] = await store.tombstones.prune(cut.tombstones_before)
     removed["remote_actors"] = await store.remote_actors.prune(now, cut.remote_actors_before)
     removed["actor_keys"], removed["actors"] = await store.actor_lifecycle.finish_deletions(cut.actors_before)
+    removed["backlog_samples"] = await _drain(
+        partial(store.backlog_samples.prune, cut.backlog_samples_before, batch),
+        batch,
+        told("backlog_samples"),
+    )
     if metrics is not None:
         for table, n in removed.items():
             metrics.rows_pruned(table, n)

@@ -10,6 +10,7 @@ from fedqueue.storage.actor_lifecycle import ActorLifecycleStore
 from fedqueue.storage.actors import ActorStore, CreatedActor, LocalActor
 from fedqueue.storage.admin import AdminStore
 from fedqueue.storage.audience import AudienceStore
+from fedqueue.storage.backlog_samples import BacklogSampleStore
 from fedqueue.storage.blocks import BlockStore
 from fedqueue.storage.coalescing_reads import CoalescingStore, Decision, HistoryRow
 from fedqueue.storage.console_sessions import ConsoleSessionStore
@@ -86,6 +87,7 @@ class Store:
         self.retention = RetentionStore(database)
         self.consumers = ConsumerStore(database)
         self.workers = WorkerStore(database)
+        self.backlog_samples = BacklogSampleStore(database)
 
     @classmethod
     def open(cls, database_url: str, key_passphrase: bytes | None = None) -> Store:

@@ -29,6 +29,7 @@ from fedqueue.storage.published import maybe_public
 from fedqueue.storage.schema import (
     ACTORS,
     AUDIT_LOG,
+    BACKLOG_SAMPLES,
     DELIVERIES,
     INBOUND_ACTIVITIES,
     INBOX_CURSORS,
@@ -59,6 +60,7 @@ class Cutoffs:
     tombstones_before: datetime
     remote_actors_before: datetime
     actors_before: datetime
+    backlog_samples_before: datetime
 
     def finished(self) -> tuple[tuple[DeliveryState, datetime], ...]:
         """Each finished delivery state with its cutoff."""
@@ -248,10 +250,10 @@ class RetentionStore:
 
         Each count has the WHERE of the DELETE it stands for, as that DELETE would find the rows
         after the earlier ones of the round (an outbox row whose last deliveries the round prunes
-        counts). The inbox, tombstone, remote actor and actor conditions restate those of
-        `InboxStore.prune`, `TombstoneStore.prune`, `RemoteActorStore.prune` and
-        `ActorLifecycle.finish_deletions`; a test on both engines checks the counts against a real
-        round's, so the two cannot drift apart unseen.
+        counts). The inbox, tombstone, remote actor, actor and backlog sample conditions restate
+        those of `InboxStore.prune`, `TombstoneStore.prune`, `RemoteActorStore.prune`,
+        `ActorLifecycle.finish_deletions` and `BacklogSampleStore.prune`; a test on both engines
+        checks the counts against a real round's, so the two cannot drift apart unseen.
         """
         d = DELIVERIES.c
         prunable = or_(*(_finished_before(state, before) for state, before in cut.finished()))
@@ -283,6 +285,7 @@ class RetentionStore:
                 ACTORS.c.deleted_at < cut.actors_before,
                 or_(ACTORS.c.private_key_pem == "", _keys_droppable()),
             ),
+            "backlog_samples": select(func.count()).where(BACKLOG_SAMPLES.c.at < cut.backlog_samples_before),
         }
         async with self._db.reading() as conn:
             counts = {name: int((await conn.execute(q)).scalar_one() or 0) for name, q in queries.items()}

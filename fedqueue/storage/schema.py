@@ -10,6 +10,7 @@ from sqlalchemy import MetaData, Table
 from sqlmodel import SQLModel
 
 from fedqueue.storage.operator_tables import AuditRow, ConsoleSessionRow, InstanceKeyRow, RelayRow, WebhookRow
+from fedqueue.storage.sample_tables import BacklogSampleRow
 from fedqueue.storage.tables import (
     ActorRow,
     DeliveryRow,
@@ -27,7 +28,8 @@ from fedqueue.storage.tables import (
 )
 from fedqueue.storage.worker_tables import WorkerRow
 
-#: Every table, of storage/tables, storage/operator_tables and storage/worker_tables.
+#: Every table, of storage/tables, storage/operator_tables, storage/worker_tables and
+#: storage/sample_tables.
 METADATA: MetaData = SQLModel.metadata
 
 
@@ -55,3 +57,4 @@ RELAYS = _table(RelayRow)
 WEBHOOKS = _table(WebhookRow)
 AUDIT_LOG = _table(AuditRow)
 WORKERS = _table(WorkerRow)
+BACKLOG_SAMPLES = _table(BacklogSampleRow)

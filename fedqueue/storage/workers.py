@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import ColumnElement, Select, delete, func, select
 
-from fedqueue.rules.states import UNSENT
+from fedqueue.rules.states import LANES, UNSENT
 from fedqueue.rules.worker_beats import WorkerBeat
+from fedqueue.storage.backlog_samples import LaneBacklog
 from fedqueue.storage.database import Database
 from fedqueue.storage.delivery_statements import held_hosts
 from fedqueue.storage.schema import DELIVERIES, WORKERS
@@ -48,18 +50,34 @@ class WorkerStore:
 
     async def oldest_due_by_lane(self, now: datetime) -> dict[int, float]:
         """Per lane with due deliveries (queued or failed, host not held back): the oldest's wait in s."""
-        query = (
-            select(DELIVERIES.c.lane, func.min(DELIVERIES.c.next_attempt_at))
-            .where(
-                DELIVERIES.c.state.in_(UNSENT),
-                DELIVERIES.c.next_attempt_at <= now,
-                DELIVERIES.c.host.not_in(held_hosts(now)),
-            )
-            .group_by(DELIVERIES.c.lane)
-        )
+        query = _due_by_lane(now, func.min(DELIVERIES.c.next_attempt_at))
         async with self._db.reading() as conn:
             rows = (await conn.execute(query)).all()
         return {int(lane): _age_s(oldest, now) for lane, oldest in rows if oldest is not None}
+
+    async def backlog_by_lane(self, now: datetime) -> dict[int, LaneBacklog]:
+        """Per lane (every one, 0 where none): the deliveries due and the oldest's wait in s."""
+        query = _due_by_lane(now, func.count(), func.min(DELIVERIES.c.next_attempt_at))
+        async with self._db.reading() as conn:
+            rows = (await conn.execute(query)).all()
+        found = dict.fromkeys((int(lane) for lane in LANES), LaneBacklog(0, 0.0))
+        for lane, due, oldest in rows:
+            if oldest is not None:
+                found[int(lane)] = LaneBacklog(int(due), _age_s(oldest, now))
+        return found
+
+
+def _due_by_lane(now: datetime, *columns: ColumnElement[Any]) -> Select[Any]:
+    """`columns` per lane over the due deliveries (queued or failed, host not held back)."""
+    return (
+        select(DELIVERIES.c.lane, *columns)
+        .where(
+            DELIVERIES.c.state.in_(UNSENT),
+            DELIVERIES.c.next_attempt_at <= now,
+            DELIVERIES.c.host.not_in(held_hosts(now)),
+        )
+        .group_by(DELIVERIES.c.lane)
+    )
 
 
 def _age_s(when: datetime | str, now: datetime) -> float:

@@ -5,7 +5,9 @@ Read from the deliveries rows themselves: a failure counts once, at its latest a
 deliveries pruned by retention (`retention_delivered_days`, `retention_dead_days`) are no longer
 counted, so the 7 days are complete only while retention keeps that long. Beside each chart, the
 delivery latency (fan-out to delivery) p50 and p95 per bucket, from the same kept rows, each
-bucket from at most its latest `console_reads.LATENCY_READ_PER_BUCKET` deliveries."""
+bucket from at most its latest `console_reads.LATENCY_READ_PER_BUCKET` deliveries. And the backlog
+over time: per bucket, the most deliveries due and the longest wait the workers sampled
+(`outbound.heartbeat`, once a minute each, kept `retention_backlog_samples_days`)."""
 
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ async def history_page(request: Request) -> Response:
     for name, span, buckets, clock, every, axis in SPANS:
         history = await console_reads.history(store, span, buckets, now=now)
         latency = await console_reads.latency(store, span, buckets, now=now)
+        backlog = await console_reads.backlog(store, span, buckets, now=now)
         totals = {s: sum(getattr(b, s) for b in history.total) for s in CHART_SERIES}
         charts.append(
             {
@@ -55,6 +58,10 @@ async def history_page(request: Request) -> Response:
                     for b in latency
                     if b.read
                 ],
+                "backlog": [
+                    {"start": f"{b.start:%m-%d %H:%M}", "due": b.due, "age": duration(b.oldest_due_age_s)}
+                    for b in backlog
+                ],
             }
         )
     return render(
@@ -66,6 +73,7 @@ async def history_page(request: Request) -> Response:
             DeliveryState.DELIVERED: settings.retention_delivered_days,
             DeliveryState.DEAD: settings.retention_dead_days,
         },
+        samples_kept_days=settings.retention_backlog_samples_days,
     )
 
 

@@ -17,6 +17,7 @@ from fedqueue.service.actor_changes import delete_actor
 from fedqueue.service.retention import PRUNED_TABLES, cutoffs, prune_once
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
+from fedqueue.storage.backlog_samples import LaneBacklog
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.schema import INBOX_CURSORS, TOMBSTONES
 from tests.integration.storage.test_retention import HOOK_URL, _one_day
@@ -34,6 +35,7 @@ async def _week_of_traffic(store: Store, settings: Settings) -> Settings:
     start = utcnow() - timedelta(days=10)
     for day in range(7):
         await _one_day(store, day, start + timedelta(days=day))
+        await store.backlog_samples.record(start + timedelta(days=day), {1: LaneBacklog(day, 60.0 * day)})
     async with store.database.transaction() as conn:
         await conn.execute(update(INBOX_CURSORS).values(updated_at=start))  # debug-once is idle
         for day in range(7):
@@ -52,6 +54,7 @@ async def _week_of_traffic(store: Store, settings: Settings) -> Settings:
             "inbox_retention_days": 4,
             "retention_remote_actors_days": 5,
             "actor_tombstone_days": 0,
+            "retention_backlog_samples_days": 6,
             "prune_batch_rows": 7,
         }
     )

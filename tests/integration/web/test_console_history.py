@@ -15,6 +15,7 @@ from sqlalchemy import update
 from fedqueue.service import console_reads
 from fedqueue.settings import Settings
 from fedqueue.storage import Store
+from fedqueue.storage.backlog_samples import LaneBacklog
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.schema import DELIVERIES
 from fedqueue.web.app import create_app
@@ -144,3 +145,30 @@ async def test_history_says_so_when_no_delivery_was_kept_to_time(client: httpx.A
     headers, _ = await _login(client)
     page = await client.get("/admin/ui/history", headers=headers)
     assert " ".join(text_of(page.text, "latency-1").split()) == "No delivery kept in the last 24 hours."
+
+
+async def test_history_shows_the_backlog_over_time_the_workers_sampled(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    now = utcnow()
+    two_lanes = {0: LaneBacklog(3, 40.0), 1: LaneBacklog(4, 125.0)}
+    await store.backlog_samples.record(now - timedelta(hours=2, minutes=30), two_lanes)
+    await store.backlog_samples.record(now - timedelta(hours=2, minutes=29), {1: LaneBacklog(2, 100.0)})
+    await store.backlog_samples.record(now - timedelta(days=3), {1: LaneBacklog(9, 7200.0)})
+    await store.backlog_samples.record(now - timedelta(days=8), {1: LaneBacklog(50, 9e5)})
+    headers, _ = await _login(client)
+    page = await client.get("/admin/ui/history", headers=headers)
+    assert page.status_code == 200
+    assert [row[1:] for row in latency_rows(page.text, "backlog-1")] == [["7", "2 min 5 s"]]
+    assert [row[1:] for row in latency_rows(page.text, "backlog-2")] == [
+        ["9", "2 h 0 min"],
+        ["7", "2 min 5 s"],
+    ]
+
+
+async def test_history_says_so_when_no_backlog_was_sampled(client: httpx.AsyncClient) -> None:
+    headers, _ = await _login(client)
+    page = await client.get("/admin/ui/history", headers=headers)
+    assert " ".join(text_of(page.text, "backlog-1").split()) == (
+        "No backlog sample in the last 24 hours: no worker ran, or the samples were pruned."
+    )
