@@ -111,8 +111,10 @@ class Heartbeat:
 
     async def sample(self, now: datetime) -> None:
         """Record the backlog per lane unless this worker did less than `SAMPLE_EVERY` ago; a
-        failure is logged at DEBUG and leaves the next beat to try again."""
-        if self.sampled_at is not None and now - self.sampled_at < SAMPLE_EVERY:
+        failure is logged at DEBUG and leaves the next beat to try again. A wall clock set back
+        does not stop the samples until it catches up: only a last sample within a minute either
+        side of `now` holds the next one back."""
+        if self.sampled_at is not None and abs(now - self.sampled_at) < SAMPLE_EVERY:
             return
         try:
             per_lane = await self._store.workers.backlog_by_lane(now)

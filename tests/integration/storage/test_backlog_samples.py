@@ -59,6 +59,16 @@ async def test_a_worker_samples_the_backlog_per_lane_at_most_once_a_minute(
     assert heartbeat.beats_written == 3
 
 
+async def test_a_wall_clock_set_back_does_not_stop_the_samples(settings: Settings, store: Store) -> None:
+    t0 = utcnow().replace(second=0, microsecond=0)
+    clock = Clock(t0)
+    heartbeat = Heartbeat(settings, store, "box:1:me", lambda: 0, clock=clock)
+    await heartbeat.beat()
+    clock.now = t0 - HOUR / 2  # set back by NTP or by hand
+    await heartbeat.beat()
+    assert [b.start for b in await _samples(store, t0)] == [t0 - HOUR / 2, t0]
+
+
 async def test_every_lane_is_sampled_with_zero_where_nothing_is_due(store: Store) -> None:
     now = utcnow()
     assert await store.workers.backlog_by_lane(now) == dict.fromkeys(
