@@ -2,7 +2,8 @@
 rules`; every metric name the rules and the Grafana dashboard use is one a real `serve` exposes;
 and a real Prometheus (Debian's binary, a child process with its own config and data in tmp)
 scraping a real `serve --no-worker` keeps "no worker beating" quiet while a `fedqueue worker`
-beats and fires it once that worker is stopped.
+beats and fires it once that worker is stopped, and fires "scrape failing" while serve's
+PostgreSQL is away (PostgreSQL only: a loopback TCP proxy stands for the database's server).
 
 Skipped where Prometheus is missing, unless FEDQUEUE_REQUIRE_PROMETHEUS=1 (CI, which installs
 it): then those tests fail.
