@@ -84,6 +84,7 @@ _TABLES = {
         INBOX_ITEMS,
         INBOX_CURSORS,
         TOMBSTONES,
+        BACKLOG_SAMPLES,
     )
 }
 COUNTED_TABLES = tuple(_TABLES)
