@@ -96,15 +96,20 @@ def _register_activities_and_followers(commands: Subparsers) -> None:
         "List the remote accounts following local actor ACTOR, oldest follow first: the "
         "follower's actor id, the inbox its deliveries go to, and since when it follows. "
         "--pending lists the follows waiting for approval instead; "
-        "`followers approve|reject ACTOR FOLLOWER` answers one (an Accept or Reject is sent).",
+        "`followers approve|reject ACTOR FOLLOWER` answers one (an Accept or Reject is sent); "
+        "`followers remove ACTOR FOLLOWER` removes an accepted follower (a Reject of its Follow is "
+        "sent, so its server drops the follow too).",
         [
             "fedqueue followers alice",
             "fedqueue followers alice --json",
             "fedqueue followers approve alice URI",
+            "fedqueue followers remove alice URI",
         ],
     )
-    followers.add_argument("actor", metavar="ACTOR", help="a local actor's name (or approve, reject)")
-    followers.add_argument("words", nargs="*", metavar="FOLLOWER", help="approve|reject ACTOR FOLLOWER")
+    followers.add_argument("actor", metavar="ACTOR", help="a local actor's name (or approve, reject, remove)")
+    followers.add_argument(
+        "words", nargs="*", metavar="FOLLOWER", help="approve|reject|remove ACTOR FOLLOWER"
+    )
     followers.add_argument("--pending", action="store_true", help="the follows waiting for approval")
     followers.add_argument("--limit", type=int, default=100, help="followers to list")
     _json_flag(followers)
@@ -291,7 +296,7 @@ def run_followers(args: argparse.Namespace) -> int:
         return approval.run_answer(args.actor, args.words)
     if args.words:
         raise InvalidInput(
-            f"unexpected {args.words[0]!r}: fedqueue followers ACTOR, or approve|reject ACTOR FOLLOWER"
+            f"unexpected {args.words[0]!r}: fedqueue followers ACTOR, or approve|reject|remove ACTOR FOLLOWER"
         )
     name = check_actor_name(args.actor)
     state = FollowerState.PENDING if args.pending else FollowerState.ACCEPTED

@@ -1,5 +1,5 @@
-"""`fedqueue actor lock|unlock NAME` and `fedqueue followers approve|reject NAME FOLLOWER`:
-manual approval of followers (`service.actors`)."""
+"""`fedqueue actor lock|unlock NAME` and `fedqueue followers approve|reject|remove NAME FOLLOWER`:
+manual approval of followers, and removal of an accepted one (`service.actors`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from fedqueue.storage import Store
 
 #: `fedqueue followers WORD ...`: these words are actions, not an actor's name.
-ACTIONS = ("approve", "reject")
+ACTIONS = ("approve", "reject", "remove")
 
 
 def register_actor_actions(actor_commands: Subparsers) -> None:
@@ -69,13 +69,20 @@ def run_unlock(args: argparse.Namespace) -> int:
 
 
 def run_answer(action: str, words: list[str]) -> int:
-    """`followers approve NAME FOLLOWER` or `followers reject NAME FOLLOWER`."""
+    """`followers approve|reject|remove NAME FOLLOWER`: the Accept or Reject is queued."""
     if len(words) != 2:
         raise InvalidInput(f"usage: fedqueue followers {action} NAME FOLLOWER")
     name, follower = words
-    approve = action == "approve"
-    _run(lambda store, urls: approval.answer_follow(store, urls, name, follower, approve=approve, who="cli"))
-    sent = "Accept" if approve else "Reject"
+    if action == "remove":
+        _run(lambda store, urls: approval.remove_follower(store, urls, name, follower, who="cli"))
+    else:
+        approve = action == "approve"
+        _run(
+            lambda store, urls: approval.answer_follow(
+                store, urls, name, follower, approve=approve, who="cli"
+            )
+        )
+    sent = "Accept" if action == "approve" else "Reject"
     # the answer's delivery to the follower's inbox is queued
     print(json.dumps({"actor": name, "follower": follower, DeliveryState.QUEUED: sent}))
     return 0

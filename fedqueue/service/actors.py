@@ -26,6 +26,7 @@ from fedqueue.storage import Store
 from fedqueue.storage.actor_lifecycle import KeyRotated
 from fedqueue.storage.actors import ActorListing, CreatedActor, LocalActor
 from fedqueue.storage.column_types import utcnow
+from fedqueue.storage.followers import Follower
 
 #: Actors one page of the actor list holds: `DEFAULT_ACTOR_PAGE` unless asked, at most `MAX_ACTOR_PAGE`.
 DEFAULT_ACTOR_PAGE = 100
@@ -89,9 +90,7 @@ async def answer_follow(
 
     NotFound unless `follower_uri` has a follow of `name` waiting.
     """
-    follower = await store.followers.get(check_actor_name(name), follower_uri)
-    if follower.state != FollowerState.PENDING:
-        raise NotFound(f"no pending follow of {name} by {follower_uri}")
+    follower = await _follower(store, name, follower_uri, FollowerState.PENDING)
     follow = stored_follow(urls, name, follower_uri, follower.follow_activity_id)
     answer = EnqueueActivity(
         name,
@@ -102,6 +101,25 @@ async def answer_follow(
         await store.followers.approve(name, follower_uri, answer, who)
     else:
         await store.followers.reject(name, follower_uri, answer, who)
+
+
+async def remove_follower(store: Store, urls: Urls, name: str, follower_uri: str, *, who: str) -> None:
+    """An accepted follower removed: forgotten, and a Reject of its Follow queued to its inbox, so
+    its server drops the follow too (what Mastodon sends for "remove from followers"); the
+    deliveries already queued to it still go. NotFound unless `follower_uri` follows `name`."""
+    follower = await _follower(store, name, follower_uri, FollowerState.ACCEPTED)
+    follow = stored_follow(urls, name, follower_uri, follower.follow_activity_id)
+    reject = EnqueueActivity(
+        name, accept_activity(urls, name, follow, follower_uri, "Reject"), (follower.inbox,)
+    )
+    await store.followers.reject(name, follower_uri, reject, who, accepted=True)
+
+
+async def _follower(store: Store, name: str, follower_uri: str, state: FollowerState) -> Follower:
+    follower = await store.followers.get(check_actor_name(name), follower_uri)
+    if follower.state != state:
+        raise NotFound(f"no {state} follow of {name} by {follower_uri}")
+    return follower
 
 
 def listing_json(row: ActorListing, urls: Urls) -> dict[str, object]:

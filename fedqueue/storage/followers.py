@@ -370,17 +370,24 @@ class FollowerStore:
             await _announce(self._db, conn, webhook_payloads.FOLLOWER_ADDED, actor, follower_uri)
             await record_audit(conn, who, "follower_approve", actor, {"follower": follower_uri}, utcnow())
 
-    async def reject(self, actor: str, follower_uri: str, reject: EnqueueActivity, who: str) -> None:
-        """A pending follow refused: the row is forgotten and its Reject queued, together; audited."""
+    async def reject(
+        self, actor: str, follower_uri: str, reject: EnqueueActivity, who: str, *, accepted: bool = False
+    ) -> None:
+        """A follow refused: the row is forgotten and its Reject queued, together; audited.
+
+        A pending follow by default (`follower_reject`); with `accepted`, a follower already
+        accepted is removed (`follower_remove`, and `follower.removed` for the webhooks), the
+        way Mastodon's "remove from followers" sends a Reject of the Follow it once accepted.
+        """
+        state = FollowerState.ACCEPTED if accepted else FollowerState.PENDING
         async with self._db.transaction() as conn:
-            removed = await conn.execute(
-                delete(FOLLOWERS).where(
-                    FOLLOWERS.c.actor == actor,
-                    FOLLOWERS.c.follower_uri == follower_uri,
-                    FOLLOWERS.c.state == FollowerState.PENDING,
-                )
+            where = and_(
+                FOLLOWERS.c.actor == actor,
+                FOLLOWERS.c.follower_uri == follower_uri,
+                FOLLOWERS.c.state == state,
             )
-            if removed.rowcount == 0:
-                raise NotFound(f"no pending follow of {actor} by {follower_uri}")
+            if not await _remove(self._db, conn, where):
+                raise NotFound(f"no {state} follow of {actor} by {follower_uri}")
             await enqueue(self._db, conn, [reject])
-            await record_audit(conn, who, "follower_reject", actor, {"follower": follower_uri}, utcnow())
+            action = "follower_remove" if accepted else "follower_reject"
+            await record_audit(conn, who, action, actor, {"follower": follower_uri}, utcnow())

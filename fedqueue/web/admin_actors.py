@@ -187,11 +187,26 @@ async def reject_follower(request: Request) -> Response:
     return await _answer_follow(request, approve=False)
 
 
-async def _answer_follow(request: Request, *, approve: bool) -> Response:
+@accepts("follower")
+async def remove_follower(request: Request) -> Response:
+    """POST /admin/actors/{name}/followers/remove?follower=URI: an accepted follower forgotten, a
+    Reject of its Follow queued."""
+    name, follower = _follow_of(request)
+    store = store_of(request)
+    await local_actors.remove_follower(store, urls_of(request), name, follower, who=session_of(request).who)
+    return JSONResponse(await actor_json(store, name))
+
+
+def _follow_of(request: Request) -> tuple[str, str]:
     name = check_actor_name(request.path_params["name"])
     follower = request.query_params.get("follower")
     if not follower:
         raise InvalidInput("missing query parameter 'follower': the follower's actor id")
+    return name, follower
+
+
+async def _answer_follow(request: Request, *, approve: bool) -> Response:
+    name, follower = _follow_of(request)
     store = store_of(request)
     who = session_of(request).who
     await local_actors.answer_follow(store, urls_of(request), name, follower, approve=approve, who=who)
@@ -211,4 +226,5 @@ routes = [
     Route("/admin/actors/{name}/unlock", unlock, methods=["POST"]),
     Route("/admin/actors/{name}/followers/approve", approve_follower, methods=["POST"]),
     Route("/admin/actors/{name}/followers/reject", reject_follower, methods=["POST"]),
+    Route("/admin/actors/{name}/followers/remove", remove_follower, methods=["POST"]),
 ]

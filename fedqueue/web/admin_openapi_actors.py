@@ -267,7 +267,7 @@ def _identity_paths() -> dict[str, Any]:
 
 
 def _follow_paths() -> dict[str, Any]:
-    """Lock or unlock a local actor, and approve or reject a pending follow of a locked one."""
+    """Lock or unlock a local actor, approve or reject a pending follow of a locked one, remove a follower."""
     return {
         "/admin/actors/{name}/lock": {
             "post": _on_actor(
@@ -291,5 +291,15 @@ def _follow_paths() -> dict[str, Any]:
                 )
             }
             for verb, kind in (("approve", "Accept"), ("reject", "Reject"))
+        },
+        "/admin/actors/{name}/followers/remove": {
+            "post": _on_actor(
+                operation(
+                    "removeFollower",
+                    "Remove an accepted follower (a Reject of its Follow is sent)",
+                    ActorJson,
+                    [_ACTOR, _uri_query("follower", "the follower's id")],
+                )
+            )
         },
     }

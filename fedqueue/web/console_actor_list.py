@@ -162,11 +162,16 @@ async def pending_page(request: Request) -> Response:
     )
 
 
-async def _answer(request: Request, who: str, *, approve: bool) -> str:
+async def _follow_of(request: Request) -> tuple[str, str]:
     name = check_actor_name(request.path_params["name"])
     follower = (await request.form()).get("follower")  # the form is read once, and kept
     if not isinstance(follower, str) or not follower:
         raise InvalidInput("the form names no follower")
+    return name, follower
+
+
+async def _answer(request: Request, who: str, *, approve: bool) -> str:
+    name, follower = await _follow_of(request)
     store, urls = store_of(request), urls_of(request)
     await local_actors.answer_follow(store, urls, name, follower, approve=approve, who=who)
     if approve:
@@ -182,6 +187,12 @@ async def _reject(request: Request, who: str) -> str:
     return await _answer(request, who, approve=False)
 
 
+async def _remove(request: Request, who: str) -> str:
+    name, follower = await _follow_of(request)
+    await local_actors.remove_follower(store_of(request), urls_of(request), name, follower, who=who)
+    return f"{follower} no longer follows {name}: a Reject of its Follow is queued."
+
+
 routes = [
     Route(LIST, actors_page, methods=["GET"]),
     Route(LIST, create_actor, methods=["POST"]),
@@ -193,4 +204,5 @@ routes = [
     Route(LIST + "/{name}/followers", followers_page, methods=["GET"]),
     Route(LIST + "/{name}/followers/approve", action(_approve), methods=["POST"]),
     Route(LIST + "/{name}/followers/reject", action(_reject), methods=["POST"]),
+    Route(LIST + "/{name}/followers/remove", action(_remove), methods=["POST"]),
 ]

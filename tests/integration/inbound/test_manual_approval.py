@@ -1,5 +1,6 @@
 """A locked actor (manual approval): its follows wait, with no Accept, until an admin approves or
-rejects them through the admin API or the CLI's service; on both engines."""
+rejects them through the admin API or the CLI's service; and an accepted follower removed by an
+admin, sent a Reject of its Follow; on both engines."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import json
 
 import httpx
 import pytest
+from sqlalchemy import text
 
 from fedqueue.rules.errors import NotFound
 from fedqueue.rules.urls import Urls
 from fedqueue.service import actors as approval
+from fedqueue.service import webhooks
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from tests.conftest import ADMIN_TOKEN
@@ -91,3 +94,61 @@ async def test_an_unlocked_actor_accepts_follows_again_and_nothing_accepted_can_
     missing = await client.post("/admin/actors/alice/followers/reject", headers=AUTH)
     assert missing.status_code == 400
     assert (await client.post("/admin/actors/nobody/lock", headers=AUTH)).status_code == 404
+
+
+async def test_an_admin_removes_an_accepted_follower_which_gets_a_reject_of_its_follow(
+    client: httpx.AsyncClient, store: Store, bob: RemoteActor
+) -> None:
+    await store.actors.create("alice")
+    await webhooks.add(
+        store,
+        "alice",
+        "app",
+        "http://127.0.0.1:9/hook",
+        events=("follower.removed",),
+        allow_private=True,
+        who="test",
+    )
+    follow = bob.activity("Follow", object=ALICE)
+    await send(client, bob, follow)
+    assert await followers_of(client) == (1, [bob.uri])
+    pending_first = await client.post(
+        "/admin/actors/alice/followers/remove", params={"follower": "https://nobody.example/u"}, headers=AUTH
+    )
+    assert pending_first.status_code == 404
+
+    removed = await client.post(
+        "/admin/actors/alice/followers/remove", params={"follower": bob.uri}, headers=AUTH
+    )
+
+    assert removed.status_code == 200, removed.text
+    assert await followers_of(client) == (0, [])
+    [_accept, row] = await outbox_rows(store)
+    reject = json.loads(row["activity"])
+    assert (reject["type"], reject["to"], json.loads(row["inboxes"])) == ("Reject", [bob.uri], [bob.inbox])
+    assert reject["object"] == {"id": follow["id"], "type": "Follow", "actor": bob.uri, "object": ALICE}
+    async with store.database.reading() as conn:
+        kinds = (await conn.execute(text("SELECT kind FROM webhook_events"))).scalars().all()
+    assert kinds == ["follower.removed"]
+    audit = (await client.get("/admin/audit", headers=AUTH)).json()["items"]
+    assert [(e["action"], e["detail"]) for e in audit if e["action"] == "follower_remove"] == [
+        ("follower_remove", {"follower": bob.uri})
+    ]
+    again = await client.post(
+        "/admin/actors/alice/followers/remove", params={"follower": bob.uri}, headers=AUTH
+    )
+    assert again.status_code == 404
+
+
+async def test_a_pending_follow_is_rejected_not_removed(
+    client: httpx.AsyncClient, store: Store, bob: RemoteActor
+) -> None:
+    await store.actors.create("alice")
+    await approval.set_locked(store, "alice", True, "test", utcnow())
+    await send(client, bob, bob.activity("Follow", object=ALICE))
+
+    with pytest.raises(NotFound, match="no accepted follow of alice"):
+        await approval.remove_follower(store, Urls(LOCAL), "alice", bob.uri, who="cli")
+
+    assert (await store.followers.get("alice", bob.uri)).state == "pending"
+    assert await outbox_rows(store) == []

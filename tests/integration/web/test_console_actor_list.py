@@ -1,5 +1,5 @@
 """The console's actor list (issue 51 row 6): actors paged by name, a new actor and a new token
-shown once, lock and unlock, and an actor's followers and pending follows approved or rejected,
+shown once, lock and unlock, an actor's followers (removed) and pending follows approved or rejected,
 each through service/ and audited as the logged-in admin."""
 
 from __future__ import annotations
@@ -207,3 +207,24 @@ async def test_pending_follows_of_every_actor_are_on_one_page_approved_from_ther
     after = await client.get("/admin/ui/follows", headers=headers)
     assert "https://r.example/u/2" not in after.text
     assert "https://r.example/u/9" not in after.text
+
+
+async def test_a_follower_removed_from_the_console_is_gone_and_audited_as_the_admin(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    await store.actors.create("blog")
+    await add_follower(store, "blog", "https://r.example/u/9", "https://r.example/u/9/inbox")
+    headers, csrf = await _login(client)
+    page = await client.get("/admin/ui/actors/blog/followers", headers=headers)
+    assert 'aria-label="Remove https://r.example/u/9 from the followers of blog' in page.text
+
+    form = {"csrf": csrf, "next": "/admin/ui/actors/blog/followers", "follower": "https://r.example/u/9"}
+    removed = await client.post("/admin/ui/actors/blog/followers/remove", data=form, headers=headers)
+
+    assert removed.headers["location"] == "/admin/ui/actors/blog/followers"
+    with pytest.raises(NotFound):
+        await store.followers.get("blog", "https://r.example/u/9")
+    after = await client.get("/admin/ui/actors/blog/followers", headers=headers)
+    assert "No followers yet." in after.text
+    [entry, *_] = await store.admin.audit_log()
+    assert (entry.action, entry.who) == ("follower_remove", WHO)
