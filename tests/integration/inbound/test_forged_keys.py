@@ -1,4 +1,5 @@
-"""What forged keyIds may make fedqueue keep and fetch: nothing stored, one refetch per cooldown."""
+"""What forged keyIds may make fedqueue keep and fetch: nothing stored, one refetch per cooldown;
+and a remote actor's genuinely rotated key, believed after one refetch (issue 49, item 4)."""
 
 from __future__ import annotations
 
@@ -173,3 +174,48 @@ async def test_keys_of_unverified_requests_beyond_the_memory_bound_evict_the_old
     assert f'fedqueue_remote_cache_evictions_total{{cache="unverified"}} {FORGED_POSTS - 2}\n' in metrics
     figures = bounded.figures()
     assert 0 < figures.unverified_bytes < 2 * small.remote_actor_document_max_bytes  # slimmed: no summary
+
+
+def rotate(bob: RemoteActor) -> keys.KeyPair:
+    """bob's server makes him a new key and serves it, as Mastodon does on a key change; the old pair."""
+    old, bob.pair = bob.pair, keys.generate_key_pair()
+    bob.publish()
+    return old
+
+
+async def test_a_remote_actors_rotated_key_is_picked_up_by_one_refetch_and_the_old_key_refused(
+    clocked: tuple[httpx.AsyncClient, Clock], store: Store, bob: RemoteActor, remote: LoopbackServer
+) -> None:
+    client, _clock = clocked
+    await store.actors.create("alice")
+    assert (await post(client, PATH, bob.signed(PATH, bob.note_to("alice")))).status_code == 202
+    old = rotate(bob)
+
+    under_new_key = await post(client, PATH, bob.signed(PATH, bob.note_to("alice")))
+
+    assert under_new_key.status_code == 202, under_new_key.text
+    assert len(remote.received("GET", "/users/bob")) == 2  # the first fetch, one refetch
+    new, bob.pair = bob.pair, old
+    under_old_key = await post(client, PATH, bob.signed(PATH, bob.note_to("alice")))
+    assert under_old_key.status_code == 401
+    bob.pair = new
+    assert (await post(client, PATH, bob.signed(PATH, bob.note_to("alice")))).status_code == 202
+    assert len(remote.received("GET", "/users/bob")) == 2
+
+
+async def test_a_second_rotation_within_the_cooldown_is_believed_once_the_cooldown_is_over(
+    clocked: tuple[httpx.AsyncClient, Clock], store: Store, bob: RemoteActor, settings: Settings
+) -> None:
+    client, clock = clocked
+    await store.actors.create("alice")
+    assert (await post(client, PATH, bob.signed(PATH, bob.note_to("alice")))).status_code == 202
+    rotate(bob)
+    assert (await post(client, PATH, bob.signed(PATH, bob.note_to("alice")))).status_code == 202
+    rotate(bob)
+
+    within = await post(client, PATH, bob.signed(PATH, bob.note_to("alice")))
+    clock.now += timedelta(seconds=settings.key_refetch_cooldown_seconds + 1)
+    after = await post(client, PATH, bob.signed(PATH, bob.note_to("alice")))
+
+    assert within.status_code == 401
+    assert after.status_code == 202, after.text
