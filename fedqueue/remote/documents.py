@@ -27,6 +27,7 @@ from fedqueue.remote.key_hints import KeyHints
 from fedqueue.remote.proof_keys import ProofKeys
 from fedqueue.rules.activitystreams import ACCEPT_ACTIVITY
 from fedqueue.rules.address_guard import FetchError, Gone, host_of
+from fedqueue.rules.assertion_methods import with_assertion_key
 from fedqueue.rules.bounded_memory import (
     MEMORY_TTL,
     ActorMemory,
@@ -181,7 +182,7 @@ class RemoteDirectory:
                 "fedqueue.key_fetch", {"fedqueue.key_id": key_id, "server.address": host_of(url)}
             ):
                 doc, actor_url = await self._fetch_key_owner(key_id, url, signer, deadline, scheme)
-            actor = parse_actor(doc, actor_url, key_id)
+            actor = with_assertion_key(parse_actor(doc, actor_url, key_id), doc, key_id)
             key = key_of(actor, key_id)
             if key is None:
                 raise FetchError(f"actor {actor.uri} does not list key {key_id}")

@@ -10,10 +10,13 @@ fetch the actor's document does not vouch for.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+from fedqueue.rules.bounded_memory import RemoteActor
 from fedqueue.rules.errors import InvalidInput
 from fedqueue.rules.remote_actor_documents import same_origin
 from fedqueue.rules.signing.multikey import decode_ed25519
@@ -40,6 +43,19 @@ def assertion_keys(doc: Mapping[str, Any], actor_id: str) -> dict[str, Ed25519Pu
         except InvalidInput:
             continue
     return found
+
+
+def with_assertion_key(actor: RemoteActor, doc: Mapping[str, Any], key_id: str) -> RemoteActor:
+    """`actor` with `key_id` as its key when its document lists that id only as an Ed25519
+    Multikey under `assertionMethod`: the keyid of an RFC 9421 signature made with the actor's
+    FEP-521a key, which `parse_actor` (reading `publicKey` only) does not find."""
+    if actor.key_id == key_id:
+        return actor
+    key = assertion_keys(doc, actor.uri).get(key_id)
+    if key is None:
+        return actor
+    pem = key.public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo).decode()
+    return replace(actor, key_id=key_id, public_key_pem=pem)
 
 
 def _is_multikey(kind: object) -> bool:
