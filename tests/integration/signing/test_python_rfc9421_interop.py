@@ -15,9 +15,8 @@ import httpx
 from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from http_message_signatures import HTTPMessageSigner, HTTPMessageVerifier, InvalidSignature
+from http_message_signatures import HTTPMessageSigner, InvalidSignature, MappingKeyResolver, VerifyResult
 from http_message_signatures.algorithms import ED25519
-from http_message_signatures.resolvers import HTTPSignatureKeyResolver
 from multiformats import multibase, multicodec
 
 from fedqueue.settings import Settings
@@ -26,6 +25,7 @@ from fedqueue.storage.column_types import utcnow
 from tests.fediverse import LOCAL, POST_HEADERS, RemoteActor, post
 from tests.loopback import LoopbackServer, Recorded
 from tests.outbound import fast, insert_outbox_row, run_burst
+from tests.peer_verifiers import rfc9421_verified
 
 ACTIVITY = {"Accept": "application/activity+json"}
 INBOXES = 6
@@ -43,26 +43,13 @@ def multikey_value(key: Ed25519PublicKey) -> str:
     return str(multibase.encode(multicodec.wrap("ed25519-pub", raw), "base58btc"))
 
 
-class DocumentKeys(HTTPSignatureKeyResolver):
-    """Resolves a keyid to the Ed25519 key its actor document lists under `assertionMethod`."""
-
-    def __init__(self, document: dict[str, Any]) -> None:
-        self.keys = {
-            entry["id"]: multikey_public(entry["publicKeyMultibase"])
-            for entry in document["assertionMethod"]
-            if entry["type"] == "Multikey" and entry["controller"] == document["id"]
-        }
-
-    def resolve_public_key(self, key_id: str) -> Ed25519PublicKey:
-        return self.keys[key_id]
-
-    def resolve_private_key(self, key_id: str) -> Ed25519PrivateKey:
-        raise NotImplementedError("a verifier holds no private keys")
-
-
-def as_httpx(server: LoopbackServer, request: Recorded) -> httpx.Request:
-    """The request as the receiver got it, for http-message-signatures' httpx adapter."""
-    return httpx.Request("POST", server.url(request.path), headers=request.headers, content=request.body)
+def multikeys(document: dict[str, Any]) -> dict[str, Ed25519PublicKey]:
+    """The Ed25519 keys an actor document lists under `assertionMethod`, by id."""
+    return {
+        entry["id"]: multikey_public(entry["publicKeyMultibase"])
+        for entry in document["assertionMethod"]
+        if entry["type"] == "Multikey" and entry["controller"] == document["id"]
+    }
 
 
 async def test_a_python_rfc9421_peer_verifies_every_ed25519_delivery_under_the_published_multikey(
@@ -71,12 +58,12 @@ async def test_a_python_rfc9421_peer_verifies_every_ed25519_delivery_under_the_p
     await store.actors.create("alice")
     document = (await client.get("/actors/alice", headers=ACTIVITY)).json()
     [multikey] = document["assertionMethod"]
-    verifier = HTTPMessageVerifier(signature_algorithm=ED25519, key_resolver=DocumentKeys(document))
-    verified: list[Any] = []
+    keys = multikeys(document)
+    verified: list[VerifyResult] = []
 
     def receiver(request: Recorded) -> web.Response:
         try:
-            [result] = verifier.verify(as_httpx(remote, request), body=request.body)
+            result = rfc9421_verified(remote, request, keys, ED25519)
         except InvalidSignature as exc:
             return web.Response(status=401, text=f"signature: {exc}")
         verified.append(result)
@@ -98,7 +85,7 @@ async def test_a_python_rfc9421_peer_verifies_every_ed25519_delivery_under_the_p
         covered = {name.strip('"') for name in result.covered_components} - {"@signature-params"}
         assert {"@method", "content-digest"} <= covered
         assert "@target-uri" in covered or {"@path", "@authority"} <= covered
-        assert json.loads(result.body)["object"]["content"] == "hello"
+        assert result.body is not None and json.loads(result.body)["object"]["content"] == "hello"
 
 
 def signed_by_peer(
@@ -107,7 +94,7 @@ def signed_by_peer(
     """A POST to the local `path` signed by http-message-signatures' signer (Content-Digest included)."""
     body = json.dumps(doc).encode()
     request = httpx.Request("POST", f"{LOCAL}{path}", headers=POST_HEADERS, content=body)
-    resolver = _PrivateKeys(key_id, key)
+    resolver = MappingKeyResolver(public_keys={}, private_keys={key_id: key})
     HTTPMessageSigner(signature_algorithm=ED25519, key_resolver=resolver).sign(
         request,
         key_id=key_id,
@@ -116,18 +103,6 @@ def signed_by_peer(
         body=body,
     )
     return {name: value for name, value in request.headers.items() if name != "content-length"}, body
-
-
-class _PrivateKeys(HTTPSignatureKeyResolver):
-    def __init__(self, key_id: str, key: Ed25519PrivateKey) -> None:
-        self.key_id, self.key = key_id, key
-
-    def resolve_private_key(self, key_id: str) -> Ed25519PrivateKey:
-        assert key_id == self.key_id
-        return self.key
-
-    def resolve_public_key(self, key_id: str) -> Ed25519PublicKey:
-        raise NotImplementedError("a signer verifies nothing")
 
 
 async def test_fedqueue_takes_a_python_peers_ed25519_post_under_its_multikey_and_refuses_it_tampered(
