@@ -43,7 +43,7 @@ BAR_CHARS = 40
 #: --watch gives up after this many refreshes (a day at one per second).
 WATCH_MAX_REFRESHES = 86_400
 INBOX_CHARS = 60
-#: What the status counts, beside the outbox POST's `recipients` (actors: every follower counts).
+#: What `inboxes` counts, beside `recipients` (actors, as the outbox POST answered: every follower).
 INBOXES_NOTE = "(one delivery per inbox: followers behind one shared inbox are one)"
 
 
@@ -115,6 +115,12 @@ def _section(title: str, rows: list[dict[str, Any]], reason: str) -> list[str]:
     return lines
 
 
+def _audience(recipients: int | None, inboxes: int) -> str:
+    """'3 recipients, 1 inbox'; only the inboxes for an activity whose recipients were not counted."""
+    counted = plural(inboxes, "inbox", "inboxes")
+    return counted if recipients is None else f"{plural(recipients, 'recipient')}, {counted}"
+
+
 def next_page_command(doc: Mapping[str, Any], state: str | None, limit: int) -> str | None:
     """The command that prints the page after this one, or None on the last page."""
     if not doc["next_cursor"]:
@@ -132,8 +138,8 @@ def status_text(doc: Mapping[str, Any], next_command: str | None = None) -> str:
         f"state     {doc['state']}{': ' + doc['error'] if doc['error'] else ''}",
         f"complete  {'yes' if doc['complete'] else 'no'}",
     ]
-    if doc["recipients"] is not None:
-        lines.append(f"to        {plural(doc['recipients'], 'inbox', 'inboxes')} {INBOXES_NOTE}")
+    if doc["inboxes"] is not None:
+        lines.append(f"to        {_audience(doc['recipients'], doc['inboxes'])} {INBOXES_NOTE}")
     if doc["note"]:
         lines.append(f"note      {doc['note']}")
     lines.append(progress_line(doc))

@@ -27,6 +27,7 @@ from fedqueue.rules.addressing import (
     check_recipient_cap,
     fetch_budget,
     is_public,
+    recipient_count,
     recipients,
     widened,
     with_earlier,
@@ -51,12 +52,17 @@ Refused = dict[str, tuple[str, str]]
 
 @dataclass
 class Plan:
-    """One leased outbox row, ready to store: facts, targets, lane, and (a raw row) its accepted activity."""
+    """One leased outbox row, ready to store: facts, targets, lane, and (a raw row) its accepted activity.
+
+    `recipients`: the actors it addresses, each follower once, as the outbox POST counts them
+    (`addressing.recipient_count`, plus the relays); None for a row that names its inboxes.
+    """
 
     entry: OutboxEntry
     facts: ActivityFacts
     accepted: Accepted | None
     targets: list[Target]
+    recipients: int | None
     lane: Lane = Lane.NORMAL
 
     @property
@@ -110,7 +116,7 @@ class Planner:
             normalized = dumps(activity)
         inboxes = None if entry.inboxes is None else parse_inboxes(entry.inboxes)
         facts = await self._coalescer.resolve_undo(facts, [p.facts for p in earlier])
-        targets = await self._targets(entry, activity, inboxes, facts, refused)
+        targets, recipients = await self._targets(entry, activity, inboxes, facts, refused)
         if self._settings.object_integrity_proofs:
             ld_signing = self._settings.ld_sign_public_activities
             activity = without_early_signature(activity, entry.forwarded, ld_signing)
@@ -133,7 +139,8 @@ class Planner:
             if normalized is None and facts.object_id == entry.object_id
             else Accepted(entry.id, facts, normalized or entry.activity)
         )
-        return Plan(entry, facts, accepted, targets, self._lane(entry, activity, facts, len(targets)))
+        lane = self._lane(entry, activity, facts, len(targets))
+        return Plan(entry, facts, accepted, targets, recipients, lane)
 
     async def _proved(self, actor: str, activity: dict[str, Any]) -> dict[str, Any]:
         """The activity with its actor's FEP-8b32 proof, made once for all its deliveries."""
@@ -185,14 +192,15 @@ class Planner:
         inboxes: list[str] | None,
         facts: ActivityFacts,
         refused: Refused | None,
-    ) -> list[Target]:
-        """The row's `inboxes` if it names them (parsed), else the activity's addressees' inboxes.
+    ) -> tuple[list[Target], int | None]:
+        """The row's `inboxes` if it names them (parsed), else the activity's addressees' inboxes;
+        and how many actors those are (`Plan.recipients`).
 
         A Delete or Update of an object also goes to every inbox an earlier activity about it
         went to; when none is kept any more, to the followers and the embedded object's addressees.
         """
         if inboxes is not None:
-            return targets_of(inboxes)
+            return targets_of(inboxes), None
         followers_uri = self._urls.followers(entry.actor)
         wanted = recipients(activity, followers_uri, self._urls.actor(entry.actor))
         choices: list[InboxChoice] = []
@@ -207,18 +215,20 @@ class Planner:
             earlier = found or []
         check_recipient_cap(wanted, self._settings.max_recipients_per_activity)
         fetched, failed = await self._resolve(wanted.actors, refused)
-        if wanted.followers:
-            rows = await self._store.audience.follower_inboxes(entry.actor)
-            choices.extend(InboxChoice(inbox, shared) for inbox, shared in rows)
+        followers = await self._store.audience.follower_inboxes(entry.actor) if wanted.followers else []
+        choices.extend(InboxChoice(inbox, shared) for inbox, shared in followers)
         choices.extend(fetched)
+        relays: list[str] = []
         if is_public(activity) and not entry.forwarded:  # FEP-ae0c: public ones go to the relays too
-            choices.extend(InboxChoice(inbox, None) for inbox in await self._store.relays.accepted_inboxes())
+            relays = await self._store.relays.accepted_inboxes()
+            choices.extend(InboxChoice(inbox, None) for inbox in relays)
         targets = targets_of(with_earlier(choices, earlier))
         # No inbox is known for these: the row names the actor, and a retry fetches it again.
-        return targets + [
+        unknown = [
             Target(None, host_of(uri), failure.reason, recipient=uri, detail=failure.detail)
             for uri, failure in failed
         ]
+        return targets + unknown, recipient_count(wanted, len(followers)) + len(relays)
 
     async def _resolve(
         self, uris: tuple[str, ...], refused: Refused | None

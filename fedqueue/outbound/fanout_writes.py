@@ -61,7 +61,11 @@ class PlanWriter:
         )
         await self._coalescer.after_enqueue([Added(p.entry.id, p.facts, p.live_inboxes) for p in group])
         await self._store.outbox.finish(
-            [p.entry.id for p in group], self._owner, OutboxState.EXPANDED, self._clock()
+            [p.entry.id for p in group],
+            self._owner,
+            OutboxState.EXPANDED,
+            self._clock(),
+            recipients={p.entry.id: p.recipients for p in group if p.recipients is not None},
         )
         for plan in group:
             log.info("activity %s: %d deliveries", plan.facts.activity_id, len(plan.targets))
@@ -85,7 +89,10 @@ class PlanWriter:
             chunk = plan.targets[start : start + CHUNK_ROWS]
             await self._store.deliveries.enqueue([Enqueued(entry.id, facts, chunk, plan.lane)], now)
         await self._coalescer.after_enqueue([Added(entry.id, facts, plan.live_inboxes)])
-        await self._store.outbox.finish([entry.id], self._owner, OutboxState.EXPANDED, self._clock())
+        counted = {entry.id: plan.recipients} if plan.recipients is not None else None
+        await self._store.outbox.finish(
+            [entry.id], self._owner, OutboxState.EXPANDED, self._clock(), recipients=counted
+        )
         log.info("activity %s: %d deliveries", facts.activity_id, len(plan.targets))
 
     async def _mark_gone(self, plans: list[Plan]) -> None:

@@ -88,8 +88,13 @@ class StatusPage:
     state: str
     error: str | None
     complete: bool
-    #: Inboxes the activity goes to (a shared inbox counts once); null until the fan-out is done.
+    #: Actors the activity addresses, each follower once, as the outbox POST answered (relays
+    #: included); null until the fan-out is done, for an activity expanded before fedqueue counted
+    #: them, and for a row that names its own inboxes.
     recipients: int | None
+    #: Inboxes it goes to, one delivery each (followers behind one shared inbox are one); null
+    #: until the fan-out is done.
+    inboxes: int | None
     #: Why a complete activity went nowhere; null otherwise.
     note: str | None
     #: Every delivery of the activity, per state, whatever page this is.

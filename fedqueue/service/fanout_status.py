@@ -27,10 +27,12 @@ async def activity_status(
     """The status document of an activity (by outbox id or activity id) as JSON; NotFound if unknown.
 
     `complete` is true only when the fan-out has finished (all delivery rows are in) and no
-    delivery is queued, sending or failed. An expanded activity with no delivery is complete
-    too, with `recipients` 0 and a `note` saying that nothing was sent. `counts` cover every
-    delivery; `deliveries` is the one page `query` names (the first, by default). The document is
-    a `wire_delivery_status.StatusPage`, the same class the OpenAPI document and the SDK read.
+    delivery is queued, sending or failed. Once it has, `recipients` counts the actors it
+    addressed (stored by the fan-out) and `inboxes` its deliveries. An expanded activity with
+    no delivery is complete too, with `inboxes` 0 and a `note` saying that nothing was sent.
+    `counts` cover every delivery; `deliveries` is the one page `query` names (the first, by
+    default). The document is a `wire_delivery_status.StatusPage`, the same class the OpenAPI
+    document and the SDK read.
     """
     if isinstance(ref, int):
         check_row_id("activity", ref)
@@ -54,7 +56,8 @@ async def activity_status(
         state=row.state,
         error=row.error,
         complete=not row.expanding and not unfinished,
-        recipients=total if expanded else None,
+        recipients=row.recipients if expanded else None,
+        inboxes=total if expanded else None,
         note=NO_RECIPIENTS if expanded and not total else None,
         counts=counts,
         deliveries=[delivery_of(d) for d in page.items],

@@ -16,7 +16,7 @@ the future (`retry_later`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -83,6 +83,8 @@ class OutboxSummary:
     activity_id: str | None
     state: str
     error: str | None
+    #: The actors its fan-out addressed (`OutboxStore.finish`); None before, or if it named its inboxes.
+    recipients: int | None
 
     @property
     def expanding(self) -> bool:
@@ -145,6 +147,12 @@ class OutboxStore:
             .values({name: accepted[name] for name in list(accepted)[1:]})
         )
         self._claim = _claim_statement(database)
+        self._counted = database.dialect.rows(OUTBOX, ("id", "recipients"))
+        self._count = (
+            update(OUTBOX)
+            .where(OUTBOX.c.id == self._counted.c["id"], OUTBOX.c.lease_owner == bindparam("owner"))
+            .values(recipients=self._counted.c["recipients"])
+        )
 
     async def submit(
         self,
@@ -237,15 +245,26 @@ class OutboxStore:
         return True
 
     async def finish(
-        self, outbox_ids: Sequence[int], owner: str, state: str, now: datetime, error: str | None = None
+        self,
+        outbox_ids: Sequence[int],
+        owner: str,
+        state: str,
+        now: datetime,
+        error: str | None = None,
+        recipients: Mapping[int, int] | None = None,
     ) -> None:
         """End expansions (one statement): `expanded` (all deliveries are in), `rejected` or `duplicate`.
 
-        An activity expanded with nothing left to send is announced complete to webhooks here.
+        `recipients`: per outbox id, the actors its fan-out addressed, stored in the same
+        transaction (one more statement). An activity expanded with nothing left to send is
+        announced complete to webhooks here.
         """
         if not outbox_ids:
             return
         async with self._db.transaction() as conn:
+            if recipients:
+                counted = [{"id": outbox_id, "recipients": n} for outbox_id, n in sorted(recipients.items())]
+                await conn.execute(self._count, self._counted.parameters(counted, owner=owner))
             await conn.execute(
                 update(OUTBOX)
                 .where(OUTBOX.c.id.in_(sorted(outbox_ids)), OUTBOX.c.lease_owner == owner)
@@ -312,9 +331,7 @@ class OutboxStore:
         async with self._db.reading() as conn:
             row = (
                 await conn.execute(
-                    select(
-                        OUTBOX.c.id, OUTBOX.c.actor, OUTBOX.c.activity_id, OUTBOX.c.state, OUTBOX.c.error
-                    ).where(where)
+                    select(*(OUTBOX.c[name] for name in OutboxSummary.__dataclass_fields__)).where(where)
                 )
             ).first()
         return None if row is None else OutboxSummary(**row._asdict())

@@ -89,15 +89,16 @@ class OutboxRow(SQLModel, table=True):
     `error` keeps the last expansion failure while the row waits to be tried again.
     `forwarded`: an inbound activity passed on as it came to `actor`'s followers (AP 7.1.2),
     not `actor`'s own: never coalesced, never in `actor`'s outbox collection.
-    `pruned_<state>`: its delivery rows in that state deleted after their retention (`storage.retention`).
-    `traceparent`: the W3C trace context the worker's spans continue (`fedqueue.tracing`), if any.
+    `pruned_<state>`: its delivery rows in that state deleted after retention (`storage.retention`),
+    which the status counts add. `traceparent`: the W3C trace context the worker's spans continue
+    (`fedqueue.tracing`), if any. `recipients`: the actors its fan-out addressed, each follower once
+    (`addressing.recipient_count`); NULL if expanded before migration 0026 or if it names `inboxes`.
     """
 
     __tablename__ = "outbox"
     __table_args__ = (
         Index("ix_outbox_state_id", "state", "id"),
-        # The activities of one object, for the recipients of its Delete or Update.
-        Index("ix_outbox_actor_object", "actor", "object_id"),
+        Index("ix_outbox_actor_object", "actor", "object_id"),  # for an object's Delete or Update
         # Whether a subject is named by other activities, any actor's: coalescing reads a key's
         # history only then (`CoalescingStore.history`); Follows of an actor (`storage.following`).
         Index("ix_outbox_object_id", "object_id"),
@@ -124,11 +125,11 @@ class OutboxRow(SQLModel, table=True):
     forwarded: bool = Field(
         default=False, sa_column=Column(Boolean, nullable=False, server_default=text("false"))
     )
-    # Its delivery rows deleted after their retention, per state: the status counts add them.
     pruned_delivered: int = Field(default=0, sa_column=Column(BigId, nullable=False, server_default="0"))
     pruned_dead: int = Field(default=0, sa_column=Column(BigId, nullable=False, server_default="0"))
     pruned_coalesced: int = Field(default=0, sa_column=Column(BigId, nullable=False, server_default="0"))
     traceparent: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    recipients: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
 
 
 class DeliveryRow(SQLModel, table=True):
@@ -196,8 +197,7 @@ class DeliveryRow(SQLModel, table=True):
     last_attempt_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
     delivered_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
     webhook_id: int | None = Field(
-        default=None,
-        sa_column=Column(BigId, ForeignKey("webhooks.id", ondelete="CASCADE"), nullable=True),
+        default=None, sa_column=Column(BigId, ForeignKey("webhooks.id", ondelete="CASCADE"), nullable=True)
     )
     webhook_event_id: int | None = Field(
         default=None,

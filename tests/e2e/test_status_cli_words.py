@@ -1,4 +1,4 @@
-"""`fedqueue status` lists each delivery once, and says what it counts: inboxes."""
+"""`fedqueue status` lists each delivery once, and says what it counts: recipients (actors) and inboxes."""
 
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ async def test_a_failing_delivery_is_listed_once_with_its_reason_and_its_backoff
 
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
-    assert "to        1 inbox (one delivery per inbox: followers behind one shared inbox are one)" in lines
+    note = "(one delivery per inbox: followers behind one shared inbox are one)"
+    assert f"to        3 recipients, 1 inbox {note}" in lines
     rows = [line for line in lines if shared in line]
     assert len(rows) == 1, shown.stdout
     assert "failed" in rows[0] and "HTTP 503" in rows[0] and "backoff until" in rows[0]

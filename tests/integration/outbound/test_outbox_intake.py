@@ -146,10 +146,15 @@ async def test_an_activity_to_no_one_says_so_when_posted_and_on_its_status(
     assert created.json()["recipients"] == 0
     assert created.json()["note"].startswith("0 recipients")
     before = (await client.get(created.json()["status_url"], headers=auth)).json()
-    assert (before["complete"], before["recipients"], before["note"]) == (False, None, None)
+    assert (before["complete"], before["recipients"], before["inboxes"], before["note"]) == (
+        False,
+        None,
+        None,
+        None,
+    )
     await run_burst(fast(settings), store)
     after = (await client.get(created.json()["status_url"], headers=auth)).json()
-    assert (after["complete"], after["recipients"], after["deliveries"]) == (True, 0, [])
+    assert (after["complete"], after["recipients"], after["inboxes"], after["deliveries"]) == (True, 0, 0, [])
     assert after["note"] == created.json()["note"]
 
 

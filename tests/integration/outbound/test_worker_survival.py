@@ -67,7 +67,7 @@ def poison_expansion(monkeypatch: pytest.MonkeyPatch, poison_id: int) -> None:
         inboxes: list[str] | None,
         facts: ActivityFacts,
         refused: Refused | None,
-    ) -> list[Target]:
+    ) -> tuple[list[Target], int | None]:
         if entry.id == poison_id:
             raise RuntimeError("synthetic failure\nwith a second line")
         return await real(self, entry, activity, inboxes, facts, refused)

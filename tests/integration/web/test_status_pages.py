@@ -67,7 +67,7 @@ async def test_paging_walks_every_delivery_exactly_once_failing_and_in_flight_fi
     assert pages[0]["next"].startswith(f"http://127.0.0.1:8000/admin/activities/{outbox_id}?limit=9&cursor=")
     first = (await client.get(f"/admin/activities/{outbox_id}", headers=ADMIN)).json()
     assert len(first["deliveries"]) == 100 and first["next"] is not None and "limit" not in first["next"]
-    assert (first["complete"], first["recipients"]) == (False, sum(MIX.values()))
+    assert (first["complete"], first["inboxes"]) == (False, sum(MIX.values()))
 
 
 async def test_the_state_filter_pages_through_that_state_only(
