@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 
 from fedqueue.rules.errors import StorageUnavailable
+from fedqueue.rules.key_counts import KeyCounts
 from fedqueue.rules.lease_margin import dropped_lines
 from fedqueue.rules.prometheus_text import family, histogram
 from fedqueue.rules.proof_counts import ProofCounts
@@ -110,6 +111,7 @@ class Metrics:
     ld_refusals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     ld_signings: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     proofs: ProofCounts = field(default_factory=ProofCounts)  # FEP-8b32, made and checked
+    keys: KeyCounts = field(default_factory=KeyCounts)  # delivery POSTs by key, key fallbacks
     dereferences: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     admin_login_failures: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     admin_login_forgotten: int = 0
@@ -218,10 +220,8 @@ class Metrics:
         self.dereferences[outcome] += 1
 
     def admin_login_failed(self, result: str, forgotten: int = 0) -> None:
-        """Count one admin token refused: `wrong_token` (checked) or `refused` (429, unread).
-
-        `forgotten`: addresses the failure table dropped to make room for this one.
-        """
+        """Count one admin token refused: `wrong_token` (checked) or `refused` (429, unread);
+        `forgotten`: addresses the failure table dropped to make room for this one."""
         self.admin_login_failures[result] += 1
         self.admin_login_forgotten += forgotten
 
@@ -342,7 +342,7 @@ class Metrics:
             "Inbound bare object URIs fetched, or left a URI (failed, refused), by outcome (this process).",
             (({"outcome": k}, self.dereferences.get(k, 0)) for k in DEREFERENCE_OUTCOMES),
         )
-        return lines + self.proofs.lines()
+        return lines + self.proofs.lines() + self.keys.lines()
 
     def _housekeeping_lines(self) -> list[str]:
         """Admin logins, pruning, the success memory, NodeInfo reads and profile changes."""

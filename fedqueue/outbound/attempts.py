@@ -152,7 +152,9 @@ class Attempts:
         self._metrics = context.metrics
         recheck_days = settings.signature_scheme_recheck_days
         self.schemes = SchemeBook(settings.signature_scheme_policy, recheck_days, clock)
-        self.keys = KeyBook(settings.signature_key_policy, recheck_days, context.store.hosts, clock)
+        self.keys = KeyBook(
+            settings.signature_key_policy, recheck_days, context.store.hosts, clock, context.metrics.keys
+        )
         self.schedule = RetrySchedule(
             settings.retry_base_seconds, settings.retry_cap_seconds, settings.retry_max_attempts
         )
@@ -279,6 +281,8 @@ class Attempts:
             latency_s = None
             if result.delivered_at is not None:
                 latency_s = (result.delivered_at - s.job.written_at).total_seconds()
+            if attempt.scheme is not None and attempt.status is not None:
+                self._metrics.keys.sent(attempt.key, attempt.scheme)
             with tracing.resumed(s.trace):
                 self._metrics.delivery_outcome(
                     result.state,
@@ -359,9 +363,11 @@ class Attempts:
         signing: SigningIdentity,
     ) -> Attempt:
         """One POST signed with `signing` (an Ed25519 identity) under RFC 9421: `KeyBook`'s knock."""
-        return await post(
+        attempt = await post(
             self._client, inbox, body, signing, self._clock(), "rfc9421", self._signing, sync, fresh
         )
+        attempt.key = "ed25519"
+        return attempt
 
     def _fresh(self, claimed_at: float | None) -> bool:
         """Whether a job claimed at `claimed_at` (time.monotonic) may still be sent (`may_send`)."""

@@ -7,24 +7,39 @@ change, never per delivery.
 
 While a host's key is unsettled (`ed25519-first`, a host never tried or due for its recheck),
 its first delivery knocks with Ed25519 alone; the host's other deliveries wait for that answer
-(up to `DISCOVERY_WAIT_S`, as for the scheme), so a batch to an RSA-only host costs one refused
-request, not one per delivery. A refusal falls back to RSA in the same attempt.
+(`HostGate`, as for the scheme), so a batch to an RSA-only host costs one refused request, not
+one per delivery. A refusal falls back to RSA in the same attempt.
+
+An RSA delivery refused with an `Accept-Signature` asking for Ed25519 (`key_choice.asked_key`)
+is re-signed with Ed25519 in the same attempt, one POST more, and the host is `listed` at once
+(this worker's next deliveries there knock with Ed25519); what that POST's answer teaches is
+remembered. One asking for RSA settles the host `rsa`. (Deliveries to the host already on their
+way by RSA, waiting on its scheme's knock, are not called back: each may take its own re-sign.)
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 
-from fedqueue.outbound.scheme_discovery import DISCOVERY_WAIT_S
+from fedqueue.outbound.host_gate import HostGate
 from fedqueue.remote.http_client import SigningIdentity
 from fedqueue.rules.errors import StorageUnavailable
-from fedqueue.rules.key_choice import KeyPolicy, falls_back, is_settled, learned_from, signs_ed25519
+from fedqueue.rules.key_choice import (
+    KeyPolicy,
+    asked_key,
+    falls_back,
+    is_settled,
+    learned_from,
+    signs_ed25519,
+)
+from fedqueue.rules.key_counts import KeyCounts
 from fedqueue.rules.outcomes import Attempt
+from fedqueue.rules.scheme_choice import refuses_signature
 from fedqueue.rules.states import SignatureKey
 from fedqueue.storage.hosts import HostStore
 
@@ -38,15 +53,21 @@ Ed25519Send = Callable[[SigningIdentity], Awaitable[Attempt]]
 
 class KeyBook:
     def __init__(
-        self, policy: KeyPolicy, recheck_days: float, hosts: HostStore, clock: Callable[[], datetime]
+        self,
+        policy: KeyPolicy,
+        recheck_days: float,
+        hosts: HostStore,
+        clock: Callable[[], datetime],
+        counts: KeyCounts,
     ) -> None:
         self._policy = policy
         self._recheck_days = recheck_days
         self._hosts = hosts
         self._clock = clock
+        self._counts = counts
         #: host -> (key, when learned, when read or learned here: time.monotonic).
         self._known: dict[str, tuple[str, datetime | None, float]] = {}
-        self._knocking: dict[str, asyncio.Event] = {}
+        self._gate = HostGate()
 
     async def _lookup(self, host: str) -> tuple[str, datetime | None]:
         found = self._known.get(host)
@@ -65,23 +86,22 @@ class KeyBook:
             return await rsa()
         known, checked_at = await self._lookup(host)
         if not signs_ed25519(self._policy, known, checked_at, self._recheck_days, self._clock()):
-            return await rsa()
+            return await self._rsa(host, signing, rsa, ed25519)
         if is_settled(known, checked_at, self._recheck_days, self._clock()):
             return await self._knock(host, signing, rsa, ed25519, discovering=False)
-        waiting = self._knocking.get(host)
-        if waiting is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(waiting.wait(), DISCOVERY_WAIT_S)
-            known, checked_at = await self._lookup(host)
-            if not signs_ed25519(self._policy, known, checked_at, self._recheck_days, self._clock()):
-                return await rsa()
-            return await self._knock(host, signing, rsa, ed25519, discovering=known != SignatureKey.ED25519)
-        done = self._knocking[host] = asyncio.Event()
-        try:
-            return await self._knock(host, signing, rsa, ed25519, discovering=True)
-        finally:
-            del self._knocking[host]
-            done.set()
+        knock = partial(self._knock, host, signing, rsa, ed25519, discovering=True)
+        return await self._gate.first_or_wait(
+            host, knock, partial(self._after_wait, host, signing, rsa, ed25519)
+        )
+
+    async def _after_wait(
+        self, host: str, signing: SigningIdentity, rsa: RsaSend, ed25519: Ed25519Send
+    ) -> Attempt:
+        """A delivery that waited for the host's knock: sent with the key that knock taught."""
+        known, checked_at = await self._lookup(host)
+        if not signs_ed25519(self._policy, known, checked_at, self._recheck_days, self._clock()):
+            return await self._rsa(host, signing, rsa, ed25519)
+        return await self._knock(host, signing, rsa, ed25519, discovering=known != SignatureKey.ED25519)
 
     async def _knock(
         self, host: str, signing: SigningIdentity, rsa: RsaSend, ed25519: Ed25519Send, *, discovering: bool
@@ -92,8 +112,26 @@ class KeyBook:
             await self._remember(host, learned)
         if not falls_back(attempt.status, attempt.body_head, discovering):
             return attempt
+        asked = asked_key(attempt.accept_signature) == SignatureKey.RSA
+        self._counts.fell_back("asked" if asked else "refused")
         fallback = await rsa()
         return replace(fallback, knocks=attempt.knocks + fallback.knocks)
+
+    async def _rsa(self, host: str, signing: SigningIdentity, rsa: RsaSend, ed25519: Ed25519Send) -> Attempt:
+        """RSA, under the host's scheme; a refusal asking for Ed25519 re-signs with it (one POST more)."""
+        attempt = await rsa()
+        if not refuses_signature(attempt.status, attempt.body_head):
+            return attempt
+        asked = asked_key(attempt.accept_signature)
+        if asked == SignatureKey.RSA and (await self._lookup(host))[0] != SignatureKey.RSA:
+            await self._remember(host, SignatureKey.RSA)
+        if asked != SignatureKey.ED25519:
+            return attempt
+        self._counts.fell_back("asked")
+        self._known[host] = (SignatureKey.LISTED, self._clock(), time.monotonic())
+        again = await ed25519(signing)
+        await self._remember(host, learned_from(again.status, again.body_head) or SignatureKey.LISTED)
+        return replace(again, knocks=attempt.knocks + again.knocks)
 
     async def _remember(self, host: str, key: SignatureKey) -> None:
         """Keep what was learned here, and on the host's row (advisory: kept here if that fails)."""

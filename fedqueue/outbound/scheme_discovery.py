@@ -3,22 +3,20 @@
 The stored scheme arrives with the host's health (loaded per batch). What this worker
 learns is kept here too, so the next batch uses it even before the database has it.
 
-While a host's scheme is unsettled, its first delivery knocks alone; the host's other
-deliveries wait for that answer (up to `DISCOVERY_WAIT_S`), so a batch of 200 deliveries to a
-host that only speaks draft-cavage costs one double knock, not 200. If the knock settles
-nothing (a 503), or the host is too slow to answer it, the waiting deliveries go out anyway,
-each free to double-knock: a hanging host must not hold its other deliveries for the whole
-request timeout.
+While a host's scheme is unsettled, its first delivery knocks alone (`HostGate`), so a batch of
+200 deliveries to a host that only speaks draft-cavage costs one double knock, not 200. If the
+knock settles nothing (a 503), or the host is too slow to answer it, the waiting deliveries go
+out anyway, each free to double-knock.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 
+from fedqueue.outbound.host_gate import HostGate
 from fedqueue.rules.circuit import HostHealth
 from fedqueue.rules.outcomes import Attempt
 from fedqueue.rules.scheme_choice import (
@@ -31,8 +29,6 @@ from fedqueue.rules.scheme_choice import (
 )
 from fedqueue.rules.signing.requests import SignatureScheme
 
-#: How long a host's other deliveries wait for the answer to its discovery knock.
-DISCOVERY_WAIT_S = 2.0
 #: Sends one delivery: signed under the first scheme, re-signed under the second (if any) when
 #: refused; the flag says whether this is a discovery knock (the host's scheme is not settled).
 Knock = Callable[[SignatureScheme, SignatureScheme | None, bool], Awaitable[Attempt]]
@@ -45,7 +41,7 @@ class SchemeBook:
         self._clock = clock
         #: Learned by this worker: host -> (scheme, when); newer than the stored row until recorded.
         self._learned: dict[str, tuple[SignatureScheme, datetime]] = {}
-        self._knocking: dict[str, asyncio.Event] = {}
+        self._gate = HostGate()
 
     def _known(self, host: str, stored: HostHealth | None) -> tuple[str, datetime | None]:
         if stored is None:
@@ -67,17 +63,8 @@ class SchemeBook:
         """Send one delivery to `host` with the scheme its record calls for; `learned` set when settled."""
         if self._policy == "cavage-only" or self._settled(host, stored):
             return await self._knock(host, stored, knock)
-        waiting = self._knocking.get(host)
-        if waiting is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(waiting.wait(), DISCOVERY_WAIT_S)
-            return await self._knock(host, stored, knock)
-        done = self._knocking[host] = asyncio.Event()
-        try:
-            return await self._knock(host, stored, knock)
-        finally:
-            del self._knocking[host]
-            done.set()
+        send = partial(self._knock, host, stored, knock)
+        return await self._gate.first_or_wait(host, send, send)
 
     async def _knock(self, host: str, stored: HostHealth | None, knock: Knock) -> Attempt:
         now = self._clock()

@@ -6,7 +6,7 @@ aiohttp's `ClientSession` that request cost about half of the event loop's time 
 (its request and response models, URL and header objects, tracing, cookie handling); here a POST
 is one buffer (`http1_requests.request_bytes`) written to a kept connection and an answer parsed by llhttp
 (`httptools`, which uvicorn already brings) on a `Connection`, keeping only what a delivery
-records: the status, Retry-After and the head of a refusing body (the figures:
+records: the status, Retry-After, Accept-Signature and the head of a refusing body (the figures:
 docs/benchmarks/history.md, Fifth pass). A GET (a key or actor fetch) is the same exchange
 with its body streamed instead (`Connection.fetch`, `Connection.next_chunk`), decoded and
 capped by the client.
@@ -39,7 +39,14 @@ PAUSE_BYTES = 262_144
 RESUME_BYTES = 65_536
 #: The headers a `Connection` keeps (lowercase): the rest are parsed and dropped.
 KEPT_HEADERS = frozenset(
-    {b"retry-after", b"content-type", b"content-length", b"content-encoding", b"transfer-encoding"}
+    {
+        b"retry-after",
+        b"accept-signature",
+        b"content-type",
+        b"content-length",
+        b"content-encoding",
+        b"transfer-encoding",
+    }
 )
 #: Why a `Connection` refused an answer (`Refused.reason`, the label of
 #: `fedqueue_http_client_refused_total`): a head over `Limits.head_bytes`, more headers than
@@ -64,11 +71,13 @@ class Limits:
 
 @dataclass(slots=True)  # not frozen: built per delivery, and frozen costs 0.1 µs a field
 class Answer:
-    """What a POST got back: the status, the head of a non-2xx body, and Retry-After."""
+    """What a POST got back: the status, the head of a non-2xx body, Retry-After, and
+    Accept-Signature (RFC 9421 §5.1: the signature a refusing server asks for)."""
 
     status: int
     body_head: bytes = b""
     retry_after: str | None = None
+    accept_signature: str | None = None
 
 
 class ServerDisconnected(ConnectionError):
@@ -300,8 +309,15 @@ class Connection(asyncio.Protocol):
 
     def _settle(self) -> None:
         if self._waiter is not None and not self._waiter.done():
-            retry_after = self.headers.get(b"retry-after")
-            self._waiter.set_result(Answer(self._status, bytes(self._head), retry_after))
+            headers = self.headers
+            self._waiter.set_result(
+                Answer(
+                    self._status,
+                    bytes(self._head),
+                    headers.get(b"retry-after"),
+                    headers.get(b"accept-signature"),
+                )
+            )
 
     def _end_body(self) -> None:
         if self._streaming:

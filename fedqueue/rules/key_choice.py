@@ -17,6 +17,11 @@ under `assertionMethod`, FEP-521a: `remote/key_hints`), which earns one discover
 (401, 403, or a 400 naming the signature). A remembered `rsa` is tried again with Ed25519
 once `recheck_days` have passed since it was learned, so an RSA-only host costs at most one
 extra request per recheck interval; a remembered `ed25519` stays until refused.
+
+A refusal may say what the host wants: an `Accept-Signature` field (RFC 9421 §5.1) whose
+requested signatures name an `alg` (`asked_key`). One asking for Ed25519 has the same attempt
+re-signed with it (one more POST) and the host `listed` until that answer teaches more; one
+asking for RSA settles it `rsa`.
 """
 
 from __future__ import annotations
@@ -24,7 +29,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Literal
 
+from fedqueue.rules.errors import InvalidInput
 from fedqueue.rules.scheme_choice import confirms, refuses_signature
+from fedqueue.rules.signing.fep521a import ED25519_KEY_FRAGMENT
+from fedqueue.rules.signing.structured_fields import parse_dictionary
 from fedqueue.rules.states import SignatureKey
 
 #: How long after a rotation a signature refusal is taken for a peer still holding the old key
@@ -38,6 +46,12 @@ KEY_POLICIES: tuple[KeyPolicy, ...] = ("rsa", "ed25519-where-learned", "ed25519-
 #: A local actor's two keys, as a rotation names them: RSA (`#main-key`), Ed25519 (`#ed25519-key`).
 KeyKind = Literal["rsa", "ed25519"]
 KEY_KINDS: dict[str, KeyKind] = {"rsa": "rsa", "ed25519": "ed25519"}
+#: RFC 9421's algorithms (§3.3, the `alg` parameter) by the key they sign with.
+ALGORITHM_KEYS = {
+    "ed25519": SignatureKey.ED25519,
+    "rsa-v1_5-sha256": SignatureKey.RSA,
+    "rsa-pss-sha512": SignatureKey.RSA,
+}
 
 
 def is_settled(known: str, checked_at: datetime | None, recheck_days: float, now: datetime) -> bool:
@@ -86,3 +100,27 @@ def refused_after_rotation(
     if rotated_at is None or not timedelta(0) <= now - rotated_at < ROTATION_GRACE:
         return False
     return refuses_signature(status, body_head)
+
+
+def asked_key(accept_signature: str | None) -> SignatureKey | None:
+    """The key an answer's `Accept-Signature` asks a signature with: Ed25519 if a requested
+    signature names `alg="ed25519"` (or a `keyid` of an actor's Ed25519 key, `#ed25519-key`),
+    RSA if they name RSA algorithms only; None if none names one, or the field is unreadable."""
+    if not accept_signature:
+        return None
+    try:
+        requested = parse_dictionary("Accept-Signature", accept_signature)
+    except InvalidInput:
+        return None
+    asked: set[SignatureKey] = set()
+    for member in requested.values():
+        for name, value in member.params:
+            if not isinstance(value, str):
+                continue
+            if name == "alg" and value.lower() in ALGORITHM_KEYS:
+                asked.add(ALGORITHM_KEYS[value.lower()])
+            elif name == "keyid" and value.endswith(ED25519_KEY_FRAGMENT):
+                asked.add(SignatureKey.ED25519)
+    if SignatureKey.ED25519 in asked:
+        return SignatureKey.ED25519
+    return SignatureKey.RSA if asked else None

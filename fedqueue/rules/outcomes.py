@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
 
 from fedqueue.rules.backoff import Jitter, RetrySchedule
-from fedqueue.rules.key_choice import ROTATION_RETRY_S
+from fedqueue.rules.key_choice import ROTATION_RETRY_S, KeyKind
 from fedqueue.rules.signing.requests import SignatureScheme
 from fedqueue.rules.wording import inert, plural
 
@@ -58,6 +58,11 @@ class Attempt:
     permanent: bool = False
     #: The scheme of the POST this answer is to; `knocks`: POSTs the attempt took (2: double knock).
     scheme: SignatureScheme | None = None
+    #: The key that POST was signed with (`rules.key_choice`); a webhook's: none (`scheme` None).
+    key: KeyKind = "rsa"
+    #: The answer's `Accept-Signature` (RFC 9421 §5.1), when it carried one: what a refusing host
+    #: asks a signature with (`key_choice.asked_key`).
+    accept_signature: str | None = None
     knocks: int = 1
     #: Set by the dispatcher when this answer settles the host's scheme (to be remembered).
     learned: SignatureScheme | None = None

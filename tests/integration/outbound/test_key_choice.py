@@ -13,6 +13,7 @@ from apsig.draft.verify import Verifier
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import select, update
 
+from fedqueue.metrics import Metrics
 from fedqueue.rules.signing.keys import generate_key_pair, load_public_key
 from fedqueue.rules.signing.multikey import encode_ed25519
 from fedqueue.rules.signing.requests import parse_request_signatures, verify_parsed
@@ -95,7 +96,12 @@ async def test_an_rsa_only_host_gets_every_delivery_for_one_refused_ed25519_requ
     await insert_outbox_row(
         store, "alice", {"type": "Like", "object": "https://x.example/1"}, inboxes(remote) + inboxes(other)
     )
-    await run_burst(first, store)
+    metrics = Metrics()
+    await run_burst(first, store, metrics=metrics)
+    lines = metrics.render()
+    assert f'fedqueue_signature_key_total{{key="rsa",scheme="cavage"}} {2 * INBOXES}' in lines
+    assert 'fedqueue_signature_key_fallbacks_total{reason="refused"} 2' in lines  # one per host
+    assert 'fedqueue_signature_key_fallbacks_total{reason="asked"} 0' in lines
 
     for server in (remote, other):
         accepted = [r for r in posts(server) if not is_ed25519(r)]
@@ -131,9 +137,11 @@ async def test_a_host_that_takes_ed25519_gets_it_and_keeps_it_under_the_default_
     await insert_outbox_row(
         store, "alice", {"type": "Like", "object": "https://x.example/1"}, inboxes(remote)
     )
-    await run_burst(fast(settings, signature_key_policy="ed25519-first"), store)
+    metrics = Metrics()
+    await run_burst(fast(settings, signature_key_policy="ed25519-first"), store, metrics=metrics)
     assert len(posts(remote)) == INBOXES
     assert all(is_ed25519(r) for r in posts(remote))
+    assert f'fedqueue_signature_key_total{{key="ed25519",scheme="rfc9421"}} {INBOXES}' in metrics.render()
     assert all(
         'keyid="http://127.0.0.1:8000/actors/alice#ed25519-key"' in r.headers["signature-input"]
         for r in posts(remote)

@@ -119,6 +119,19 @@ async def test_a_refusal_keeps_its_status_the_head_of_its_chunked_body_and_retry
     assert server.connections == 1  # the whole chunked body was read, so the connection was kept
 
 
+async def test_a_refusal_keeps_the_accept_signature_it_asks_for(pool: Pool) -> None:
+    asks = b'sig1=("@method" "@target-uri" "content-digest");alg="ed25519"'
+    refusal = b"HTTP/1.1 401 Unauthorized\r\nAccept-Signature: " + asks + b"\r\nContent-Length: 0\r\n\r\n"
+    server = await serving(lambda n: refusal if n == 0 else ACCEPTED)
+    try:
+        refused = await post(pool, server.url())
+        accepted = await post(pool, server.url())
+    finally:
+        await server.stop()
+    assert refused == Answer(401, b"", None, asks.decode())
+    assert accepted.accept_signature is None
+
+
 async def test_a_kept_connection_the_server_closed_is_replaced_without_a_failed_post(pool: Pool) -> None:
     closing = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
     server = await serving(lambda n: closing if n == 0 else ACCEPTED)

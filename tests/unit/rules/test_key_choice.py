@@ -9,6 +9,7 @@ import pytest
 from fedqueue.rules.key_choice import (
     ROTATION_GRACE,
     KeyPolicy,
+    asked_key,
     falls_back,
     is_settled,
     learned_from,
@@ -73,3 +74,24 @@ def test_a_signature_refusal_within_the_grace_after_a_rotation_is_retried_not_gi
     assert not refused_after_rotation(401, "", None, NOW)  # never rotated
     assert not refused_after_rotation(401, "", NOW - ROTATION_GRACE, NOW)  # long enough ago
     assert not refused_after_rotation(401, "", NOW + timedelta(minutes=1), NOW)  # a clock ahead
+
+
+@pytest.mark.parametrize(
+    ("accept_signature", "asked"),
+    [
+        ('sig1=("@method" "@target-uri" "content-digest");alg="ed25519"', "ed25519"),
+        ('sig1=("@method" "@authority" "@path");keyid="https://a.example/u#ed25519-key"', "ed25519"),
+        ('sig1=("@method" "@target-uri");alg="rsa-v1_5-sha256"', "rsa"),
+        ('sig1=("@method");alg="rsa-pss-sha512"', "rsa"),
+        ('rsa=("@method");alg="rsa-v1_5-sha256", ed=("@method");alg="ed25519"', "ed25519"),  # either
+        ('sig1=("@method" "@target-uri");keyid="https://a.example/u#main-key"', None),  # no alg said
+        ('sig1=("@method");alg="hmac-sha256"', None),
+        ('sig1=("@method"', None),  # unreadable: nothing learned
+        ("", None),
+        (None, None),
+    ],
+)
+def test_an_accept_signature_says_which_key_the_host_asks_for(
+    accept_signature: str | None, asked: str | None
+) -> None:
+    assert asked_key(accept_signature) == asked
