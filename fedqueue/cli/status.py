@@ -32,7 +32,7 @@ from fedqueue.rules.status_order import (
     parse_limit,
 )
 from fedqueue.rules.urls import Urls
-from fedqueue.rules.wording import clip, last_result, plural
+from fedqueue.rules.wording import INBOXES_NOTE, audience, clip, last_result, plural
 from fedqueue.service.database import opened_store
 from fedqueue.service.fanout_status import activity_status, parse_ref
 
@@ -44,7 +44,6 @@ BAR_CHARS = 40
 WATCH_MAX_REFRESHES = 86_400
 INBOX_CHARS = 60
 #: What `inboxes` counts, beside `recipients` (actors, as the outbox POST answered: every follower).
-INBOXES_NOTE = "(one delivery per inbox: followers behind one shared inbox are one)"
 
 
 def register(commands: Subparsers) -> None:
@@ -115,12 +114,6 @@ def _section(title: str, rows: list[dict[str, Any]], reason: str) -> list[str]:
     return lines
 
 
-def _audience(recipients: int | None, inboxes: int) -> str:
-    """'3 recipients, 1 inbox'; only the inboxes for an activity whose recipients were not counted."""
-    counted = plural(inboxes, "inbox", "inboxes")
-    return counted if recipients is None else f"{plural(recipients, 'recipient')}, {counted}"
-
-
 def next_page_command(doc: Mapping[str, Any], state: str | None, limit: int) -> str | None:
     """The command that prints the page after this one, or None on the last page."""
     if not doc["next_cursor"]:
@@ -139,7 +132,7 @@ def status_text(doc: Mapping[str, Any], next_command: str | None = None) -> str:
         f"complete  {'yes' if doc['complete'] else 'no'}",
     ]
     if doc["inboxes"] is not None:
-        lines.append(f"to        {_audience(doc['recipients'], doc['inboxes'])} {INBOXES_NOTE}")
+        lines.append(f"to        {audience(doc['recipients'], doc['inboxes'])} {INBOXES_NOTE}")
     if doc["note"]:
         lines.append(f"note      {doc['note']}")
     lines.append(progress_line(doc))

@@ -27,6 +27,9 @@ class ActivitySummary:
     error: str | None
     created_at: datetime
     counts: dict[str, int]
+    #: The actors its fan-out addressed (followers each once); None before it, or for a row naming
+    #: its own inboxes. `total` counts its deliveries: one per inbox.
+    recipients: int | None = None
 
     @property
     def total(self) -> int:

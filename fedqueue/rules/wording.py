@@ -37,6 +37,16 @@ def plural(count: int, singular: str, many: str | None = None) -> str:
     return f"{count} {word}"
 
 
+#: Said beside an activity's counts: its deliveries go per inbox, not per actor.
+INBOXES_NOTE = "(one delivery per inbox: followers behind one shared inbox are one)"
+
+
+def audience(recipients: int | None, inboxes: int) -> str:
+    """'3 recipients, 1 inbox'; only the inboxes for an activity whose recipients were not counted."""
+    counted = plural(inboxes, "inbox", "inboxes")
+    return counted if recipients is None else f"{plural(recipients, 'recipient')}, {counted}"
+
+
 def clip(text: str, chars: int) -> str:
     """`text` in at most `chars` characters, ending in an ellipsis when something was cut."""
     return text if len(text) <= chars else text[: max(0, chars - 1)] + "…"

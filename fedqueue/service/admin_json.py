@@ -42,7 +42,10 @@ class ActivityJson(TypedDict):
     error: str | None
     created_at: IsoTime
     counts: Counts
+    #: Deliveries, one per inbox.
     total: int
+    #: The actors the fan-out addressed (followers each once), as the status document's `recipients`.
+    recipients: int | None
     complete: bool
     status_url: str
 
@@ -171,6 +174,7 @@ def activity_json(item: ActivitySummary, urls: Urls) -> ActivityJson:
         "created_at": item.created_at.isoformat(),
         "counts": item.counts,
         "total": item.total,
+        "recipients": item.recipients,
         "complete": item.complete,
         "status_url": urls.status(item.outbox_id),
     }

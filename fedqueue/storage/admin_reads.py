@@ -109,6 +109,7 @@ class AdminViews:
                 error=row.error,
                 created_at=row.created_at,
                 counts=add_pruned(counts.get(row.id, {}), [getattr(row, name) for name in pruned]),
+                recipients=row.recipients,
             )
             for row in page
         ]

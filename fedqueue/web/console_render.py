@@ -22,7 +22,7 @@ from fedqueue.rules.states import (
     RelayState,
     SignatureKey,
 )
-from fedqueue.rules.wording import last_result, plural
+from fedqueue.rules.wording import INBOXES_NOTE, audience, last_result, plural
 
 _env = Environment(
     loader=PackageLoader("fedqueue", "templates"),
@@ -62,6 +62,8 @@ _env.filters["utc"] = utc
 _env.globals.update(
     last_result=last_result,
     plural=plural,
+    audience=audience,
+    INBOXES_NOTE=INBOXES_NOTE,
     DeliveryState=DeliveryState,
     CircuitState=CircuitState,
     FollowerState=FollowerState,

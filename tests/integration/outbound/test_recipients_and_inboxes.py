@@ -1,6 +1,7 @@
 """One word for actors, another for inboxes: three followers behind one shared inbox are
 3 recipients (as the outbox POST answers) and 1 inbox (one delivery), on the status document,
-through the client SDK, and for a row an app INSERTs itself. On both engines."""
+through the client SDK, in the admin activity list and on the console's activity page, and for a
+row an app INSERTs itself. On both engines."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from fedqueue.storage import Store
 from fedqueue.web.app import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.helpers import asgi_client
+from tests.integration.web.test_dashboard import _login
 from tests.loopback import LoopbackServer
 from tests.outbound import add_follower, fast, insert_outbox_row, run_burst
 
@@ -66,6 +68,11 @@ async def test_three_followers_behind_one_shared_inbox_are_3_recipients_and_1_in
     assert (before.recipients, before.inboxes) == (None, None)  # not fanned out yet
     doc = await _status(client, after.outbox_id)
     assert (doc["recipients"], doc["inboxes"]) == (3, 1)
+    listed = await client.get("/admin/activities", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    assert [(a["recipients"], a["total"]) for a in listed.json()["items"]] == [(3, 1)]
+    headers, _ = await _login(client)
+    page = await client.get(f"/admin/ui/activities/{after.outbox_id}", headers=headers)
+    assert "To 3 recipients, 1 inbox <span" in page.text
 
 
 async def test_a_row_inserted_into_the_outbox_table_gets_its_recipients_counted_at_fan_out(
