@@ -1,5 +1,6 @@
 """What remote actor documents say of their host's keys: one that lists an Ed25519 Multikey
-under `assertionMethod` (FEP-521a) marks its host `listed` (`rules.key_choice`), so the default
+under `assertionMethod` (FEP-521a), or says its server implements RFC 9421 or FEP-521a (FEP-844e
+`implements`, `rules.capabilities`), marks its host `listed` (`rules.key_choice`), so the default
 policy `ed25519-where-learned` tries Ed25519 there once instead of never learning it.
 
 Mitra, Fedify, streams, Hubzilla and tootik publish such keys and accept Ed25519 signatures; a
@@ -18,6 +19,7 @@ from typing import Any
 from fedqueue.rules.address_guard import host_of
 from fedqueue.rules.assertion_methods import assertion_keys
 from fedqueue.rules.bounded_memory import BoundedMemory
+from fedqueue.rules.capabilities import names_signature_support
 from fedqueue.rules.errors import StorageUnavailable
 from fedqueue.storage.hosts import HostStore
 
@@ -28,7 +30,7 @@ MAX_NOTED_HOSTS = 10_000
 
 
 class KeyHints:
-    """Notes each host whose actors list an Ed25519 key, once per `HINT_TTL`."""
+    """Notes each host whose actors list an Ed25519 key or name its support, once per `HINT_TTL`."""
 
     def __init__(self, hosts: HostStore, clock: Callable[[], datetime]) -> None:
         self._hosts = hosts
@@ -40,7 +42,9 @@ class KeyHints:
         loses the hint, not the fetch."""
         host = host_of(actor_uri)
         now = self._clock()
-        if self._noted.get(host, now) is not None or not assertion_keys(doc, actor_uri):
+        if self._noted.get(host, now) is not None:
+            return
+        if not names_signature_support(doc) and not assertion_keys(doc, actor_uri):
             return
         self._noted.put(host, True, now + HINT_TTL)
         try:

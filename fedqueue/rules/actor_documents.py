@@ -10,13 +10,14 @@ from typing import Any
 
 from fedqueue.rules.activitystreams import AS_CONTEXT, PUBLIC, SECURITY_CONTEXT
 from fedqueue.rules.address_guard import FetchError, check_url
+from fedqueue.rules.capabilities import IMPLEMENTS_TERM, generator
 from fedqueue.rules.columns import URI_CHARS, check_text
 from fedqueue.rules.errors import InvalidInput
 from fedqueue.rules.profile_fields import Profile
 from fedqueue.rules.urls import Urls
 
 #: The terms of Mastodon's actor documents beyond ActivityStreams' (profile fields, discoverable,
-#: indexable), so that a JSON-LD reader keeps them.
+#: indexable), and FEP-844e's `implements`, so that a JSON-LD reader keeps them.
 PROFILE_CONTEXT = {
     "schema": "http://schema.org#",
     "PropertyValue": "schema:PropertyValue",
@@ -24,6 +25,7 @@ PROFILE_CONTEXT = {
     "toot": "http://joinmastodon.org/ns#",
     "discoverable": "toot:discoverable",
     "indexable": "toot:indexable",
+    **IMPLEMENTS_TERM,
 }
 
 
@@ -75,6 +77,7 @@ def actor_document(urls: Urls, facts: ActorFacts, profile: Profile) -> dict[str,
             "owner": urls.actor(name),
             "publicKeyPem": facts.public_key_pem,
         },
+        "generator": generator(),  # what fedqueue implements (FEP-844e)
     }
     for field in ("name", "summary", "url"):
         if getattr(profile, field) is not None:

@@ -9,6 +9,7 @@ from starlette.routing import Route
 from fedqueue.rules.activitystreams import ACTIVITY_JSON, AS_CONTEXT, SECURITY_CONTEXT
 from fedqueue.rules.actor_documents import ActorFacts, tombstone
 from fedqueue.rules.actor_documents import actor_document as actor_document_of
+from fedqueue.rules.capabilities import with_implements
 from fedqueue.rules.columns import check_actor_name
 from fedqueue.rules.errors import ActorGone, InvalidInput, NotFound, Unauthorized
 from fedqueue.rules.signing.fep521a import with_multikey
@@ -92,7 +93,8 @@ async def instance_actor(request: Request) -> Response:
             "publicKeyPem": await reads.instance_public_key(store),
         },
     }
-    return activity_response(with_multikey(document, await local_actors.instance_ed25519_public_key(store)))
+    keyed = with_multikey(document, await local_actors.instance_ed25519_public_key(store))
+    return activity_response(with_implements(keyed))
 
 
 async def instance_outbox(request: Request) -> Response:

@@ -176,8 +176,9 @@ async def test_the_admin_host_json_shows_the_key_a_host_is_signed_for(
             assert response.json()["signature_key"] == key
 
 
-def publish_actors(server: LoopbackServer, multikey: bool) -> list[str]:
-    """The documents of u0..u11 on `server`, each listing an Ed25519 Multikey (FEP-521a) if asked."""
+def publish_actors(server: LoopbackServer, multikey: bool, implements: bool = False) -> list[str]:
+    """The documents of u0..u11 on `server`, each listing an Ed25519 Multikey (FEP-521a) if asked,
+    and, if asked, a `generator` that implements RFC 9421 (FEP-844e, as Mitra's actors say it)."""
     uris = []
     for n in range(INBOXES):
         uri = server.url(f"/users/u{n}")
@@ -197,6 +198,11 @@ def publish_actors(server: LoopbackServer, multikey: bool) -> list[str]:
                     "publicKeyMultibase": PEER_MULTIKEY,
                 }
             ]
+        if implements:
+            document["generator"] = {
+                "type": "Application",
+                "implements": [{"href": "https://datatracker.ietf.org/doc/html/rfc9421", "name": "RFC-9421"}],
+            }
         server.serve_json(f"/users/u{n}", document)
         uris.append(uri)
     return uris
@@ -238,3 +244,18 @@ async def test_under_the_default_policy_a_host_that_lists_no_ed25519_key_is_neve
     await run_burst(fast(settings), store)
     assert len(posts(remote)) == INBOXES and not any(is_ed25519(r) for r in posts(remote))
     assert (await host_key(store, remote))[0] == "unknown"
+
+
+async def test_under_the_default_policy_a_host_whose_actors_say_they_implement_rfc9421_is_tried_with_ed25519(
+    settings: Settings, store: Store, remote: LoopbackServer
+) -> None:
+    alice = (await store.actors.create("alice")).actor
+    assert alice.ed25519_public_key_pem is not None
+    ed25519_peer(remote, alice.ed25519_public_key_pem, alice.public_key_pem)
+    recipients = publish_actors(remote, multikey=False, implements=True)
+    await insert_outbox_row(
+        store, "alice", {"type": "Like", "object": "https://x.example/1", "to": recipients}
+    )
+    await run_burst(fast(settings), store)
+    assert len(posts(remote)) == INBOXES and all(is_ed25519(r) for r in posts(remote))
+    assert (await host_key(store, remote))[0] == "ed25519"
