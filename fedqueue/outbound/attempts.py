@@ -49,6 +49,7 @@ from fedqueue.rules.circuit import CircuitPolicy, HostHealth
 from fedqueue.rules.errors import StorageUnavailable, describe
 from fedqueue.rules.lease_margin import LeaseLapsed, may_send
 from fedqueue.rules.outcomes import Attempt
+from fedqueue.rules.scheme_choice import refuses_signature
 from fedqueue.rules.states import DeliveryState
 from fedqueue.rules.success_writes import SuccessWrites
 from fedqueue.settings import Settings
@@ -350,9 +351,20 @@ class Attempts:
         rsa = partial(self.schemes.deliver, row.host, job.health, knock)
         ed25519 = partial(self._ed25519, row.inbox, job.body, job.sync, fresh)
         attempt = await self.keys.deliver(row.host, identity, rsa, ed25519)
-        return (
-            attempt if identity.rotated_at is None else replace(attempt, key_rotated_at=identity.rotated_at)
-        )
+        rotated_at = identity.rotated_at
+        if refuses_signature(attempt.status, attempt.body_head):
+            rotated_at = await self._rotated_since(row.actor, rotated_at)
+        return attempt if rotated_at is None else replace(attempt, key_rotated_at=rotated_at)
+
+    async def _rotated_since(self, actor: str, signed_at_rotation: datetime | None) -> datetime | None:
+        """When `actor`'s key was last rotated, read again for a refused signature: a rotation made
+        while the delivery was on its way (signed with the old key, refused by a peer that already
+        holds the new one) is one too (`key_choice.refused_after_rotation`). Advisory: the database
+        away leaves what the signing identity said."""
+        try:
+            return await self._store.actor_lifecycle.rotated_at(actor) or signed_at_rotation
+        except StorageUnavailable:
+            return signed_at_rotation
 
     async def _ed25519(
         self,

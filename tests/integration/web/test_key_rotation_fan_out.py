@@ -81,18 +81,7 @@ class FollowerHost:
 
 @pytest.mark.parametrize(
     "in_flight",
-    [
-        False,
-        pytest.param(
-            True,
-            marks=pytest.mark.xfail(
-                strict=True,
-                raises=AssertionError,
-                reason="a delivery signed before a rotation and refused after it is given up: the attempt"
-                " takes key_rotated_at from the identity it was signed with (outbound/attempts.py)",
-            ),
-        ),
-    ],
+    [False, True],
     ids=["answered-at-once", "signed-before-refused-after"],
 )
 async def test_a_key_rotated_mid_fan_out_loses_nothing_and_a_host_down_meanwhile_gets_it_all_back(
