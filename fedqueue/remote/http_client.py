@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -137,6 +138,7 @@ class HttpClient:
         self.user_agent = f"fedqueue/{__version__} (+{settings.base_url})"
         self.max_document_bytes = settings.max_document_bytes
         self._total_timeout_s = settings.total_timeout_seconds
+        self._deadlines = Deadlines(settings.total_timeout_seconds)
         self._transport = transport or new_transport(settings, self.user_agent, self.metrics)
         self.signing = SigningThreads(FETCH_SIGNING_THREADS)
 
@@ -147,28 +149,21 @@ class HttpClient:
 
         The total timeout is `asyncio.timeout`'s, unrolled: its object, its two coroutines and
         its rescheduled timer were a measurable part of the client's work for each POST. As
-        there, a timer cancels the task, and on the way out a cancellation that was only the
-        timer's (`uncancel` back to the count at the start) is a timeout; one from outside, or
-        an enclosing timeout's, goes on as CancelledError.
+        there, the deadline cancels the task (`Deadlines`), and on the way out a cancellation
+        that was only the deadline's (`uncancel` back to the count at the start) is a timeout;
+        one from outside, or an enclosing timeout's, goes on as CancelledError.
         """
         loop = asyncio.get_running_loop()
         task = asyncio.current_task(loop)
         assert task is not None, "HttpClient.post runs in a task"
         cancelling = task.cancelling()
-        expired = False
-
-        def expire() -> None:
-            nonlocal expired
-            expired = True
-            task.cancel()
-
-        deadline = loop.call_at(loop.time() + self._total_timeout_s, expire)
+        deadline = self._deadlines.start(loop, task)
         try:
             try:
                 return await self._transport.post(url, content, headers, head_bytes)  # guarded at its door
             finally:
-                deadline.cancel()
-                timed_out = expired and task.uncancel() <= cancelling
+                deadline.task = None
+                timed_out = deadline.expired and task.uncancel() <= cancelling
         except asyncio.CancelledError:
             if not timed_out:
                 raise
@@ -210,7 +205,76 @@ class HttpClient:
 
     async def aclose(self) -> None:
         self.signing.close()
+        self._deadlines.close()
         await self._transport.close()
+
+
+@dataclass(slots=True)  # not frozen: built per POST, and ended by setting `task` to None
+class Deadline:
+    """When one POST's task is cancelled unless it has ended (`task` None) by then."""
+
+    at: float
+    task: asyncio.Task[Any] | None
+    expired: bool = False
+
+
+class Deadlines:
+    """The POSTs' total timeouts, on one timer for them all rather than one each.
+
+    Arming and cancelling a loop timer per POST cost the event loop more than the rest of the
+    timeout's work. Every POST gets the same timeout, so the deadlines come in the order the
+    POSTs start: they wait in that order, and one timer is armed, for the earliest. When it
+    fires, each POST whose deadline has come and that has not ended is cancelled, the ended
+    ones are dropped, and the timer is armed for the next; ended ones at the head are also
+    dropped as POSTs start, so the line holds about what is in flight.
+    """
+
+    def __init__(self, timeout_s: float) -> None:
+        self._timeout_s = timeout_s
+        self._waiting: deque[Deadline] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+        #: When the armed timer is due: those whose deadline is no later have come.
+        self._timer_at = 0.0
+        #: The loop the waiting deadlines and the timer are of (a client may outlive one).
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> Deadline:
+        """`task`'s deadline, the timeout from now; set its `task` to None once the POST ends."""
+        if loop is not self._loop:
+            self.close()
+            self._loop = loop
+        deadline = Deadline(loop.time() + self._timeout_s, task)
+        waiting = self._waiting
+        while waiting and waiting[0].task is None:
+            waiting.popleft()
+        waiting.append(deadline)
+        if self._timer is None:
+            self._arm(loop, deadline.at)
+        return deadline
+
+    def close(self) -> None:
+        """Forget every deadline and disarm the timer (the loop is closing or gone)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._waiting.clear()
+        self._loop = None
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, at: float) -> None:
+        self._timer_at = at
+        self._timer = loop.call_at(at, self._expire, loop)
+
+    def _expire(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer = None
+        now = max(loop.time(), self._timer_at)  # a timer may fire a hair before its time
+        waiting = self._waiting
+        while waiting and (waiting[0].task is None or waiting[0].at <= now):
+            deadline = waiting.popleft()
+            if deadline.task is not None:
+                deadline.expired = True
+                deadline.task.cancel()
+        if waiting:
+            self._arm(loop, waiting[0].at)
 
 
 def new_transport(settings: Settings, user_agent: str, metrics: Metrics) -> Transport:
