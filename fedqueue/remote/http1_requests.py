@@ -31,7 +31,7 @@ class BadRequestLine(ValueError):
     """A header value that would end its line early, or a header not writable as Latin-1."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: built per request, and frozen costs 0.1 µs a field
 class Target:
     """Where one URL's requests go: its origin, its Host header and its request target."""
 

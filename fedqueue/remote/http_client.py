@@ -331,7 +331,10 @@ class UnsignedRequest:
 
     def signed(self, signature: bytes) -> dict[str, str]:
         """Every header, the signature's included, given the signature over `unsigned.base`."""
-        return self.headers | {name.lower(): value for name, value in self.unsigned.signed(signature).items()}
+        headers = self.headers.copy()
+        for name, value in self.unsigned.signed(signature).items():
+            headers[name.lower()] = value
+        return headers
 
     def sign_with(self, private_key: PrivateKeyTypes) -> dict[str, str]:
         """Every header, signing here and now with `private_key`."""
