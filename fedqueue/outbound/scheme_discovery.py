@@ -32,6 +32,9 @@ from fedqueue.rules.signing.requests import SignatureScheme
 #: Sends one delivery: signed under the first scheme, re-signed under the second (if any) when
 #: refused; the flag says whether this is a discovery knock (the host's scheme is not settled).
 Knock = Callable[[SignatureScheme, SignatureScheme | None, bool], Awaitable[Attempt]]
+#: Asked by a delivery that waited for the host's knock: that delivery sent with another key, if
+#: the knock taught that the host wants one (`KeyBook`); None: send it as it was.
+Rekey = Callable[[], Awaitable[Attempt | None]]
 
 
 class SchemeBook:
@@ -59,12 +62,16 @@ class SchemeBook:
     def _settled(self, host: str, stored: HostHealth | None) -> bool:
         return is_confirmed(*self._known(host, stored), self._recheck_days, self._clock())
 
-    async def deliver(self, host: str, stored: HostHealth | None, knock: Knock) -> Attempt:
+    async def deliver(
+        self, host: str, stored: HostHealth | None, knock: Knock, rekey: Rekey | None = None
+    ) -> Attempt:
         """Send one delivery to `host` with the scheme its record calls for; `learned` set when settled."""
         if self._policy == "cavage-only" or self._settled(host, stored):
             return await self._knock(host, stored, knock)
         send = partial(self._knock, host, stored, knock)
-        return await self._gate.first_or_wait(host, send, send)
+        return await self._gate.first_or_wait(
+            host, send, send if rekey is None else partial(_rekeyed, rekey, send)
+        )
 
     async def _knock(self, host: str, stored: HostHealth | None, knock: Knock) -> Attempt:
         now = self._clock()
@@ -78,3 +85,9 @@ class SchemeBook:
             self._learned[host] = (attempt.scheme, self._clock())
             return replace(attempt, learned=attempt.scheme)
         return attempt
+
+
+async def _rekeyed(rekey: Rekey, send: Callable[[], Awaitable[Attempt]]) -> Attempt:
+    """A delivery that waited for its host's knock: with the key that knock taught, else as it was."""
+    switched = await rekey()
+    return switched if switched is not None else await send()

@@ -6,17 +6,21 @@ host rows are a real database's, on both engines."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.rsa import generate_private_key
 
 from fedqueue.outbound.key_discovery import KeyBook
+from fedqueue.outbound.scheme_discovery import Rekey, SchemeBook
 from fedqueue.remote.http_client import SigningIdentity
 from fedqueue.rules.key_choice import KeyPolicy
 from fedqueue.rules.key_counts import KeyCounts
 from fedqueue.rules.outcomes import Attempt
+from fedqueue.rules.signing.requests import SignatureScheme
 from fedqueue.storage import Store
 
 HOST = "peer.example"
@@ -39,10 +43,22 @@ class Peer:
     ed25519: tuple[int, str | None] = (202, None)
     posts: list[str] = field(default_factory=list)
 
-    async def send_rsa(self) -> Attempt:
+    async def send_rsa(self, _rekey: Rekey | None) -> Attempt:
         self.posts.append("rsa")
         status, asks = self.rsa
         return Attempt(status=status, scheme="cavage", accept_signature=asks)
+
+    async def knock_rsa(
+        self, first: SignatureScheme, second: SignatureScheme | None, _discovering: bool
+    ) -> Attempt:
+        """`post_knocking` as the host answers it: a refusal of `first` re-signed under `second`."""
+        await asyncio.sleep(0)  # on the wire: the host's other deliveries come meanwhile
+        self.posts.append(f"rsa {first}")
+        status, asks = self.rsa
+        if second is None or status < 400:
+            return Attempt(status=status, scheme=first, accept_signature=asks)
+        self.posts.append(f"rsa {second}")
+        return Attempt(status=status, scheme=second, accept_signature=asks, knocks=2)
 
     async def send_ed25519(self, signing: SigningIdentity) -> Attempt:
         assert signing.key_id == f"{ACTOR}#ed25519-key"
@@ -122,3 +138,25 @@ async def test_an_ask_for_ed25519_is_not_followed_under_the_rsa_policy_nor_by_an
     await deliver(book(store, "ed25519-where-learned", KeyCounts()), peer, rsa_only)
     assert peer.posts == ["rsa", "rsa"]
     assert HOST not in await store.hosts.signature_keys([HOST])
+
+
+async def test_a_batch_to_a_host_that_asks_for_ed25519_costs_one_refused_knock_not_one_per_delivery(
+    store: Store,
+) -> None:
+    """The host's other deliveries wait for its first scheme knock (`SchemeBook`); that knock's
+    answer asked for Ed25519, so they go with Ed25519, not RSA each refused in turn."""
+    keys = book(store, "ed25519-where-learned", KeyCounts())
+    down = Peer(rsa=(503, None))  # an answer that teaches nothing: the host's row is read, no more
+    await keys.deliver(HOST, IDENTITY, down.send_rsa, down.send_ed25519)
+    schemes = SchemeBook("cavage-first", 7.0, lambda: datetime.now(UTC))
+    peer = Peer(rsa=(401, ASKS_ED25519))
+
+    async def one() -> Attempt:
+        rsa = partial(schemes.deliver, HOST, None, peer.knock_rsa)
+        return await keys.deliver(HOST, IDENTITY, rsa, peer.send_ed25519)
+
+    attempts = await asyncio.gather(*(one() for _ in range(12)))
+    assert [a.status for a in attempts] == [202] * 12
+    assert peer.posts.count("ed25519") == 12
+    assert [p for p in peer.posts if p != "ed25519"] == ["rsa cavage", "rsa rfc9421"]  # the one double knock
+    assert await stored_key(store) == "ed25519"
