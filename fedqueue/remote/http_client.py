@@ -205,7 +205,6 @@ class HttpClient:
 
     async def aclose(self) -> None:
         self.signing.close()
-        self._deadlines.close()
         await self._transport.close()
 
 
@@ -241,8 +240,7 @@ class Deadlines:
     def start(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> Deadline:
         """`task`'s deadline, the timeout from now; set its `task` to None once the POST ends."""
         if loop is not self._loop:
-            self.close()
-            self._loop = loop
+            self._forget(loop)
         deadline = Deadline(loop.time() + self._timeout_s, task)
         waiting = self._waiting
         while waiting and waiting[0].task is None:
@@ -252,13 +250,13 @@ class Deadlines:
             self._arm(loop, deadline.at)
         return deadline
 
-    def close(self) -> None:
-        """Forget every deadline and disarm the timer (the loop is closing or gone)."""
+    def _forget(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Forget every deadline and disarm the timer: POSTs run on `loop` now, not on theirs."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         self._waiting.clear()
-        self._loop = None
+        self._loop = loop
 
     def _arm(self, loop: asyncio.AbstractEventLoop, at: float) -> None:
         self._timer_at = at
