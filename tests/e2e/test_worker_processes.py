@@ -55,7 +55,7 @@ async def test_a_worker_killed_mid_batch_loses_nothing_and_a_second_worker_deliv
     outbox_id = await insert_outbox_row(store, "alice", {"type": "Like", "object": "x"}, inboxes)
     worker = await start_worker(
         # Long enough that a send still has its lease's margin (rules/lease_margin) after waiting
-        # out the unknown host's first knock (scheme_discovery.DISCOVERY_WAIT_S, 2 s).
+        # out the unknown host's first knock (host_gate.DISCOVERY_WAIT_S, 2 s).
         settings,
         tmp_path,
         FEDQUEUE_LEASE_SECONDS="8",

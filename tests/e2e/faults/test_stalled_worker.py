@@ -34,7 +34,7 @@ from tests.outbound import insert_outbox_row
 
 URLS = Urls("http://127.0.0.1:8000")
 INBOXES = 80
-#: Outlasts the margin plus the unknown host's first knock (scheme_discovery.DISCOVERY_WAIT_S,
+#: Outlasts the margin plus the unknown host's first knock (host_gate.DISCOVERY_WAIT_S,
 #: 2 s), so a claimed delivery can be sent at all; short, since the stop must outlast it.
 LEASE_S = 8.0
 #: A worker's connections to the one host: at most this many of its requests are on the wire.
