@@ -231,8 +231,8 @@ class Figures:
         total = [c + p for c, p in zip(self.cpu_ms, self.pg_ms, strict=True)]
         return (
             f"{label:<22} {engine:<9} {n:>6} {harness.spread(self.rates):>18}"
-            f" {harness.spread(total, 2):>16} {harness.spread(self.loop_ms, 2):>16}"
-            f" {harness.spread(self.signing_ms, 2):>16} {harness.spread(self.pg_ms, 2):>16}"
+            f" {harness.spread(total, 3):>19} {harness.spread(self.loop_ms, 3):>19}"
+            f" {harness.spread(self.signing_ms, 3):>19} {harness.spread(self.pg_ms, 3):>19}"
             f"  {' '.join(self.loads)}{ratio}"
         )
 
@@ -287,7 +287,11 @@ async def one_create(
     done = count - before
     if done < n:
         print(f"# only {done} of {n} received within {FANOUT_LIMIT_S:.0f} s", flush=True)
-    print(f"#   {src}: {done / seconds:.0f}/s, {(cpu[0] + cpu[1]) / done * 1000:.2f} ms", flush=True)
+    print(
+        f"#   {src}: {done / seconds:.0f}/s, {(cpu[0] + cpu[1]) / done * 1000:.3f} ms"
+        f" (loop {cpu[2] / done * 1000:.3f} ms)",
+        flush=True,
+    )
     figures.rates.append(done / seconds)
     figures.cpu_ms.append(cpu[0] / done * 1000)
     figures.pg_ms.append(cpu[1] / done * 1000)
@@ -372,8 +376,8 @@ async def engine_runs(engine: str, args: argparse.Namespace, workdir: Path) -> N
 async def main(args: argparse.Namespace) -> None:
     print(harness.machine_line(), flush=True)
     print(
-        f"{'variant':<22} {'engine':<9} {'N':>6} {'deliveries/s':>18} {'cpu ms/delivery':>16}"
-        f" {'of it loop':>16} {'of it signing':>16} {'of it pg':>16}  load (1 min, each run)"
+        f"{'variant':<22} {'engine':<9} {'N':>6} {'deliveries/s':>18} {'cpu ms/delivery':>19}"
+        f" {'of it loop':>19} {'of it signing':>19} {'of it pg':>19}  load (1 min, each run)"
     )
     with tempfile.TemporaryDirectory() as tmp:
         for engine in harness.engines(args.postgres, args.engine):
