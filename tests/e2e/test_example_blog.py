@@ -16,8 +16,9 @@ import httpx
 import pytest
 
 from fedqueue.client import Client
-from tests.e2e.test_fedify_interop import INSTALLED, REQUIRED, fedify
+from tests.e2e.test_fedify_interop import fedify
 from tests.live import ADMIN_TOKEN, free_port, live_instance, running
+from tests.node import needs_fedify
 
 BLOG = Path(__file__).parent.parent.parent / "examples" / "blog"
 SECRET = "the-blogs-webhook-secret-for-the-test"
@@ -27,9 +28,7 @@ __all__ = ["fedify"]  # the Fedify process fixture, shared with the interop test
 pytestmark = [
     pytest.mark.postgres,
     pytest.mark.parametrize("database_url", ["postgres"], indirect=True),
-    pytest.mark.skipif(
-        not INSTALLED and not REQUIRED, reason="Fedify not installed: run `npm ci` in tests/fedify"
-    ),
+    needs_fedify,
 ]
 
 

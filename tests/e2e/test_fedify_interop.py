@@ -9,12 +9,8 @@ activity its RSA-keyed actors send. Needs Node and `npm ci` in tests/fedify; CI 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sqlite3
-import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,65 +19,20 @@ import httpx
 import pytest
 
 from tests.live import LiveInstance, create_actor, fedqueue_command, free_port, live_instance
-from tests.node import NODE
+from tests.node import FedifyPeer, eventually, fedify_peer, needs_fedify
 
-FEDIFY = Path(__file__).parent.parent / "fedify"
-INSTALLED = shutil.which(NODE) is not None and (FEDIFY / "node_modules" / "@fedify" / "fedify").is_dir()
-REQUIRED = os.environ.get("FEDQUEUE_REQUIRE_FEDIFY") == "1"
-
-pytestmark = pytest.mark.skipif(
-    not INSTALLED and not REQUIRED, reason="Fedify not installed: run `npm ci` in tests/fedify"
-)
-
-
-class FedifyServer:
-    """The Fedify process: one JSON command per line in, one JSON answer per line out."""
-
-    def __init__(self, process: subprocess.Popen[str], origin: str) -> None:
-        self.process = process
-        self.origin = origin
-
-    def actor(self, name: str) -> str:
-        return f"{self.origin}/users/{name}"
-
-    def run(self, **command: Any) -> dict[str, Any]:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(json.dumps(command) + "\n")
-        self.process.stdin.flush()
-        answer: dict[str, Any] = json.loads(self.process.stdout.readline())
-        return answer
+pytestmark = needs_fedify
 
 
 @contextmanager
-def fedify_server(tmp_path: Path, env: dict[str, str] | None = None) -> Iterator[FedifyServer]:
+def fedify_server(tmp_path: Path, env: dict[str, str] | None = None) -> Iterator[FedifyPeer]:
     """interop.mjs on a free loopback port (`env` added to its environment), stopped afterwards."""
-    port = free_port()
-    log = (tmp_path / "fedify.log").open("w")
-    process = subprocess.Popen(
-        [NODE, str(FEDIFY / "interop.mjs"), str(port)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
-        env={**os.environ, **(env or {})},
-    )
-    try:
-        assert process.stdout is not None
-        ready = process.stdout.readline().strip()
-        assert ready == "ready", (tmp_path / "fedify.log").read_text()
-        yield FedifyServer(process, f"http://127.0.0.1:{port}")
-    finally:
-        process.terminate()
-        try:
-            process.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
-        log.close()
+    with fedify_peer(tmp_path, "interop.mjs", free_port(), env) as peer:
+        yield peer
 
 
 @pytest.fixture
-def fedify(tmp_path: Path) -> Iterator[FedifyServer]:
+def fedify(tmp_path: Path) -> Iterator[FedifyPeer]:
     with fedify_server(tmp_path) as server:
         yield server
 
@@ -90,14 +41,6 @@ def fedify(tmp_path: Path) -> Iterator[FedifyServer]:
 def instance(tmp_path: Path) -> Iterator[LiveInstance]:
     with live_instance(tmp_path, admin_token="interop-admin-token-for-the-test") as live:
         yield live
-
-
-def eventually(check: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s:g} s: {what}")
-        time.sleep(0.2)
 
 
 def followers(instance: LiveInstance, name: str) -> int:
@@ -118,7 +61,7 @@ def pulled(instance: LiveInstance, name: str, token: str) -> list[dict[str, Any]
 
 
 def test_a_fedify_follower_that_deletes_itself_is_removed_from_followers(
-    instance: LiveInstance, fedify: FedifyServer, tmp_path: Path
+    instance: LiveInstance, fedify: FedifyPeer, tmp_path: Path
 ) -> None:
     create_actor(instance, "alice", tmp_path)
     alice = f"{instance.origin}/actors/alice"
@@ -136,7 +79,7 @@ def test_a_fedify_follower_that_deletes_itself_is_removed_from_followers(
 
 
 def test_a_self_delete_whose_key_is_already_gone_gets_202_and_stores_nothing(
-    instance: LiveInstance, fedify: FedifyServer, tmp_path: Path
+    instance: LiveInstance, fedify: FedifyPeer, tmp_path: Path
 ) -> None:
     token = create_actor(instance, "alice", tmp_path)
     alice = f"{instance.origin}/actors/alice"
@@ -149,7 +92,7 @@ def test_a_self_delete_whose_key_is_already_gone_gets_202_and_stores_nothing(
 
 
 def test_a_reply_fedify_forwards_for_its_author_is_accepted_under_the_author(
-    instance: LiveInstance, fedify: FedifyServer, tmp_path: Path
+    instance: LiveInstance, fedify: FedifyPeer, tmp_path: Path
 ) -> None:
     token = create_actor(instance, "alice", tmp_path)
     alice = f"{instance.origin}/actors/alice"
@@ -168,7 +111,7 @@ def test_a_reply_fedify_forwards_for_its_author_is_accepted_under_the_author(
     assert item["activity"]["object"]["content"] == "a reply, relayed by a third party"
 
 
-def inbox_of(fedify: FedifyServer, name: str, kind: str) -> list[dict[str, Any]]:
+def inbox_of(fedify: FedifyPeer, name: str, kind: str) -> list[dict[str, Any]]:
     """The activities of type `kind` the Fedify account `name` received (and so verified)."""
     return [item for item in fedify.run(do="inbox", actor=name)["inbox"] if item["type"] == kind]
 
@@ -180,7 +123,7 @@ def followed_by(instance: LiveInstance, name: str) -> list[str]:
     return sorted(uri for (uri,) in rows)
 
 
-def fedify_follows(instance: LiveInstance, fedify: FedifyServer, name: str, fan: str) -> str:
+def fedify_follows(instance: LiveInstance, fedify: FedifyPeer, name: str, fan: str) -> str:
     """The Fedify account `fan` follows the local actor `name`, and takes its signed Accept."""
     actor = f"{instance.origin}/actors/{name}"
     followed = fedify.run(do="follow", actor=fan, object=actor, inbox=f"{actor}/inbox")
@@ -191,7 +134,7 @@ def fedify_follows(instance: LiveInstance, fedify: FedifyServer, name: str, fan:
 
 
 def test_a_fedify_follower_receives_the_signed_delete_of_a_deleted_actor(
-    instance: LiveInstance, fedify: FedifyServer, tmp_path: Path
+    instance: LiveInstance, fedify: FedifyPeer, tmp_path: Path
 ) -> None:
     create_actor(instance, "alice", tmp_path)
     alice = fedify_follows(instance, fedify, "alice", "fan")  # Fedify caches alice's key
@@ -209,7 +152,7 @@ def test_a_fedify_follower_receives_the_signed_delete_of_a_deleted_actor(
 
 
 def test_a_fedify_follower_receives_the_signed_move_to_an_actor_that_names_the_old_one(
-    instance: LiveInstance, fedify: FedifyServer, tmp_path: Path
+    instance: LiveInstance, fedify: FedifyPeer, tmp_path: Path
 ) -> None:
     create_actor(instance, "alice", tmp_path)
     create_actor(instance, "alice2", tmp_path)
@@ -225,7 +168,7 @@ def test_a_fedify_follower_receives_the_signed_move_to_an_actor_that_names_the_o
 
 
 def test_a_fedify_accounts_move_makes_its_fedqueue_follower_follow_the_new_account(
-    instance: LiveInstance, fedify: FedifyServer, tmp_path: Path
+    instance: LiveInstance, fedify: FedifyPeer, tmp_path: Path
 ) -> None:
     token = create_actor(instance, "alice", tmp_path)
     alice = f"{instance.origin}/actors/alice"
@@ -268,7 +211,7 @@ def posted(instance: LiveInstance, name: str, token: str, doc: dict[str, Any]) -
 
 
 def test_fedify_fetches_every_kind_of_minted_id_and_gets_the_object_404_or_410_as_addressed(
-    instance: LiveInstance, fedify: FedifyServer, tmp_path: Path
+    instance: LiveInstance, fedify: FedifyPeer, tmp_path: Path
 ) -> None:
     token = create_actor(instance, "alice", tmp_path)
     alice = f"{instance.origin}/actors/alice"
@@ -308,7 +251,7 @@ def host_key(instance: LiveInstance, host: str) -> str | None:
 
 
 def test_fedify_reads_the_fep521a_multikey_and_verifies_ed25519_rfc9421_deliveries(
-    tmp_path: Path, fedify: FedifyServer
+    tmp_path: Path, fedify: FedifyPeer
 ) -> None:
     policy = {"FEDQUEUE_SIGNATURE_KEY_POLICY": "ed25519-first"}
     with live_instance(tmp_path, admin_token="interop-admin-token-for-the-test", env=policy) as instance:

@@ -12,13 +12,7 @@ Needs Node and `npm ci` in tests/fedify (FEDQUEUE_REQUIRE_FEDIFY=1 fails instead
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,65 +20,18 @@ import httpx
 import pytest
 
 from tests.live import LiveInstance, create_actor, free_port, live_instance
-from tests.node import NODE
+from tests.node import FedifyPeer, eventually, fedify_peer, needs_fedify
 
-FEDIFY = Path(__file__).parent.parent / "fedify"
-INSTALLED = shutil.which(NODE) is not None and (FEDIFY / "node_modules" / "@fedify" / "fedify").is_dir()
-REQUIRED = os.environ.get("FEDQUEUE_REQUIRE_FEDIFY") == "1"
 ADMIN_TOKEN = "proofs-admin-token-for-the-test"
 PUBLIC = "https://www.w3.org/ns/activitystreams#Public"
 
-pytestmark = pytest.mark.skipif(
-    not INSTALLED and not REQUIRED, reason="Fedify not installed: run `npm ci` in tests/fedify"
-)
-
-
-class Fedify:
-    """proofs.mjs: one JSON command per line in, one JSON answer per line out."""
-
-    def __init__(self, process: subprocess.Popen[str], origin: str) -> None:
-        self.process = process
-        self.origin = origin
-
-    def actor(self, name: str) -> str:
-        return f"{self.origin}/users/{name}"
-
-    def run(self, **command: Any) -> dict[str, Any]:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(json.dumps(command) + "\n")
-        self.process.stdin.flush()
-        answer: dict[str, Any] = json.loads(self.process.stdout.readline())
-        return answer
-
-
-@contextmanager
-def fedify_proofs(tmp_path: Path) -> Iterator[Fedify]:
-    port = free_port()
-    log_path = tmp_path / "fedify-proofs.log"
-    with log_path.open("w") as log:
-        process = subprocess.Popen(
-            [NODE, str(FEDIFY / "proofs.mjs"), str(port)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-        )
-        try:
-            assert process.stdout is not None
-            assert process.stdout.readline().strip() == "ready", log_path.read_text()
-            yield Fedify(process, f"http://127.0.0.1:{port}")
-        finally:
-            process.terminate()
-            try:
-                process.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.communicate()
+pytestmark = needs_fedify
 
 
 @pytest.fixture
-def fedify(tmp_path: Path) -> Iterator[Fedify]:
-    with fedify_proofs(tmp_path) as server:
+def fedify(tmp_path: Path) -> Iterator[FedifyPeer]:
+    """proofs.mjs on a free loopback port."""
+    with fedify_peer(tmp_path, "proofs.mjs", free_port()) as server:
         yield server
 
 
@@ -92,15 +39,6 @@ def fedify(tmp_path: Path) -> Iterator[Fedify]:
 def instance(tmp_path: Path, database_url: str) -> Iterator[LiveInstance]:
     with live_instance(tmp_path, ADMIN_TOKEN, database_url=database_url) as live:
         yield live
-
-
-def eventually(check: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-    """Look every 0.2 s until `check` holds; fail naming `what` past `timeout_s` (a bound, not a timing)."""
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s:g} s: {what}")
-        time.sleep(0.2)
 
 
 def post_note(instance: LiveInstance, token: str, content: str, to: list[str]) -> None:
@@ -114,7 +52,7 @@ def post_note(instance: LiveInstance, token: str, content: str, to: list[str]) -
 
 
 def test_fedify_verifies_the_proofs_on_what_fedqueue_delivers_and_refuses_them_altered(
-    instance: LiveInstance, fedify: Fedify, tmp_path: Path
+    instance: LiveInstance, fedify: FedifyPeer, tmp_path: Path
 ) -> None:
     token = create_actor(instance, "alice", tmp_path)
     alice = f"{instance.origin}/actors/alice"
@@ -139,7 +77,7 @@ def test_fedify_verifies_the_proofs_on_what_fedqueue_delivers_and_refuses_them_a
 
 
 def test_fedqueue_takes_a_forwarded_create_on_the_fedify_proof_alone(
-    instance: LiveInstance, fedify: Fedify, tmp_path: Path
+    instance: LiveInstance, fedify: FedifyPeer, tmp_path: Path
 ) -> None:
     token = create_actor(instance, "alice", tmp_path)
     alice = f"{instance.origin}/actors/alice"

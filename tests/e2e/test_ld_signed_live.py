@@ -11,16 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from aiohttp import web
 
 from fedqueue.client import AsyncClient
 from fedqueue.rules.signing import ld_signatures
 from tests.e2e.test_app_client import eventually
-from tests.e2e.test_fedify_interop import INSTALLED, REQUIRED, fedify_server
+from tests.e2e.test_fedify_interop import fedify_server
 from tests.fediverse import RemoteActor
 from tests.live import ADMIN_TOKEN, live_instance
 from tests.loopback import LoopbackServer
+from tests.node import needs_fedify
 
 PUBLIC = "https://www.w3.org/ns/activitystreams#Public"
 
@@ -31,9 +31,7 @@ def creates(remote: LoopbackServer) -> dict[str, dict[str, Any]]:
     return {body["object"]["content"]: body for body in bodies if body.get("type") == "Create"}
 
 
-@pytest.mark.skipif(
-    not INSTALLED and not REQUIRED, reason="Fedify not installed: run `npm ci` in tests/fedify"
-)
+@needs_fedify
 async def test_a_public_create_a_follower_receives_carries_an_ld_signature_that_fedify_verifies(
     tmp_path: Path, database_url: str, remote: LoopbackServer
 ) -> None:

@@ -22,9 +22,9 @@ import httpx
 import pytest
 
 from fedqueue.client import Client
-from tests.e2e.test_fedify_interop import eventually
 from tests.e2e.test_tls_proxy import Authority, make_ca, nginx, site_config
 from tests.live import ADMIN_TOKEN, LiveInstance, fedqueue_run, free_port, live_instance
+from tests.node import eventually
 from tests.relay import INSTALL_TIMEOUT_S, Relay, activityrelay, loopback_https_addresses
 
 PUBLIC = "https://www.w3.org/ns/activitystreams#Public"

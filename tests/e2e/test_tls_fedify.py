@@ -17,13 +17,12 @@ import httpx
 import pytest
 
 from fedqueue.client import Client
-from tests.e2e.test_fedify_interop import INSTALLED, REQUIRED, FedifyServer, eventually, fedify_server
+from tests.e2e.test_fedify_interop import fedify_server
 from tests.e2e.test_tls_proxy import make_ca, nginx, site_config
 from tests.live import ADMIN_TOKEN, free_port, live_instance
+from tests.node import FedifyPeer, eventually, needs_fedify
 
-pytestmark = pytest.mark.skipif(
-    not INSTALLED and not REQUIRED, reason="Fedify not installed: run `npm ci` in tests/fedify"
-)
+pytestmark = needs_fedify
 
 
 @dataclass(frozen=True)
@@ -32,7 +31,7 @@ class Federated:
     token: str
     #: A client that trusts the test CA, for fedqueue's https origin.
     https: httpx.Client
-    fedify: FedifyServer
+    fedify: FedifyPeer
     #: nginx's access log: who fetched what through the proxy.
     access_log: Path
 

@@ -54,8 +54,8 @@
 //
 // Everything is on 127.0.0.1; allowPrivateAddress is for that and nothing else. Sends use
 // `immediate: true`, so a refusal (any non-2xx) comes back as {"error"} at once.
-import http from "node:http";
 import readline from "node:readline";
+import { serveFederation } from "./serve.mjs";
 import {
   createFederation,
   fetchKeyDetailed,
@@ -172,26 +172,7 @@ federation
     }
   });
 
-function toRequest(req, body) {
-  return new Request(`http://${req.headers.host}${req.url}`, {
-    method: req.method,
-    headers: Object.entries(req.headers).flatMap(([k, v]) => (Array.isArray(v) ? v.map((x) => [k, x]) : [[k, v]])),
-    body: req.method === "GET" || req.method === "HEAD" ? undefined : body,
-  });
-}
-
-const server = http.createServer(async (req, res) => {
-  const chunks = [];
-  for await (const chunk of req) chunks.push(chunk);
-  const response = await federation.fetch(toRequest(req, Buffer.concat(chunks)), {
-    contextData: undefined,
-    onNotFound: () => new Response("not found", { status: 404 }),
-    onNotAcceptable: () => new Response("not acceptable", { status: 406 }),
-  });
-  res.writeHead(response.status, Object.fromEntries(response.headers));
-  res.end(Buffer.from(await response.arrayBuffer()));
-});
-await new Promise((resolve) => server.listen(port, "127.0.0.1", resolve));
+const server = await serveFederation(federation, port);
 const ctx = federation.createContext(new URL(origin), undefined);
 
 async function send(actor, inbox, recipientId, activity) {

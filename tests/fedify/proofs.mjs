@@ -24,8 +24,8 @@
 //                                       -> {"status": HTTP STATUS, "id": ACTIVITY, "keyId": URI}
 //
 // Everything is on 127.0.0.1; allowPrivateAddress is for that and nothing else.
-import http from "node:http";
 import readline from "node:readline";
+import { serveFederation } from "./serve.mjs";
 import {
   createFederation,
   generateCryptoKeyPair,
@@ -63,18 +63,7 @@ federation
   .setKeyPairsDispatcher((_ctx, identifier) => keys[identifier] ?? []);
 federation.setInboxListeners("/users/{identifier}/inbox", "/inbox").on(Activity, async () => {});
 
-function toRequest(req, body) {
-  return new Request(`http://${req.headers.host}${req.url}`, {
-    method: req.method,
-    headers: Object.entries(req.headers).flatMap(([k, v]) => (Array.isArray(v) ? v.map((x) => [k, x]) : [[k, v]])),
-    body: req.method === "GET" || req.method === "HEAD" ? undefined : body,
-  });
-}
-
-const server = http.createServer(async (req, res) => {
-  const chunks = [];
-  for await (const chunk of req) chunks.push(chunk);
-  const body = Buffer.concat(chunks);
+const server = await serveFederation(federation, port, (req, body) => {
   if (req.method === "POST" && req.url.endsWith("/inbox")) {
     try {
       bodies.push(JSON.parse(body.toString("utf-8")));
@@ -82,15 +71,7 @@ const server = http.createServer(async (req, res) => {
       // not JSON: Fedify answers it
     }
   }
-  const response = await federation.fetch(toRequest(req, body), {
-    contextData: undefined,
-    onNotFound: () => new Response("not found", { status: 404 }),
-    onNotAcceptable: () => new Response("not acceptable", { status: 406 }),
-  });
-  res.writeHead(response.status, Object.fromEntries(response.headers));
-  res.end(Buffer.from(await response.arrayBuffer()));
 });
-await new Promise((resolve) => server.listen(port, "127.0.0.1", resolve));
 const ctx = federation.createContext(new URL(origin), undefined);
 const unique = () => `${Date.now()}-${Math.random().toString(36).slice(2)}`;
 
