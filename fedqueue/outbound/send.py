@@ -136,6 +136,7 @@ def _attempt(answer: Answer, scheme: SignatureScheme | None) -> Attempt:
         body_head=answer.body_head.decode(errors="replace").replace("\x00", "\ufffd"),
         retry_after=answer.retry_after,
         scheme=scheme,
+        accept_signature=answer.accept_signature,
     )
 
 
