@@ -129,7 +129,13 @@ class HttpxTransport:
                     head += chunk
                     if len(head) >= head_limit:
                         break
-            return Answer(response.status_code, head[:head_limit], response.headers.get("retry-after"))
+            answered = response.headers
+            return Answer(
+                response.status_code,
+                head[:head_limit],
+                answered.get("retry-after"),
+                answered.get("accept-signature"),
+            )
 
     @asynccontextmanager
     async def get(self, url: str, headers: dict[str, str]) -> AsyncIterator[Fetched]:

@@ -164,6 +164,51 @@ async def test_a_host_that_takes_ed25519_gets_it_and_keeps_it_under_the_default_
     assert not any(is_ed25519(r) for r in posts(remote)[2 * INBOXES :])
 
 
+def ed25519_asking_peer(server: LoopbackServer, ed25519_pem: str) -> None:
+    """Refuses RSA with 401 and an Accept-Signature asking for Ed25519 (RFC 9421 §5.1); takes a
+    delivery whose Ed25519 signature verifies."""
+    public = load_public_key(ed25519_pem)
+
+    def answer(request: Recorded) -> web.Response:
+        if not is_ed25519(request):
+            asks = 'sig1=("@method" "@target-uri" "content-digest");alg="ed25519"'
+            return web.Response(status=401, text="signature", headers={"Accept-Signature": asks})
+        (signature,) = parse_request_signatures(request.headers)
+        verify_parsed(signature, "POST", server.url(request.path), request.headers, request.body, public)
+        return web.Response(status=202)
+
+    for n in range(INBOXES):
+        server.on("POST", f"/users/u{n}/inbox", answer)
+
+
+async def test_a_host_that_asks_for_ed25519_gets_every_delivery_signed_with_it_for_one_refused_knock(
+    settings: Settings, store: Store, remote: LoopbackServer
+) -> None:
+    alice = (await store.actors.create("alice")).actor
+    assert alice.ed25519_public_key_pem is not None
+    ed25519_asking_peer(remote, alice.ed25519_public_key_pem)
+    default = fast(settings)
+    assert default.signature_key_policy == "ed25519-where-learned"
+    await insert_outbox_row(
+        store, "alice", {"type": "Like", "object": "https://x.example/1"}, inboxes(remote)
+    )
+    metrics = Metrics()
+    await run_burst(default, store, metrics=metrics)
+
+    accepted = [r for r in posts(remote) if is_ed25519(r)]
+    assert sorted(r.path for r in accepted) == sorted(f"/users/u{n}/inbox" for n in range(INBOXES))
+    assert len(posts(remote)) == INBOXES + 2  # the first delivery's double knock, refused, asking
+    assert (await host_key(store, remote))[0] == "ed25519"
+    assert 'fedqueue_signature_key_fallbacks_total{reason="asked"} 1' in metrics.render()
+
+    await insert_outbox_row(
+        store, "alice", {"type": "Like", "object": "https://x.example/2"}, inboxes(remote)
+    )
+    await run_burst(default, store)
+    assert len(posts(remote)) == 2 * INBOXES + 2  # remembered: Ed25519 first, nothing refused
+    assert all(is_ed25519(r) for r in posts(remote)[INBOXES + 2 :])
+
+
 async def test_the_admin_host_json_shows_the_key_a_host_is_signed_for(
     settings: Settings, store: Store
 ) -> None:

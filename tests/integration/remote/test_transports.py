@@ -52,6 +52,19 @@ async def fetched(client: HttpClient, script: Script) -> tuple[tuple[int, str, b
         await server.stop()
 
 
+async def test_a_post_refusal_keeps_the_accept_signature_it_asks_for(client: HttpClient) -> None:
+    asks = 'sig1=("@method" "@target-uri" "content-digest");alg="ed25519"'
+    refusal = answer(b"", b"Accept-Signature: " + asks.encode(), b"Content-Length: 0", status=b"401 No")
+    server = await serving(lambda n: refusal if n == 0 else ACCEPTED)
+    try:
+        refused = await client.post(server.url(), b"{}", {"content-type": "application/json"}, head_bytes=16)
+        accepted = await client.post(server.url(), b"{}", {"content-type": "application/json"}, head_bytes=16)
+    finally:
+        await server.stop()
+    assert (refused.status, refused.accept_signature) == (401, asks)
+    assert accepted.accept_signature is None
+
+
 async def test_a_post_answer_keeps_its_status_body_head_and_retry_after(client: HttpClient) -> None:
     refusal = answer(
         b"slow down " + b"x" * 500, b"Retry-After: 120", b"Content-Length: 510", status=b"429 Slow"
