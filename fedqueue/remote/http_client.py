@@ -217,6 +217,10 @@ class Deadline:
     expired: bool = False
 
 
+#: Deadlines the line holds before it is first swept of ended ones (`Deadlines`).
+SWEEP_MIN = 4096
+
+
 class Deadlines:
     """The POSTs' total timeouts, on one timer for them all rather than one each.
 
@@ -224,8 +228,10 @@ class Deadlines:
     timeout's work. Every POST gets the same timeout, so the deadlines come in the order the
     POSTs start: they wait in that order, and one timer is armed, for the earliest. When it
     fires, each POST whose deadline has come and that has not ended is cancelled, the ended
-    ones are dropped, and the timer is armed for the next; ended ones at the head are also
-    dropped as POSTs start, so the line holds about what is in flight.
+    ones are dropped, and the timer is armed for the next. Ended ones at the head are also
+    dropped as POSTs start, and behind a POST that lasts (a host slow to answer) the line is
+    swept of them whenever it has doubled, so it holds at most about twice what is in flight
+    (and `SWEEP_MIN`) rather than every POST made within a timeout.
     """
 
     def __init__(self, timeout_s: float) -> None:
@@ -236,6 +242,8 @@ class Deadlines:
         self._timer_at = 0.0
         #: The loop the waiting deadlines and the timer are of (a client may outlive one).
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: The length at which the line is next swept of ended deadlines.
+        self._sweep_at = SWEEP_MIN
 
     def start(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> Deadline:
         """`task`'s deadline, the timeout from now; set its `task` to None once the POST ends."""
@@ -245,10 +253,17 @@ class Deadlines:
         waiting = self._waiting
         while waiting and waiting[0].task is None:
             waiting.popleft()
+        if len(waiting) >= self._sweep_at:
+            waiting = self._waiting = deque(d for d in waiting if d.task is not None)
+            self._sweep_at = max(SWEEP_MIN, 2 * len(waiting))
         waiting.append(deadline)
         if self._timer is None:
             self._arm(loop, deadline.at)
         return deadline
+
+    def __len__(self) -> int:
+        """The deadlines held: those of the POSTs in flight, and ended ones not yet dropped."""
+        return len(self._waiting)
 
     def _forget(self, loop: asyncio.AbstractEventLoop) -> None:
         """Forget every deadline and disarm the timer: POSTs run on `loop` now, not on theirs."""
