@@ -153,9 +153,9 @@ def _request_target(parts: SplitResult) -> str:
     return f"{path}?{parts.query}" if parts.query else path
 
 
+#: The derived components other than @method and @target-uri (`_component_value` reads those two
+#: without splitting the URL).
 _DERIVED: dict[str, Callable[[str, str, SplitResult], str]] = {
-    "@method": lambda method, url, parts: method,
-    "@target-uri": lambda method, url, parts: url,
     "@authority": lambda method, url, parts: authority(url),
     "@scheme": lambda method, url, parts: parts.scheme.lower(),
     "@request-target": lambda method, url, parts: _request_target(parts),
@@ -166,7 +166,11 @@ _DERIVED: dict[str, Callable[[str, str, SplitResult], str]] = {
 
 
 def _component_value(name: str, method: str, url: str, headers: Mapping[str, str]) -> str:
-    if name.startswith("@"):
+    if name == "@method":  # the two a delivery covers, without splitting its URL
+        value = method
+    elif name == "@target-uri":
+        value = url
+    elif name.startswith("@"):
         derive = _DERIVED.get(name)
         if derive is None:
             raise SignatureError(f"unsupported derived component {name!r}")
@@ -186,7 +190,17 @@ def rfc9421_signature_base(
     method: str, url: str, headers: Mapping[str, str], signature_input: sf.InnerList
 ) -> bytes:
     """The bytes an RFC 9421 signature covers: one line per component, then `@signature-params`."""
-    lowered = lower_headers(headers)
+    try:
+        params = sf.serialize_inner_list(signature_input)
+    except InvalidInput as exc:
+        raise SignatureError(str(exc)) from None
+    return _signature_base(method, url, lower_headers(headers), signature_input, params)
+
+
+def _signature_base(
+    method: str, url: str, lowered: Mapping[str, str], signature_input: sf.InnerList, params: str
+) -> bytes:
+    """`rfc9421_signature_base` with the headers lower-cased and `signature_input` serialized (`params`)."""
     lines: list[str] = []
     seen: set[str] = set()
     for item in signature_input.items:
@@ -197,10 +211,7 @@ def rfc9421_signature_base(
             raise SignatureError(f"signature covers {name!r} twice or covers @signature-params")
         seen.add(name)
         lines.append(f'"{name}": {_component_value(name, method, url, lowered)}')
-    try:
-        lines.append('"@signature-params": ' + sf.serialize_inner_list(signature_input))
-    except InvalidInput as exc:
-        raise SignatureError(str(exc)) from None
+    lines.append('"@signature-params": ' + params)
     try:
         return "\n".join(lines).encode("ascii")
     except UnicodeEncodeError:
@@ -268,26 +279,44 @@ def unsigned_rfc9421(
     (`alg_param=False` leaves the `alg` parameter out of Signature-Input)."""
     if not sf.is_key(label):
         raise SignatureError(f"{label!r} cannot be a signature label")
+    signature_input, params = _signature_input(
+        tuple(components), created, key_id, algorithm if alg_param else None, expires, nonce, tag
+    )
+    base = _signature_base(method, url, lower_headers(headers), signature_input, params)
+    # serialize_dictionary({label: Item(raw)}) is `label=:<base64>:`, and of an inner list
+    # `label=` and the inner list.
+    return Unsigned(
+        base, algorithm, prefix=f"{label}=:", suffix=":", added={"Signature-Input": f"{label}={params}"}
+    )
+
+
+@lru_cache(maxsize=64)
+def _signature_input(
+    components: tuple[str, ...],
+    created: int,
+    key_id: str,
+    alg: str | None,
+    expires: int | None,
+    nonce: str | None,
+    tag: str | None,
+) -> tuple[sf.InnerList, str]:
+    """The Signature-Input member and its text: the same for every request one key signs within
+    a second (a fan-out's thousands), so made once for them."""
     # Parameter order follows RFC 9421's own examples (4.3, B.2), so its vectors reproduce.
     candidates: list[tuple[str, sf.BareItem | None]] = [
         ("created", created),
         ("keyid", key_id),
-        ("alg", algorithm if alg_param else None),
+        ("alg", alg),
         ("expires", expires),
         ("nonce", nonce),
         ("tag", tag),
     ]
     params = tuple((name, value) for name, value in candidates if value is not None)
     signature_input = sf.InnerList(tuple(sf.Item(name) for name in components), params)
-    base = rfc9421_signature_base(method, url, headers, signature_input)
-    # serialize_dictionary({label: Item(raw)}) is `label=:<base64>:`.
-    return Unsigned(
-        base,
-        algorithm,
-        prefix=f"{label}=:",
-        suffix=":",
-        added={"Signature-Input": sf.serialize_dictionary({label: signature_input})},
-    )
+    try:
+        return signature_input, sf.serialize_inner_list(signature_input)
+    except InvalidInput as exc:
+        raise SignatureError(str(exc)) from None
 
 
 def verify_rfc9421(
