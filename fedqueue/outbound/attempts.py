@@ -47,6 +47,7 @@ from fedqueue.rules.attempt_results import Claimed, Result, health_changes, resu
 from fedqueue.rules.backoff import Jitter, RetrySchedule
 from fedqueue.rules.circuit import CircuitPolicy, HostHealth
 from fedqueue.rules.errors import StorageUnavailable, describe
+from fedqueue.rules.key_choice import wakes_refused
 from fedqueue.rules.lease_margin import LeaseLapsed, may_send
 from fedqueue.rules.outcomes import Attempt
 from fedqueue.rules.scheme_choice import refuses_signature
@@ -222,6 +223,7 @@ class Attempts:
         if sent:
             await self._record([s.result for s in sent])
             now = self._clock()
+            await self._wake_refused(sent, now)
             try:
                 changes = health_changes([(s.job.row.host, s.attempt, s.result) for s in sent], self.policy)
                 updated = await self._store.hosts.update(self._successes.to_write(changes, now))
@@ -231,6 +233,18 @@ class Attempts:
                 self._successes.remember(updated.answered, now)
                 self._metrics.host_successes(self._successes.remembered, self._successes.evictions)
                 count_given_up(self._metrics, updated.ended)
+
+    async def _wake_refused(self, sent: list[Sent], now: datetime) -> None:
+        """A host that took a lately rotated actor's Update holds its new key: the actor's
+        deliveries it refused meanwhile, recorded by now, are due again (`key_choice.wakes_refused`)."""
+        woken = {
+            (s.job.row.actor, s.job.row.host)
+            for s in sent
+            if wakes_refused(s.job.row.activity_type, s.attempt.status, s.attempt.key_rotated_at, now)
+        }
+        for actor, host in sorted(woken):
+            with contextlib.suppress(StorageUnavailable):  # advisory: they come due in time anyway
+                await self._store.deliveries.wake(actor, host, now)
 
     def group_ready(self, in_flight: int) -> bool:
         """Whether the finished attempts make a group to record now: `RECORD_GROUP` of them, all

@@ -97,9 +97,19 @@ def refused_after_rotation(
 ) -> bool:
     """Whether a refused signature may be the peer's stale copy of a key rotated lately: then the
     delivery is retried after `ROTATION_RETRY_S` at least, not given up (issue 49)."""
-    if rotated_at is None or not timedelta(0) <= now - rotated_at < ROTATION_GRACE:
-        return False
-    return refuses_signature(status, body_head)
+    return _rotated_lately(rotated_at, now) and refuses_signature(status, body_head)
+
+
+def _rotated_lately(rotated_at: datetime | None, now: datetime) -> bool:
+    return rotated_at is not None and timedelta(0) <= now - rotated_at < ROTATION_GRACE
+
+
+def wakes_refused(activity_type: str, status: int | None, rotated_at: datetime | None, now: datetime) -> bool:
+    """Whether a delivered `Update` of an actor whose key was rotated lately wakes the actor's
+    deliveries to the same host that wait after a refusal: the host has the new key now, so they
+    need not wait out `ROTATION_RETRY_S` (a host back from an outage takes the notes, normal
+    lane, before the Update, bulk lane, and refuses each once)."""
+    return activity_type == "Update" and confirms(status) and _rotated_lately(rotated_at, now)
 
 
 def asked_key(accept_signature: str | None) -> SignatureKey | None:

@@ -286,6 +286,22 @@ class DeliveryStore:
                 .values(**values)
             )
 
+    async def wake(self, actor: str, host: str, now: datetime) -> int:
+        """`actor`'s failed deliveries to `host` due again at `now` (`key_choice.wakes_refused`):
+        how many. Read through `ix_deliveries_host_state`."""
+        async with self._db.transaction() as conn:
+            woken = await conn.execute(
+                update(DELIVERIES)
+                .where(
+                    DELIVERIES.c.host == host,
+                    DELIVERIES.c.state == DeliveryState.FAILED,
+                    DELIVERIES.c.actor == actor,
+                    DELIVERIES.c.next_attempt_at > now,
+                )
+                .values(next_attempt_at=now)
+            )
+        return int(woken.rowcount)
+
     async def waiting(self, cap: int, now: datetime | None = None) -> int:
         """The outbox back-pressure's count, up to `cap`: queued deliveries due by `now` on hosts
         not held back (paused, circuit open), plus outbox rows not expanded yet (one each).

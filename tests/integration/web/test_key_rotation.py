@@ -171,3 +171,51 @@ async def test_a_refusal_by_a_peer_holding_the_old_key_is_retried_after_a_rotati
     async with store.database.reading() as conn:
         states = set((await conn.execute(select(DELIVERIES.c.state))).scalars())
     assert states == {DeliveryState.DELIVERED}
+
+
+async def test_a_note_refused_after_a_rotation_goes_again_as_soon_as_the_peer_takes_the_update(
+    settings: Settings, store: Store, client: httpx.AsyncClient, remote: LoopbackServer
+) -> None:
+    """A peer back from an outage takes alice's notes (normal lane) before her Update (bulk lane)
+    and refuses them, holding her old key; once it has taken the Update, the refused notes are
+    due again at once, not after `ROTATION_RETRY_S` (`key_choice.wakes_refused`)."""
+    old = (await store.actors.create("alice")).actor.public_key_pem
+    await add_follower(store, "alice", remote.url("/users/f0"), remote.url("/users/f0/inbox"))
+    held = {"pem": old}
+    reachable = {"updates": False}
+
+    def peer(request: Recorded) -> web.Response:
+        """Takes the Update (and alice's new key from it) once reachable; verifies the rest."""
+        body = json.loads(request.body)
+        if body["type"] == "Update":
+            if not reachable["updates"]:
+                return web.Response(status=503)
+            held["pem"] = body["object"]["publicKey"]["publicKeyPem"]
+            return web.Response(status=202)
+        try:
+            verify_delivery(remote, request, ALICE, held["pem"])
+        except Exception:
+            return web.Response(status=401, text="signature verification failed")
+        return web.Response(status=202)
+
+    remote.on("POST", "/users/f0/inbox", peer)
+    config = fast(settings, retry_cap_seconds=120.0)  # the refused note's retry: 60 s away
+    assert (await client.post("/admin/actors/alice/rotate-key", headers=ADMIN)).status_code == 200
+    note = {"type": "Create", "object": {"type": "Note", "content": "after"}, "to": [remote.url("/users/f0")]}
+    await insert_outbox_row(store, "alice", note, [remote.url("/users/f0/inbox")])
+    await run_burst(config, store)  # the note refused, the Update not through
+    reachable["updates"] = True
+    async with store.database.transaction() as conn:  # only the Update is due
+        await conn.execute(
+            update(DELIVERIES).where(DELIVERIES.c.lane == Lane.BULK).values(next_attempt_at=utcnow())
+        )
+
+    await run_burst(config, store)
+
+    async with store.database.reading() as conn:
+        rows = (
+            await conn.execute(select(DELIVERIES.c.lane, DELIVERIES.c.state, DELIVERIES.c.attempts))
+        ).all()
+    [(note_state, note_attempts)] = [(state, attempts) for lane, state, attempts in rows if lane != Lane.BULK]
+    assert (note_state, note_attempts) == (DeliveryState.DELIVERED, 2)  # refused once, then sent
+    assert [state for lane, state, _ in rows if lane == Lane.BULK] == [DeliveryState.DELIVERED]

@@ -15,6 +15,7 @@ from fedqueue.rules.key_choice import (
     learned_from,
     refused_after_rotation,
     signs_ed25519,
+    wakes_refused,
 )
 
 NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
@@ -74,6 +75,15 @@ def test_a_signature_refusal_within_the_grace_after_a_rotation_is_retried_not_gi
     assert not refused_after_rotation(401, "", None, NOW)  # never rotated
     assert not refused_after_rotation(401, "", NOW - ROTATION_GRACE, NOW)  # long enough ago
     assert not refused_after_rotation(401, "", NOW + timedelta(minutes=1), NOW)  # a clock ahead
+
+
+def test_an_update_a_host_took_after_a_rotation_wakes_what_it_refused_meanwhile() -> None:
+    lately = NOW - timedelta(minutes=5)
+    assert wakes_refused("Update", 202, lately, NOW)
+    assert not wakes_refused("Create", 202, lately, NOW)  # only the Update carries the new key
+    assert not wakes_refused("Update", 401, lately, NOW)  # not taken
+    assert not wakes_refused("Update", 202, None, NOW)  # never rotated: a profile Update
+    assert not wakes_refused("Update", 202, NOW - ROTATION_GRACE, NOW)  # long enough ago
 
 
 @pytest.mark.parametrize(
