@@ -285,3 +285,33 @@ def test_fedify_reads_the_fep521a_multikey_and_verifies_ed25519_rfc9421_deliveri
             "Fedify verified and took alice's Create",
         )
         assert host_key(instance, fedify.origin.removeprefix("http://")) == "ed25519"
+
+
+def test_an_rsa_only_fedify_gets_every_delivery_for_one_refused_ed25519_request(tmp_path: Path) -> None:
+    """Fedify refusing Ed25519 (FEDIFY_REFUSE_ED25519=1, 401 before it reads the POST) under
+    `ed25519-first`: the first knock, Ed25519, is refused and falls back to RSA in the same
+    attempt; the host is remembered `rsa`, so every later delivery goes RSA at once."""
+    policy = {"FEDQUEUE_SIGNATURE_KEY_POLICY": "ed25519-first"}
+    with (
+        fedify_server(tmp_path, env={"FEDIFY_REFUSE_ED25519": "1"}) as fedify,
+        live_instance(tmp_path, admin_token="interop-admin-token-for-the-test", env=policy) as instance,
+    ):
+        token = create_actor(instance, "alice", tmp_path)
+        alice = fedify_follows(instance, fedify, "alice", "fan")
+        public = "https://www.w3.org/ns/activitystreams#Public"
+        creates = [
+            posted(
+                instance,
+                "alice",
+                token,
+                {"type": "Note", "content": f"note {n}", "to": [public], "cc": [f"{alice}/followers"]},
+            )[0]
+            for n in range(5)
+        ]
+
+        eventually(
+            lambda: set(creates) <= {item["id"] for item in fedify.run(do="received")["received"]},
+            "Fedify verified and took all five Creates, signed with RSA",
+        )
+        assert fedify.run(do="ed25519Refused") == {"refused": 1}
+        assert host_key(instance, fedify.origin.removeprefix("http://")) == "rsa"

@@ -19,6 +19,8 @@
 //       listener forwards it unchanged (ctx.forwardActivity) to `inbox`, signed by NAME2.
 //                                               -> {"ok": true, "id": ACTIVITY} | {"error"}
 //   {"do": "accepts"}  -> {"accepts": [ACTOR, ...]}: who sent this server an Accept so far.
+//   {"do": "ed25519Refused"} -> {"refused": N}: inbox POSTs signed with Ed25519 answered 401 so
+//       far (with FEDIFY_REFUSE_ED25519=1 in its environment: an RSA-only server; else 0).
 //   {"do": "received"} -> {"received": [{"id", "actor", "object", "recipient"}, ...]}: the Creates
 //       this server's actors received (other than those they forward), ids as URIs.
 //   {"do": "reply", "actor": NAME, "inReplyTo": URI, "to": URI, "inbox": URL, "content": TEXT}
@@ -172,7 +174,19 @@ federation
     }
   });
 
-const server = await serveFederation(federation, port);
+// FEDIFY_REFUSE_ED25519=1: a server that takes RSA signatures only. An inbox POST signed with an
+// Ed25519 key (RFC 9421 alg "ed25519", or a keyid naming one) is answered 401 before Fedify
+// reads it, and counted; everything else is Fedify's.
+const refuseEd25519 = process.env.FEDIFY_REFUSE_ED25519 === "1";
+let ed25519Refused = 0;
+const server = await serveFederation(federation, port, (req) => {
+  const input = req.headers["signature-input"] ?? "";
+  if (refuseEd25519 && req.method === "POST" && /alg="ed25519"|#ed25519-key"/.test(input)) {
+    ed25519Refused += 1;
+    return new Response("Ed25519 signatures are not accepted here", { status: 401 });
+  }
+  return undefined;
+});
 const ctx = federation.createContext(new URL(origin), undefined);
 
 async function send(actor, inbox, recipientId, activity) {
@@ -258,6 +272,8 @@ async function run(command) {
     }
     case "accepts":
       return { accepts };
+    case "ed25519Refused":
+      return { refused: ed25519Refused };
     case "inbox":
       return { inbox: inboxes.get(command.actor) ?? [] };
     case "followers":

@@ -11,19 +11,21 @@ function toRequest(req, body) {
   });
 }
 
-// Serves `federation` on 127.0.0.1:`port`; `seen(req, body)`, when given, sees each raw request
-// body before Fedify answers it. Resolves once listening.
-export async function serveFederation(federation, port, seen = () => {}) {
+// Serves `federation` on 127.0.0.1:`port`; `before(req, body)`, when given, sees each raw request
+// first and may answer it itself by returning a Response (else Fedify answers). Resolves once
+// listening.
+export async function serveFederation(federation, port, before = () => undefined) {
   const server = http.createServer(async (req, res) => {
     const chunks = [];
     for await (const chunk of req) chunks.push(chunk);
     const body = Buffer.concat(chunks);
-    seen(req, body);
-    const response = await federation.fetch(toRequest(req, body), {
-      contextData: undefined,
-      onNotFound: () => new Response("not found", { status: 404 }),
-      onNotAcceptable: () => new Response("not acceptable", { status: 406 }),
-    });
+    const response =
+      before(req, body) ??
+      (await federation.fetch(toRequest(req, body), {
+        contextData: undefined,
+        onNotFound: () => new Response("not found", { status: 404 }),
+        onNotAcceptable: () => new Response("not acceptable", { status: 406 }),
+      }));
     res.writeHead(response.status, Object.fromEntries(response.headers));
     res.end(Buffer.from(await response.arrayBuffer()));
   });
