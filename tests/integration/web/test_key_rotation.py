@@ -6,9 +6,10 @@ Update, the new key in it, for its followers' inboxes in the bulk lane."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -31,7 +32,7 @@ from fedqueue.web.app import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.e2e.test_cli import run_fedqueue
 from tests.helpers import asgi_client
-from tests.loopback import LoopbackServer, Recorded
+from tests.loopback import Handler, LoopbackServer, Recorded
 from tests.outbound import accept_all, add_follower, fast, insert_outbox_row, run_burst, verify_delivery
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -121,6 +122,30 @@ def test_fedqueue_actor_rotate_key_prints_what_it_did(tmp_path: Path) -> None:
     assert (unknown.returncode, unknown.stderr.strip()) == (2, "fedqueue: no local actor named 'nobody'")
 
 
+def peer_holding(
+    remote: LoopbackServer, held: dict[str, str], reachable: dict[str, bool], takes: Callable[[Any], bool]
+) -> Handler:
+    """alice's follower at `remote`: verifies each HTTP signature with the RSA key it holds
+    (`held`), refusing with 401 what that key does not verify; an Update answers 503 until
+    `reachable`, then one it `takes` gives it alice's new key from the Update itself."""
+
+    def peer(request: Recorded) -> web.Response:
+        body = json.loads(request.body)
+        if body["type"] == "Update":
+            if not reachable["updates"]:
+                return web.Response(status=503)
+            if takes(body):
+                held["pem"] = body["object"]["publicKey"]["publicKeyPem"]
+                return web.Response(status=202)
+        try:
+            verify_delivery(remote, request, ALICE, held["pem"])
+        except Exception:
+            return web.Response(status=401, text="signature verification failed")
+        return web.Response(status=202)
+
+    return peer
+
+
 async def test_a_refusal_by_a_peer_holding_the_old_key_is_retried_after_a_rotation_not_given_up(
     settings: Settings, store: Store, client: httpx.AsyncClient, remote: LoopbackServer
 ) -> None:
@@ -131,24 +156,11 @@ async def test_a_refusal_by_a_peer_holding_the_old_key_is_retried_after_a_rotati
     ed25519 = (await store.actors.get("alice")).ed25519_public_key_pem
     assert ed25519 is not None
 
-    def peer(request: Recorded) -> web.Response:
-        """Verifies the HTTP signature with the RSA key it holds; an Update whose FEP-8b32 proof
-        verifies under alice's Ed25519 key (not rotated) is taken on the proof, and gives it
-        her new RSA key (as a peer that checks proofs, Fedify or Mitra, would)."""
-        body = json.loads(request.body)
-        if body["type"] == "Update":
-            if not reachable["updates"]:
-                return web.Response(status=503)
-            if ProofVerifier(ed25519_from_pem(ed25519)).verify_proof(body):
-                held["pem"] = body["object"]["publicKey"]["publicKeyPem"]
-                return web.Response(status=202)
-        try:
-            verify_delivery(remote, request, ALICE, held["pem"])
-        except Exception:
-            return web.Response(status=401, text="signature verification failed")
-        return web.Response(status=202)
-
-    remote.on("POST", "/users/f0/inbox", peer)
+    # An Update whose FEP-8b32 proof verifies under alice's Ed25519 key (not rotated) is taken on
+    # the proof, and gives the peer her new RSA key (as a peer that checks proofs, Fedify or
+    # Mitra, would).
+    proved = ProofVerifier(ed25519_from_pem(ed25519)).verify_proof
+    remote.on("POST", "/users/f0/inbox", peer_holding(remote, held, reachable, proved))
     assert (await client.post("/admin/actors/alice/rotate-key", headers=ADMIN)).status_code == 200
     new = (await store.actors.get("alice")).public_key_pem
     note = {"type": "Create", "object": {"type": "Note", "content": "after"}, "to": [remote.url("/users/f0")]}
@@ -184,21 +196,7 @@ async def test_a_note_refused_after_a_rotation_goes_again_as_soon_as_the_peer_ta
     held = {"pem": old}
     reachable = {"updates": False}
 
-    def peer(request: Recorded) -> web.Response:
-        """Takes the Update (and alice's new key from it) once reachable; verifies the rest."""
-        body = json.loads(request.body)
-        if body["type"] == "Update":
-            if not reachable["updates"]:
-                return web.Response(status=503)
-            held["pem"] = body["object"]["publicKey"]["publicKeyPem"]
-            return web.Response(status=202)
-        try:
-            verify_delivery(remote, request, ALICE, held["pem"])
-        except Exception:
-            return web.Response(status=401, text="signature verification failed")
-        return web.Response(status=202)
-
-    remote.on("POST", "/users/f0/inbox", peer)
+    remote.on("POST", "/users/f0/inbox", peer_holding(remote, held, reachable, lambda _update: True))
     config = fast(settings, retry_cap_seconds=120.0)  # the refused note's retry: 60 s away
     assert (await client.post("/admin/actors/alice/rotate-key", headers=ADMIN)).status_code == 200
     note = {"type": "Create", "object": {"type": "Note", "content": "after"}, "to": [remote.url("/users/f0")]}
