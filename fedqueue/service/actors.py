@@ -91,12 +91,7 @@ async def answer_follow(
     NotFound unless `follower_uri` has a follow of `name` waiting.
     """
     follower = await _follower(store, name, follower_uri, FollowerState.PENDING)
-    follow = stored_follow(urls, name, follower_uri, follower.follow_activity_id)
-    answer = EnqueueActivity(
-        name,
-        accept_activity(urls, name, follow, follower_uri, "Accept" if approve else "Reject"),
-        (follower.inbox,),
-    )
+    answer = _answer(urls, follower, "Accept" if approve else "Reject")
     if approve:
         await store.followers.approve(name, follower_uri, answer, who)
     else:
@@ -108,11 +103,14 @@ async def remove_follower(store: Store, urls: Urls, name: str, follower_uri: str
     its server drops the follow too (what Mastodon sends for "remove from followers"); the
     deliveries already queued to it still go. NotFound unless `follower_uri` follows `name`."""
     follower = await _follower(store, name, follower_uri, FollowerState.ACCEPTED)
-    follow = stored_follow(urls, name, follower_uri, follower.follow_activity_id)
-    reject = EnqueueActivity(
-        name, accept_activity(urls, name, follow, follower_uri, "Reject"), (follower.inbox,)
-    )
-    await store.followers.reject(name, follower_uri, reject, who, accepted=True)
+    await store.followers.reject(name, follower_uri, _answer(urls, follower, "Reject"), who, accepted=True)
+
+
+def _answer(urls: Urls, follower: Follower, kind: str) -> EnqueueActivity:
+    """The `kind` (Accept or Reject) of `follower`'s stored Follow, for its inbox."""
+    follow = stored_follow(urls, follower.actor, follower.follower_uri, follower.follow_activity_id)
+    activity = accept_activity(urls, follower.actor, follow, follower.follower_uri, kind)
+    return EnqueueActivity(follower.actor, activity, (follower.inbox,))
 
 
 async def _follower(store: Store, name: str, follower_uri: str, state: FollowerState) -> Follower:
