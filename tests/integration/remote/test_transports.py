@@ -7,10 +7,12 @@ import asyncio
 import gzip
 import tracemalloc
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Any
 
 import pytest
 
+from fedqueue.remote.http1 import Answer
 from fedqueue.remote.http_client import HttpClient, SendFailed
 from fedqueue.rules.address_guard import FetchError
 from fedqueue.rules.errors import TooLarge
@@ -52,15 +54,20 @@ async def fetched(client: HttpClient, script: Script) -> tuple[tuple[int, str, b
         await server.stop()
 
 
+async def refused_then_accepted(client: HttpClient, refusal: bytes) -> tuple[Answer, Answer, ScriptedServer]:
+    """Two POSTs to a server that answers `refusal` first, then 202: both answers, and the server."""
+    server = await serving(lambda n: refusal if n == 0 else ACCEPTED)
+    try:
+        send = partial(client.post, server.url(), b"{}", {"content-type": "application/json"}, head_bytes=16)
+        return await send(), await send(), server
+    finally:
+        await server.stop()
+
+
 async def test_a_post_refusal_keeps_the_accept_signature_it_asks_for(client: HttpClient) -> None:
     asks = 'sig1=("@method" "@target-uri" "content-digest");alg="ed25519"'
     refusal = answer(b"", b"Accept-Signature: " + asks.encode(), b"Content-Length: 0", status=b"401 No")
-    server = await serving(lambda n: refusal if n == 0 else ACCEPTED)
-    try:
-        refused = await client.post(server.url(), b"{}", {"content-type": "application/json"}, head_bytes=16)
-        accepted = await client.post(server.url(), b"{}", {"content-type": "application/json"}, head_bytes=16)
-    finally:
-        await server.stop()
+    refused, accepted, _server = await refused_then_accepted(client, refusal)
     assert (refused.status, refused.accept_signature) == (401, asks)
     assert accepted.accept_signature is None
 
@@ -69,12 +76,7 @@ async def test_a_post_answer_keeps_its_status_body_head_and_retry_after(client: 
     refusal = answer(
         b"slow down " + b"x" * 500, b"Retry-After: 120", b"Content-Length: 510", status=b"429 Slow"
     )
-    server = await serving(lambda n: refusal if n == 0 else ACCEPTED)
-    try:
-        refused = await client.post(server.url(), b"{}", {"content-type": "application/json"}, head_bytes=16)
-        accepted = await client.post(server.url(), b"{}", {"content-type": "application/json"}, head_bytes=16)
-    finally:
-        await server.stop()
+    refused, accepted, server = await refused_then_accepted(client, refusal)
     assert (refused.status, refused.body_head, refused.retry_after) == (429, b"slow down xxxxxx", "120")
     assert accepted.status == 202
     request = server.requests[0]
