@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import Select, Table, Update
+from sqlalchemy import Exists, Select, Table, Update
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.expression import ClauseElement
@@ -158,6 +158,17 @@ class Database:
         """
         return await self.dialect.alone(self, statement, parameters, in_index_order)
 
+    async def write_unless(
+        self, guard: Exists, statement: Update, parameters: Mapping[str, Any]
+    ) -> tuple[bool, int]:
+        """Whether `guard` holds and, only if it does not, how many rows `statement` wrote: as one
+        write, atomic by itself, made in one trip to the database (`DeliveryStore.record`: a group
+        of outcomes with no webhook to tell). PostgreSQL: one statement (the UPDATE in a WITH
+        clause); SQLite: one trip to aiosqlite's thread (`SqliteDialect.alone`). `guard` and
+        `statement` are built once by the caller: their compiled forms are kept per pair.
+        """
+        return await self.dialect.write_unless(self, guard, statement, parameters)
+
     async def claim(
         self,
         statement: Update,
@@ -182,6 +193,7 @@ class Database:
         try:
             with translated_driver_errors(self.outages):
                 yield pooled.driver_connection
+            self.dialect.committed(pooled)
         except (StorageUnavailable, asyncio.CancelledError):
             await greenlet_spawn(pooled.invalidate)
             raise

@@ -35,11 +35,10 @@ from fedqueue.storage.delivery_statements import (
     claim_unresolved_statement,
     enqueue_statement,
     held_hosts,
-    record_alone_statement,
     record_statement,
 )
 from fedqueue.storage.schema import DELIVERIES, GONE_INBOXES, OUTBOX
-from fedqueue.storage.webhook_events import after_given_up, after_record, any_webhook
+from fedqueue.storage.webhook_events import after_given_up, after_record, any_webhook, webhooks_exist
 
 #: A claimed row's (lane, next_attempt_at, id), the claim order, by position (`claim` returns the
 #: lane first): an attribute lookup on a Row costs ten times as much, for each of 1,000 rows.
@@ -113,7 +112,7 @@ class DeliveryStore:
         self._enqueue = enqueue_statement(database)
         self._enqueue_returning = self._enqueue.returning(DELIVERIES.c.id, DELIVERIES.c.state)
         self._record = record_statement(database)
-        self._record_alone = record_alone_statement(database) if database.dialect.writes_in_with else None
+        self._webhooks = webhooks_exist()
         self._claim_unresolved = claim_unresolved_statement(database)
 
     async def enqueue(self, batch: Sequence[Enqueued], now: datetime) -> None:
@@ -251,10 +250,10 @@ class DeliveryStore:
         ]
         gone = [{"inbox": r.inbox, "gone_at": r.attempted_at} for r in results if r.gone]
         parameters = {"results": rows, "owner": owner, "ids": [row[0] for row in rows]}
-        if self._record_alone is not None and not gone:
-            [(webhooks, updated)] = await self._db.alone(self._record_alone, parameters)
+        if not gone:
+            webhooks, updated = await self._db.write_unless(self._webhooks, self._record, parameters)
             if not webhooks:
-                return int(updated)
+                return updated
         async with self._db.transaction() as conn:
             updated = await self._db.write_in(conn, self._record, parameters)
             if gone:

@@ -14,8 +14,6 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
-    func,
-    literal,
     or_,
     select,
     true,
@@ -28,7 +26,6 @@ from fedqueue.rules.states import LANES, UNSENT, CircuitState, DeliveryState
 from fedqueue.storage.database import Database
 from fedqueue.storage.dialects import json_array, json_item
 from fedqueue.storage.schema import DELIVERIES, HOSTS
-from fedqueue.storage.webhook_events import webhooks_exist
 
 #: What `claim` returns: the columns of `Claimed`'s fields, in their order.
 _CLAIMED = [DELIVERIES.c[name] for name in Claimed.__dataclass_fields__]
@@ -108,18 +105,6 @@ def record_statement(database: Database) -> Update:
         )
         .values(lease_owner=None, lease_until=None, **{name: recorded[name] for name in _RECORDED[1:]})
     )
-
-
-def record_alone_statement(database: Database) -> Select[tuple[bool, int]]:
-    """`record_statement` as one statement that also says whether a webhook exists, and writes
-    only if none does (PostgreSQL: an UPDATE in a WITH clause; bound as `record_statement`).
-
-    A group of outcomes with no webhook to tell and no inbox gone is then one statement on the
-    driver (`Database.alone`), where a transaction through SQLAlchemy took three.
-    """
-    hooks = webhooks_exist()
-    written = record_statement(database).where(~hooks).returning(literal(1)).cte("written")
-    return select(hooks, select(func.count()).select_from(written).scalar_subquery())
 
 
 def claim_statement(database: Database, skipping: bool, expired_leases: bool) -> Update:

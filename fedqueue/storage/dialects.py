@@ -20,6 +20,7 @@ from sqlalchemy import (
     ColumnElement,
     Delete,
     Executable,
+    Exists,
     Select,
     Subquery,
     Table,
@@ -33,6 +34,7 @@ from sqlalchemy import (
 from sqlalchemy import Dialect as SqlDialect
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql.base import ReadOnlyColumnCollection
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.selectable import FromClause, Join, TableValuedAlias
@@ -70,9 +72,6 @@ class _JsonRows(JsonList):
 class Dialect(ABC):
     """The engine-specific half of `Database`: statements, settings and driver calls."""
 
-    #: Whether a statement's WITH clause may write (an UPDATE or DELETE that runs though nothing
-    #: reads it): then writes join into one statement where they would take several.
-    writes_in_with: bool
     #: Whether a row a transaction read may change before it writes (READ COMMITTED): then a
     #: write checks its condition again.
     rows_change_under_transactions: bool
@@ -85,7 +84,7 @@ class Dialect(ABC):
         """Begin `Database.transaction`'s transaction on `conn`."""
 
     @abstractmethod
-    def committed(self, conn: AsyncConnection) -> None:
+    def committed(self, conn: AsyncConnection | PoolProxiedConnection) -> None:
         """After `conn`'s commit, before it goes back to the pool."""
 
     @abstractmethod
@@ -115,6 +114,12 @@ class Dialect(ABC):
         in_index_order: bool,
     ) -> Sequence[Sequence[Any]]:
         """`Database.alone`."""
+
+    @abstractmethod
+    async def write_unless(
+        self, db: Database, guard: Exists, statement: Update, parameters: Mapping[str, Any]
+    ) -> tuple[bool, int]:
+        """`Database.write_unless`."""
 
     @abstractmethod
     async def read_in(

@@ -26,6 +26,8 @@ class DriverStatement:
     names: tuple[str, ...]
     processors: tuple[Callable[[Any], Any] | None, ...]
     defaults: tuple[Any, ...]
+    #: The result columns' processors, for `typed` (SQLite's `alone`, whose datetimes come as text).
+    results: tuple[Callable[[Any], Any] | None, ...] = ()
 
     def arguments(self, parameters: Mapping[str, Any]) -> list[Any]:
         values = (
@@ -34,6 +36,19 @@ class DriverStatement:
         return [
             value if process is None else process(value)
             for value, process in zip(values, self.processors, strict=True)
+        ]
+
+    def typed(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """`rows` as the driver returned them, with each column's result processor applied, as
+        SQLAlchemy's result path would (datetimes parsed and made aware, JSON decoded)."""
+        if not any(self.results):
+            return rows
+        return [
+            tuple(
+                value if process is None else process(value)
+                for value, process in zip(row, self.results, strict=True)
+            )
+            for row in rows
         ]
 
 
@@ -48,4 +63,8 @@ def compiled_for_driver(statement: ClauseElement, dialect: Dialect) -> DriverSta
         names=names,
         processors=tuple(bind.type.dialect_impl(dialect).bind_processor(dialect) for bind in binds),
         defaults=tuple(bind.effective_value for bind in binds),
+        results=tuple(
+            column.type.dialect_impl(dialect).result_processor(dialect, None)
+            for column in compiled._result_columns
+        ),
     )

@@ -14,6 +14,7 @@ from sqlalchemy import (
     ColumnElement,
     Delete,
     Executable,
+    Exists,
     Select,
     String,
     Table,
@@ -22,12 +23,14 @@ from sqlalchemy import (
     bindparam,
     cast,
     func,
+    literal,
     select,
     text,
     true,
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.selectable import FromClause, Join, TableValuedAlias
 
@@ -45,8 +48,12 @@ _BEGIN_WITHOUT_BITMAP_SCANS = "BEGIN; SET LOCAL enable_bitmapscan = off"
 class PostgresDialect(Dialect):
     """PostgreSQL: row locks, data-modifying WITH clauses, arrays, LISTEN/NOTIFY."""
 
-    writes_in_with = True
     rows_change_under_transactions = True
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        super().__init__(engine)
+        #: `write_unless`'s (guard, write) -> the one statement joining them.
+        self._guarded: dict[tuple[Exists, Update], Select[tuple[bool, int]]] = {}
 
     @staticmethod
     def engines(url: str, pool_size: int) -> tuple[AsyncEngine, AsyncEngine]:
@@ -70,7 +77,7 @@ class PostgresDialect(Dialect):
     async def begin(self, conn: AsyncConnection) -> None:
         await conn.begin()
 
-    def committed(self, conn: AsyncConnection) -> None:
+    def committed(self, conn: AsyncConnection | PoolProxiedConnection) -> None:
         """Nothing: the connection is settled."""
 
     def wake_watchers(self) -> None:
@@ -129,6 +136,19 @@ class PostgresDialect(Dialect):
                 raise
             await driver.execute("COMMIT")
             return rows
+
+    async def write_unless(
+        self, db: Database, guard: Exists, statement: Update, parameters: Mapping[str, Any]
+    ) -> tuple[bool, int]:
+        """One statement on the driver (`alone`): the UPDATE in a WITH clause, made only if
+        `guard` does not hold, beside `guard` itself."""
+        joined = self._guarded.get((guard, statement))
+        if joined is None:
+            written = statement.where(~guard).returning(literal(1)).cte("written")
+            joined = select(guard, select(func.count()).select_from(written).scalar_subquery())
+            self._guarded[(guard, statement)] = joined
+        [(held, written_rows)] = await self.alone(db, joined, parameters, in_index_order=False)
+        return bool(held), int(written_rows)
 
     async def read_in(
         self, db: Database, conn: AsyncConnection, statement: Select[Any], parameters: Mapping[str, Any]

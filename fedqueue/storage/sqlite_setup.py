@@ -20,7 +20,7 @@ from sqlalchemy import make_url
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection
-from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
+from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection, PoolResetState
 
 from fedqueue.rules.errors import SettingsError
 from fedqueue.storage.database_errors import translated_driver_errors
@@ -122,7 +122,7 @@ def sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEnt
 _SETTLED = "fedqueue_settled"
 
 
-def settled(conn: AsyncConnection) -> None:
+def settled(conn: AsyncConnection | PoolProxiedConnection) -> None:
     """`conn`'s transaction has committed: no statement of it still runs on SQLite's thread."""
     conn.info[_SETTLED] = True
 

@@ -58,6 +58,25 @@ async def test_a_claim_takes_the_earliest_due_first_whatever_their_state_and_no_
     assert not_yet not in {row.id for row in first + second}
 
 
+async def test_a_claimed_delivery_comes_back_as_stored_with_its_due_time_in_utc(store: Store) -> None:
+    # SQLite's claim runs on the driver, which returns datetimes as text: typed as SQLAlchemy would.
+    await store.actors.create("alice")
+    due = utcnow() - timedelta(minutes=3)
+    (delivery_id,) = await _fan_out(store, 1, ["a.example"], due)
+
+    (claimed,) = await store.deliveries.claim("w0", utcnow(), LEASE_S, 10)
+
+    assert (claimed.id, claimed.inbox, claimed.host, claimed.actor) == (
+        delivery_id,
+        "https://a.example/users/u1/inbox",
+        "a.example",
+        "alice",
+    )
+    assert (claimed.activity_type, claimed.attempts, claimed.webhook_event_id) == ("Create", 0, None)
+    assert claimed.next_attempt_at == due
+    assert claimed.next_attempt_at.utcoffset() == timedelta(0)
+
+
 async def test_a_row_under_a_live_lease_is_not_claimed_again(store: Store) -> None:
     await store.actors.create("alice")
     now = utcnow()
