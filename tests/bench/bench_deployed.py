@@ -35,7 +35,9 @@ printed on both rows.
 CPU per delivery, from /proc: every fedqueue process (all threads; "loop" is their main
 threads, "signing" their signing processes) and, on PostgreSQL, the backends serving the
 benchmark's database (`PostgreSQL autovacuum` is printed: this machine's is off); Fedify's is
-Node's `process.cpuUsage()`. Median [lowest-highest] of the runs; load average on each row.
+Node's `process.cpuUsage()`. "receiver": the Node receiver's CPU a delivery, not counted in
+the total (it is the remote side), but taken from the same cores. Median [lowest-highest] of
+the runs; load average on each row.
 `--vacuum` (PostgreSQL): the database is vacuumed and analyzed before each run, as autovacuum
 does on a deployed server between fan-outs (this machine's autovacuum is off, so without it
 no table has statistics and every update's old row versions stay).
@@ -222,6 +224,8 @@ class Figures:
     loop_ms: list[float] = field(default_factory=list)
     signing_ms: list[float] = field(default_factory=list)
     pg_ms: list[float] = field(default_factory=list)
+    #: The Node receiver's CPU a delivery: not fedqueue's, but taken from the same two cores.
+    receiver_ms: list[float] = field(default_factory=list)
     loads: list[str] = field(default_factory=list)
 
     def row(self, label: str, engine: str, n: int, versus: float | None) -> str:
@@ -233,7 +237,7 @@ class Figures:
             f"{label:<22} {engine:<9} {n:>6} {harness.spread(self.rates):>18}"
             f" {harness.spread(total, 3):>19} {harness.spread(self.loop_ms, 3):>19}"
             f" {harness.spread(self.signing_ms, 3):>19} {harness.spread(self.pg_ms, 3):>19}"
-            f"  {' '.join(self.loads)}{ratio}"
+            f" {harness.spread(self.receiver_ms, 3):>19}  {' '.join(self.loads)}{ratio}"
         )
 
 
@@ -276,6 +280,7 @@ async def one_create(
     }
     headers = {"Authorization": f"Bearer {instance.token}", "Content-Type": "application/activity+json"}
     before = await world.count()
+    received_cpu = procfs.cpu_seconds(world.pid)
     with harness.profiled(sender, profile), meter.measure() as cpu:
         started = time.perf_counter()
         answer = await world.client.post(
@@ -284,6 +289,7 @@ async def one_create(
         answer.raise_for_status()
         count = await world.wait_count(before + n)
         seconds = time.perf_counter() - started
+    received_cpu = procfs.cpu_seconds(world.pid) - received_cpu
     done = count - before
     if done < n:
         print(f"# only {done} of {n} received within {FANOUT_LIMIT_S:.0f} s", flush=True)
@@ -297,10 +303,12 @@ async def one_create(
     figures.pg_ms.append(cpu[1] / done * 1000)
     figures.loop_ms.append(cpu[2] / done * 1000)
     figures.signing_ms.append(cpu[3] / done * 1000)
+    figures.receiver_ms.append(received_cpu / done * 1000)
     figures.loads.append(f"{os.getloadavg()[0]:.1f}")
 
 
 def fedify_run(world: Receiver, n: int, mode: str, figures: Figures) -> None:
+    received_cpu = procfs.cpu_seconds(world.pid)
     try:
         result = harness.fedify_fanout(
             mode,
@@ -317,11 +325,13 @@ def fedify_run(world: Receiver, n: int, mode: str, figures: Figures) -> None:
         print(f"# fedify {mode} {n} did not finish within {exc.timeout:.0f} s", flush=True)
         return
     print(f"#   fedify {mode}: {result['delivered'] / result['seconds']:.0f}/s", flush=True)
+    received_cpu = procfs.cpu_seconds(world.pid) - received_cpu
     figures.rates.append(result["delivered"] / result["seconds"])
     figures.cpu_ms.append(result["cpu_s"] / result["delivered"] * 1000)
     figures.pg_ms.append(0.0)
     figures.loop_ms.append(0.0)
     figures.signing_ms.append(0.0)
+    figures.receiver_ms.append(received_cpu / result["delivered"] * 1000)
     figures.loads.append(f"{os.getloadavg()[0]:.1f}")
 
 
@@ -377,7 +387,7 @@ async def main(args: argparse.Namespace) -> None:
     print(harness.machine_line(), flush=True)
     print(
         f"{'variant':<22} {'engine':<9} {'N':>6} {'deliveries/s':>18} {'cpu ms/delivery':>19}"
-        f" {'of it loop':>19} {'of it signing':>19} {'of it pg':>19}  load (1 min, each run)"
+        f" {'of it loop':>19} {'of it signing':>19} {'of it pg':>19} {'receiver':>19}  load (1 min, each run)"
     )
     with tempfile.TemporaryDirectory() as tmp:
         for engine in harness.engines(args.postgres, args.engine):
