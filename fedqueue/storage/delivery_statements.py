@@ -93,7 +93,17 @@ def record_statement(database: Database) -> Update:
     """
     d = DELIVERIES.c
     value = database.dialect.json_rows("results").c.value
-    recorded = {name: database.dialect.json_column(value, n, d[name]) for n, name in enumerate(_RECORDED)}
+    # In a subquery, each result read out of its JSON where it is joined (hashed, on PostgreSQL:
+    # `PostgresDialect.write_unless`). Joined to the JSON rows themselves, PostgreSQL looked the
+    # deliveries up by id and then, for each, read every JSON row's id out again to find its
+    # own: quadratic in the group (149,000 reads, 124 ms for 386 outcomes).
+    recorded = (
+        select(
+            *[database.dialect.json_column(value, n, d[name]).label(name) for n, name in enumerate(_RECORDED)]
+        )
+        .subquery("recorded")
+        .c
+    )
     return (
         update(DELIVERIES)
         .where(
