@@ -9,7 +9,7 @@ the lease renewed before each (`PlanWriter.write`). Targets that cannot be deliv
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import timedelta
 
@@ -44,6 +44,8 @@ class PlanWriter:
         self._clock = context.clock
         self._metrics = context.metrics
         self._coalescer = coalescer
+        #: Called after each chunk of a row written alone (`write`): `Fanout` wakes the worker.
+        self.stored: Callable[[], None] = lambda: None
 
     async def write_together(self, group: list[Plan]) -> None:
         """Store a group of planned rows: a fixed number of transactions, however many rows."""
@@ -88,6 +90,7 @@ class PlanWriter:
                 return
             chunk = plan.targets[start : start + CHUNK_ROWS]
             await self._store.deliveries.enqueue([Enqueued(entry.id, facts, chunk, plan.lane)], now)
+            self.stored()
         await self._coalescer.after_enqueue([Added(entry.id, facts, plan.live_inboxes)])
         counted = {entry.id: plan.recipients} if plan.recipients is not None else None
         await self._store.outbox.finish(

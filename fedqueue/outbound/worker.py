@@ -13,9 +13,10 @@ The loop never waits for a batch to finish: it starts writing whatever sends hav
 waits for the next send, or the group being written, to finish. Outbox rows are expanded a
 batch per round for as long as claims find any (sends go on meanwhile); once a claim finds
 none, they are looked for again after a poll interval (while sends are in flight) or on a
-wake-up. A delivery claim that came back short is
-not repeated within a poll interval either, unless new rows were expanded meanwhile or a host
-it had to skip as crowded has room again.
+wake-up. A large row's deliveries are written beside the rounds, and each chunk stored is
+claimed at once (`Fanout.expand_pending`). A delivery claim that came back short is not
+repeated within a poll interval either, unless new rows were expanded or stored meanwhile or
+a host it had to skip as crowded has room again.
 
 Given-up hosts: at most once a `PROBE_CHECK_S`, a round of their due daily probes runs in the
 background (`HostProber`), never holding up a step.
@@ -150,6 +151,8 @@ class Worker:
         now = self._clock()
         self._start_probes(now)
         expanded = 0
+        if self.fanout.take_stored():  # a large row's writing stored more deliveries, or ended
+            self._next_claim = self._next_expansion = now
         if not self.dispatcher.busy or now >= self._next_expansion:
             expanded = await self.fanout.expand_pending() + await self.readdresser.readdress_due()
             # Rows found: there may be more, so look again next round; none: a busy worker looks
@@ -261,8 +264,8 @@ class Worker:
             if self.dispatcher.busy:
                 await self.dispatcher.wait_for_progress(poll_s)
                 continue
-            if self.fanout.holding:  # rows wait for their recipients' fetches
-                await self.fanout.wait_for_fetches(poll_s)
+            if self.fanout.holding:  # rows wait for their recipients' fetches, or are being written
+                await self.fanout.wait_for_progress(poll_s)
                 continue
             now = self._clock()
             if await self.store.outbox.has_pending(now):
@@ -335,12 +338,13 @@ class Worker:
     async def _idle(
         self, stop: asyncio.Event, wake: asyncio.Event | None, timeout_s: float | None = None
     ) -> None:
-        """Until `stop` or `wake` is set, a held outbox row's recipients are fetched (with `wake`),
-        or `timeout_s` (default: the poll interval) passes."""
+        """Until `stop` or `wake` is set, a held outbox row's recipients are fetched or a large
+        row's writing stores more deliveries (with `wake`), or `timeout_s` (default: the poll
+        interval) passes."""
         waiters: list[asyncio.Task[Any]] = [asyncio.create_task(stop.wait())]
         if wake is not None:
             waiters.append(asyncio.create_task(wake.wait()))
-            waiters.append(asyncio.create_task(self.fanout.wait_for_fetches(None)))
+            waiters.append(asyncio.create_task(self.fanout.wait_for_progress(None)))
         try:
             await asyncio.wait(
                 waiters,

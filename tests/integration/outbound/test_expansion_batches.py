@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 
 import pytest
 
 from fedqueue.metrics import Metrics
+from fedqueue.outbound.fanout_writes import CHUNK_ROWS
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.http_client import HttpClient
 from fedqueue.settings import Settings
 from fedqueue.storage import Enqueued, Store
+from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.deliveries import DeliveryStore
 from tests.integration.outbound.test_worker_survival import Clock
 from tests.loopback import LoopbackServer
@@ -113,3 +116,76 @@ async def test_a_backlog_larger_than_a_batch_is_expanded_round_after_round_while
         await client.aclose()
     for row in rows:
         assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]
+
+
+def paced(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
+    """Deliveries are stored one chunk, then no more until the returned event is set."""
+    real = DeliveryStore.enqueue
+    more = asyncio.Event()
+    chunks = 0
+
+    async def enqueue(self: DeliveryStore, batch: Sequence[Enqueued], now: datetime) -> None:
+        nonlocal chunks
+        chunks += 1
+        if chunks > 1:
+            await more.wait()
+        await real(self, batch, now)
+
+    monkeypatch.setattr(DeliveryStore, "enqueue", enqueue)
+    return more
+
+
+LARGE = CHUNK_ROWS * 2 + 500
+
+
+async def test_a_large_rows_first_deliveries_can_be_claimed_and_sent_before_its_last_are_stored(
+    worker: Worker, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await store.actors.create("alice")
+    row = await insert_outbox_row(
+        store, "alice", like(1), [f"https://f{n}.example/inbox" for n in range(LARGE)]
+    )
+    more = paced(monkeypatch)
+
+    assert await worker.fanout.expand_pending() == 1
+    await worker.fanout.wait_for_progress(30)  # its first chunk is stored
+
+    claimed = await store.deliveries.claim("w1", utcnow(), 60.0, 200)
+    assert len(claimed) == 200
+    assert (await store.outbox.state(row)).state == "expanding"  # type: ignore[union-attr]
+    assert await worker.fanout.expand_pending() == 0  # nothing overtakes it meanwhile
+    more.set()
+    while worker.fanout.holding:
+        await worker.fanout.wait_for_progress(30)
+    assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]
+    assert len(await store.deliveries.for_outbox(row)) == LARGE
+
+
+async def test_a_worker_stopped_while_a_large_row_is_stored_gives_it_back_and_the_next_stores_the_rest_once(
+    settings: Settings, worker: Worker, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await store.actors.create("alice")
+    row = await insert_outbox_row(
+        store, "alice", like(1), [f"https://f{n}.example/inbox" for n in range(LARGE)]
+    )
+    paced(monkeypatch)
+    assert await worker.fanout.expand_pending() == 1
+    await worker.fanout.wait_for_progress(30)
+
+    await worker.fanout.aclose()  # as the worker stops
+
+    assert (await store.outbox.state(row)).state == "pending"  # type: ignore[union-attr]
+    assert len(await store.deliveries.for_outbox(row)) == CHUNK_ROWS
+    monkeypatch.undo()
+    client = HttpClient(settings)
+    try:
+        after = Worker(fast(settings), store, client, clock=Clock(), metrics=Metrics())
+        assert await after.fanout.expand_pending() == 1
+        while after.fanout.holding:
+            await after.fanout.wait_for_progress(30)
+    finally:
+        await client.aclose()
+    deliveries = await store.deliveries.for_outbox(row)
+    assert len(deliveries) == len({d.inbox for d in deliveries}) == LARGE
+    state = await store.outbox.state(row)
+    assert state is not None and state.state == "expanded" and state.error is None

@@ -282,7 +282,7 @@ async def test_a_slow_expansion_keeps_its_lease_so_no_other_worker_claims_it_mea
         await asyncio.sleep(2.5)  # past the first lease: only renewals keep it
         rival = await store.outbox.claim_pending("rival", utcnow(), 1.5, 10)
         release.set()
-        await worker.fanout.wait_for_fetches(30)
+        await worker.fanout.wait_for_progress(30)
         assert await worker.fanout.expand_pending() == 1
     finally:
         await worker.fanout.aclose()
