@@ -197,8 +197,9 @@ class Fanout:
         later = [
             p for p in after if len(p.targets) > CHUNK_ROWS or (subject and p.facts.object_id == subject)
         ]
-        self._given_back += [plan.entry.id for plan in later]
-        return large, [plan for plan in plans if plan is not large and plan not in later]
+        given_back = {plan.entry.id for plan in later}
+        self._given_back += sorted(given_back)
+        return large, [plan for plan in plans if plan is not large and plan.entry.id not in given_back]
 
     async def _write_beside(self, plan: Plan) -> None:
         """Write one large row's deliveries (in chunks, each signalled to the worker) under its lease."""

@@ -189,3 +189,24 @@ async def test_a_worker_stopped_while_a_large_row_is_stored_gives_it_back_and_th
     assert len(deliveries) == len({d.inbox for d in deliveries}) == LARGE
     state = await store.outbox.state(row)
     assert state is not None and state.state == "expanded" and state.error is None
+
+
+async def test_rows_claimed_with_a_large_one_go_first_but_one_about_its_object_waits_for_it(
+    worker: Worker, store: Store, remote: LoopbackServer
+) -> None:
+    await store.actors.create("alice")
+    large = await insert_outbox_row(
+        store, "alice", like(1), [f"https://f{n}.example/inbox" for n in range(LARGE)]
+    )
+    other = await insert_outbox_row(store, "alice", like(2), [remote.url("/inbox")])
+    same = await insert_outbox_row(store, "alice", like(1), [remote.url("/inbox")])
+
+    assert await worker.fanout.expand_pending() == 2
+
+    assert (await store.outbox.state(other)).state == "expanded"  # type: ignore[union-attr]
+    assert (await store.outbox.state(same)).state == "pending"  # type: ignore[union-attr]
+    while worker.fanout.holding:
+        await worker.fanout.wait_for_progress(30)
+    assert (await store.outbox.state(large)).state == "expanded"  # type: ignore[union-attr]
+    assert await worker.fanout.expand_pending() == 1
+    assert (await store.outbox.state(same)).state == "expanded"  # type: ignore[union-attr]
