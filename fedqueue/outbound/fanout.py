@@ -67,7 +67,9 @@ class Fanout:
             context.store.coalescing, context.owner, context.clock, settings.poll_interval_seconds
         )
         self._planner = Planner(context, directory, coalescer)
-        self._writer = PlanWriter(context, coalescer)
+        #: Set when delivery rows were stored (a chunk, or a row's last): the worker claims again.
+        self._stored = asyncio.Event()
+        self._writer = PlanWriter(context, coalescer, self._stored.set)
         #: A failed expansion is tried again after base * 2**(n-1) seconds, at most max_attempts times.
         self._retries = RetrySchedule(
             settings.expansion_retry_seconds, settings.retry_cap_seconds, settings.expansion_max_attempts
@@ -86,9 +88,6 @@ class Fanout:
         #: A large row's deliveries being written beside the worker's rounds (`_write_beside`).
         self._writing: asyncio.Task[None] | None = None
         self._writing_id = 0
-        #: Set when delivery rows were stored (a chunk, or a row's last): the worker claims again.
-        self._stored = asyncio.Event()
-        self._writer.stored = self._stored.set
 
     @property
     def holding(self) -> bool:

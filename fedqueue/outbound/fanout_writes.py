@@ -37,15 +37,16 @@ class DuplicateInGroup(FedqueueError):
 class PlanWriter:
     """Writes plans: accepts their activities, enqueues their deliveries, marks their rows expanded."""
 
-    def __init__(self, context: WorkerContext, coalescer: Coalescer) -> None:
+    def __init__(self, context: WorkerContext, coalescer: Coalescer, stored: Callable[[], None]) -> None:
+        """`stored` is called after each chunk of a row written alone (`write`): `Fanout` wakes
+        the worker with it."""
         self._settings = context.settings
         self._store = context.store
         self._owner = context.owner
         self._clock = context.clock
         self._metrics = context.metrics
         self._coalescer = coalescer
-        #: Called after each chunk of a row written alone (`write`): `Fanout` wakes the worker.
-        self.stored: Callable[[], None] = lambda: None
+        self._stored = stored
 
     async def write_together(self, group: list[Plan]) -> None:
         """Store a group of planned rows: a fixed number of transactions, however many rows."""
@@ -90,7 +91,7 @@ class PlanWriter:
                 return
             chunk = plan.targets[start : start + CHUNK_ROWS]
             await self._store.deliveries.enqueue([Enqueued(entry.id, facts, chunk, plan.lane)], now)
-            self.stored()
+            self._stored()
         await self._coalescer.after_enqueue([Added(entry.id, facts, plan.live_inboxes)])
         counted = {entry.id: plan.recipients} if plan.recipients is not None else None
         await self._store.outbox.finish(
