@@ -162,10 +162,11 @@ class Database:
         self, guard: Exists, statement: Update, parameters: Mapping[str, Any]
     ) -> tuple[bool, int]:
         """Whether `guard` holds and, only if it does not, how many rows `statement` wrote: as one
-        write, atomic by itself, made in one trip to the database (`DeliveryStore.record`: a group
-        of outcomes with no webhook to tell). PostgreSQL: one statement (the UPDATE in a WITH
-        clause); SQLite: one trip to aiosqlite's thread (`SqliteDialect.alone`). `guard` and
-        `statement` are built once by the caller: their compiled forms are kept per pair.
+        write, atomic by itself (`DeliveryStore.record`: a group of outcomes with no webhook to
+        tell). PostgreSQL: one statement (the UPDATE in a WITH clause) in a transaction of its
+        own that turns nested loops off (`PostgresDialect.write_unless`); SQLite: one trip to
+        aiosqlite's thread (`SqliteDialect.alone`). `guard` and `statement` are built once by the
+        caller: what joins them is compiled once and kept (PostgreSQL per pair, SQLite per guard).
         """
         return await self.dialect.write_unless(self, guard, statement, parameters)
 
