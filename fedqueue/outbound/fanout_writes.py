@@ -1,15 +1,16 @@
 """Storing planned outbox rows (`Plan`): their delivery rows, under the rows' expansion leases.
 
 A group of plans is written with a fixed number of transactions, however many rows
-(`PlanWriter.write_together`); a single plan, its deliveries in chunks of `CHUNK_ROWS` with
-the lease renewed before each (`PlanWriter.write`). Targets that cannot be delivered to now
+(`PlanWriter.write_together`); a single plan, its deliveries in chunks (`chunks`: one claim's
+worth first, so that sending begins early, then `CHUNK_ROWS`) with the lease renewed before
+each (`PlanWriter.write`). Targets that cannot be delivered to now
 (gone, on a given-up host, refused by the federation policy) become dead deliveries at once.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 from datetime import timedelta
 
@@ -37,9 +38,11 @@ class DuplicateInGroup(FedqueueError):
 class PlanWriter:
     """Writes plans: accepts their activities, enqueues their deliveries, marks their rows expanded."""
 
-    def __init__(self, context: WorkerContext, coalescer: Coalescer, stored: Callable[[], None]) -> None:
-        """`stored` is called after each chunk of a row written alone (`write`): `Fanout` wakes
-        the worker with it."""
+    def __init__(
+        self, context: WorkerContext, coalescer: Coalescer, stored: Callable[[bool], Awaitable[None]]
+    ) -> None:
+        """`stored(first)` is awaited after each chunk of a row written alone (`write`), before the
+        next: `Fanout` wakes the worker with it, and after the first lets the worker's claim go first."""
         self._settings = context.settings
         self._store = context.store
         self._owner = context.owner
@@ -83,15 +86,15 @@ class PlanWriter:
             )
             return
         await self._mark_gone([plan])
-        for start in range(0, len(plan.targets), CHUNK_ROWS):
+        for start, end in chunks(len(plan.targets), self._settings.claim_batch_size):
             now = self._clock()
             lease_until = now + timedelta(seconds=self._settings.lease_seconds)
             if not await self._store.outbox.renew([entry.id], self._owner, lease_until):
                 _log_lost([plan])
                 return
-            chunk = plan.targets[start : start + CHUNK_ROWS]
+            chunk = plan.targets[start:end]
             await self._store.deliveries.enqueue([Enqueued(entry.id, facts, chunk, plan.lane)], now)
-            self._stored()
+            await self._stored(start == 0)
         await self._coalescer.after_enqueue([Added(entry.id, facts, plan.live_inboxes)])
         counted = {entry.id: plan.recipients} if plan.recipients is not None else None
         await self._store.outbox.finish(
@@ -153,6 +156,16 @@ class PlanWriter:
             DeliveryState.DEAD, attempts=0, inbox=target.inbox, error=reason, reason=HOST_UNAVAILABLE
         )
         return Target(target.inbox, target.host, reason)
+
+
+def chunks(total: int, first: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of each chunk of `total` deliveries written alone: `first` (one claim's worth,
+    at most `CHUNK_ROWS`), then `CHUNK_ROWS` each. A first chunk of 1,000 took 20-40 ms to store
+    before anything could be claimed, one of 200 a fifth of that."""
+    start, size = 0, max(1, min(first, CHUNK_ROWS))
+    while start < total:
+        yield start, min(start + size, total)
+        start, size = start + size, CHUNK_ROWS
 
 
 def _log_lost(plans: list[Plan]) -> None:

@@ -14,9 +14,9 @@ waits for the next send, or the group being written, to finish. Outbox rows are 
 batch per round for as long as claims find any (sends go on meanwhile); once a claim finds
 none, they are looked for again after a poll interval (while sends are in flight) or on a
 wake-up. A large row's deliveries are written beside the rounds, and each chunk stored is
-claimed at once (`Fanout.expand_pending`). A delivery claim that came back short is not
-repeated within a poll interval either, unless new rows were expanded or stored meanwhile or
-a host it had to skip as crowded has room again.
+claimed at once, before the next is written (`Fanout.expand_pending`, `Fanout.claimed`). A
+delivery claim that came back short is not repeated within a poll interval either, unless new
+rows were expanded or stored meanwhile or a host it had to skip as crowded has room again.
 
 Given-up hosts: at most once a `PROBE_CHECK_S`, a round of their due daily probes runs in the
 background (`HostProber`), never holding up a step.
@@ -161,7 +161,9 @@ class Worker:
             if expanded:
                 self._next_claim = now  # their deliveries are due now
         self.heartbeat.progressed(done + expanded)
-        return done + expanded + await self._claim()
+        started = await self._claim()
+        self.fanout.claimed()  # a large row's next chunk waited for this claim
+        return done + expanded + started
 
     def _start_probes(self, now: datetime) -> None:
         """Start a round of given-up hosts' due probes in the background, if none runs and it is time."""

@@ -37,7 +37,9 @@ threads, "signing" their signing processes) and, on PostgreSQL, the backends ser
 benchmark's database (`PostgreSQL autovacuum` is printed: this machine's is off); Fedify's is
 Node's `process.cpuUsage()`. "receiver": the Node receiver's CPU a delivery, not counted in
 the total (it is the remote side), but taken from the same cores. Median [lowest-highest] of
-the runs; load average on each row.
+the runs; load average on each row. Each run's own line (`#   `) also says when the receiver's
+count was first seen to move after the POST ("first seen", polled every 20 ms): how long the
+first recipients waited.
 `--vacuum` (PostgreSQL): the database is vacuumed and analyzed before each run, as autovacuum
 does on a deployed server between fan-outs (this machine's autovacuum is off, so without it
 no table has statistics and every update's old row versions stay).
@@ -91,6 +93,8 @@ class Receiver:
     ports: list[int]
     pid: int
     client: httpx.AsyncClient = field(default_factory=lambda: httpx.AsyncClient(timeout=10))
+    #: When (time.perf_counter) the last `wait_count` first saw the count move.
+    first_moved: float | None = None
 
     def origin(self, host: int) -> str:
         return f"http://127.0.0.1:{self.ports[host % len(self.ports)]}"
@@ -102,6 +106,7 @@ class Receiver:
         """The count once it reaches `target`, or `limit_s` has passed, or it stood still for
         `STALL_S` (polled every 20 ms)."""
         started = moved = time.perf_counter()
+        self.first_moved = None
         count = await self.count()
         while count < target and time.perf_counter() - started < limit_s:
             await asyncio.sleep(0.02)
@@ -109,6 +114,7 @@ class Receiver:
             count = await self.count()
             if count != last:
                 moved = now
+                self.first_moved = self.first_moved or now
             elif now - moved > STALL_S:
                 break
         return count
@@ -293,9 +299,10 @@ async def one_create(
     done = count - before
     if done < n:
         print(f"# only {done} of {n} received within {FANOUT_LIMIT_S:.0f} s", flush=True)
+    first = "" if world.first_moved is None else f", first seen {(world.first_moved - started) * 1000:.0f} ms"
     print(
         f"#   {src}: {done / seconds:.0f}/s, {(cpu[0] + cpu[1]) / done * 1000:.3f} ms"
-        f" (loop {cpu[2] / done * 1000:.3f} ms)",
+        f" (loop {cpu[2] / done * 1000:.3f} ms){first}",
         flush=True,
     )
     figures.rates.append(done / seconds)

@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
+from typing import Any
 
 import pytest
 
 from fedqueue.metrics import Metrics
+from fedqueue.outbound import fanout
 from fedqueue.outbound.fanout_writes import CHUNK_ROWS
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.http_client import HttpClient
+from fedqueue.rules.attempt_results import Claimed
 from fedqueue.settings import Settings
 from fedqueue.storage import Enqueued, Store
 from fedqueue.storage.column_types import utcnow
@@ -175,7 +178,7 @@ async def test_a_worker_stopped_while_a_large_row_is_stored_gives_it_back_and_th
     await worker.fanout.aclose()  # as the worker stops
 
     assert (await store.outbox.state(row)).state == "pending"  # type: ignore[union-attr]
-    assert len(await store.deliveries.for_outbox(row)) == CHUNK_ROWS
+    assert len(await store.deliveries.for_outbox(row)) == worker.settings.claim_batch_size  # its first chunk
     monkeypatch.undo()
     client = HttpClient(settings)
     try:
@@ -210,3 +213,42 @@ async def test_rows_claimed_with_a_large_one_go_first_but_one_about_its_object_w
     assert (await store.outbox.state(large)).state == "expanded"  # type: ignore[union-attr]
     assert await worker.fanout.expand_pending() == 1
     assert (await store.outbox.state(same)).state == "expanded"  # type: ignore[union-attr]
+
+
+async def test_a_large_rows_first_chunk_is_one_claim_which_the_worker_makes_before_the_rest_is_written(
+    worker: Worker, store: Store, remote: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sending begins early: a first chunk of 1,000 took 20-40 ms to store, and the second, queued
+    before the worker's claim, made that claim wait as long again (SQLite's writes take turns)."""
+    await store.actors.create("alice")
+    row = await insert_outbox_row(store, "alice", like(1), [remote.url(f"/inbox/{n}") for n in range(LARGE)])
+    monkeypatch.setattr(fanout, "CLAIM_TURN_S", 3600.0)  # the writing waits for the claim, not a timeout
+    writes: list[int | str] = []
+    enqueue, claim = DeliveryStore.enqueue, DeliveryStore.claim
+
+    async def enqueue_noted(self: DeliveryStore, batch: Sequence[Enqueued], now: datetime) -> None:
+        writes.append(sum(len(item.targets) for item in batch))
+        await enqueue(self, batch, now)
+
+    async def claim_noted(self: DeliveryStore, *args: Any, **kwargs: Any) -> list[Claimed]:
+        writes.append("claim")
+        return await claim(self, *args, **kwargs)
+
+    monkeypatch.setattr(DeliveryStore, "enqueue", enqueue_noted)
+    monkeypatch.setattr(DeliveryStore, "claim", claim_noted)
+
+    assert await worker.fanout.expand_pending() == 1
+    await worker.fanout.wait_for_progress(30)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert writes == [worker.settings.claim_batch_size]  # the rest waits for the worker's claim
+    assert await worker.step() == worker.settings.claim_batch_size  # claimed and sending
+    async with asyncio.timeout(60):  # the claim let the writing go on
+        while worker.fanout.holding:
+            await worker.fanout.wait_for_progress(30)
+    await worker.dispatcher.settle(30)
+
+    first = worker.settings.claim_batch_size
+    assert writes[:3] == [first, "claim", CHUNK_ROWS]
+    assert sum(w for w in writes if isinstance(w, int)) == LARGE
+    assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]
