@@ -98,7 +98,12 @@ class Fanout:
     def holding(self) -> bool:
         """Whether rows wait for their recipients' fetches (`RecipientFetches`), or a large row's
         deliveries are still being written."""
-        return bool(self._fetches.held_ids) or (self._writing is not None and not self._writing.done())
+        return bool(self._fetches.held_ids) or self._still_writing
+
+    @property
+    def _still_writing(self) -> bool:
+        """Whether a large row's deliveries are being written beside the rounds (`_write_beside`)."""
+        return self._writing is not None and not self._writing.done()
 
     def take_stored(self) -> bool:
         """Whether delivery rows were stored since the last call (then there may be more to claim)."""
@@ -126,7 +131,7 @@ class Fanout:
     async def wait_for_progress(self, timeout_s: float | None) -> None:
         """Until a held row's fetches have ended, or a large row's writing stored more deliveries
         or ended (or `timeout_s` passes; None: no limit)."""
-        if self._writing is None or self._writing.done():
+        if not self._still_writing:
             await self._fetches.wait_for_progress(timeout_s)
             return
         waits = [
@@ -143,8 +148,7 @@ class Fanout:
         """Stop the recipients' fetches and a large row's writing; give the rows held for the
         fetches, and the row being written, back to `pending` at once (the next expansion stores
         what is missing: every insert is ON CONFLICT DO NOTHING)."""
-        writing = self._writing is not None and not self._writing.done()
-        unfinished = [self._writing_id] if writing else []
+        unfinished = [self._writing_id] if self._still_writing else []
         for task in (self._renewing, self._writing):
             if task is not None:
                 task.cancel()
@@ -170,10 +174,9 @@ class Fanout:
         round's other rows are written first (`_large_apart`). Until it ends no more rows are
         expanded, so none overtakes it.
         """
-        if self._writing is not None:
-            if not self._writing.done():
-                return 0
-            self._writing = None
+        if self._still_writing:
+            return 0
+        self._writing = None
         ready = self._fetches.take_ready()
         claimed = await self._store.outbox.claim_pending(
             self._owner,
