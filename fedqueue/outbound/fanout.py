@@ -36,7 +36,7 @@ from fedqueue import tracing
 from fedqueue.outbound.coalescer import Coalescer
 from fedqueue.outbound.context import WorkerContext
 from fedqueue.outbound.fanout_plan import HoldForFetches, Plan, Planner, Refused
-from fedqueue.outbound.fanout_writes import CHUNK_ROWS, DuplicateInGroup, PlanWriter, plan_groups
+from fedqueue.outbound.fanout_writes import DuplicateInGroup, PlanWriter, is_large, plan_groups
 from fedqueue.outbound.recipient_fetches import ACTOR_FETCH_CONCURRENCY, RecipientFetches, unusable
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.rules.addressing import FetchBudget, TooManyRecipients
@@ -116,8 +116,9 @@ class Fanout:
         self._claimed.set()
 
     async def _chunk_stored(self, first: bool) -> None:
-        """A chunk of the large row is stored: wake the worker; after the first, let its claim go
-        before the next chunk is written (at most `CLAIM_TURN_S`). On SQLite writes take turns: the
+        """A chunk is stored: wake the worker; after a large row's first (written beside the rounds:
+        the worker is not waiting for it), let its claim go before the next chunk is written (at
+        most `CLAIM_TURN_S`). On SQLite writes take turns: the
         second chunk, queued first, made the first claim of a 20,000 fan-out wait 45 ms for it.
         Later chunks are written ahead of the claims (waiting for each claim left the worker with
         nothing to send while the next was written)."""
@@ -213,14 +214,12 @@ class Fanout:
         """The first plan of more than `CHUNK_ROWS` deliveries, to be written beside the rounds
         once the others are, and the others. A later plan about the same object (which must not
         overtake it), or another large one, is given back, to be planned again after it."""
-        large = next((plan for plan in plans if len(plan.targets) > CHUNK_ROWS), None)
+        large = next((plan for plan in plans if is_large(plan)), None)
         if large is None:
             return None, plans
         subject = large.facts.object_id
         after = plans[plans.index(large) + 1 :]
-        later = [
-            p for p in after if len(p.targets) > CHUNK_ROWS or (subject and p.facts.object_id == subject)
-        ]
+        later = [p for p in after if is_large(p) or (subject and p.facts.object_id == subject)]
         given_back = {plan.entry.id for plan in later}
         self._given_back += sorted(given_back)
         return large, [plan for plan in plans if plan is not large and plan.entry.id not in given_back]

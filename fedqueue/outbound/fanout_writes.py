@@ -42,7 +42,8 @@ class PlanWriter:
         self, context: WorkerContext, coalescer: Coalescer, stored: Callable[[bool], Awaitable[None]]
     ) -> None:
         """`stored(first)` is awaited after each chunk of a row written alone (`write`), before the
-        next: `Fanout` wakes the worker with it, and after the first lets the worker's claim go first."""
+        next: `Fanout` wakes the worker with it, and after a large row's first chunk (`first`) lets
+        the worker's claim go first."""
         self._settings = context.settings
         self._store = context.store
         self._owner = context.owner
@@ -77,8 +78,10 @@ class PlanWriter:
             log.info("activity %s: %d deliveries", plan.facts.activity_id, len(plan.targets))
 
     async def write(self, plan: Plan) -> None:
-        """Store one planned row, its deliveries in chunks with the lease renewed before each."""
+        """Store one planned row, its deliveries in chunks with the lease renewed before each; a
+        large one's (written beside the worker's rounds) one claim's worth first."""
         entry, facts = plan.entry, plan.facts
+        large = is_large(plan)
         if plan.accepted is not None and not await self._store.outbox.accept(self._owner, [plan.accepted]):
             reason = f"activity {facts.activity_id} was submitted before"
             await self._store.outbox.finish(
@@ -86,7 +89,8 @@ class PlanWriter:
             )
             return
         await self._mark_gone([plan])
-        for start, end in chunks(len(plan.targets), self._settings.claim_batch_size):
+        first = self._settings.claim_batch_size if large else CHUNK_ROWS
+        for start, end in chunks(len(plan.targets), first):
             now = self._clock()
             lease_until = now + timedelta(seconds=self._settings.lease_seconds)
             if not await self._store.outbox.renew([entry.id], self._owner, lease_until):
@@ -94,7 +98,7 @@ class PlanWriter:
                 return
             chunk = plan.targets[start:end]
             await self._store.deliveries.enqueue([Enqueued(entry.id, facts, chunk, plan.lane)], now)
-            await self._stored(start == 0)
+            await self._stored(large and start == 0)
         await self._coalescer.after_enqueue([Added(entry.id, facts, plan.live_inboxes)])
         counted = {entry.id: plan.recipients} if plan.recipients is not None else None
         await self._store.outbox.finish(
@@ -156,6 +160,12 @@ class PlanWriter:
             DeliveryState.DEAD, attempts=0, inbox=target.inbox, error=reason, reason=HOST_UNAVAILABLE
         )
         return Target(target.inbox, target.host, reason)
+
+
+def is_large(plan: Plan) -> bool:
+    """Whether `plan` has more than `CHUNK_ROWS` deliveries: then it is written alone, in chunks,
+    beside the worker's rounds (`Fanout`)."""
+    return len(plan.targets) > CHUNK_ROWS
 
 
 def chunks(total: int, first: int) -> Iterator[tuple[int, int]]:

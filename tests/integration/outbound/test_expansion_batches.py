@@ -252,3 +252,20 @@ async def test_a_large_rows_first_chunk_is_one_claim_which_the_worker_makes_befo
     assert writes[:3] == [first, "claim", CHUNK_ROWS]
     assert sum(w for w in writes if isinstance(w, int)) == LARGE
     assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]
+
+
+async def test_a_row_written_alone_that_is_not_large_never_waits_for_a_claim(
+    worker: Worker, store: Store, remote: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker waits for such a row's writing (inside `expand_pending`), so it could not claim."""
+    await store.actors.create("alice")
+    row = await insert_outbox_row(
+        store, "alice", like(1), [remote.url(f"/inbox/{n}") for n in range(CHUNK_ROWS)]
+    )
+    monkeypatch.setattr(fanout, "CLAIM_TURN_S", 3600.0)
+
+    async with asyncio.timeout(60):
+        assert await worker.fanout.expand_pending() == 1
+
+    assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]
+    assert len(await store.deliveries.for_outbox(row)) == CHUNK_ROWS
