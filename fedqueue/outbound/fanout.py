@@ -118,10 +118,10 @@ class Fanout:
     async def _chunk_stored(self, first: bool) -> None:
         """A chunk is stored: wake the worker; after a large row's first (written beside the rounds:
         the worker is not waiting for it), let its claim go before the next chunk is written (at
-        most `CLAIM_TURN_S`). On SQLite writes take turns: the
-        second chunk, queued first, made the first claim of a 20,000 fan-out wait 45 ms for it.
-        Later chunks are written ahead of the claims (waiting for each claim left the worker with
-        nothing to send while the next was written)."""
+        most `CLAIM_TURN_S`). On SQLite writes take turns: the second chunk, queued first, made
+        the first claim of a 20,000 fan-out wait 45 ms for it. Later chunks are written ahead of
+        the claims (waiting for each claim left the worker with nothing to send while the next
+        was written)."""
         self._stored.set()
         if not first:
             return

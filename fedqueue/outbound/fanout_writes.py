@@ -1,10 +1,10 @@
 """Storing planned outbox rows (`Plan`): their delivery rows, under the rows' expansion leases.
 
 A group of plans is written with a fixed number of transactions, however many rows
-(`PlanWriter.write_together`); a single plan, its deliveries in chunks (`chunks`: one claim's
-worth first, so that sending begins early, then `CHUNK_ROWS`) with the lease renewed before
-each (`PlanWriter.write`). Targets that cannot be delivered to now
-(gone, on a given-up host, refused by the federation policy) become dead deliveries at once.
+(`PlanWriter.write_together`); a single plan, its deliveries in chunks of `CHUNK_ROWS` with the
+lease renewed before each (`PlanWriter.write`), a large plan's first chunk one claim's worth so
+that sending begins early (`chunks`). Targets that cannot be delivered to now (gone, on a
+given-up host, refused by the federation policy) become dead deliveries at once.
 """
 
 from __future__ import annotations
