@@ -39,7 +39,8 @@ Node's `process.cpuUsage()`. "receiver": the Node receiver's CPU a delivery, not
 the total (it is the remote side), but taken from the same cores. Median [lowest-highest] of
 the runs; load average on each row. Each run's own line (`#   `) also says when the receiver's
 count was first seen to move after the POST ("first seen", polled every 20 ms): how long the
-first recipients waited.
+first recipients waited; and how much of the run the sending process's event loop and the
+receiver spent on a core and waiting, runnable, for one (`/proc/.../schedstat`).
 `--vacuum` (PostgreSQL): the database is vacuumed and analyzed before each run, as autovacuum
 does on a deployed server between fan-outs (this machine's autovacuum is off, so without it
 no table has statistics and every update's old row versions stay).
@@ -287,6 +288,7 @@ async def one_create(
     headers = {"Authorization": f"Bearer {instance.token}", "Content-Type": "application/activity+json"}
     before = await world.count()
     received_cpu = procfs.cpu_seconds(world.pid)
+    scheduled = [procfs.scheduled_ns(sender), procfs.scheduled_ns(world.pid)]
     with harness.profiled(sender, profile), meter.measure() as cpu:
         started = time.perf_counter()
         answer = await world.client.post(
@@ -296,13 +298,18 @@ async def one_create(
         count = await world.wait_count(before + n)
         seconds = time.perf_counter() - started
     received_cpu = procfs.cpu_seconds(world.pid) - received_cpu
+    loop, receiver = (
+        shares(procfs.scheduled_ns(pid), was, seconds)
+        for pid, was in zip((sender, world.pid), scheduled, strict=True)
+    )
     done = count - before
     if done < n:
         print(f"# only {done} of {n} received within {FANOUT_LIMIT_S:.0f} s", flush=True)
     first = "" if world.first_moved is None else f", first seen {(world.first_moved - started) * 1000:.0f} ms"
     print(
         f"#   {src}: {done / seconds:.0f}/s, {(cpu[0] + cpu[1]) / done * 1000:.3f} ms"
-        f" (loop {cpu[2] / done * 1000:.3f} ms){first}",
+        f" (loop {cpu[2] / done * 1000:.3f} ms){first}; on a core / waiting for one:"
+        f" loop {loop}, receiver {receiver}",
         flush=True,
     )
     figures.rates.append(done / seconds)
@@ -312,6 +319,13 @@ async def one_create(
     figures.signing_ms.append(cpu[3] / done * 1000)
     figures.receiver_ms.append(received_cpu / done * 1000)
     figures.loads.append(f"{os.getloadavg()[0]:.1f}")
+
+
+def shares(now: tuple[int, int], was: tuple[int, int], seconds: float) -> str:
+    """`ran% / waited%` of `seconds`, from two `procfs.scheduled_ns` reads: a thread that is busy
+    or waiting for a core most of the time bounds what goes through it."""
+    ran, waited = ((n - w) / 1e9 / seconds * 100 for n, w in zip(now, was, strict=True))
+    return f"{ran:.0f}% / {waited:.0f}%"
 
 
 def fedify_run(world: Receiver, n: int, mode: str, figures: Figures) -> None:
