@@ -47,11 +47,10 @@ def main_thread_cpu_seconds(pid: int) -> float:
     return _stat_cpu_seconds(Path(f"/proc/{pid}/task/{pid}/stat"))
 
 
-def scheduled_ns(pid: int, tid: int | None = None) -> tuple[int, int]:
-    """Nanoseconds a live process's thread `tid` (default: its main thread, an asyncio program's
-    event loop) has run on a core, and has waited, runnable, for one (`schedstat`); for a
-    single-threaded process such as the Node receiver, the process's own."""
-    ran, waited, _ = Path(f"/proc/{pid}/task/{tid or pid}/schedstat").read_text().split()
+def scheduled_ns(pid: int) -> tuple[int, int]:
+    """Nanoseconds a live process's main thread (an asyncio program's event loop, or Node's) has
+    run on a core, and has waited, runnable, for one (its `schedstat`)."""
+    ran, waited, _ = Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()
     return int(ran), int(waited)
 
 
