@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import httpx
@@ -52,3 +53,40 @@ def statements(store: Store) -> Iterator[list[str]]:
     finally:
         for engine in engines:
             event.remove(engine, "before_cursor_execute", record)
+
+
+@asynccontextmanager
+async def driver_statements(store: Store) -> AsyncIterator[list[str]]:
+    """The SQL statements run meanwhile on the drivers' own connections (`Database.fetch`,
+    `Database.alone`), which `statements` does not see: SQLite's trace callback, asyncpg's query
+    logger, on each connection the pools hand out."""
+    run: list[str] = []
+
+    def logged(query: Any) -> None:
+        run.append(query.query)
+
+    def taken(_dbapi: Any, record: Any, _proxy: Any) -> None:
+        driver = record.driver_connection
+        if hasattr(driver, "add_query_logger"):  # asyncpg
+            driver.add_query_logger(logged)
+        else:  # aiosqlite: its sqlite3 connection, idle while checked in
+            driver._conn.set_trace_callback(run.append)
+
+    def returned(_dbapi: Any, record: Any) -> None:
+        driver = record.driver_connection
+        if hasattr(driver, "remove_query_logger"):
+            driver.remove_query_logger(logged)
+        else:
+            driver._conn.set_trace_callback(None)
+
+    pools = {store.database.engine.sync_engine.pool, store.database.reader.sync_engine.pool}
+    for pool in pools:
+        event.listen(pool, "checkout", taken)
+        event.listen(pool, "checkin", returned)
+    try:
+        yield run
+        await asyncio.sleep(0)  # asyncpg calls its query loggers soon after, not at once
+    finally:
+        for pool in pools:
+            event.remove(pool, "checkout", taken)
+            event.remove(pool, "checkin", returned)

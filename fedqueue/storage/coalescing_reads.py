@@ -98,6 +98,7 @@ class CoalescingStore:
         # per subject (a fan-out's batch has one) before one per key: at 20,000 followers the
         # keys' lookups were 12 % of PostgreSQL's time and found nothing (Sixteenth pass).
         o = OUTBOX.c
+        lone = sorted(LONE_DECIDABLE_TYPES)  # equalities, not IN: run on the driver (`history`)
         self._contested_subjects = (
             select(o.object_id)
             .where(database.dialect.one_of(o.object_id, "subjects"))
@@ -105,7 +106,7 @@ class CoalescingStore:
             .having(
                 or_(
                     func.count() > 1,
-                    func.max(case((o.activity_type.in_(sorted(LONE_DECIDABLE_TYPES)), 1), else_=0)) == 1,
+                    func.max(case((or_(*(o.activity_type == kind for kind in lone)), 1), else_=0)) == 1,
                 )
             )
         )
@@ -120,14 +121,17 @@ class CoalescingStore:
         """
         unique = list(dict.fromkeys(keys))
         found: list[HistoryRow] = []
+        subjects_asked = self._db.compiled(self._contested_subjects)
         for start in range(0, len(unique), HISTORY_CHUNK):
             chunk = unique[start : start + HISTORY_CHUNK]
+            # On the driver itself (`Database.fetch`): a busy worker asks before each batch it
+            # sends, and on SQLite SQLAlchemy's path took five trips to aiosqlite's thread.
+            subjects = {"subjects": sorted({subject for _inbox, subject in chunk})}
+            contested = {row[0] for row in await self._db.fetch(subjects_asked, subjects)}
+            chunk = [key for key in chunk if key[1] in contested]
+            if not chunk:
+                continue
             async with self._db.reading() as conn:
-                subjects = {"subjects": sorted({subject for _inbox, subject in chunk})}
-                contested = set((await conn.execute(self._contested_subjects, subjects)).scalars())
-                chunk = [key for key in chunk if key[1] in contested]
-                if not chunk:
-                    continue
                 rows = (await conn.execute(self._contested, {"keys": chunk})).all()
             found.extend(starmap(HistoryRow, rows))
         return found

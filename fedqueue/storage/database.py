@@ -125,8 +125,10 @@ class Database:
     ) -> Sequence[Sequence[Any]]:
         """The rows of one read, run on a reader's driver connection (asyncpg, aiosqlite) itself.
 
-        For the inbox's per-request read: SQLAlchemy's execution and result path cost more
-        CPU than the driver's own work. Errors are translated as in `reading`.
+        For the inbox's per-request read and the worker's per-batch ones (host health, contested
+        subjects): SQLAlchemy's execution and result path cost more CPU than the driver's own
+        work, and on SQLite four more trips to aiosqlite's thread. Errors are translated as in
+        `reading`; `DriverStatement.typed` types what the driver returns untyped.
         """
         arguments = statement.arguments(parameters)
         async with self.driver(self.reader) as driver:

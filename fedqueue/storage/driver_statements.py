@@ -4,7 +4,7 @@ execution and result path where that path cost more CPU than the statement (`Dat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,9 +38,10 @@ class DriverStatement:
             for value, process in zip(values, self.processors, strict=True)
         ]
 
-    def typed(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    def typed(self, rows: Sequence[Sequence[Any]]) -> Sequence[Sequence[Any]]:
         """`rows` as the driver returned them, with each column's result processor applied, as
-        SQLAlchemy's result path would (datetimes parsed and made aware, JSON decoded)."""
+        SQLAlchemy's result path would (datetimes parsed and made aware, JSON decoded, SQLite's
+        0 and 1 made booleans)."""
         if not any(self.results):
             return rows
         return [

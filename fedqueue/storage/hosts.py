@@ -85,13 +85,19 @@ class HostStore:
         )
 
     async def health(self, hosts: Iterable[str]) -> dict[str, HostHealth]:
-        """The stored health of each host that has a row (hosts never seen have none)."""
+        """The stored health of each host that has a row (hosts never seen have none).
+
+        On the driver itself (`Database.fetch`), typed as SQLAlchemy would type it: a busy worker
+        reads this before each batch it sends, and on SQLite SQLAlchemy's path took five trips
+        to aiosqlite's thread (cursor, execute, fetch, close, the connection's reset), each
+        waiting for the busy event loop to come round again (docs/benchmarks.md, issue 49).
+        """
         names = sorted(set(hosts))
         if not names:
             return {}
-        async with self._db.reading() as conn:
-            rows = (await conn.execute(self._health, {"hosts": names})).all()
-        return {row.host: HostHealth(*row) for row in rows}
+        health = self._db.compiled(self._health)
+        rows = health.typed(await self._db.fetch(health, {"hosts": names}))
+        return {row[0]: HostHealth(*row) for row in rows}
 
     async def all(self) -> list[HostHealth]:
         columns = [HOSTS.c[name] for name in _FIELDS]
