@@ -56,21 +56,25 @@ def statements(store: Store) -> Iterator[list[str]]:
 
 
 @asynccontextmanager
-async def driver_statements(store: Store) -> AsyncIterator[list[str]]:
+async def driver_statements(store: Store) -> AsyncIterator[list[tuple[str, Any]]]:
     """The SQL statements run meanwhile on the drivers' own connections (`Database.fetch`,
-    `Database.alone`), which `statements` does not see: SQLite's trace callback, asyncpg's query
-    logger, on each connection the pools hand out."""
-    run: list[str] = []
+    `Database.alone`), which `statements` does not see, each with its arguments: asyncpg's query
+    logger, or SQLite's trace callback (which gives the statement with its arguments in it, so
+    none beside it), on each connection the pools hand out."""
+    run: list[tuple[str, Any]] = []
 
     def logged(query: Any) -> None:
-        run.append(query.query)
+        run.append((query.query, query.args))
+
+    def traced(sql: str) -> None:
+        run.append((sql, ()))
 
     def taken(_dbapi: Any, record: Any, _proxy: Any) -> None:
         driver = record.driver_connection
         if hasattr(driver, "add_query_logger"):  # asyncpg
             driver.add_query_logger(logged)
         else:  # aiosqlite: its sqlite3 connection, idle while checked in
-            driver._conn.set_trace_callback(run.append)
+            driver._conn.set_trace_callback(traced)
 
     def returned(_dbapi: Any, record: Any) -> None:
         driver = record.driver_connection

@@ -24,9 +24,9 @@ statement run over and over, and the one that went wrong.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
+from contextlib import AsyncExitStack
 from datetime import timedelta
 from typing import Any
 
@@ -38,6 +38,7 @@ from fedqueue.rules.states import DeliveryState, OutboxState
 from fedqueue.storage import Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.schema import DELIVERIES, OUTBOX
+from tests.helpers import driver_statements
 from tests.seeding import seed_fanout
 
 OWNER = "worker-1"
@@ -51,38 +52,29 @@ def postgres_only(store: Store) -> None:
 
 class Statements:
     """The statements a store call runs, as the driver got them: through SQLAlchemy, or on the
-    driver itself (`Database.claim`, seen by asyncpg's query loggers on the connections taken)."""
+    driver itself (`Database.claim`, `tests.helpers.driver_statements`)."""
 
     def __init__(self, store: Store) -> None:
+        self._store = store
         database = store.database
         self._engines = {database.engine.sync_engine, database.reader.sync_engine}  # writes and reads
+        self._stack = AsyncExitStack()
         self.seen: list[tuple[str, Any]] = []
+        self._on_the_driver: list[tuple[str, Any]] = []
 
     def _seen(self, _conn: Any, _cursor: Any, sql: str, parameters: Any, *_: Any) -> None:
         self.seen.append((sql, parameters))
 
-    def _logged(self, query: Any) -> None:
-        self.seen.append((query.query, query.args))
-
-    def _taken(self, _dbapi: Any, record: Any, _proxy: Any) -> None:
-        record.driver_connection.add_query_logger(self._logged)
-
-    def _returned(self, _dbapi: Any, record: Any) -> None:
-        record.driver_connection.remove_query_logger(self._logged)
-
     async def __aenter__(self) -> Statements:
+        self._on_the_driver = await self._stack.enter_async_context(driver_statements(self._store))
         for engine in self._engines:
             event.listen(engine, "before_cursor_execute", self._seen)
-            event.listen(engine.pool, "checkout", self._taken)
-            event.listen(engine.pool, "checkin", self._returned)
+            self._stack.callback(event.remove, engine, "before_cursor_execute", self._seen)
         return self
 
     async def __aexit__(self, *_: object) -> None:
-        await asyncio.sleep(0)  # asyncpg calls its query loggers soon after, not at once
-        for engine in self._engines:
-            event.remove(engine, "before_cursor_execute", self._seen)
-            event.remove(engine.pool, "checkout", self._taken)
-            event.remove(engine.pool, "checkin", self._returned)
+        await self._stack.aclose()
+        self.seen.extend(self._on_the_driver)  # once asyncpg has called its loggers
 
     def plan_of(self, starting: str) -> tuple[list[str], str, Any]:
         """The statement starting so, and the settings its transaction made before it."""

@@ -96,6 +96,6 @@ async def test_keys_whose_subject_only_one_activity_names_are_answered_without_r
             # A fan-out's claimed batch: one delivery per key, and no other activity about the note.
             assert await store.coalescing.history([(inbox, NOTE_1) for inbox in inboxes]) == []
 
-    ran = seen + on_the_driver
+    ran = seen + [sql for sql, _arguments in on_the_driver]
     assert [sql for sql in ran if "outbox" in sql], "the subjects' read was not seen"
     assert not [sql for sql in ran if "deliveries" in sql]
