@@ -124,8 +124,7 @@ class CoalescingStore:
         subjects_asked = self._db.compiled(self._contested_subjects)
         for start in range(0, len(unique), HISTORY_CHUNK):
             chunk = unique[start : start + HISTORY_CHUNK]
-            # On the driver itself (`Database.fetch`): a busy worker asks before each batch it
-            # sends, and on SQLite SQLAlchemy's path took five trips to aiosqlite's thread.
+            # Asked before each batch a worker sends: on the driver itself (`Database.fetch`).
             subjects = {"subjects": sorted({subject for _inbox, subject in chunk})}
             contested = {row[0] for row in await self._db.fetch(subjects_asked, subjects)}
             chunk = [key for key in chunk if key[1] in contested]

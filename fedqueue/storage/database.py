@@ -127,8 +127,10 @@ class Database:
 
         For the inbox's per-request read and the worker's per-batch ones (host health, contested
         subjects): SQLAlchemy's execution and result path cost more CPU than the driver's own
-        work, and on SQLite four more trips to aiosqlite's thread. Errors are translated as in
-        `reading`; `DriverStatement.typed` types what the driver returns untyped.
+        work, and on SQLite five trips to aiosqlite's thread instead of one (cursor, execute,
+        fetch, close, the connection's reset), each waiting for the busy event loop to come round
+        (docs/benchmarks.md, issue 49). Errors are translated as in `reading`;
+        `DriverStatement.typed` types what the driver returns untyped.
         """
         arguments = statement.arguments(parameters)
         async with self.driver(self.reader) as driver:

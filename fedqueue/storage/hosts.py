@@ -85,13 +85,8 @@ class HostStore:
         )
 
     async def health(self, hosts: Iterable[str]) -> dict[str, HostHealth]:
-        """The stored health of each host that has a row (hosts never seen have none).
-
-        On the driver itself (`Database.fetch`), typed as SQLAlchemy would type it: a busy worker
-        reads this before each batch it sends, and on SQLite SQLAlchemy's path took five trips
-        to aiosqlite's thread (cursor, execute, fetch, close, the connection's reset), each
-        waiting for the busy event loop to come round again (docs/benchmarks.md, issue 49).
-        """
+        """The stored health of each host that has a row (hosts never seen have none): read before
+        each batch a worker sends, so on the driver itself (`Database.fetch` says why)."""
         names = sorted(set(hosts))
         if not names:
             return {}
