@@ -17,8 +17,10 @@ Per engine, one database, and the followers arrive as a real instance's do: sign
 and answered with an Accept that the worker delivers, so the database holds what that leaves
 behind. The sizes are reached in turn (the followers of a smaller size are kept and more
 follow). Then, per size, `--repeat` times: alice POSTs one Create to her followers through the
-outbox, and once all are in, another; each figure runs from its POST until the receiver has
-counted N more POSTs.
+outbox, and once all are in, another; each figure runs from its POST until the receiver
+counted the N-th POST more (the instant it counted it, on the same clock: receiver.mjs's
+`/mark`; not the benchmark's next look at the count, 20 ms apart, which cost the faster
+runs of 2,000 up to 7% of their rate).
 
 Each run starts the fedqueue processes afresh (so `--variant NAME=DIR`, a source tree run with
 PYTHONPATH=DIR, interleaves with this tree's code over the same database and followers: an A/B)
@@ -37,8 +39,8 @@ threads, "signing" their signing processes) and, on PostgreSQL, the backends ser
 benchmark's database (`PostgreSQL autovacuum` is printed: this machine's is off); Fedify's is
 Node's `process.cpuUsage()`. "receiver": the Node receiver's CPU a delivery, not counted in
 the total (it is the remote side), but taken from the same cores. Median [lowest-highest] of
-the runs; load average on each row. Each run's own line (`#   `) also says when the receiver's
-count was first seen to move after the POST ("first seen", polled every 20 ms): how long the
+the runs; load average on each row. Each run's own line (`#   `) also says when the receiver
+counted its first POST after the Create's ("first seen", from the same `/mark`): how long the
 first recipients waited; and how much of the run the sending process's event loop and the
 receiver spent on a core and waiting, runnable, for one (`/proc/.../schedstat`).
 `--vacuum` (PostgreSQL): the database is vacuumed and analyzed before each run, as autovacuum
@@ -94,8 +96,6 @@ class Receiver:
     ports: list[int]
     pid: int
     client: httpx.AsyncClient = field(default_factory=lambda: httpx.AsyncClient(timeout=10))
-    #: When (time.perf_counter) the last `wait_count` first saw the count move.
-    first_moved: float | None = None
 
     def origin(self, host: int) -> str:
         return f"http://127.0.0.1:{self.ports[host % len(self.ports)]}"
@@ -103,11 +103,22 @@ class Receiver:
     async def count(self) -> int:
         return int((await self.client.get(f"{self.origin(0)}/count")).text)
 
+    async def mark(self, target: int) -> None:
+        """From now on the receiver notes when it counts its first POST and when the count
+        reaches `target` (`marked`)."""
+        (await self.client.get(f"{self.origin(0)}/mark", params={"at": target})).raise_for_status()
+
+    async def marked(self) -> tuple[float | None, float | None]:
+        """Since the last `mark`: when (time.perf_counter) the first POST was counted, and when
+        the count reached its target; None for what has not happened."""
+        got = (await self.client.get(f"{self.origin(0)}/marked")).json()
+        first, reached = (None if got[k] is None else int(got[k]) / 1e9 for k in ("first", "reached"))
+        return first, reached
+
     async def wait_count(self, target: int, limit_s: float = FANOUT_LIMIT_S) -> int:
         """The count once it reaches `target`, or `limit_s` has passed, or it stood still for
         `STALL_S` (polled every 20 ms)."""
         started = moved = time.perf_counter()
-        self.first_moved = None
         count = await self.count()
         while count < target and time.perf_counter() - started < limit_s:
             await asyncio.sleep(0.02)
@@ -115,7 +126,6 @@ class Receiver:
             count = await self.count()
             if count != last:
                 moved = now
-                self.first_moved = self.first_moved or now
             elif now - moved > STALL_S:
                 break
         return count
@@ -287,6 +297,7 @@ async def one_create(
     }
     headers = {"Authorization": f"Bearer {instance.token}", "Content-Type": "application/activity+json"}
     before = await world.count()
+    await world.mark(before + n)
     received_cpu = procfs.cpu_seconds(world.pid)
     scheduled = [procfs.scheduled_ns(sender), procfs.scheduled_ns(world.pid)]
     with harness.profiled(sender, profile), meter.measure() as cpu:
@@ -296,7 +307,8 @@ async def one_create(
         )
         answer.raise_for_status()
         count = await world.wait_count(before + n)
-        seconds = time.perf_counter() - started
+        first_seen, reached = await world.marked()
+        seconds = (reached or time.perf_counter()) - started
     received_cpu = procfs.cpu_seconds(world.pid) - received_cpu
     loop, receiver = (
         shares(procfs.scheduled_ns(pid), was, seconds)
@@ -305,7 +317,7 @@ async def one_create(
     done = count - before
     if done < n:
         print(f"# only {done} of {n} received within {FANOUT_LIMIT_S:.0f} s", flush=True)
-    first = "" if world.first_moved is None else f", first seen {(world.first_moved - started) * 1000:.0f} ms"
+    first = "" if first_seen is None else f", first seen {(first_seen - started) * 1000:.0f} ms"
     print(
         f"#   {src}: {done / seconds:.0f}/s, {(cpu[0] + cpu[1]) / done * 1000:.3f} ms"
         f" (loop {cpu[2] / done * 1000:.3f} ms){first}; on a core / waiting for one:"
