@@ -102,7 +102,7 @@ class RemoteDirectory:
         #: The keys fetched again lately (for the cooldown), each until its cooldown ends.
         self._refetched = BoundedMemory[str, datetime](settings.remote_failure_cache_entries)
         #: The Ed25519 keys remote actors list under assertionMethod (FEP-8b32 proofs' keys).
-        self.proof_keys = ProofKeys(clock, self._cooldown)
+        self.proof_keys = ProofKeys(clock, self._cooldown, store.remote_actors.get)
         self._key_hints = KeyHints(store.hosts, clock)
         self._refetches_skipped = 0
 

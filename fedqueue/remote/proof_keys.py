@@ -7,12 +7,16 @@ most (least recently used dropped first) for `MEMORY_TTL` each, as the directory
 a key the held document does not list has it fetched again, at most once per
 `key_refetch_cooldown_seconds` per actor (a key added since: a rotation).
 
-Memory only: the cached actor row keeps no `assertionMethod`, so after a restart an actor's
-document is fetched again at its first proof.
+Not held yet (after a restart, or in another process), the actor's cached row is read first:
+its stored document keeps `assertionMethod` (`slim_document`), written only from a fetch of the
+actor's own address, as every cached actor. It is taken only if it lists the key asked for; a
+row that does not (written before a rotation, or by a version that kept no `assertionMethod`)
+leads to a fetch, as if there were none.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,9 +28,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from fedqueue.rules.address_guard import FetchError
 from fedqueue.rules.assertion_methods import assertion_keys
 from fedqueue.rules.bounded_memory import MEMORY_ACTORS, MEMORY_TTL, BoundedMemory
+from fedqueue.storage.remote_actors import CachedRemote
 
 #: url -> the JSON object served there (signed, guarded, within the request's deadline).
 DocumentFetch = Callable[[str], Awaitable[dict[str, Any]]]
+#: (actor id, now) -> the actor's unexpired cached row (`RemoteActorStore.get`), or None.
+CachedActor = Callable[[str, datetime], Awaitable[CachedRemote | None]]
 
 
 @dataclass(frozen=True)
@@ -38,16 +45,17 @@ class _Listed:
 class ProofKeys:
     """`key(actor, key_id, fetch)`: the Ed25519 key an actor lists under `assertionMethod`."""
 
-    def __init__(self, clock: Callable[[], datetime], cooldown: timedelta) -> None:
+    def __init__(self, clock: Callable[[], datetime], cooldown: timedelta, cached: CachedActor) -> None:
         self._clock = clock
         self._cooldown = cooldown
+        self._cached = cached
         self._memory = BoundedMemory[str, _Listed](MEMORY_ACTORS)
 
     async def key(self, actor_uri: str, key_id: str, fetch: DocumentFetch) -> Ed25519PublicKey:
         """The key `key_id` as `actor_uri`'s document lists it; FetchError if it lists no such key."""
         actor_uri = urldefrag(actor_uri).url
         now = self._clock()
-        listed = self._memory.get(actor_uri, now)
+        listed = self._memory.get(actor_uri, now) or await self._stored(actor_uri, key_id, now)
         stale = listed is not None and key_id not in listed.keys and now - listed.fetched_at >= self._cooldown
         if listed is None or stale:
             doc = await fetch(actor_uri)
@@ -60,3 +68,19 @@ class ProofKeys:
         if key is None:
             raise FetchError(f"actor {actor_uri} lists no Ed25519 key {key_id} under assertionMethod")
         return key
+
+    async def _stored(self, actor_uri: str, key_id: str, now: datetime) -> _Listed | None:
+        """The keys of the actor's cached document, held from now on, if it lists `key_id`."""
+        row = await self._cached(actor_uri, now)
+        if row is None or row.error is not None or row.document is None:
+            return None
+        try:
+            doc = json.loads(row.document)
+        except ValueError:
+            return None
+        keys = assertion_keys(doc, actor_uri) if isinstance(doc, dict) else {}
+        if key_id not in keys:
+            return None
+        listed = _Listed(keys, row.fetched_at)
+        self._memory.put(actor_uri, listed, min(row.expires_at, now + MEMORY_TTL))
+        return listed

@@ -23,8 +23,9 @@ MEMORY_TTL = timedelta(minutes=5)
 #: Actors kept in memory per process, least recently used dropped first.
 MEMORY_ACTORS = 10_000
 #: The fields of an actor document that are stored, in the order they are given up when the
-#: document is over its cap (the last first). `_followers` (followers synchronization) reads the
-#: stored document; the others are what an operator looking at the row needs to recognise it.
+#: document is over its cap (the last first). `_followers` (followers synchronization) and
+#: `ProofKeys` (`assertionMethod`: the Ed25519 keys of FEP-8b32 proofs) read the stored document;
+#: the others are what an operator looking at the row needs to recognise it.
 SLIM_FIELDS = (
     "id",
     "type",
@@ -33,14 +34,16 @@ SLIM_FIELDS = (
     "publicKey",
     "followers",
     "movedTo",
+    "assertionMethod",
     "alsoKnownAs",
     "preferredUsername",
     "url",
 )
-#: At most this many of a list field's entries (publicKey, alsoKnownAs) are stored.
+#: At most this many of a list field's entries (publicKey, assertionMethod, alsoKnownAs) are stored.
 SLIM_LIST_ENTRIES = 10
-#: The parts of a key object and of `endpoints` that are stored.
+#: The parts of a key object (`publicKey`), a Multikey (`assertionMethod`) and `endpoints` stored.
 _KEY_FIELDS = ("id", "type", "owner", "publicKeyPem")
+_MULTIKEY_FIELDS = ("id", "type", "controller", "publicKeyMultibase")
 _ENDPOINT_FIELDS = ("sharedInbox",)
 
 K = TypeVar("K")
@@ -201,10 +204,10 @@ class BoundedMemory(Generic[K, V]):
         return found[0]
 
 
-def _slim_keys(value: Any) -> list[dict[str, Any]]:
+def _slim_keys(value: Any, fields: tuple[str, ...]) -> list[dict[str, Any]]:
     keys = value if isinstance(value, list) else [value]
     return [
-        {name: key[name] for name in _KEY_FIELDS if name in key}
+        {name: key[name] for name in fields if name in key}
         for key in keys[:SLIM_LIST_ENTRIES]
         if isinstance(key, dict)
     ]
@@ -213,7 +216,9 @@ def _slim_keys(value: Any) -> list[dict[str, Any]]:
 def _slim_field(name: str, value: Any) -> Any:
     """The stored part of one field, or None when nothing of it is kept."""
     if name == "publicKey":
-        return _slim_keys(value) or None
+        return _slim_keys(value, _KEY_FIELDS) or None
+    if name == "assertionMethod":
+        return _slim_keys(value, _MULTIKEY_FIELDS) or None
     if name == "endpoints":
         kept = (
             {key: value[key] for key in _ENDPOINT_FIELDS if key in value} if isinstance(value, dict) else {}

@@ -16,11 +16,15 @@ from sqlalchemy import select
 from starlette.applications import Starlette
 
 from fedqueue.inbound.receive import FORWARD_UNAUTHENTICATED
+from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.rules.signing import data_integrity
 from fedqueue.rules.signing.multikey import encode_ed25519
+from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.tables import InboundActivityRow
+from fedqueue.web.app import create_app
 from tests.fediverse import ALICE, AS_PUBLIC, RemoteActor, post, refused_with
+from tests.helpers import asgi_client
 from tests.loopback import LoopbackServer
 
 _inbound = InboundActivityRow.__table__  # type: ignore[attr-defined]
@@ -126,6 +130,39 @@ async def test_a_second_proved_activity_of_the_same_actor_fetches_nothing_more(
     assert response.status_code == 202, response.text
     assert len(await stored(store)) == 2
     assert len(remote.received("GET", "/users/bob")) == fetched  # the key is held
+
+
+async def test_after_a_restart_the_key_bob_s_cached_document_lists_checks_his_proof_without_a_fetch(
+    settings: Settings,
+    client: httpx.AsyncClient,
+    store: Store,
+    directory: RemoteDirectory,
+    bob: RemoteActor,
+    remote: LoopbackServer,
+) -> None:
+    await store.actors.create("alice")
+    key = Ed25519PrivateKey.generate()
+    publish_with_multikey(bob, key)
+    carol = RemoteActor(remote, name="carol").publish()
+    hello = bob.activity("Create", to=[ALICE], object={"type": "Note", "content": "hello", "to": [ALICE]})
+    direct = await post(client, "/actors/alice/inbox", bob.signed("/actors/alice/inbox", hello))
+    assert direct.status_code == 202, direct.text
+    await store.remote_actors.flushed()  # bob's document is cached, as his signature's key fetch left it
+    fetched = len(remote.received("GET", "/users/bob"))
+
+    # Restart: a new Store and app over the same database; nothing of bob is held in memory.
+    restarted = Store.open(settings.database_url)
+    try:
+        app = create_app(settings, restarted, directory=RemoteDirectory(restarted, directory._client))
+        async with asgi_client(app) as after:
+            response = await relayed(after, carol, proved_reply(bob, key))
+    finally:
+        await restarted.close()
+
+    assert response.status_code == 202, response.text
+    assert [row["key_id"] for row in await stored(store)][-1] == ed25519_key_id(bob)
+    assert len(remote.received("GET", "/users/bob")) == fetched  # the cached row listed the key
+    assert app.state.metrics.proofs.forwarded_by == {"proof": 1}
 
 
 async def test_a_tampered_proved_reply_falls_back_to_the_re_fetch_and_is_stored_as_its_origin_serves_it(

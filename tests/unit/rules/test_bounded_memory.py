@@ -53,6 +53,16 @@ def test_a_slim_document_keeps_only_the_fields_fedqueue_uses() -> None:
             "x": 1,
         },
         "followers": "https://a.example/u/followers",
+        "assertionMethod": [
+            {
+                "id": "https://a.example/u#ed25519",
+                "type": "Multikey",
+                "controller": "https://a.example/u",
+                "publicKeyMultibase": "z6Mk",
+                "expires": "2030-01-01T00:00:00Z",
+            },
+            "https://a.example/u#named-only",
+        ],
         "alsoKnownAs": [f"https://b.example/{index}" for index in range(50)],
         "summary": "x" * 100_000,
         "icon": {"url": "https://a.example/i.png"},
@@ -66,6 +76,14 @@ def test_a_slim_document_keeps_only_the_fields_fedqueue_uses() -> None:
         "endpoints": {"sharedInbox": "https://a.example/inbox"},
         "publicKey": [{"id": "https://a.example/u#k", "owner": "https://a.example/u", "publicKeyPem": "PEM"}],
         "followers": "https://a.example/u/followers",
+        "assertionMethod": [
+            {
+                "id": "https://a.example/u#ed25519",
+                "type": "Multikey",
+                "controller": "https://a.example/u",
+                "publicKeyMultibase": "z6Mk",
+            }
+        ],
         "alsoKnownAs": [f"https://b.example/{index}" for index in range(SLIM_LIST_ENTRIES)],
     }
 
