@@ -181,7 +181,7 @@ def fedqueue(
     logged = instance.log.stat().st_size if instance.log.exists() else 0
     with ExitStack() as stack:
         server = stack.enter_context(harness.running(serve, env, src, instance.log))
-        harness.wait_listening_sync(instance.port)
+        harness.wait_listening_sync(instance.port, server)
         children = procfs.child_pids(server.pid)
         pids = [server.pid, *(child for child in children if not procfs.is_signing_process(child))]
         for _ in range(workers):

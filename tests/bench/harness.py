@@ -71,14 +71,22 @@ def listening_socket() -> socket.socket:
     return sock
 
 
-def wait_listening_sync(port: int) -> None:
-    for _ in range(600):
+def wait_listening_sync(
+    port: int, process: subprocess.Popen[bytes] | None = None, limit_s: float = 120.0
+) -> None:
+    """Until something listens on `port`; an error if `process` (what should listen) exits first
+    or `limit_s` passes. 30 s was too little for a `serve` starting beside a busy fan-out on a
+    2-core machine whose Python runs four times slower than another's (the eleventh session's)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"the process for port {port} exited ({process.returncode}) before listening")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             return
         except OSError:
             time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on port {port}")
+    raise RuntimeError(f"nothing listens on port {port} after {limit_s:.0f} s")
 
 
 async def wait_listening(port: int) -> None:
@@ -604,7 +612,7 @@ def fedify_installed() -> bool:
 def fedify_inbox(port: int, mode: str = "inline") -> Iterator[subprocess.Popen[bytes]]:
     """Fedify's inbox for `alice` on 127.0.0.1:`port`, in its own Node process (`mode`: peer.mjs)."""
     with running([NODE, str(FEDIFY_PEER), "inbox", str(port), mode]) as process:
-        wait_listening_sync(port)
+        wait_listening_sync(port, process)
         yield process
 
 
