@@ -86,10 +86,11 @@ async def _started(worker: asyncio.subprocess.Process) -> bytes:
     longer than `migrate` does."""
     assert worker.stderr is not None
     seen = b""
-    while b" started" not in seen:
-        line = await asyncio.wait_for(worker.stderr.readline(), timeout=120)
-        assert line, f"the previous release's worker exited before it started:\n{seen.decode()}"
-        seen += line
+    async with asyncio.timeout(120):
+        while b" started" not in seen:
+            line = await worker.stderr.readline()
+            assert line, f"the previous release's worker exited before it started:\n{seen.decode()}"
+            seen += line
     return seen
 
 
