@@ -202,7 +202,7 @@ async def fedqueue_run(
             harness.running(command, env) as server,
             harness.running([harness.FEDQUEUE, "worker"] if args.worker_apart else ["true"], env) as worker,
         ):
-            await harness.wait_listening(port)
+            await harness.wait_listening(port, server)
             await asyncio.sleep(2 if args.processes > 1 else 0)  # the other processes start too
             pids = [server.pid, *procfs.child_pids(server.pid)] + ([worker.pid] if args.worker_apart else [])
             meter = harness.CpuMeter(pids, harness.database_name(url))

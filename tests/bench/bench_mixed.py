@@ -57,7 +57,7 @@ async def one_run(
         remote = world.origin()
         env = harness.fedqueue_env(url, base)
         with harness.running([harness.FEDQUEUE, "serve", "--port", str(port)], env) as server:
-            await harness.wait_listening(port)
+            await harness.wait_listening(port, server)
             meter = harness.CpuMeter([server.pid], harness.database_name(url))
             await harness.flood_async(creates(inbox, remote, world.pairs, 50, 50, 0), 32, args.limit_s)
             load = creates(inbox, remote, world.pairs, 50, n, 1_000)

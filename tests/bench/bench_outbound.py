@@ -199,7 +199,7 @@ async def outbox_flood_run(
         with harness.running(
             [harness.FEDQUEUE, "serve", "--port", str(port)], harness.fedqueue_env(url, base)
         ) as server:
-            await harness.wait_listening(port)
+            await harness.wait_listening(port, server)
             meter = harness.CpuMeter([server.pid], harness.database_name(url))
             with (
                 harness.profiled(server.pid, profile(profile_dir, "outbox-flood", engine, n)),

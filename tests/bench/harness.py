@@ -89,16 +89,11 @@ def wait_listening_sync(
     raise RuntimeError(f"nothing listens on port {port} after {limit_s:.0f} s")
 
 
-async def wait_listening(port: int) -> None:
-    for _ in range(600):
-        try:
-            _reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0.05)
-            continue
-        writer.close()
-        return
-    raise RuntimeError(f"nothing listens on port {port}")
+async def wait_listening(
+    port: int, process: subprocess.Popen[bytes] | None = None, limit_s: float = 120.0
+) -> None:
+    """`wait_listening_sync` from a running event loop."""
+    await asyncio.to_thread(wait_listening_sync, port, process, limit_s)
 
 
 async def fresh_database(engine: str, pg_url: str | None, workdir: Path) -> str:
