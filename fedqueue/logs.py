@@ -1,12 +1,20 @@
-"""Logging set-up: text for people, one JSON object per line for log pipelines."""
+"""Logging set-up: text for people, one JSON object per line for log pipelines.
+
+The worker logs a line per delivery outcome. Written one by one, each line is a `write` to
+standard error; `held_lines` lets a burst of them (a recorded group's) go out in one.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import sys
+import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import TextIO
 
 from fedqueue import tracing
 from fedqueue.settings import Settings, unknown_environment
@@ -56,8 +64,19 @@ class TextFormatter(logging.Formatter):
         return f"{self._stamp},{int(record.msecs):03d}"
 
     def formatMessage(self, record: logging.LogRecord) -> str:
-        fields = "".join(f" {k}={_logfmt(v)}" for k, v in _fields(record).items() if v is not None)
-        return super().formatMessage(record) + fields
+        fields = "".join(
+            f" {k}={_logfmt(v)}" for k, v in vars(record).items() if v is not None and k not in _STANDARD
+        )
+        return f"{record.asctime} {record.levelname} {record.name}: {record.message}{fields}"
+
+    def format(self, record: logging.LogRecord) -> str:
+        """A record with no exception or stack (a delivery's) goes straight to `formatMessage`:
+        `Formatter.format`'s generic steps cost a delivery's line a third more."""
+        if record.exc_info or record.exc_text or record.stack_info:
+            return super().format(record)
+        record.message = record.getMessage()
+        record.asctime = self.formatTime(record)
+        return self.formatMessage(record)
 
 
 class JsonFormatter(logging.Formatter):
@@ -75,9 +94,60 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+class LineHandler(logging.StreamHandler[TextIO]):
+    """A stream handler whose lines can be held for a while (`hold`) and written in one go."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__(stream)
+        #: The lines held, and the thread holding them (others' lines are written at once).
+        self._held: list[str] | None = None
+        self._holder = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        held = self._held
+        if held is None or threading.get_ident() != self._holder:
+            super().emit(record)
+            return
+        try:
+            held.append(self.format(record))
+        except Exception:
+            self.handleError(record)
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """This thread's lines, until the block ends, written then in one write (at once if nested)."""
+        if self._held is not None:
+            yield
+            return
+        self._held, self._holder = [], threading.get_ident()
+        try:
+            yield
+        finally:
+            lines, self._held = self._held, None
+            if lines:
+                lines.append("")
+                self.acquire()
+                try:
+                    self.stream.write(self.terminator.join(lines))
+                    self.flush()
+                finally:
+                    self.release()
+
+
+#: The handler `configure_logging` installed (None: logging is left as it was, as in tests).
+_handler: LineHandler | None = None
+
+
+def held_lines() -> contextlib.AbstractContextManager[None]:
+    """Hold this thread's log lines until the block ends, then write them together: the worker's
+    burst of a recorded group's delivery lines is one write, not one per line."""
+    return contextlib.nullcontext() if _handler is None else _handler.hold()
+
+
 def configure_logging(settings: Settings) -> None:
     """Log as `log_format` says, and trace if `otel_enabled` (every process starts here)."""
-    handler = logging.StreamHandler(sys.stderr)
+    global _handler
+    handler = _handler = LineHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if settings.log_format == "json" else TextFormatter())
     # Neither format shows a record's thread, process or source line: every delivery's record
     # would look them up (a walk up the stack for the source line) for nothing.

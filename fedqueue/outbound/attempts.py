@@ -36,6 +36,7 @@ from datetime import datetime
 from functools import partial
 
 from fedqueue import tracing
+from fedqueue.logs import held_lines
 from fedqueue.metrics import HOST_UNAVAILABLE, Metrics
 from fedqueue.outbound.context import WorkerContext
 from fedqueue.outbound.key_discovery import KeyBook
@@ -288,27 +289,26 @@ class Attempts:
         return self._private
 
     def count(self, sent: Sequence[Sent]) -> None:
-        """One metrics observation (and log line) per recorded outcome."""
-        for s in sent:
-            if s.dropped:
-                continue
-            row, attempt, result = s.job.row, s.attempt, s.result
-            latency_s = None
-            if result.delivered_at is not None:
-                latency_s = (result.delivered_at - s.job.written_at).total_seconds()
-            if attempt.scheme is not None and attempt.status is not None:
-                self._metrics.keys.sent(attempt.key, attempt.scheme)
-            with tracing.resumed(s.trace):
-                self._metrics.delivery_outcome(
-                    result.state,
-                    attempts=result.attempts,
-                    scheme=attempt.scheme,
-                    latency_s=latency_s,
-                    delivery_id=row.id,
-                    inbox=row.inbox,
-                    status=attempt.status,
-                    error=result.last_error,
-                )
+        """One metrics observation (and log line) per recorded outcome; the lines written together."""
+        with held_lines():
+            for s in sent:
+                if s.dropped:
+                    continue
+                row, attempt, result, done_at = s.job.row, s.attempt, s.result, s.result.delivered_at
+                latency_s = None if done_at is None else (done_at - s.job.written_at).total_seconds()
+                if attempt.scheme is not None and attempt.status is not None:
+                    self._metrics.keys.sent(attempt.key, attempt.scheme)
+                with tracing.resumed(s.trace):
+                    self._metrics.delivery_outcome(
+                        result.state,
+                        attempts=result.attempts,
+                        scheme=attempt.scheme,
+                        latency_s=latency_s,
+                        delivery_id=row.id,
+                        inbox=row.inbox,
+                        status=attempt.status,
+                        error=result.last_error,
+                    )
 
     async def _record(self, results: list[Result]) -> None:
         """Store outcomes in one transaction; if the database refuses the batch, row by row.

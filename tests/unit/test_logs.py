@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import sys
+import threading
 
-from fedqueue.logs import JsonFormatter, TextFormatter
+from fedqueue.logs import JsonFormatter, LineHandler, TextFormatter
 
 
 def _record(**extra: object) -> logging.LogRecord:
@@ -47,3 +50,62 @@ def test_the_time_is_loggings_own_format_to_the_millisecond() -> None:
     record.created, record.msecs = 1_764_140_532.514, 514.0
 
     assert TextFormatter().formatTime(record) == logging.Formatter().formatTime(record)
+
+
+class _Writes(io.StringIO):
+    """A stream that counts its writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        return super().write(text)
+
+
+def _handler() -> tuple[LineHandler, _Writes]:
+    stream = _Writes()
+    handler = LineHandler(stream)
+    handler.setFormatter(TextFormatter())
+    return handler, stream
+
+
+def test_held_lines_go_out_in_one_write_in_their_order_when_the_block_ends() -> None:
+    handler, stream = _handler()
+
+    with handler.hold():
+        for n in range(3):
+            handler.handle(_record(delivery_id=n))
+        assert stream.getvalue() == ""  # held until the block ends
+
+    lines = stream.getvalue().splitlines()
+    assert stream.writes == 1
+    assert [line.rsplit("=", 1)[1] for line in lines] == ["0", "1", "2"]
+    assert stream.getvalue().endswith("\n")
+
+
+def test_a_line_logged_by_another_thread_while_lines_are_held_is_written_at_once() -> None:
+    handler, stream = _handler()
+
+    with handler.hold():
+        other = threading.Thread(target=handler.handle, args=(_record(delivery_id=9),))
+        other.start()
+        other.join()
+        assert stream.getvalue().endswith("delivery_id=9\n")
+
+
+def test_a_line_with_an_exception_reads_like_one_without_then_its_traceback() -> None:
+    formatter = TextFormatter()
+    plain = _record(delivery_id=1)
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        failing = _record(delivery_id=1)
+        failing.exc_info = sys.exc_info()
+    failing.created, failing.msecs = plain.created, plain.msecs
+
+    first, *traceback = formatter.format(failing).splitlines()
+
+    assert first == formatter.format(plain)
+    assert traceback[-1] == "ValueError: boom"
