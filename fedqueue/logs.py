@@ -102,6 +102,8 @@ class LineHandler(logging.StreamHandler[TextIO]):
         #: The lines held, and the thread holding them (others' lines are written at once).
         self._held: list[str] | None = None
         self._holder = 0
+        #: The last record held: the one a failed write is reported with (`handleError`).
+        self._last: logging.LogRecord | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
         held = self._held
@@ -110,6 +112,7 @@ class LineHandler(logging.StreamHandler[TextIO]):
             return
         try:
             held.append(self.format(record))
+            self._last = record
         except Exception:
             self.handleError(record)
 
@@ -123,15 +126,20 @@ class LineHandler(logging.StreamHandler[TextIO]):
         try:
             yield
         finally:
-            lines, self._held = self._held, None
-            if lines:
-                lines.append("")
-                self.acquire()
-                try:
-                    self.stream.write(self.terminator.join(lines))
-                    self.flush()
-                finally:
-                    self.release()
+            lines, last, self._held, self._last = self._held, self._last, None, None
+            if lines and last is not None:
+                self._write(lines, last)
+
+    def _write(self, lines: list[str], last: logging.LogRecord) -> None:
+        """Write held lines as `emit` writes one: a failure is logging's to report, never the caller's."""
+        self.acquire()
+        try:
+            self.stream.write(self.terminator.join([*lines, ""]))
+            self.flush()
+        except Exception:
+            self.handleError(last)
+        finally:
+            self.release()
 
 
 #: The handler `configure_logging` installed (None: logging is left as it was, as in tests).

@@ -8,6 +8,8 @@ import logging
 import sys
 import threading
 
+import pytest
+
 from fedqueue.logs import JsonFormatter, LineHandler, TextFormatter
 
 
@@ -109,3 +111,17 @@ def test_a_line_with_an_exception_reads_like_one_without_then_its_traceback() ->
 
     assert first == formatter.format(plain)
     assert traceback[-1] == "ValueError: boom"
+
+
+def test_held_lines_that_cannot_be_written_are_reported_by_logging_not_raised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    handler, stream = _handler()
+    reported: list[logging.LogRecord] = []
+    monkeypatch.setattr(handler, "handleError", reported.append)
+    stream.close()
+
+    with handler.hold():
+        handler.handle(_record(delivery_id=3))
+
+    assert [r.__dict__["delivery_id"] for r in reported] == [3]
