@@ -85,10 +85,10 @@ class Dispatcher:
         #: outbox id -> (the body as sent, when the outbox row was written).
         self._bodies: dict[int, tuple[PreparedBody, datetime]] = {}
         self.max_in_flight = settings.claim_batch_size * BATCHES_IN_FLIGHT
-        self._host_cap = settings.max_concurrency_per_host * HOST_SHARE
+        self.host_cap = settings.max_concurrency_per_host * HOST_SHARE
         #: Ids claimed and not yet recorded or released: released on shutdown.
         self.in_flight: set[int] = set()
-        self._per_host: Counter[str] = Counter()
+        self.per_host: Counter[str] = Counter()
         self._chains: dict[OrderKey, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._coalescer = Coalescer(store.coalescing, owner, clock, settings.poll_interval_seconds)
@@ -108,7 +108,7 @@ class Dispatcher:
 
     def crowded_hosts(self) -> list[str]:
         """Hosts with their share of the window in flight already: the next claim skips them."""
-        return sorted(host for host, count in self._per_host.items() if count >= self._host_cap)
+        return sorted(host for host, count in self.per_host.items() if count >= self.host_cap)
 
     async def submit(self, claimed: Sequence[Claimed], claimed_at: float | None = None) -> int:
         """Admit a claimed batch and start sending it (refusals are recorded at once); its size.
@@ -278,8 +278,8 @@ class Dispatcher:
         """Written (or left to their leases): no longer in flight; counted in the metrics."""
         for s in sent:
             self.in_flight.discard(s.job.row.id)
-            self._per_host[s.job.row.host] -= 1
-        self._per_host += Counter()  # drop hosts with nothing in flight
+            self.per_host[s.job.row.host] -= 1
+        self.per_host += Counter()  # drop hosts with nothing in flight
         self._attempts.count(sent)
         return len(sent)
 
@@ -330,7 +330,7 @@ class Dispatcher:
         later: list[int] = []
         for host, rows in by_host.items():
             stored = health.get(host)
-            admission = admit(stored, len(rows), now, in_flight=self._per_host[host])
+            admission = admit(stored, len(rows), now, in_flight=self.per_host[host])
             if admission.refuse and stored is not None:
                 why = REFUSED_BLOCKED if stored.blocked else unreachable_reason(stored)
                 refused.extend((row, why) for row in rows)
@@ -386,7 +386,7 @@ class Dispatcher:
         task = asyncio.create_task(self._send(job, self._chains.get(key)))
         self._chains[key] = task
         self._tasks.add(task)
-        self._per_host[row.host] += 1
+        self.per_host[row.host] += 1
         task.add_done_callback(partial(self._forget, key))
 
     async def _send(self, job: Job, previous: asyncio.Task[None] | None) -> None:

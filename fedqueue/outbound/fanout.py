@@ -37,6 +37,7 @@ from fedqueue.outbound.coalescer import Coalescer
 from fedqueue.outbound.context import WorkerContext
 from fedqueue.outbound.fanout_plan import HoldForFetches, Plan, Planner, Refused
 from fedqueue.outbound.fanout_writes import DuplicateInGroup, PlanWriter, is_large, plan_groups
+from fedqueue.outbound.handover import Handover
 from fedqueue.outbound.recipient_fetches import ACTOR_FETCH_CONCURRENCY, RecipientFetches, unusable
 from fedqueue.remote.documents import RemoteDirectory
 from fedqueue.rules.addressing import FetchBudget, TooManyRecipients
@@ -75,6 +76,8 @@ class Fanout:
         #: Set when the worker has had its claim since (`claimed`): the writing goes on.
         self._claimed = asyncio.Event()
         self._writer = PlanWriter(context, coalescer, self._chunk_stored)
+        #: A large row's deliveries handed to this worker as they are written, while it is alone.
+        self.handover = Handover(context, self._writer)
         #: A failed expansion is tried again after base * 2**(n-1) seconds, at most max_attempts times.
         self._retries = RetrySchedule(
             settings.expansion_retry_seconds, settings.retry_cap_seconds, settings.expansion_max_attempts
@@ -176,6 +179,8 @@ class Fanout:
         expanded, so none overtakes it.
         """
         if self._still_writing:
+            if self.handover.active and await self._store.outbox.has_pending(self._clock()):
+                self.handover.stop("an outbox row waits")  # it is expanded once the rest is written
             return 0
         self._writing = None
         ready = self._fetches.take_ready()
@@ -225,10 +230,18 @@ class Fanout:
         return large, [plan for plan in plans if plan is not large and plan.entry.id not in given_back]
 
     async def _write_beside(self, plan: Plan) -> None:
-        """Write one large row's deliveries (in chunks, each signalled to the worker) under its lease."""
+        """Write one large row's deliveries under its lease: handed over to this worker while it is
+        alone (`Handover`), else in chunks, each signalled to the worker."""
         try:
             async with self._lease_kept([plan.entry.id]):
-                await self._write_isolated([plan])
+                if not await self.handover.alone():
+                    await self._write_isolated([plan])
+                    return
+                try:
+                    await self.handover.write(plan, self._stored)
+                except Exception as exc:
+                    self._failed(plan.entry, exc)
+                    await self._settle(plan.entry, describe(exc), failed=True)
         finally:
             self._stored.set()
 

@@ -18,6 +18,7 @@ from fedqueue.metrics import FEDERATION_POLICY, HOST_UNAVAILABLE
 from fedqueue.outbound.coalescer import Added, Coalescer
 from fedqueue.outbound.context import WorkerContext
 from fedqueue.outbound.fanout_plan import Plan
+from fedqueue.rules.attempt_results import Claimed
 from fedqueue.rules.circuit import unreachable_reason
 from fedqueue.rules.errors import FedqueueError
 from fedqueue.rules.federation_policy import Refusal
@@ -80,25 +81,59 @@ class PlanWriter:
     async def write(self, plan: Plan) -> None:
         """Store one planned row, its deliveries in chunks with the lease renewed before each; a
         large one's (written beside the worker's rounds) one claim's worth first."""
+        if await self.begin(plan):
+            await self.write_from(plan, 0)
+
+    async def begin(self, plan: Plan) -> bool:
+        """Before a row's deliveries are written alone: accept its activity (a duplicate ends the
+        row `duplicate`: False) and mark the targets that are dead at once."""
+        if plan.accepted is not None and not await self._store.outbox.accept(self._owner, [plan.accepted]):
+            reason = f"activity {plan.facts.activity_id} was submitted before"
+            await self._store.outbox.finish(
+                [plan.entry.id], self._owner, OutboxState.DUPLICATE, self._clock(), reason
+            )
+            return False
+        await self._mark_gone([plan])
+        return True
+
+    async def write_from(self, plan: Plan, start: int) -> None:
+        """Store a begun row's deliveries from `start` on, in chunks with the lease renewed before
+        each; then mark the row expanded (`finish`)."""
         entry, facts = plan.entry, plan.facts
         large = is_large(plan)
-        if plan.accepted is not None and not await self._store.outbox.accept(self._owner, [plan.accepted]):
-            reason = f"activity {facts.activity_id} was submitted before"
-            await self._store.outbox.finish(
-                [entry.id], self._owner, OutboxState.DUPLICATE, self._clock(), reason
-            )
-            return
-        await self._mark_gone([plan])
-        first = self._settings.claim_batch_size if large else CHUNK_ROWS
-        for start, end in chunks(len(plan.targets), first):
-            now = self._clock()
-            lease_until = now + timedelta(seconds=self._settings.lease_seconds)
-            if not await self._store.outbox.renew([entry.id], self._owner, lease_until):
-                _log_lost([plan])
+        first = self._settings.claim_batch_size if large and start == 0 else CHUNK_ROWS
+        for begin, end in chunks(len(plan.targets) - start, first):
+            if not await self.renew(plan):
                 return
-            chunk = plan.targets[start:end]
-            await self._store.deliveries.enqueue([Enqueued(entry.id, facts, chunk, plan.lane)], now)
-            await self._stored(large and start == 0)
+            chunk = plan.targets[start + begin : start + end]
+            await self._store.deliveries.enqueue([Enqueued(entry.id, facts, chunk, plan.lane)], self._clock())
+            await self._stored(large and start + begin == 0)
+        await self.finish(plan)
+
+    async def write_leased(self, plan: Plan, chunk: list[Target], leased: list[Target]) -> list[Claimed]:
+        """Store part of a begun row's deliveries: `chunk` queued (or dead), `leased` already claimed
+        by this worker (`outbound.handover`); the rows leased."""
+        entry, facts = plan.entry, plan.facts
+        queued = [Enqueued(entry.id, facts, chunk, plan.lane)]
+        return await self._store.deliveries.enqueue_leased(
+            queued,
+            Enqueued(entry.id, facts, leased, plan.lane),
+            self._owner,
+            self._clock(),
+            self._settings.lease_seconds,
+        )
+
+    async def renew(self, plan: Plan) -> bool:
+        """Renew a row's expansion lease; False (logged) if another worker has it now."""
+        lease_until = self._clock() + timedelta(seconds=self._settings.lease_seconds)
+        if await self._store.outbox.renew([plan.entry.id], self._owner, lease_until):
+            return True
+        _log_lost([plan])
+        return False
+
+    async def finish(self, plan: Plan) -> None:
+        """All of a begun row's deliveries are stored: coalesce with them, mark the row expanded."""
+        entry, facts = plan.entry, plan.facts
         await self._coalescer.after_enqueue([Added(entry.id, facts, plan.live_inboxes)])
         counted = {entry.id: plan.recipients} if plan.recipients is not None else None
         await self._store.outbox.finish(

@@ -12,17 +12,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from operator import itemgetter
+from datetime import datetime, timedelta
+from operator import attrgetter, itemgetter
+from typing import Any
 
-from sqlalchemy import (
-    and_,
-    case,
-    func,
-    select,
-    type_coerce,
-    update,
-)
+from sqlalchemy import and_, case, func, select, type_coerce, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fedqueue.rules.attempt_results import Claimed, Result
 from fedqueue.rules.intake import ActivityFacts
@@ -31,6 +26,7 @@ from fedqueue.rules.wording import inert
 from fedqueue.storage.column_types import UTCDateTime, utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.delivery_statements import (
+    ENQUEUE_ITEM,
     claim_statement,
     claim_unresolved_statement,
     enqueue_statement,
@@ -45,6 +41,8 @@ from fedqueue.storage.webhook_events import after_given_up, after_record, any_we
 _CLAIM_ORDER = itemgetter(
     0, *(1 + list(Claimed.__dataclass_fields__).index(n) for n in ("next_attempt_at", "id"))
 )
+#: An activity's facts as `enqueue_statement`'s JSON rows hold them, after outbox_id and lane.
+_FACTS = attrgetter(*ENQUEUE_ITEM[2:])
 
 
 @dataclass(frozen=True)
@@ -111,6 +109,7 @@ class DeliveryStore:
         }
         self._enqueue = enqueue_statement(database)
         self._enqueue_returning = self._enqueue.returning(DELIVERIES.c.id, DELIVERIES.c.state)
+        self._enqueue_leased = enqueue_statement(database, leased=True)
         self._record = record_statement(database)
         self._webhooks = webhooks_exist()
         self._claim_unresolved = claim_unresolved_statement(database)
@@ -121,40 +120,37 @@ class DeliveryStore:
         Rows created dead (a gone inbox, an unusable recipient, a given-up host) get their
         `delivery.dead` events, queued in the same transaction, as for any death.
         """
-        items = [
-            [
-                item.outbox_id,
-                int(item.lane),
-                item.facts.actor,
-                item.facts.activity_type,
-                item.facts.object_id,
-                item.facts.undoes,
-                item.facts.target,
-                [
-                    (
-                        t.inbox,
-                        t.host,
-                        t.dead_reason and inert(t.dead_reason),
-                        t.recipient,
-                        t.detail and inert(t.detail),
-                    )
-                    for t in item.targets
-                ],
-            ]
-            for item in batch
-            if item.targets
-        ]
+        async with self._db.transaction() as conn:
+            await self._enqueue_in(conn, batch, now)
+
+    async def enqueue_leased(
+        self, batch: Sequence[Enqueued], leased: Enqueued, owner: str, now: datetime, lease_seconds: float
+    ) -> list[Claimed]:
+        """`enqueue` `batch`, and create `leased`'s rows (none dead) already claimed by `owner` (no
+        claim: `outbound.handover`), in one transaction; them, as `claim` returns (not old rows)."""
+        parameters = {
+            "items": _items([leased]),
+            "now": now,
+            "owner": owner,
+            "lease_until": now + timedelta(seconds=lease_seconds),
+        }
+        async with self._db.transaction() as conn:
+            await self._enqueue_in(conn, batch, now)
+            rows = (await conn.execute(self._enqueue_leased, parameters)).all() if leased.targets else []
+        return [Claimed(*row[1:]) for row in sorted(rows, key=_CLAIM_ORDER)]
+
+    async def _enqueue_in(self, conn: AsyncConnection, batch: Sequence[Enqueued], now: datetime) -> None:
+        items = _items(batch)
         if not items:
             return
         parameters = {"items": items, "now": now}
         created_dead = any(t.dead_reason is not None for item in batch for t in item.targets)
-        async with self._db.transaction() as conn:
-            if not (created_dead and await any_webhook(self._db, conn)):
-                await conn.execute(self._enqueue, parameters)
-                return
-            created = await conn.execute(self._enqueue_returning, parameters)
-            dead = [row.id for row in created if row.state == DeliveryState.DEAD]
-            await after_given_up(self._db, conn, dead, utcnow())
+        if not (created_dead and await any_webhook(self._db, conn)):
+            await conn.execute(self._enqueue, parameters)
+            return
+        created = await conn.execute(self._enqueue_returning, parameters)
+        dead = [row.id for row in created if row.state == DeliveryState.DEAD]
+        await after_given_up(self._db, conn, dead, utcnow())
 
     async def claim(
         self,
@@ -379,3 +375,26 @@ class DeliveryStore:
                 )
             ).all()
         return Counter({row[0]: int(row[1]) for row in rows})
+
+
+def _items(batch: Sequence[Enqueued]) -> list[list[Any]]:
+    """`batch` as `enqueue_statement`'s JSON rows: each activity's facts once, then its targets."""
+    return [
+        [
+            item.outbox_id,
+            int(item.lane),
+            *_FACTS(item.facts),
+            [
+                (
+                    t.inbox,
+                    t.host,
+                    t.dead_reason and inert(t.dead_reason),
+                    t.recipient,
+                    t.detail and inert(t.detail),
+                )
+                for t in item.targets
+            ],
+        ]
+        for item in batch
+        if item.targets
+    ]

@@ -14,6 +14,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
+    literal,
     or_,
     select,
     true,
@@ -30,7 +31,7 @@ from fedqueue.storage.schema import DELIVERIES, HOSTS
 #: What `claim` returns: the columns of `Claimed`'s fields, in their order.
 _CLAIMED = [DELIVERIES.c[name] for name in Claimed.__dataclass_fields__]
 #: An `Enqueued` in `enqueue`'s JSON rows: these columns' values, then its targets (`_TARGET`).
-_ITEM = ("outbox_id", "lane", "actor", "activity_type", "object_id", "undoes", "target")
+ENQUEUE_ITEM = ("outbox_id", "lane", "actor", "activity_type", "object_id", "undoes", "target")
 #: A `Target` in `enqueue`'s JSON rows: these columns' values (`last_error` is its `dead_reason`).
 _TARGET = ("inbox", "host", "last_error", "recipient", "last_error_detail")
 #: What `record` writes on a row, after its id.
@@ -54,34 +55,46 @@ def held_hosts(now: datetime | ColumnElement[datetime]) -> Select[tuple[str]]:
     )
 
 
-def enqueue_statement(database: Database) -> Insert:
+def enqueue_statement(database: Database, leased: bool = False) -> Insert:
     """`DeliveryStore.enqueue`'s INSERT, built once (bound: `items`, the rows as one JSON text, and `now`).
 
     One parameter for any number of rows: bound as an executemany (SQLite) or as arrays
     (PostgreSQL), every row's values went through SQLAlchemy's parameter building, bind
     processors and the driver one by one. An activity's facts come once, before its targets;
     its rows are created in the targets' order. A row whose `last_error` is set is created dead.
+
+    `leased` (`DeliveryStore.enqueue_leased`): the rows are created `sending`, leased to `owner`
+    until `lease_until` (also bound), and returned as a claim returns them; none may be dead.
     """
     d = DELIVERIES.c
     item = database.dialect.json_rows("items").c.value
-    facts = [database.dialect.json_column(item, n, d[name]).label(name) for n, name in enumerate(_ITEM)]
+    facts = [
+        database.dialect.json_column(item, n, d[name]).label(name) for n, name in enumerate(ENQUEUE_ITEM)
+    ]
     # Materialized: each activity's facts are read out of its JSON once, not once per target.
     items = (
-        select(*facts, json_array(item, len(_ITEM)).label("targets")).cte("items").prefix_with("MATERIALIZED")
+        select(*facts, json_array(item, len(ENQUEUE_ITEM)).label("targets"))
+        .cte("items")
+        .prefix_with("MATERIALIZED")
     )
     targets = database.dialect.json_elements(items.c.targets)
     target = targets.c.value
-    values = {name: items.c[name] for name in _ITEM} | {
+    values = {name: items.c[name] for name in ENQUEUE_ITEM} | {
         name: json_item(target, n) for n, name in enumerate(_TARGET)
     }
     values["state"] = case(
         (values["last_error"].is_(None), DeliveryState.QUEUED.value), else_=DeliveryState.DEAD.value
     )
     values["next_attempt_at"] = bindparam("now", type_=d.next_attempt_at.type)
+    if leased:
+        values["state"] = literal(DeliveryState.SENDING.value)
+        values["lease_owner"] = bindparam("owner", type_=d.lease_owner.type)
+        values["lease_until"] = bindparam("lease_until", type_=d.lease_until.type)
     # WHERE: SQLite would otherwise read the upsert's ON CONFLICT as the join's ON.
     rows = select(*values.values()).select_from(items.join(targets, true())).where(true())
     # Either unique key may exist already: (outbox_id, inbox), or (outbox_id, recipient).
-    return database.dialect.insert_ignoring_conflicts(DELIVERIES).from_select(list(values), rows)
+    insert = database.dialect.insert_ignoring_conflicts(DELIVERIES).from_select(list(values), rows)
+    return insert.returning(DELIVERIES.c.lane, *_CLAIMED) if leased else insert
 
 
 def record_statement(database: Database) -> Update:

@@ -15,6 +15,7 @@ from fedqueue.outbound.fanout_writes import CHUNK_ROWS
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.http_client import HttpClient
 from fedqueue.rules.attempt_results import Claimed
+from fedqueue.rules.worker_beats import WorkerBeat
 from fedqueue.settings import Settings
 from fedqueue.storage import Enqueued, Store
 from fedqueue.storage.column_types import utcnow
@@ -22,6 +23,15 @@ from fedqueue.storage.deliveries import DeliveryStore
 from tests.integration.outbound.test_worker_survival import Clock
 from tests.loopback import LoopbackServer
 from tests.outbound import fast, insert_outbox_row
+
+
+async def another_worker_beats(store: Store) -> None:
+    """Another worker beats: a large row's deliveries are written ahead, for both to claim
+    (alone, a worker takes them as they are written: test_handover)."""
+    now = utcnow()
+    await store.workers.beat(
+        WorkerBeat("elsewhere:1:beating", "elsewhere", 1, "test", now, now, None, 0, 0, 0)
+    )
 
 
 def like(n: int, activity_id: str | None = None) -> dict[str, str]:
@@ -144,6 +154,7 @@ LARGE = CHUNK_ROWS * 2 + 500
 async def test_a_large_rows_first_deliveries_can_be_claimed_and_sent_before_its_last_are_stored(
     worker: Worker, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    await another_worker_beats(store)
     await store.actors.create("alice")
     row = await insert_outbox_row(
         store, "alice", like(1), [f"https://f{n}.example/inbox" for n in range(LARGE)]
@@ -167,6 +178,7 @@ async def test_a_large_rows_first_deliveries_can_be_claimed_and_sent_before_its_
 async def test_a_worker_stopped_while_a_large_row_is_stored_gives_it_back_and_the_next_stores_the_rest_once(
     settings: Settings, worker: Worker, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    await another_worker_beats(store)
     await store.actors.create("alice")
     row = await insert_outbox_row(
         store, "alice", like(1), [f"https://f{n}.example/inbox" for n in range(LARGE)]
@@ -197,6 +209,7 @@ async def test_a_worker_stopped_while_a_large_row_is_stored_gives_it_back_and_th
 async def test_rows_claimed_with_a_large_one_go_first_but_one_about_its_object_waits_for_it(
     worker: Worker, store: Store, remote: LoopbackServer
 ) -> None:
+    await another_worker_beats(store)
     await store.actors.create("alice")
     large = await insert_outbox_row(
         store, "alice", like(1), [f"https://f{n}.example/inbox" for n in range(LARGE)]
@@ -220,6 +233,7 @@ async def test_a_large_rows_first_chunk_is_one_claim_which_the_worker_makes_befo
 ) -> None:
     """Sending begins early: a first chunk of 1,000 took 20-40 ms to store, and the second, queued
     before the worker's claim, made that claim wait as long again (SQLite's writes take turns)."""
+    await another_worker_beats(store)
     await store.actors.create("alice")
     row = await insert_outbox_row(store, "alice", like(1), [remote.url(f"/inbox/{n}") for n in range(LARGE)])
     monkeypatch.setattr(fanout, "CLAIM_TURN_S", 3600.0)  # the writing waits for the claim, not a timeout

@@ -14,6 +14,7 @@ from fedqueue.settings import Settings
 from fedqueue.storage import Store
 from fedqueue.storage.webhook_events import emit
 from tests.integration.outbound.test_dead_hosts import add_dead_hook
+from tests.integration.outbound.test_expansion_batches import another_worker_beats
 from tests.integration.outbound.test_worker_survival import Clock
 from tests.outbound import fast, insert_outbox_row
 
@@ -38,6 +39,7 @@ async def worker(settings: Settings, store: Store, clock: Clock) -> AsyncIterato
 async def test_an_accept_queued_after_a_bulk_fan_out_is_in_the_first_claimed_batch(
     worker: Worker, store: Store, clock: Clock
 ) -> None:
+    await another_worker_beats(store)  # "w1" below: the bulk row is written ahead, to be shared
     await store.actors.create("alice")
     note = {"type": "Create", "object": {"type": "Note", "content": "hello"}}
     inboxes = [f"https://f{n}.example/inbox" for n in range(FOLLOWERS)]

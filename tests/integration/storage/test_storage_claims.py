@@ -136,3 +136,49 @@ async def test_a_claim_the_database_refuses_leases_nothing_and_the_next_claim_on
         assert sorted(row.id for row in claimed) == ids
     finally:
         await store.close()
+
+
+async def test_rows_created_leased_come_back_as_a_claim_returns_them_and_no_claim_takes_them(
+    store: Store,
+) -> None:
+    await store.actors.create("alice")
+    now = utcnow()
+    facts = ActivityFacts("alice", "https://here.example/activities/leased", "Create", None)
+    submitted = await store.outbox.submit(facts, json.dumps({"id": facts.activity_id}), None)
+    existing = Target("https://a.example/inbox", "a.example")
+    await store.deliveries.enqueue([Enqueued(submitted.outbox_id, facts, [existing])], now)
+    queued = [
+        Target("https://q.example/inbox", "q.example"),
+        Target("https://g.example/inbox", "g.example", "gone"),
+    ]
+    leased = [
+        existing,
+        Target("https://b.example/inbox", "b.example"),
+        Target("https://c.example/inbox", "c.example"),
+    ]
+
+    taken = await store.deliveries.enqueue_leased(
+        [Enqueued(submitted.outbox_id, facts, queued)],
+        Enqueued(submitted.outbox_id, facts, leased),
+        "w1",
+        now,
+        LEASE_S,
+    )
+
+    assert [(row.inbox, row.host, row.actor, row.attempts) for row in taken] == [
+        ("https://b.example/inbox", "b.example", "alice", 0),
+        ("https://c.example/inbox", "c.example", "alice", 0),
+    ]  # the row that existed is left as it was, and not returned
+    views = {view.inbox: view for view in await store.deliveries.for_outbox(submitted.outbox_id)}
+    assert {inbox: view.state for inbox, view in views.items()} == {
+        "https://a.example/inbox": "queued",
+        "https://b.example/inbox": "sending",
+        "https://c.example/inbox": "sending",
+        "https://q.example/inbox": "queued",
+        "https://g.example/inbox": "dead",
+    }
+    claimed = await store.deliveries.claim("w2", now, LEASE_S, 10)
+    assert sorted(row.inbox for row in claimed) == ["https://a.example/inbox", "https://q.example/inbox"]
+    later = now + timedelta(seconds=LEASE_S + 1)  # the lease runs out as a claim's does
+    retaken = {row.inbox for row in await store.deliveries.claim("w3", later, LEASE_S, 10)}
+    assert {"https://b.example/inbox", "https://c.example/inbox"} <= retaken

@@ -1,0 +1,185 @@
+"""A lone worker takes a large fan-out's deliveries as they are written, claiming none of them.
+Once another worker beats, or other work waits, the rest is written ahead, to be claimed."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from fedqueue.outbound.fanout_writes import CHUNK_ROWS
+from fedqueue.outbound.worker import Worker
+from fedqueue.remote.http_client import HttpClient
+from fedqueue.rules.attempt_results import Claimed
+from fedqueue.rules.intake import ActivityFacts
+from fedqueue.settings import Settings
+from fedqueue.storage import Enqueued, Store
+from fedqueue.storage.column_types import utcnow
+from fedqueue.storage.deliveries import DeliveryStore, Target
+from tests.integration.outbound.test_expansion_batches import another_worker_beats, like
+from tests.integration.outbound.test_worker_survival import Clock
+from tests.loopback import LoopbackServer
+from tests.outbound import fast, insert_outbox_row, run_burst
+
+LARGE = CHUNK_ROWS * 2 + 500
+
+
+@pytest.fixture
+async def client(settings: Settings) -> AsyncIterator[HttpClient]:
+    client = HttpClient(settings)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+def one_host(settings: Settings, **overrides: Any) -> Settings:
+    """Fast retries, and room for a whole window on one host: every inbox here is on 127.0.0.1."""
+    return fast(settings, max_concurrency_per_host=settings.claim_batch_size * 2, **overrides)
+
+
+def claims_counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many rows each claim returns, in order."""
+    counts: list[int] = []
+    real = DeliveryStore.claim
+
+    async def claim(self: DeliveryStore, *args: Any, **kwargs: Any) -> list[Claimed]:
+        claimed = await real(self, *args, **kwargs)
+        counts.append(len(claimed))
+        return claimed
+
+    monkeypatch.setattr(DeliveryStore, "claim", claim)
+    return counts
+
+
+async def large_row(store: Store, remote: LoopbackServer) -> int:
+    """A row to `LARGE` inboxes on `remote`, each answering 202 (as do /inbox/accept and /inbox/due)."""
+    for path in [*(f"/inbox/{n}" for n in range(LARGE)), "/inbox/accept", "/inbox/due"]:
+        remote.on("POST", path, lambda _: web.Response(status=202))
+    await store.actors.create("alice")
+    return await insert_outbox_row(store, "alice", like(1), [remote.url(f"/inbox/{n}") for n in range(LARGE)])
+
+
+async def handing_over(worker: Worker) -> None:
+    """Expand the pending large row; return once its hand-over has begun."""
+    assert await worker.fanout.expand_pending() == 1
+    while not worker.fanout.handover.active:
+        await worker.fanout.wait_for_progress(5)
+
+
+async def states(store: Store, row: int) -> dict[str, int]:
+    counted: dict[str, int] = {}
+    for view in await store.deliveries.for_outbox(row):
+        counted[view.state] = counted.get(view.state, 0) + 1
+    return counted
+
+
+def received_once_each(remote: LoopbackServer) -> bool:
+    posts = Counter(r.path for r in remote.requests if r.method == "POST")
+    return all(posts[f"/inbox/{n}"] == 1 for n in range(LARGE))
+
+
+async def test_a_lone_workers_large_fan_out_is_sent_whole_and_none_of_it_is_claimed(
+    settings: Settings, store: Store, remote: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    row = await large_row(store, remote)
+    claims = claims_counted(monkeypatch)
+
+    await run_burst(one_host(settings), store)
+
+    assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]
+    assert await states(store, row) == {"delivered": LARGE}
+    assert received_once_each(remote)
+    assert claims and sum(claims) == 0  # the worker claimed, and found nothing else due
+
+
+async def test_once_another_worker_beats_the_rest_of_the_fan_out_is_written_for_both_to_claim(
+    settings: Settings, store: Store, remote: LoopbackServer, client: HttpClient
+) -> None:
+    row = await large_row(store, remote)
+    worker = Worker(one_host(settings, worker_heartbeat_seconds=0.0), store, client, clock=Clock())
+    await handing_over(worker)
+    handed = await worker.step()
+    assert handed == worker.settings.claim_batch_size  # a claim's worth, leased as written
+    await worker.dispatcher.settle(30)
+
+    await another_worker_beats(store)
+    await worker.step()
+
+    assert not worker.fanout.handover.active
+    while worker.fanout.holding:
+        await worker.fanout.wait_for_progress(30)
+    assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]
+    claimed = await store.deliveries.claim("elsewhere:1:beating", utcnow(), 60.0, LARGE)
+    assert len(claimed) == LARGE - handed
+    assert len({view.inbox for view in await store.deliveries.for_outbox(row)}) == LARGE
+
+
+async def test_an_outbox_row_posted_during_a_hand_over_ends_it_and_is_expanded_once_the_rest_is_written(
+    settings: Settings, store: Store, remote: LoopbackServer, client: HttpClient
+) -> None:
+    row = await large_row(store, remote)
+    worker = Worker(one_host(settings), store, client, clock=Clock())
+    await handing_over(worker)
+    handed = await worker.step()
+    accept = await insert_outbox_row(store, "alice", like(2), [remote.url("/inbox/accept")])
+
+    assert await worker.fanout.expand_pending() == 0  # nothing overtakes the large row...
+    assert not worker.fanout.handover.active  # ...but its rest no longer waits to be handed over
+    while worker.fanout.holding:
+        await worker.fanout.wait_for_progress(30)
+    assert await states(store, row) == {"sending": handed, "queued": LARGE - handed}
+    assert await worker.fanout.expand_pending() == 1
+    assert (await store.outbox.state(accept)).state == "expanded"  # type: ignore[union-attr]
+    await worker.dispatcher.settle(30)
+
+
+async def test_deliveries_found_due_during_a_hand_over_end_it_and_are_sent(
+    settings: Settings, store: Store, remote: LoopbackServer, client: HttpClient
+) -> None:
+    row = await large_row(store, remote)
+    clock = Clock()
+    worker = Worker(one_host(settings), store, client, clock=clock)
+    await handing_over(worker)
+    handed = await worker.step()
+    facts = ActivityFacts("alice", "https://here.example/activities/other", "Like", None)
+    other = await store.outbox.submit(facts, json.dumps({"id": facts.activity_id}), None)
+    due = Target(remote.url("/inbox/due"), "127.0.0.1")
+    await store.deliveries.enqueue([Enqueued(other.outbox_id, facts, [due])], clock())
+    await worker.dispatcher.settle(30)
+    clock.advance(worker.settings.poll_interval_seconds)  # the worker claims again
+
+    assert await worker.step() >= 1
+
+    assert not worker.fanout.handover.active
+    assert [view.state for view in await store.deliveries.for_outbox(other.outbox_id)] == ["sending"]
+    while worker.fanout.holding:
+        await worker.fanout.wait_for_progress(30)
+    written = await states(store, row)
+    assert written.pop("queued") == LARGE - handed
+    assert sum(written.values()) == handed  # sent or being sent
+    await worker.dispatcher.settle(30)
+
+
+async def test_deliveries_handed_to_a_worker_that_died_are_sent_after_their_lease_and_the_rest_once(
+    settings: Settings, store: Store, remote: LoopbackServer, client: HttpClient
+) -> None:
+    row = await large_row(store, remote)
+    dying = Worker(one_host(settings), store, client, clock=Clock())
+    await handing_over(dying)
+    taken = await dying.fanout.handover.take(200, {}, 10_000)  # leased, never sent: it dies now
+    assert len(taken) == 200
+    await dying.fanout.aclose()
+    assert (await store.outbox.state(row)).state == "pending"  # type: ignore[union-attr]
+
+    later = Clock(utcnow() + timedelta(seconds=dying.settings.lease_seconds + 1))
+    await run_burst(one_host(settings), store, clock=later)
+
+    assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]
+    assert await states(store, row) == {"delivered": LARGE}
+    assert received_once_each(remote)
