@@ -144,6 +144,16 @@ async def remote() -> AsyncIterator[LoopbackServer]:
 
 
 @pytest.fixture
+async def client(settings: Settings) -> AsyncIterator[HttpClient]:
+    """An HTTP client as the worker's, closed after the test (test files may define their own)."""
+    opened = HttpClient(settings)
+    try:
+        yield opened
+    finally:
+        await opened.aclose()
+
+
+@pytest.fixture
 async def worker(settings: Settings, store: Store) -> AsyncIterator[Worker]:
     """A worker with fast retries, to run round by round (test files may define their own)."""
     client = HttpClient(settings)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
@@ -27,15 +26,6 @@ from tests.loopback import LoopbackServer
 from tests.outbound import fast, insert_outbox_row, run_burst
 
 LARGE = CHUNK_ROWS * 2 + 500
-
-
-@pytest.fixture
-async def client(settings: Settings) -> AsyncIterator[HttpClient]:
-    client = HttpClient(settings)
-    try:
-        yield client
-    finally:
-        await client.aclose()
 
 
 def one_host(settings: Settings, **overrides: Any) -> Settings:
@@ -65,11 +55,15 @@ async def large_row(store: Store, remote: LoopbackServer) -> int:
     return await insert_outbox_row(store, "alice", like(1), [remote.url(f"/inbox/{n}") for n in range(LARGE)])
 
 
-async def handing_over(worker: Worker) -> None:
-    """Expand the pending large row; return once its hand-over has begun."""
+async def handing_over(
+    settings: Settings, store: Store, client: HttpClient, clock: Clock | None = None, **overrides: Any
+) -> Worker:
+    """A worker that expanded the pending large row and has begun handing it over."""
+    worker = Worker(one_host(settings, **overrides), store, client, clock=clock or Clock())
     assert await worker.fanout.expand_pending() == 1
     while not worker.fanout.handover.active:
         await worker.fanout.wait_for_progress(5)
+    return worker
 
 
 async def states(store: Store, row: int) -> dict[str, int]:
@@ -102,8 +96,7 @@ async def test_once_another_worker_beats_the_rest_of_the_fan_out_is_written_for_
     settings: Settings, store: Store, remote: LoopbackServer, client: HttpClient
 ) -> None:
     row = await large_row(store, remote)
-    worker = Worker(one_host(settings, worker_heartbeat_seconds=0.0), store, client, clock=Clock())
-    await handing_over(worker)
+    worker = await handing_over(settings, store, client, worker_heartbeat_seconds=0.0)
     handed = await worker.step()
     assert handed == worker.settings.claim_batch_size  # a claim's worth, leased as written
     await worker.dispatcher.settle(30)
@@ -124,8 +117,7 @@ async def test_an_outbox_row_posted_during_a_hand_over_ends_it_and_is_expanded_o
     settings: Settings, store: Store, remote: LoopbackServer, client: HttpClient
 ) -> None:
     row = await large_row(store, remote)
-    worker = Worker(one_host(settings), store, client, clock=Clock())
-    await handing_over(worker)
+    worker = await handing_over(settings, store, client)
     handed = await worker.step()
     accept = await insert_outbox_row(store, "alice", like(2), [remote.url("/inbox/accept")])
 
@@ -144,8 +136,7 @@ async def test_deliveries_found_due_during_a_hand_over_end_it_and_are_sent(
 ) -> None:
     row = await large_row(store, remote)
     clock = Clock()
-    worker = Worker(one_host(settings), store, client, clock=clock)
-    await handing_over(worker)
+    worker = await handing_over(settings, store, client, clock)
     handed = await worker.step()
     facts = ActivityFacts("alice", "https://here.example/activities/other", "Like", None)
     other = await store.outbox.submit(facts, json.dumps({"id": facts.activity_id}), None)
@@ -170,8 +161,7 @@ async def test_deliveries_handed_to_a_worker_that_died_are_sent_after_their_leas
     settings: Settings, store: Store, remote: LoopbackServer, client: HttpClient
 ) -> None:
     row = await large_row(store, remote)
-    dying = Worker(one_host(settings), store, client, clock=Clock())
-    await handing_over(dying)
+    dying = await handing_over(settings, store, client)
     taken = await dying.fanout.handover.take(200, {}, 10_000)  # leased, never sent: it dies now
     assert len(taken) == 200
     await dying.fanout.aclose()

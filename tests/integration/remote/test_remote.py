@@ -8,7 +8,7 @@ import gzip
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -32,15 +32,6 @@ from tests.loopback import LoopbackServer
 
 _hosts = HostRow.__table__  # type: ignore[attr-defined]
 _gone = GoneInboxRow.__table__  # type: ignore[attr-defined]
-
-
-@pytest.fixture
-async def client(settings: Settings) -> AsyncIterator[HttpClient]:
-    opened = HttpClient(settings)
-    try:
-        yield opened
-    finally:
-        await opened.aclose()
 
 
 def actor_doc(remote: LoopbackServer, name: str, public_pem: str) -> dict[str, object]:
