@@ -97,13 +97,22 @@ class Handover:
 
     async def take(self, room: int, in_flight: Mapping[str, int], host_cap: int) -> list[Claimed]:
         """Write the row's next `room` deliveries (at most `CHUNK_ROWS`), those to live inboxes
-        leased to this worker; the leased ones, to be sent. A delivery to a host that has its
-        share in flight (`in_flight`, `host_cap`) is written queued, and the hand-over stops."""
+        leased to this worker; the leased ones, to be sent. Rows stored before (the row expanded
+        again after a worker died) are not: then the next chunk is written, until one leases
+        some or the hand-over ends."""
         plan = self._plan
-        if plan is None or not self.active or room <= 0:
+        if plan is None or not self.active or room <= 0 or not await self._still_ours(plan):
             return []
-        if not await self._still_ours(plan):
-            return []
+        claimed: list[Claimed] = []
+        while not claimed and self.active:
+            claimed = await self._take_chunk(plan, room, in_flight, host_cap)
+        return claimed
+
+    async def _take_chunk(
+        self, plan: Plan, room: int, in_flight: Mapping[str, int], host_cap: int
+    ) -> list[Claimed]:
+        """One chunk of `take`. A delivery to a host that has its share in flight (`in_flight`,
+        `host_cap`) is written queued, and the hand-over stops."""
         chunk = plan.targets[self.next : self.next + min(room, CHUNK_ROWS)]
         taken: Counter[str] = Counter()
         leased, queued = [], []

@@ -14,7 +14,7 @@ from aiohttp import web
 from fedqueue.outbound.fanout_writes import CHUNK_ROWS
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.http_client import HttpClient
-from fedqueue.rules.attempt_results import Claimed
+from fedqueue.rules.attempt_results import Claimed, Result
 from fedqueue.rules.intake import ActivityFacts
 from fedqueue.settings import Settings
 from fedqueue.storage import Enqueued, Store
@@ -173,3 +173,23 @@ async def test_deliveries_handed_to_a_worker_that_died_are_sent_after_their_leas
     assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]
     assert await states(store, row) == {"delivered": LARGE}
     assert received_once_each(remote)
+
+
+async def test_a_row_expanded_again_is_handed_over_past_the_deliveries_stored_before_without_a_pause(
+    settings: Settings, store: Store, remote: LoopbackServer, client: HttpClient
+) -> None:
+    row = await large_row(store, remote)
+    dying = await handing_over(settings, store, client)
+    taken = await dying.fanout.handover.take(200, {}, 10_000)
+    now = utcnow()
+    await store.deliveries.record(
+        dying.owner, [Result(d.id, "delivered", 1, now, 202, None, now, now) for d in taken]
+    )
+    await dying.fanout.aclose()  # delivered, then it stopped: nothing of the row's is due
+
+    after = await handing_over(settings, store, client)
+
+    assert await after.step() == after.settings.claim_batch_size  # the next 200, at once
+    assert after.fanout.handover.active
+    await after.dispatcher.settle(30)
+    assert len(await store.deliveries.for_outbox(row)) == 400
