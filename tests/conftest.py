@@ -144,8 +144,8 @@ async def remote() -> AsyncIterator[LoopbackServer]:
 
 
 @pytest.fixture
-async def client(settings: Settings) -> AsyncIterator[HttpClient]:
-    """An HTTP client as the worker's, closed after the test (test files may define their own)."""
+async def http_client(settings: Settings) -> AsyncIterator[HttpClient]:
+    """The worker's HTTP client, closed after the test (`client` is the ASGI one: tests.fediverse)."""
     opened = HttpClient(settings)
     try:
         yield opened

@@ -56,10 +56,10 @@ async def large_row(store: Store, remote: LoopbackServer) -> int:
 
 
 async def handing_over(
-    settings: Settings, store: Store, client: HttpClient, clock: Clock | None = None, **overrides: Any
+    settings: Settings, store: Store, http_client: HttpClient, clock: Clock | None = None, **overrides: Any
 ) -> Worker:
     """A worker that expanded the pending large row and has begun handing it over."""
-    worker = Worker(one_host(settings, **overrides), store, client, clock=clock or Clock())
+    worker = Worker(one_host(settings, **overrides), store, http_client, clock=clock or Clock())
     assert await worker.fanout.expand_pending() == 1
     while not worker.fanout.handover.active:
         await worker.fanout.wait_for_progress(5)
@@ -93,10 +93,10 @@ async def test_a_lone_workers_large_fan_out_is_sent_whole_and_none_of_it_is_clai
 
 
 async def test_once_another_worker_beats_the_rest_of_the_fan_out_is_written_for_both_to_claim(
-    settings: Settings, store: Store, remote: LoopbackServer, client: HttpClient
+    settings: Settings, store: Store, remote: LoopbackServer, http_client: HttpClient
 ) -> None:
     row = await large_row(store, remote)
-    worker = await handing_over(settings, store, client, worker_heartbeat_seconds=0.0)
+    worker = await handing_over(settings, store, http_client, worker_heartbeat_seconds=0.0)
     handed = await worker.step()
     assert handed == worker.settings.claim_batch_size  # a claim's worth, leased as written
     await worker.dispatcher.settle(30)
@@ -114,10 +114,10 @@ async def test_once_another_worker_beats_the_rest_of_the_fan_out_is_written_for_
 
 
 async def test_an_outbox_row_posted_during_a_hand_over_ends_it_and_is_expanded_once_the_rest_is_written(
-    settings: Settings, store: Store, remote: LoopbackServer, client: HttpClient
+    settings: Settings, store: Store, remote: LoopbackServer, http_client: HttpClient
 ) -> None:
     row = await large_row(store, remote)
-    worker = await handing_over(settings, store, client)
+    worker = await handing_over(settings, store, http_client)
     handed = await worker.step()
     accept = await insert_outbox_row(store, "alice", like(2), [remote.url("/inbox/accept")])
 
@@ -132,11 +132,11 @@ async def test_an_outbox_row_posted_during_a_hand_over_ends_it_and_is_expanded_o
 
 
 async def test_deliveries_found_due_during_a_hand_over_end_it_and_are_sent(
-    settings: Settings, store: Store, remote: LoopbackServer, client: HttpClient
+    settings: Settings, store: Store, remote: LoopbackServer, http_client: HttpClient
 ) -> None:
     row = await large_row(store, remote)
     clock = Clock()
-    worker = await handing_over(settings, store, client, clock)
+    worker = await handing_over(settings, store, http_client, clock)
     handed = await worker.step()
     facts = ActivityFacts("alice", "https://here.example/activities/other", "Like", None)
     other = await store.outbox.submit(facts, json.dumps({"id": facts.activity_id}), None)
@@ -158,10 +158,10 @@ async def test_deliveries_found_due_during_a_hand_over_end_it_and_are_sent(
 
 
 async def test_deliveries_handed_to_a_worker_that_died_are_sent_after_their_lease_and_the_rest_once(
-    settings: Settings, store: Store, remote: LoopbackServer, client: HttpClient
+    settings: Settings, store: Store, remote: LoopbackServer, http_client: HttpClient
 ) -> None:
     row = await large_row(store, remote)
-    dying = await handing_over(settings, store, client)
+    dying = await handing_over(settings, store, http_client)
     taken = await dying.fanout.handover.take(200, {}, 10_000)  # leased, never sent: it dies now
     assert len(taken) == 200
     await dying.fanout.aclose()
@@ -176,10 +176,10 @@ async def test_deliveries_handed_to_a_worker_that_died_are_sent_after_their_leas
 
 
 async def test_a_row_expanded_again_is_handed_over_past_the_deliveries_stored_before_without_a_pause(
-    settings: Settings, store: Store, remote: LoopbackServer, client: HttpClient
+    settings: Settings, store: Store, remote: LoopbackServer, http_client: HttpClient
 ) -> None:
     row = await large_row(store, remote)
-    dying = await handing_over(settings, store, client)
+    dying = await handing_over(settings, store, http_client)
     taken = await dying.fanout.handover.take(200, {}, 10_000)
     now = utcnow()
     await store.deliveries.record(
@@ -187,7 +187,7 @@ async def test_a_row_expanded_again_is_handed_over_past_the_deliveries_stored_be
     )
     await dying.fanout.aclose()  # delivered, then it stopped: nothing of the row's is due
 
-    after = await handing_over(settings, store, client)
+    after = await handing_over(settings, store, http_client)
 
     assert await after.step() == after.settings.claim_batch_size  # the next 200, at once
     assert after.fanout.handover.active

@@ -66,7 +66,7 @@ def cache_entry(uri: str, now: datetime | None = None) -> CachedRemote:
 
 
 async def test_an_actor_is_fetched_with_a_signed_get_and_then_served_from_the_cache(
-    store: Store, client: HttpClient, remote: LoopbackServer
+    store: Store, http_client: HttpClient, remote: LoopbackServer
 ) -> None:
     remote_pair = keys.generate_key_pair()
     remote.serve_json("/users/bob", actor_doc(remote, "bob", remote_pair.public_pem))
@@ -74,7 +74,7 @@ async def test_an_actor_is_fetched_with_a_signed_get_and_then_served_from_the_ca
     signer = SigningIdentity(
         "http://127.0.0.1:8000/actors/alice#main-key", await store.actors.signing_key("alice")
     )
-    directory = RemoteDirectory(store, client)
+    directory = RemoteDirectory(store, http_client)
 
     actor = await directory.actor(remote.url("/users/bob"), signer)
     assert actor.inbox == remote.url("/users/bob/inbox")
@@ -95,17 +95,17 @@ async def test_an_actor_is_fetched_with_a_signed_get_and_then_served_from_the_ca
 
 
 async def test_a_key_id_resolves_to_the_key_and_its_owner(
-    store: Store, client: HttpClient, remote: LoopbackServer
+    store: Store, http_client: HttpClient, remote: LoopbackServer
 ) -> None:
     pair = keys.generate_key_pair()
     remote.serve_json("/users/bob", actor_doc(remote, "bob", pair.public_pem))
-    key = await RemoteDirectory(store, client).key(remote.url("/users/bob#main-key"), None)
+    key = await RemoteDirectory(store, http_client).key(remote.url("/users/bob#main-key"), None)
     assert key.owner == remote.url("/users/bob")
     assert key.public_key_pem == pair.public_pem
 
 
 async def test_a_separate_key_document_must_be_listed_by_its_owner(
-    store: Store, client: HttpClient, remote: LoopbackServer
+    store: Store, http_client: HttpClient, remote: LoopbackServer
 ) -> None:
     pair = keys.generate_key_pair()
     remote.serve_json("/users/bob", actor_doc(remote, "bob", pair.public_pem))
@@ -118,11 +118,11 @@ async def test_a_separate_key_document_must_be_listed_by_its_owner(
         },
     )
     with pytest.raises(FetchError, match="does not list key"):
-        await RemoteDirectory(store, client).key(remote.url("/keys/stolen"), None)
+        await RemoteDirectory(store, http_client).key(remote.url("/keys/stolen"), None)
 
 
 async def test_a_document_claiming_to_be_an_actor_elsewhere_on_its_origin_cannot_lend_it_a_key(
-    store: Store, client: HttpClient, remote: LoopbackServer
+    store: Store, http_client: HttpClient, remote: LoopbackServer
 ) -> None:
     """An upload on bob's server whose id is bob's: its key is not bob's, and bob stays bob."""
     bobs, forgers = keys.generate_key_pair(), keys.generate_key_pair()
@@ -136,7 +136,7 @@ async def test_a_document_claiming_to_be_an_actor_elsewhere_on_its_origin_cannot
         "publicKeyPem": forgers.public_pem,
     }
     remote.serve_json("/media/upload.json", forged)
-    directory = RemoteDirectory(store, client)
+    directory = RemoteDirectory(store, http_client)
     with pytest.raises(FetchError, match="does not list key"):
         await directory.key(f"{upload}#k", None)
     actor = await directory.actor(upload, None)  # the actor the upload claims, as its own address serves it
@@ -148,7 +148,7 @@ async def test_a_document_claiming_to_be_an_actor_elsewhere_on_its_origin_cannot
 
 
 async def test_a_key_id_serving_an_actor_stub_resolves_through_the_actors_own_document(
-    store: Store, client: HttpClient, remote: LoopbackServer
+    store: Store, http_client: HttpClient, remote: LoopbackServer
 ) -> None:
     """GoToSocial's keys: `/users/bob/main-key` serves a stub whose id is bob; bob lists the key."""
     pair = keys.generate_key_pair()
@@ -156,18 +156,18 @@ async def test_a_key_id_serving_an_actor_stub_resolves_through_the_actors_own_do
     public_key = {"id": key_id, "owner": bob, "publicKeyPem": pair.public_pem}
     remote.serve_json("/users/bob", actor_doc(remote, "bob", pair.public_pem) | {"publicKey": public_key})
     remote.serve_json("/users/bob/main-key", {"id": bob, "type": "Person", "publicKey": public_key})
-    key = await RemoteDirectory(store, client).key(key_id, None)
+    key = await RemoteDirectory(store, http_client).key(key_id, None)
     assert (key.owner, key.public_key_pem) == (bob, pair.public_pem)
 
 
 async def test_a_claimed_id_whose_own_document_has_another_id_is_refused(
-    store: Store, client: HttpClient, remote: LoopbackServer
+    store: Store, http_client: HttpClient, remote: LoopbackServer
 ) -> None:
     pair = keys.generate_key_pair()
     remote.serve_json("/users/alias", actor_doc(remote, "bob", pair.public_pem))
     remote.serve_json("/users/bob", actor_doc(remote, "carol", pair.public_pem))
     with pytest.raises(FetchError, match="whose document has another id"):
-        await RemoteDirectory(store, client).actor(remote.url("/users/alias"), None)
+        await RemoteDirectory(store, http_client).actor(remote.url("/users/alias"), None)
     assert await store.remote_actors.get(remote.url("/users/bob"), utcnow()) is None
 
 
@@ -188,16 +188,20 @@ async def test_a_claimed_id_whose_own_document_has_another_id_is_refused(
     ],
 )
 async def test_an_unusable_actor_document_is_a_fetch_error_remembered_briefly(
-    store: Store, client: HttpClient, remote: LoopbackServer, answer: Callable[[], web.Response], reason: str
+    store: Store,
+    http_client: HttpClient,
+    remote: LoopbackServer,
+    answer: Callable[[], web.Response],
+    reason: str,
 ) -> None:
     remote.on("GET", "/users/bad", lambda _r: answer())
-    directory = RemoteDirectory(store, client)
+    directory = RemoteDirectory(store, http_client)
     with pytest.raises(FetchError, match=reason):
         await directory.actor(remote.url("/users/bad"), None)
     with pytest.raises(FetchError, match=reason):
         await directory.actor(remote.url("/users/bad"), None)
     assert len(remote.received("GET", "/users/bad")) == 1
-    later = RemoteDirectory(store, client, clock=lambda: utcnow() + timedelta(minutes=6))
+    later = RemoteDirectory(store, http_client, clock=lambda: utcnow() + timedelta(minutes=6))
     with pytest.raises(FetchError):
         await later.actor(remote.url("/users/bad"), None)
     assert len(remote.received("GET", "/users/bad")) == 2
@@ -209,13 +213,13 @@ def gzipped(body: bytes) -> Callable[[Any], web.Response]:
 
 
 async def test_a_compressed_document_is_decoded_and_capped_by_its_decoded_size(
-    store: Store, client: HttpClient, remote: LoopbackServer, settings: Settings
+    store: Store, http_client: HttpClient, remote: LoopbackServer, settings: Settings
 ) -> None:
     doc = actor_doc(remote, "bob", keys.generate_key_pair().public_pem)
     remote.on("GET", "/users/bob", gzipped(json.dumps(doc).encode()))
     padding = b" " * (settings.max_document_bytes + 1)
     remote.on("GET", "/users/bomb", gzipped(b'{"id": "x"' + padding + b"}"))
-    directory = RemoteDirectory(store, client)
+    directory = RemoteDirectory(store, http_client)
 
     assert (await directory.actor(remote.url("/users/bob"), None)).inbox == doc["inbox"]
     with pytest.raises(FetchError, match="over the 1048576-byte cap"):
@@ -246,10 +250,10 @@ def _encoded(encoding: str) -> Callable[[], web.Response]:
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32"])
 async def test_a_document_in_utf16_or_utf32_is_refused_as_not_utf8_and_remembered(
-    store: Store, client: HttpClient, remote: LoopbackServer, encoding: str
+    store: Store, http_client: HttpClient, remote: LoopbackServer, encoding: str
 ) -> None:
     remote.on("GET", "/users/bad", lambda _r: _encoded(encoding)())
-    directory = RemoteDirectory(store, client)
+    directory = RemoteDirectory(store, http_client)
     for _ in range(2):
         with pytest.raises(FetchError, match="is not UTF-8"):
             await directory.actor(remote.url("/users/bad"), None)
@@ -292,7 +296,7 @@ def _with(doc: dict[str, Any], path: tuple[str, ...], value: object) -> dict[str
 )
 async def test_an_actor_document_with_an_unstorable_field_is_refused_and_nothing_is_stored(
     store: Store,
-    client: HttpClient,
+    http_client: HttpClient,
     remote: LoopbackServer,
     path: tuple[str, ...],
     value: str,
@@ -301,7 +305,7 @@ async def test_an_actor_document_with_an_unstorable_field_is_refused_and_nothing
     uri = remote.url("/users/bob")
     doc = actor_doc(remote, "bob", keys.generate_key_pair().public_pem)
     remote.serve_json("/users/bob", _with(doc, path, value.format(uri=uri, origin=remote.origin)))
-    directory = RemoteDirectory(store, client)
+    directory = RemoteDirectory(store, http_client)
     with pytest.raises(FetchError, match=re.escape(reason)) as caught:
         await directory.actor(uri, None)
     assert "\n" not in str(caught.value)
@@ -324,10 +328,10 @@ async def test_an_actor_document_with_an_unstorable_field_is_refused_and_nothing
     ],
 )
 async def test_an_unusable_actor_uri_or_key_id_is_refused_without_a_request(
-    store: Store, client: HttpClient, remote: LoopbackServer, uri: str, reason: str
+    store: Store, http_client: HttpClient, remote: LoopbackServer, uri: str, reason: str
 ) -> None:
     remote.serve_json("/users/bob", actor_doc(remote, "bob", keys.generate_key_pair().public_pem))
-    directory = RemoteDirectory(store, client)
+    directory = RemoteDirectory(store, http_client)
     target = uri.format(port=remote.port)
     with pytest.raises(FetchError, match=re.escape(reason)):
         await directory.actor(target, None)
@@ -337,14 +341,14 @@ async def test_an_unusable_actor_uri_or_key_id_is_refused_without_a_request(
 
 
 async def test_a_url_no_client_can_use_is_a_fetch_error_or_a_permanent_send_failure(
-    client: HttpClient,
+    http_client: HttpClient,
 ) -> None:
     url = "http://127.0.0.1:9/in\u0000box"  # httpx raised InvalidURL, which is no HTTPError
     with pytest.raises(FetchError, match=r"GET .* failed: "):
-        async with client.get(url, {}):
+        async with http_client.get(url, {}):
             pass
     with pytest.raises(SendFailed, match="non-canonical IPv4 spelling") as caught:
-        await client.post("http://0177.0.0.1:9/inbox", b"{}", {}, head_bytes=10)
+        await http_client.post("http://0177.0.0.1:9/inbox", b"{}", {}, head_bytes=10)
     assert caught.value.permanent
 
 
@@ -419,17 +423,17 @@ async def test_concurrent_lookups_each_get_their_own_entry_key_owner_and_host_sc
 
 
 async def test_a_fetched_actor_reaches_the_shared_cache_behind_the_fetch(
-    store: Store, client: HttpClient, remote: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+    store: Store, http_client: HttpClient, remote: LoopbackServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The fetch returns before the cache write commits; another process's directory then finds it."""
     monkeypatch.setattr(remote_actors, "BEHIND_LINGER_S", FOREVER_S)
     store = Store(store.database)
     remote.serve_json("/users/bob", actor_doc(remote, "bob", keys.generate_key_pair().public_pem))
-    await RemoteDirectory(store, client).actor(remote.url("/users/bob"), None)
+    await RemoteDirectory(store, http_client).actor(remote.url("/users/bob"), None)
     assert await store.remote_actors.get(remote.url("/users/bob"), utcnow()) is None  # still behind
     await store.remote_actors.flushed()
 
-    other_process = RemoteDirectory(store, client)  # nothing in its memory
+    other_process = RemoteDirectory(store, http_client)  # nothing in its memory
     actor = await other_process.actor(remote.url("/users/bob"), None)
     assert actor.inbox == remote.url("/users/bob/inbox")
     assert len(remote.received("GET", "/users/bob")) == 1
