@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 from fedqueue import tracing
@@ -197,7 +196,7 @@ class Fanout:
         self._decided = {held.entry.id: held.refused for held in ready if held.refused is not None}
         self._given_back = []
         await self._planner.forget_deleted({entry.actor for entry in entries})
-        async with self._lease_kept([entry.id for entry in entries]):
+        async with self._writer.leases_kept([entry.id for entry in entries]):
             plans: list[Plan] = []
             for entry in entries:
                 if entry.id not in self._ready and self._waits_behind(entry):
@@ -233,7 +232,7 @@ class Fanout:
         """Write one large row's deliveries under its lease: handed over to this worker while it is
         alone (`Handover`), else in chunks, each signalled to the worker."""
         try:
-            async with self._lease_kept([plan.entry.id]):
+            async with self._writer.leases_kept([plan.entry.id], lost=self.handover.lost):
                 if not await self.handover.alone():
                     await self._write_isolated([plan])
                     return
@@ -353,30 +352,6 @@ class Fanout:
         self._metrics.worker_error(
             "expand", exc, "outbox row %s: expansion attempt %d failed", entry.id, entry.expansion_attempts
         )
-
-    @contextlib.asynccontextmanager
-    async def _lease_kept(self, outbox_ids: list[int]) -> AsyncIterator[None]:
-        """Renew the rows' leases in the background (one statement) while they are expanded.
-
-        Slow actor fetches must not let a lease lapse: another worker would claim the row
-        meanwhile, and every such claim counts toward `expansion_max_attempts`.
-        """
-        lease_s = self._settings.lease_seconds
-
-        async def renew() -> None:
-            while True:
-                await asyncio.sleep(lease_s / 3)
-                until = self._clock() + timedelta(seconds=lease_s)
-                with contextlib.suppress(Exception):  # failing that, the leases run out
-                    await self._store.outbox.renew(outbox_ids, self._owner, until)
-
-        renewing = asyncio.create_task(renew())
-        try:
-            yield
-        finally:
-            renewing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewing
 
     async def _settle(self, entry: OutboxEntry, reason: str, *, failed: bool = False) -> None:
         """After a failed expansion: try again after a backoff, or end `rejected` with the reason."""

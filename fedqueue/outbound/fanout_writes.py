@@ -9,8 +9,10 @@ given-up host, refused by the federation policy) become dead deliveries at once.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import replace
 from datetime import timedelta
 
@@ -20,7 +22,7 @@ from fedqueue.outbound.context import WorkerContext
 from fedqueue.outbound.fanout_plan import Plan
 from fedqueue.rules.attempt_results import Claimed
 from fedqueue.rules.circuit import unreachable_reason
-from fedqueue.rules.errors import FedqueueError
+from fedqueue.rules.errors import FedqueueError, describe
 from fedqueue.rules.federation_policy import Refusal
 from fedqueue.rules.states import DeliveryState, OutboxState
 from fedqueue.storage import Enqueued, Target
@@ -140,6 +142,39 @@ class PlanWriter:
             [entry.id], self._owner, OutboxState.EXPANDED, self._clock(), recipients=counted
         )
         log.info("activity %s: %d deliveries", facts.activity_id, len(plan.targets))
+
+    @contextlib.asynccontextmanager
+    async def leases_kept(
+        self, outbox_ids: list[int], lost: Callable[[], None] | None = None
+    ) -> AsyncIterator[None]:
+        """Renew the rows' leases in the background (one statement) while they are expanded, and
+        call `lost`, once, if a renewal finds one of them another worker's (or no longer expanding).
+
+        Slow actor fetches must not let a lease lapse: another worker would claim the row
+        meanwhile, and every such claim counts toward `expansion_max_attempts`.
+        """
+        lease_s = self._settings.lease_seconds
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(lease_s / 3)
+                until = self._clock() + timedelta(seconds=lease_s)
+                try:
+                    kept = await self._store.outbox.renew(outbox_ids, self._owner, until)
+                except Exception as exc:  # failing that, the leases run out
+                    log.debug("outbox rows %s: leases not renewed: %s", outbox_ids, describe(exc))
+                    continue
+                if lost is not None and len(kept) < len(outbox_ids):
+                    lost()
+                    return
+
+        renewing = asyncio.create_task(renew())
+        try:
+            yield
+        finally:
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewing
 
     async def _mark_gone(self, plans: list[Plan]) -> None:
         """Targets known to be gone (410), on a given-up host, or on a host the federation policy

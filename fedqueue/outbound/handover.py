@@ -50,7 +50,7 @@ class Handover:
         self.next = 0
         #: Set once the row's last delivery is written, or the hand-over stopped.
         self.ended = asyncio.Event()
-        self._renewed = self._looked = 0.0
+        self._looked = 0.0
 
     @property
     def active(self) -> bool:
@@ -74,7 +74,7 @@ class Handover:
             return
         self._plan, self.next = plan, 0
         self.ended = asyncio.Event()
-        self._renewed = self._looked = time.monotonic()
+        self._looked = time.monotonic()
         progress.set()
         try:
             await self.ended.wait()
@@ -84,15 +84,21 @@ class Handover:
 
     def stop(self, why: str) -> None:
         """End the hand-over: the rest of the row is written ahead, to be claimed."""
-        if not self.active or self._plan is None:
+        plan = self._plan
+        if plan is None or self.ended.is_set():
             return
         log.info(
             "activity %s: %d of %d deliveries handed over as written; the rest written ahead (%s)",
-            self._plan.facts.activity_id,
+            plan.facts.activity_id,
             self.next,
-            len(self._plan.targets),
+            len(plan.targets),
             why,
         )
+        self.ended.set()
+
+    def lost(self) -> None:
+        """The row's expansion lease is lost (`PlanWriter.leases_kept` found it so): hand nothing more
+        over; the rest is not written either (`PlanWriter.write_from` finds the lease lost too)."""
         self.ended.set()
 
     async def take(self, room: int, in_flight: Mapping[str, int], host_cap: int) -> list[Claimed]:
@@ -101,7 +107,7 @@ class Handover:
         again after a worker died) are not: then the next chunk is written, until one leases
         some or the hand-over ends."""
         plan = self._plan
-        if plan is None or not self.active or room <= 0 or not await self._still_ours(plan):
+        if plan is None or not self.active or room <= 0 or not await self._still_alone():
             return []
         claimed: list[Claimed] = []
         while not claimed and self.active:
@@ -139,15 +145,10 @@ class Handover:
             self.stop("a host has its share of the window in flight")
         return claimed
 
-    async def _still_ours(self, plan: Plan) -> bool:
-        """Renew the row's lease every third of one, and look for other workers every heartbeat
-        interval; False (the hand-over stopped) if the lease is lost or another worker beats."""
+    async def _still_alone(self) -> bool:
+        """Look for other workers once a heartbeat interval; False (the hand-over stopped) if
+        another worker beats."""
         now = time.monotonic()
-        if now - self._renewed >= self._settings.lease_seconds / 3:
-            self._renewed = now
-            if not await self._writer.renew(plan):
-                self.ended.set()
-                return False
         if now - self._looked >= self._settings.worker_heartbeat_seconds:
             self._looked = now
             if not await self.alone():

@@ -3,13 +3,16 @@ Once another worker beats, or other work waits, the rest is written ahead, to be
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from collections import Counter
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from aiohttp import web
+from sqlalchemy import update
 
 from fedqueue.outbound.fanout_writes import CHUNK_ROWS
 from fedqueue.outbound.worker import Worker
@@ -20,6 +23,7 @@ from fedqueue.settings import Settings
 from fedqueue.storage import Enqueued, Store
 from fedqueue.storage.column_types import utcnow
 from fedqueue.storage.deliveries import DeliveryStore, Target
+from fedqueue.storage.schema import OUTBOX
 from tests.integration.outbound.test_expansion_batches import another_worker_beats, like
 from tests.integration.outbound.test_worker_survival import Clock
 from tests.loopback import LoopbackServer
@@ -193,3 +197,28 @@ async def test_a_row_expanded_again_is_handed_over_past_the_deliveries_stored_be
     assert after.fanout.handover.active
     await after.dispatcher.settle(30)
     assert len(await store.deliveries.for_outbox(row)) == 400
+
+
+async def test_a_hand_over_whose_row_another_worker_took_ends_at_once_and_writes_no_more_of_it(
+    settings: Settings,
+    store: Store,
+    remote: LoopbackServer,
+    http_client: HttpClient,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    row = await large_row(store, remote)
+    worker = await handing_over(settings, store, http_client, lease_seconds=0.3)
+    handed = await worker.step()
+    await worker.dispatcher.settle(30)
+
+    async with store.database.transaction() as conn:  # its lease ran out, and another worker took the row
+        await conn.execute(update(OUTBOX).where(OUTBOX.c.id == row).values(lease_owner="elsewhere:1:took"))
+    with caplog.at_level(logging.WARNING, "fedqueue.outbound"):
+        await asyncio.wait_for(worker.fanout.handover.ended.wait(), 10)  # without the worker stepping
+        while worker.fanout.holding:
+            await worker.fanout.wait_for_progress(30)
+
+    assert await worker.fanout.handover.take(200, {}, 10_000) == []
+    assert len(await store.deliveries.for_outbox(row)) == handed
+    assert f"lost the expansion lease of outbox row {row}" in caplog.text
+    await worker.dispatcher.flush()
