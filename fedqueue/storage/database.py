@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import Exists, Select, Table, Update
+from sqlalchemy import Column, Exists, Insert, Select, Table, Update
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.expression import ClauseElement
@@ -21,7 +21,7 @@ from sqlalchemy.util import greenlet_spawn
 
 from fedqueue.rules.errors import SettingsError, StorageUnavailable
 from fedqueue.storage.database_errors import DatabaseOutages, translated_driver_errors, translated_errors
-from fedqueue.storage.dialects import Dialect
+from fedqueue.storage.dialects import Dialect, Inserts
 from fedqueue.storage.driver_statements import DriverStatement, compiled_for_driver
 from fedqueue.storage.postgres_dialect import PostgresDialect
 from fedqueue.storage.sqlite_dialect import SqliteDialect
@@ -50,7 +50,7 @@ class Database:
         self._built: dict[Callable[[Database], Any], Any] = {}
         #: Statements run on the driver itself, compiled for it: `read_in`'s and `write_in`'s
         #: (SQLite), `alone`'s (PostgreSQL).
-        self._driver_statements: dict[Select[Any] | Update, DriverStatement] = {}
+        self._driver_statements: dict[Select[Any] | Update | Insert, DriverStatement] = {}
         #: This process's outages of the database: one WARNING and one INFO line each.
         self.outages = DatabaseOutages(self._replace_pooled_connections)
         count_committed_writes(engine)
@@ -162,6 +162,19 @@ class Database:
         """
         return await self.dialect.alone(self, statement, parameters, in_index_order)
 
+    async def inserted(
+        self, statements: Inserts, returning: Sequence[Column[Any]]
+    ) -> Sequence[Sequence[Any]]:
+        """Run `statements` (INSERTs, the last into a table with an integer key `id`) as one write,
+        atomic by itself; the `returning` columns of the rows the last one created.
+
+        PostgreSQL: the last with a RETURNING clause (alone: one message). SQLite: one trip to
+        aiosqlite's thread, the rows read back as one JSON value (`SqliteDialect.inserted`): each
+        row of a RETURNING clause is a step that gives the GIL up and waits to take it back from
+        the busy event loop; 200 rows took 25-30 ms there, for 0.5 ms of SQLite's work.
+        """
+        return await self.dialect.inserted(self, statements, returning)
+
     async def write_unless(
         self, guard: Exists, statement: Update, parameters: Mapping[str, Any]
     ) -> tuple[bool, int]:
@@ -234,7 +247,7 @@ class Database:
         raw = await conn.get_raw_connection()
         return raw.driver_connection, self.compiled(statement)
 
-    def compiled(self, statement: Select[Any] | Update) -> DriverStatement:
+    def compiled(self, statement: Select[Any] | Update | Insert) -> DriverStatement:
         """`statement` compiled for the driver, once."""
         compiled = self._driver_statements.get(statement)
         if compiled is None:

@@ -13,8 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from operator import attrgetter, itemgetter
-from typing import Any
+from operator import itemgetter
 
 from sqlalchemy import and_, case, func, select, type_coerce, update
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -26,9 +25,10 @@ from fedqueue.rules.wording import inert
 from fedqueue.storage.column_types import UTCDateTime, utcnow
 from fedqueue.storage.database import Database
 from fedqueue.storage.delivery_statements import (
-    ENQUEUE_ITEM,
+    CLAIMED_COLUMNS,
     claim_statement,
     claim_unresolved_statement,
+    enqueue_items,
     enqueue_statement,
     held_hosts,
     record_statement,
@@ -41,8 +41,6 @@ from fedqueue.storage.webhook_events import after_given_up, after_record, any_we
 _CLAIM_ORDER = itemgetter(
     0, *(1 + list(Claimed.__dataclass_fields__).index(n) for n in ("next_attempt_at", "id"))
 )
-#: An activity's facts as `enqueue_statement`'s JSON rows hold them, after outbox_id and lane.
-_FACTS = attrgetter(*ENQUEUE_ITEM[2:])
 
 
 @dataclass(frozen=True)
@@ -127,20 +125,24 @@ class DeliveryStore:
         self, batch: Sequence[Enqueued], leased: Enqueued, owner: str, now: datetime, lease_seconds: float
     ) -> list[Claimed]:
         """`enqueue` `batch`, and create `leased`'s rows (none dead) already claimed by `owner` (no
-        claim: `outbound.handover`), in one transaction; them, as `claim` returns (not old rows)."""
-        parameters = {
-            "items": _items([leased]),
-            "now": now,
-            "owner": owner,
-            "lease_until": now + timedelta(seconds=lease_seconds),
-        }
-        async with self._db.transaction() as conn:
-            await self._enqueue_in(conn, batch, now)
-            rows = (await conn.execute(self._enqueue_leased, parameters)).all() if leased.targets else []
+        claim: `outbound.handover`), as one write; them, as `claim` returns (not old rows). In
+        one trip to the database (`Database.inserted`) unless a row of `batch` is created dead
+        (then its `delivery.dead` event may be due, as in `enqueue`)."""
+        until = now + timedelta(seconds=lease_seconds)
+        parameters = {"items": enqueue_items([leased]), "now": now, "owner": owner, "lease_until": until}
+        if all(target.dead_reason is None for item in batch for target in item.targets):
+            items = enqueue_items(batch)
+            queued = [(self._enqueue, {"items": items, "now": now})] if items else []
+            rows = await self._db.inserted([*queued, (self._enqueue_leased, parameters)], CLAIMED_COLUMNS)
+        else:
+            async with self._db.transaction() as conn:
+                await self._enqueue_in(conn, batch, now)
+                leasing = self._enqueue_leased.returning(*CLAIMED_COLUMNS)
+                rows = (await conn.execute(leasing, parameters)).all()
         return [Claimed(*row[1:]) for row in sorted(rows, key=_CLAIM_ORDER)]
 
     async def _enqueue_in(self, conn: AsyncConnection, batch: Sequence[Enqueued], now: datetime) -> None:
-        items = _items(batch)
+        items = enqueue_items(batch)
         if not items:
             return
         parameters = {"items": items, "now": now}
@@ -375,26 +377,3 @@ class DeliveryStore:
                 )
             ).all()
         return Counter({row[0]: int(row[1]) for row in rows})
-
-
-def _items(batch: Sequence[Enqueued]) -> list[list[Any]]:
-    """`batch` as `enqueue_statement`'s JSON rows: each activity's facts once, then its targets."""
-    return [
-        [
-            item.outbox_id,
-            int(item.lane),
-            *_FACTS(item.facts),
-            [
-                (
-                    t.inbox,
-                    t.host,
-                    t.dead_reason and inert(t.dead_reason),
-                    t.recipient,
-                    t.detail and inert(t.detail),
-                )
-                for t in item.targets
-            ],
-        ]
-        for item in batch
-        if item.targets
-    ]

@@ -3,7 +3,10 @@ them for every call cost more than running them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -24,14 +27,22 @@ from sqlalchemy import (
 
 from fedqueue.rules.attempt_results import Claimed
 from fedqueue.rules.states import LANES, UNSENT, CircuitState, DeliveryState
+from fedqueue.rules.wording import inert
 from fedqueue.storage.database import Database
 from fedqueue.storage.dialects import json_array, json_item
 from fedqueue.storage.schema import DELIVERIES, HOSTS
 
+if TYPE_CHECKING:
+    from fedqueue.storage.deliveries import Enqueued
+
 #: What `claim` returns: the columns of `Claimed`'s fields, in their order.
 _CLAIMED = [DELIVERIES.c[name] for name in Claimed.__dataclass_fields__]
+#: What a claim returns of each row (the lane, then a `Claimed`), and `enqueue_leased` too.
+CLAIMED_COLUMNS = (DELIVERIES.c.lane, *_CLAIMED)
 #: An `Enqueued` in `enqueue`'s JSON rows: these columns' values, then its targets (`_TARGET`).
-ENQUEUE_ITEM = ("outbox_id", "lane", "actor", "activity_type", "object_id", "undoes", "target")
+_ENQUEUE_ITEM = ("outbox_id", "lane", "actor", "activity_type", "object_id", "undoes", "target")
+#: An activity's facts as the JSON rows hold them, after outbox_id and lane.
+_FACTS = attrgetter(*_ENQUEUE_ITEM[2:])
 #: A `Target` in `enqueue`'s JSON rows: these columns' values (`last_error` is its `dead_reason`).
 _TARGET = ("inbox", "host", "last_error", "recipient", "last_error_detail")
 #: What `record` writes on a row, after its id.
@@ -64,22 +75,23 @@ def enqueue_statement(database: Database, leased: bool = False) -> Insert:
     its rows are created in the targets' order. A row whose `last_error` is set is created dead.
 
     `leased` (`DeliveryStore.enqueue_leased`): the rows are created `sending`, leased to `owner`
-    until `lease_until` (also bound), and returned as a claim returns them; none may be dead.
+    until `lease_until` (also bound); none may be dead. `CLAIMED_COLUMNS` are the columns to read back:
+    what a claim returns.
     """
     d = DELIVERIES.c
     item = database.dialect.json_rows("items").c.value
     facts = [
-        database.dialect.json_column(item, n, d[name]).label(name) for n, name in enumerate(ENQUEUE_ITEM)
+        database.dialect.json_column(item, n, d[name]).label(name) for n, name in enumerate(_ENQUEUE_ITEM)
     ]
     # Materialized: each activity's facts are read out of its JSON once, not once per target.
     items = (
-        select(*facts, json_array(item, len(ENQUEUE_ITEM)).label("targets"))
+        select(*facts, json_array(item, len(_ENQUEUE_ITEM)).label("targets"))
         .cte("items")
         .prefix_with("MATERIALIZED")
     )
     targets = database.dialect.json_elements(items.c.targets)
     target = targets.c.value
-    values = {name: items.c[name] for name in ENQUEUE_ITEM} | {
+    values = {name: items.c[name] for name in _ENQUEUE_ITEM} | {
         name: json_item(target, n) for n, name in enumerate(_TARGET)
     }
     values["state"] = case(
@@ -94,7 +106,7 @@ def enqueue_statement(database: Database, leased: bool = False) -> Insert:
     rows = select(*values.values()).select_from(items.join(targets, true())).where(true())
     # Either unique key may exist already: (outbox_id, inbox), or (outbox_id, recipient).
     insert = database.dialect.insert_ignoring_conflicts(DELIVERIES).from_select(list(values), rows)
-    return insert.returning(DELIVERIES.c.lane, *_CLAIMED) if leased else insert
+    return insert
 
 
 def record_statement(database: Database) -> Update:
@@ -174,7 +186,7 @@ def claim_statement(database: Database, skipping: bool, expired_leases: bool) ->
             lease_owner=bindparam("owner", type_=d.lease_owner.type),
             lease_until=bindparam("lease_until", type_=d.lease_until.type),
         )
-        .returning(DELIVERIES.c.lane, *_CLAIMED)
+        .returning(*CLAIMED_COLUMNS)
     )
 
 
@@ -206,3 +218,26 @@ def claim_unresolved_statement(database: Database) -> Update:
         )
         .returning(d.id, d.outbox_id, d.recipient, d.actor, d.attempts)
     )
+
+
+def enqueue_items(batch: Sequence[Enqueued]) -> list[list[Any]]:
+    """`batch` as `enqueue_statement`'s JSON rows: each activity's facts once, then its targets."""
+    return [
+        [
+            item.outbox_id,
+            int(item.lane),
+            *_FACTS(item.facts),
+            [
+                (
+                    t.inbox,
+                    t.host,
+                    t.dead_reason and inert(t.dead_reason),
+                    t.recipient,
+                    t.detail and inert(t.detail),
+                )
+                for t in item.targets
+            ],
+        ]
+        for item in batch
+        if item.targets
+    ]

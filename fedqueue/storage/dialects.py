@@ -69,6 +69,10 @@ class _JsonRows(JsonList):
         return json.dumps(value or [], ensure_ascii=False)
 
 
+#: INSERT statements with their parameters, run in order as one write (`Database.inserted`).
+Inserts = Sequence[tuple[Insert, Mapping[str, Any]]]
+
+
 class Dialect(ABC):
     """The engine-specific half of `Database`: statements, settings and driver calls."""
 
@@ -120,6 +124,12 @@ class Dialect(ABC):
         self, db: Database, guard: Exists, statement: Update, parameters: Mapping[str, Any]
     ) -> tuple[bool, int]:
         """`Database.write_unless`."""
+
+    @abstractmethod
+    async def inserted(
+        self, db: Database, statements: Inserts, returning: Sequence[Column[Any]]
+    ) -> Sequence[Sequence[Any]]:
+        """`Database.inserted`."""
 
     @abstractmethod
     async def read_in(

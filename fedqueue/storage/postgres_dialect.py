@@ -34,7 +34,7 @@ from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.selectable import FromClause, Join, TableValuedAlias
 
-from fedqueue.storage.dialects import AnySelect, Columns, Dialect, json_item, pooled
+from fedqueue.storage.dialects import AnySelect, Columns, Dialect, Inserts, json_item, pooled
 from fedqueue.storage.listener import Listener
 from fedqueue.storage.rows import ArrayRows, Rows
 
@@ -59,6 +59,8 @@ class PostgresDialect(Dialect):
         super().__init__(engine)
         #: `write_unless`'s (guard, write) -> the one statement joining them.
         self._guarded: dict[tuple[Exists, Update], Select[tuple[bool, int]]] = {}
+        #: `inserted`'s (statement, columns) -> it with its RETURNING clause.
+        self._returning: dict[tuple[Insert, tuple[Column[Any], ...]], Insert] = {}
 
     @staticmethod
     def engines(url: str, pool_size: int) -> tuple[AsyncEngine, AsyncEngine]:
@@ -130,7 +132,11 @@ class PostgresDialect(Dialect):
         )
 
     async def _alone(
-        self, db: Database, statement: Update | Select[Any], parameters: Mapping[str, Any], begin: str | None
+        self,
+        db: Database,
+        statement: Update | Select[Any] | Insert,
+        parameters: Mapping[str, Any],
+        begin: str | None,
     ) -> Sequence[Sequence[Any]]:
         """`alone`, in a transaction begun (and its settings made) by `begin`, if given."""
         compiled = db.compiled(statement)
@@ -149,6 +155,26 @@ class PostgresDialect(Dialect):
                 raise
             await driver.execute("COMMIT")
             return rows
+
+    async def inserted(
+        self, db: Database, statements: Inserts, returning: Sequence[Column[Any]]
+    ) -> Sequence[Sequence[Any]]:
+        """On a writer's driver connection itself, as `alone`: the last statement with a RETURNING
+        clause (built once per statement and columns), the others before it in one transaction."""
+        last, parameters = statements[-1]
+        key = (last, tuple(returning))
+        returned = self._returning.get(key)
+        if returned is None:
+            returned = self._returning[key] = last.returning(*returning)
+        if len(statements) == 1:
+            return await self._alone(db, returned, parameters, None)
+        compiled = db.compiled(returned)
+        async with db.driver(db.engine) as driver, driver.transaction():
+            for statement, arguments in statements[:-1]:
+                before = db.compiled(statement)
+                await driver.execute(before.sql, *before.arguments(arguments))
+            rows: Sequence[Sequence[Any]] = await driver.fetch(compiled.sql, *compiled.arguments(parameters))
+        return rows
 
     async def write_unless(
         self, db: Database, guard: Exists, statement: Update, parameters: Mapping[str, Any]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -35,7 +36,7 @@ from sqlalchemy.sql.selectable import FromClause, Join, TableValuedAlias
 
 from fedqueue.storage.column_types import UTCDateTime
 from fedqueue.storage.database_errors import translated_driver_errors
-from fedqueue.storage.dialects import AnySelect, Columns, Dialect, JsonList, json_item, pooled
+from fedqueue.storage.dialects import AnySelect, Columns, Dialect, Inserts, JsonList, json_item, pooled
 from fedqueue.storage.driver_statements import DriverStatement
 from fedqueue.storage.rows import BoundRows, Rows
 from fedqueue.storage.sqlite_setup import (
@@ -54,6 +55,8 @@ if TYPE_CHECKING:
 
 
 T = TypeVar("T")
+#: `SqliteDialect.inserted`'s statements for one table and columns (`_readback`).
+_Readback = tuple[DriverStatement, DriverStatement, DriverStatement]
 
 
 def _in_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
@@ -89,6 +92,8 @@ class SqliteDialect(Dialect):
         self._watched: dict[Table, _Watch] = {}
         #: `write_unless`'s guards, each as its SELECT compiled.
         self._guards: dict[Exists, DriverStatement] = {}
+        #: (table, columns) -> `inserted`'s statements (`_readback`).
+        self._readbacks: dict[tuple[Table, tuple[Column[Any], ...]], _Readback] = {}
 
     @staticmethod
     def engines(url: str, pool_size: int) -> tuple[AsyncEngine, None]:
@@ -187,6 +192,43 @@ class SqliteDialect(Dialect):
             return False, conn.execute(write.sql, arguments).rowcount
 
         return await self._one_trip(db, guarded)
+
+    async def inserted(
+        self, db: Database, statements: Inserts, returning: Sequence[Column[Any]]
+    ) -> Sequence[Sequence[Any]]:
+        """One trip, as `alone`: BEGIN IMMEDIATE, the statements, then the rows of the last one's
+        table past the largest `id` before it (BEGIN IMMEDIATE holds the write lock: no one else
+        adds any), as one JSON array, COMMIT; the rows typed as SQLAlchemy would."""
+        table = statements[-1][0].table
+        assert isinstance(table, Table)
+        newest, back, typed = self._readbacks.get((table, tuple(returning))) or self._readback(
+            db, table, returning
+        )
+        writes = [(db.compiled(statement), arguments) for statement, arguments in statements]
+        runs = [(compiled.sql, compiled.arguments(arguments)) for compiled, arguments in writes]
+
+        def inserting(conn: sqlite3.Connection) -> str:
+            for sql, arguments in runs[:-1]:
+                conn.execute(sql, arguments)
+            newest_id = conn.execute(newest.sql, newest.arguments({})).fetchone()[0]
+            conn.execute(*runs[-1])
+            return str(conn.execute(back.sql, back.arguments({"newest": newest_id})).fetchone()[0])
+
+        return typed.typed(json.loads(await self._one_trip(db, inserting)))
+
+    def _readback(self, db: Database, table: Table, returning: Sequence[Column[Any]]) -> _Readback:
+        """`inserted`'s statements for `table`: its largest id, the `returning` columns of the rows
+        past it as one JSON array, and a SELECT of them whose result processors type them."""
+        key = table.c.id
+        made = (
+            db.compiled(select(func.coalesce(func.max(key), 0))),
+            db.compiled(
+                select(func.json_group_array(func.json_array(*returning))).where(key > bindparam("newest"))
+            ),
+            db.compiled(select(*returning)),
+        )
+        self._readbacks[table, tuple(returning)] = made
+        return made
 
     async def _one_trip(self, db: Database, work: Callable[[sqlite3.Connection], T]) -> T:
         """`work` in a write transaction, run whole on a writer connection's aiosqlite thread
