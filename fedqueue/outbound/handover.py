@@ -6,15 +6,18 @@ of the sending, and the worker claims them back a batch at a time: each is writt
 hold. Claims are how workers share a fan-out. While this worker is the only one beating and
 nothing else waits, there is nothing to share: each round, as many deliveries as the worker has
 room for are inserted already leased to it and handed to its dispatcher (`Handover.take`), so
-none is claimed, and the writing never runs ahead of the sending.
+none is claimed. The next round's chunk is written while this round's is sent (`take`: one chunk
+ahead, never more), so the round does not wait on the database's writer; a chunk written ahead
+and not handed over when the hand-over ends is released at once (`deliveries.release`).
 
 The hand-over stops, and the rest is written ahead as before (`PlanWriter.write_from`), as soon as
 - another worker beats (looked for once a heartbeat interval);
-- the worker's claim found other deliveries due, or an outbox row waits to be expanded (both
+- the worker's claim found other rows' deliveries due, or an outbox row waits to be expanded (both
   would otherwise wait behind the fan-out: no row is expanded while a large one is written);
 - a round's rows include one to a host that has its share of the window in flight already;
 - or the row's expansion lease is lost, or the worker stops.
-A worker that dies mid-way leaves leased only what it had in flight, as a claim would have.
+A worker that dies mid-way leaves leased what it had in flight, as a claim would have, and the
+chunk written ahead (a claim's worth more); one that stops releases the chunk ahead.
 """
 
 from __future__ import annotations
@@ -34,6 +37,10 @@ from fedqueue.rules.worker_beats import beating
 
 log = logging.getLogger("fedqueue.outbound.fanout")
 
+#: Deliveries handed over, leased to this worker, and when their writing began (`time.monotonic`:
+#: each send checks its lease's margin from then).
+Chunk = tuple[list[Claimed], float]
+
 
 class Handover:
     """One worker's hand-over of at most one large row at a time (`Fanout` starts and ends it)."""
@@ -46,15 +53,25 @@ class Handover:
         self._metrics = context.metrics
         self._writer = writer
         self._plan: Plan | None = None
-        #: The index of the row's next target to write.
-        self.next = 0
-        #: Set once the row's last delivery is written, or the hand-over stopped.
+        #: The index of the row's next target to write, and how many deliveries were handed over.
+        self.next = self._handed = 0
+        #: Set once the row's last delivery is handed over, or the hand-over stopped.
         self.ended = asyncio.Event()
         self._looked = 0.0
+        #: The next chunk, being written (or written) while the one before it is sent, and at most
+        #: how many rows it leases.
+        self._ahead: asyncio.Task[Chunk] | None = None
+        self._ahead_rows = 0
 
     @property
     def active(self) -> bool:
         return self._plan is not None and not self.ended.is_set()
+
+    @property
+    def outbox_id(self) -> int | None:
+        """The row being handed over, if any."""
+        plan = self._plan
+        return plan.entry.id if plan is not None and self.active else None
 
     async def alone(self) -> bool:
         """Whether no other worker beats (then a fan-out has no one to share it with); False if
@@ -72,7 +89,7 @@ class Handover:
         and write whatever is left once the hand-over ends (all written, or stopped)."""
         if not await self._writer.begin(plan):
             return
-        self._plan, self.next = plan, 0
+        self._plan, self.next, self._handed = plan, 0, 0
         self.ended = asyncio.Event()
         self._looked = time.monotonic()
         progress.set()
@@ -80,6 +97,9 @@ class Handover:
             await self.ended.wait()
         finally:
             self.stop("the worker stops")
+            ahead, self._ahead = self._ahead, None
+            if ahead is not None:
+                await self._release(ahead)
         await self._writer.write_from(plan, self.next)
 
     def stop(self, why: str) -> None:
@@ -90,7 +110,7 @@ class Handover:
         log.info(
             "activity %s: %d of %d deliveries handed over as written; the rest written ahead (%s)",
             plan.facts.activity_id,
-            self.next,
+            self._handed,
             len(plan.targets),
             why,
         )
@@ -101,23 +121,72 @@ class Handover:
         over; the rest is not written either (`PlanWriter.write_from` finds the lease lost too)."""
         self.ended.set()
 
-    async def take(self, room: int, in_flight: Mapping[str, int], host_cap: int) -> list[Claimed]:
-        """Write the row's next `room` deliveries (at most `CHUNK_ROWS`), those to live inboxes
-        leased to this worker; the leased ones, to be sent. Rows stored before (the row expanded
-        again after a worker died) are not: then the next chunk is written, until one leases
-        some or the hand-over ends."""
+    async def take(self, room: int, in_flight: Mapping[str, int], host_cap: int) -> Chunk:
+        """The row's next deliveries to send, at most `room` (and `CHUNK_ROWS`), and when they were
+        leased (`time.monotonic`); then the next chunk is written, in the background.
+
+        The chunk written ahead is handed over once there is room for all of it; the first is
+        written now. Deliveries to dead inboxes are written dead, and rows stored before (the
+        row expanded again after a worker died) are skipped: a chunk that leases none is
+        followed by the next, until one does or the hand-over ends."""
         plan = self._plan
         if plan is None or not self.active or room <= 0 or not await self._still_alone():
-            return []
+            return [], 0.0
+        ahead = self._ahead
+        if ahead is None:
+            chunk = await self._written(plan, room, in_flight, host_cap)
+        elif room < self._ahead_rows:
+            return [], 0.0  # taken once the window has room for all of it
+        else:
+            self._ahead = None
+            try:
+                chunk = await asyncio.shield(ahead)
+            except asyncio.CancelledError:  # the worker stops: these will not be sent
+                await self._release(ahead)
+                raise
+            if any(in_flight.get(host, 0) + count > host_cap for host, count in _hosts(chunk).items()):
+                self.stop("a host has its share of the window in flight")
+                await self._release(ahead)
+                return [], 0.0
+        self._handed += len(chunk[0])
+        self._write_ahead(plan, _hosts(chunk), host_cap)
+        return chunk
+
+    def _write_ahead(self, plan: Plan, handed: Counter[str], host_cap: int) -> None:
+        """Begin writing the chunk after the one just handed over, or end the hand-over if that was
+        the row's last. Its hosts' shares are counted beside `handed` (the chunk just handed over,
+        deliveries a host) alone: by the time it is handed over the window's older sends are over
+        (`take` counts again then)."""
+        if not self.active:
+            return
+        if self.next >= len(plan.targets):
+            self.ended.set()
+            return
+        room = self._settings.claim_batch_size
+        self._ahead_rows = min(room, CHUNK_ROWS, len(plan.targets) - self.next)
+        self._ahead = asyncio.create_task(self._written(plan, room, handed, host_cap))
+
+    async def _written(self, plan: Plan, room: int, in_flight: Mapping[str, int], host_cap: int) -> Chunk:
+        """The next chunk that leases any deliveries (`_take_chunk`), and when its writing began."""
+        written_at = time.monotonic()
         claimed: list[Claimed] = []
-        while not claimed and self.active:
+        while not claimed and self.active and self.next < len(plan.targets):
             claimed = await self._take_chunk(plan, room, in_flight, host_cap)
-        return claimed
+        return claimed, written_at
+
+    async def _release(self, ahead: asyncio.Task[Chunk]) -> None:
+        """Give a chunk written ahead, and not handed over, back to be claimed (not waiting out its
+        lease); failing that, its lease runs out."""
+        try:
+            claimed, _ = await ahead
+            await self._store.deliveries.release(self._owner, [row.id for row in claimed])
+        except Exception as exc:
+            log.debug("deliveries written ahead not released: %s", describe(exc))
 
     async def _take_chunk(
         self, plan: Plan, room: int, in_flight: Mapping[str, int], host_cap: int
     ) -> list[Claimed]:
-        """One chunk of `take`. A delivery to a host that has its share in flight (`in_flight`,
+        """One chunk of `_written`. A delivery to a host that has its share in flight (`in_flight`,
         `host_cap`) is written queued, and the hand-over stops."""
         chunk = plan.targets[self.next : self.next + min(room, CHUNK_ROWS)]
         taken: Counter[str] = Counter()
@@ -139,9 +208,7 @@ class Handover:
             self.stop("an error")
             return []
         self.next += len(chunk)
-        if self.next >= len(plan.targets):
-            self.ended.set()
-        elif any(target.dead_reason is None and target.inbox for target in queued):
+        if any(target.dead_reason is None and target.inbox for target in queued):
             self.stop("a host has its share of the window in flight")
         return claimed
 
@@ -155,3 +222,8 @@ class Handover:
                 self.stop("another worker is beating")
                 return False
         return True
+
+
+def _hosts(chunk: Chunk) -> Counter[str]:
+    """A chunk's deliveries a host."""
+    return Counter(row.host for row in chunk[0])

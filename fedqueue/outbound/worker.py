@@ -171,12 +171,11 @@ class Worker:
         room, handover = self.dispatcher.room(), self.fanout.handover
         if not handover.active or room < self.settings.claim_batch_size // 2:
             return 0
-        claimed_at = time.monotonic()
         batch = min(
             room, self.settings.claim_batch_size
         )  # as a claim: a batch's first POST waits for all of it
-        taken = await handover.take(batch, self.dispatcher.per_host, self.dispatcher.host_cap)
-        return await self.dispatcher.submit(taken, claimed_at) if taken else 0
+        taken, leased_at = await handover.take(batch, self.dispatcher.per_host, self.dispatcher.host_cap)
+        return await self.dispatcher.submit(taken, leased_at) if taken else 0
 
     def _start_probes(self, now: datetime) -> None:
         """Start a round of given-up hosts' due probes in the background, if none runs and it is time."""
@@ -231,7 +230,9 @@ class Worker:
         self._skipped = frozenset(crowded) if short else frozenset()
         if not claimed:
             return 0
-        self.fanout.handover.stop("other deliveries are due")  # they would wait behind it
+        handover = self.fanout.handover
+        if any(row.outbox_id != handover.outbox_id for row in claimed):
+            handover.stop("other deliveries are due")  # they would wait behind it
         return await self.dispatcher.submit(claimed, claimed_at)
 
     async def run_burst(self) -> None:

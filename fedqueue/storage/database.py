@@ -49,7 +49,8 @@ class Database:
         self.is_postgres = isinstance(self.dialect, PostgresDialect)
         self._built: dict[Callable[[Database], Any], Any] = {}
         #: Statements run on the driver itself, compiled for it: `read_in`'s and `write_in`'s
-        #: (SQLite), `alone`'s (PostgreSQL).
+        #: (SQLite), `alone`'s (PostgreSQL), `inserted`'s (both), and those of readers that ask
+        #: (`compiled`).
         self._driver_statements: dict[Select[Any] | Update | Insert, DriverStatement] = {}
         #: This process's outages of the database: one WARNING and one INFO line each.
         self.outages = DatabaseOutages(self._replace_pooled_connections)

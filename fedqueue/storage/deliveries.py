@@ -108,6 +108,7 @@ class DeliveryStore:
         self._enqueue = enqueue_statement(database)
         self._enqueue_returning = self._enqueue.returning(DELIVERIES.c.id, DELIVERIES.c.state)
         self._enqueue_leased = enqueue_statement(database, leased=True)
+        self._enqueue_leased_returning = self._enqueue_leased.returning(*CLAIMED_COLUMNS)
         self._record = record_statement(database)
         self._webhooks = webhooks_exist()
         self._claim_unresolved = claim_unresolved_statement(database)
@@ -137,8 +138,7 @@ class DeliveryStore:
         else:
             async with self._db.transaction() as conn:
                 await self._enqueue_in(conn, batch, now)
-                leasing = self._enqueue_leased.returning(*CLAIMED_COLUMNS)
-                rows = (await conn.execute(leasing, parameters)).all()
+                rows = (await conn.execute(self._enqueue_leased_returning, parameters)).all()
         return [Claimed(*row[1:]) for row in sorted(rows, key=_CLAIM_ORDER)]
 
     async def _enqueue_in(self, conn: AsyncConnection, batch: Sequence[Enqueued], now: datetime) -> None:

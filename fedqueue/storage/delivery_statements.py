@@ -35,10 +35,9 @@ from fedqueue.storage.schema import DELIVERIES, HOSTS
 if TYPE_CHECKING:
     from fedqueue.storage.deliveries import Enqueued
 
-#: What `claim` returns: the columns of `Claimed`'s fields, in their order.
-_CLAIMED = [DELIVERIES.c[name] for name in Claimed.__dataclass_fields__]
-#: What a claim returns of each row (the lane, then a `Claimed`), and `enqueue_leased` too.
-CLAIMED_COLUMNS = (DELIVERIES.c.lane, *_CLAIMED)
+#: What a claim returns of each row, and `enqueue_leased` too: the lane, then the columns of
+#: `Claimed`'s fields, in their order.
+CLAIMED_COLUMNS = (DELIVERIES.c.lane, *(DELIVERIES.c[name] for name in Claimed.__dataclass_fields__))
 #: An `Enqueued` in `enqueue`'s JSON rows: these columns' values, then its targets (`_TARGET`).
 _ENQUEUE_ITEM = ("outbox_id", "lane", "actor", "activity_type", "object_id", "undoes", "target")
 #: An activity's facts as the JSON rows hold them, after outbox_id and lane.

@@ -77,6 +77,15 @@ async def states(store: Store, row: int) -> dict[str, int]:
     return counted
 
 
+async def written(store: Store, row: int, count: int) -> None:
+    """Until `count` of the row's deliveries are stored (the chunk ahead of the sending written)."""
+    for _ in range(200):
+        if len(await store.deliveries.for_outbox(row)) >= count:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{count} deliveries of row {row} not written within 10 s")
+
+
 def received_once_each(remote: LoopbackServer) -> bool:
     posts = Counter(r.path for r in remote.requests if r.method == "POST")
     return all(posts[f"/inbox/{n}"] == 1 for n in range(LARGE))
@@ -155,10 +164,12 @@ async def test_deliveries_found_due_during_a_hand_over_end_it_and_are_sent(
     assert [view.state for view in await store.deliveries.for_outbox(other.outbox_id)] == ["sending"]
     while worker.fanout.holding:
         await worker.fanout.wait_for_progress(30)
-    written = await states(store, row)
-    assert written.pop("queued") == LARGE - handed
-    assert sum(written.values()) == handed  # sent or being sent
     await worker.dispatcher.settle(30)
+    await worker.dispatcher.flush()
+    written = await states(store, row)
+    assert set(written) == {"delivered", "queued"}  # the chunk written ahead released, then claimed with it
+    assert written["delivered"] >= handed
+    assert sum(written.values()) == LARGE
 
 
 async def test_deliveries_handed_to_a_worker_that_died_are_sent_after_their_lease_and_the_rest_once(
@@ -166,7 +177,7 @@ async def test_deliveries_handed_to_a_worker_that_died_are_sent_after_their_leas
 ) -> None:
     row = await large_row(store, remote)
     dying = await handing_over(settings, store, http_client)
-    taken = await dying.fanout.handover.take(200, {}, 10_000)  # leased, never sent: it dies now
+    taken, _ = await dying.fanout.handover.take(200, {}, 10_000)  # leased, never sent: it dies now
     assert len(taken) == 200
     await dying.fanout.aclose()
     assert (await store.outbox.state(row)).state == "pending"  # type: ignore[union-attr]
@@ -184,19 +195,22 @@ async def test_a_row_expanded_again_is_handed_over_past_the_deliveries_stored_be
 ) -> None:
     row = await large_row(store, remote)
     dying = await handing_over(settings, store, http_client)
-    taken = await dying.fanout.handover.take(200, {}, 10_000)
+    taken, _ = await dying.fanout.handover.take(200, {}, 10_000)
     now = utcnow()
     await store.deliveries.record(
         dying.owner, [Result(d.id, "delivered", 1, now, 202, None, now, now) for d in taken]
     )
-    await dying.fanout.aclose()  # delivered, then it stopped: nothing of the row's is due
+    await dying.fanout.aclose()  # delivered, then it stopped: the chunk it wrote ahead is released
 
     after = await handing_over(settings, store, http_client)
 
-    assert await after.step() == after.settings.claim_batch_size  # the next 200, at once
+    batch = after.settings.claim_batch_size
+    assert await after.step() == 2 * batch  # that chunk claimed, and the next 200 handed over at once
     assert after.fanout.handover.active
     await after.dispatcher.settle(30)
-    assert len(await store.deliveries.for_outbox(row)) == 400
+    await after.dispatcher.flush()
+    assert (await states(store, row)).get("delivered") == 3 * batch
+    await after.fanout.aclose()
 
 
 async def test_a_hand_over_whose_row_another_worker_took_ends_at_once_and_writes_no_more_of_it(
@@ -209,7 +223,9 @@ async def test_a_hand_over_whose_row_another_worker_took_ends_at_once_and_writes
     row = await large_row(store, remote)
     worker = await handing_over(settings, store, http_client, lease_seconds=0.3)
     handed = await worker.step()
+    await written(store, row, 2 * handed)  # and the next chunk, ahead of the sending
     await worker.dispatcher.settle(30)
+    await worker.dispatcher.flush()
 
     async with store.database.transaction() as conn:  # its lease ran out, and another worker took the row
         await conn.execute(update(OUTBOX).where(OUTBOX.c.id == row).values(lease_owner="elsewhere:1:took"))
@@ -218,7 +234,27 @@ async def test_a_hand_over_whose_row_another_worker_took_ends_at_once_and_writes
         while worker.fanout.holding:
             await worker.fanout.wait_for_progress(30)
 
-    assert await worker.fanout.handover.take(200, {}, 10_000) == []
-    assert len(await store.deliveries.for_outbox(row)) == handed
+    assert await worker.fanout.handover.take(200, {}, 10_000) == ([], 0.0)
+    assert len(await store.deliveries.for_outbox(row)) == 2 * handed
+    assert (await states(store, row))["queued"] == handed  # the chunk written ahead, released
     assert f"lost the expansion lease of outbox row {row}" in caplog.text
     await worker.dispatcher.flush()
+
+
+async def test_a_worker_that_stops_mid_hand_over_releases_the_chunk_it_wrote_ahead_to_be_sent_at_once(
+    settings: Settings, store: Store, remote: LoopbackServer, http_client: HttpClient
+) -> None:
+    row = await large_row(store, remote)
+    stopping = await handing_over(settings, store, http_client)
+    handed = await stopping.step()
+    await written(store, row, 2 * handed)  # the next chunk, leased to it, ahead of the sending
+    await stopping.dispatcher.settle(30)
+    await stopping.dispatcher.flush()
+
+    await stopping.fanout.aclose()  # as the worker does once its sends are over
+
+    assert await states(store, row) == {"delivered": handed, "queued": handed}
+    await run_burst(one_host(settings), store)  # the same clock: no lease waited out
+    assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]
+    assert await states(store, row) == {"delivered": LARGE}
+    assert received_once_each(remote)
