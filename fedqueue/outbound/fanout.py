@@ -147,6 +147,15 @@ class Fanout:
             for wait in waits:
                 wait.cancel()
 
+    async def finish_writing(self, timeout_s: float) -> None:
+        """Give a large row whose hand-over has ended (`Handover.finishing`: what is left needs no
+        more rounds) up to `timeout_s` to be finished, before the worker stops. Cut short, the
+        row goes back to `pending` (`aclose`), and the next expansion plans it all again, every
+        delivery offered again and skipped as stored, while the rows after it wait."""
+        writing = self._writing
+        if writing is not None and not writing.done() and self.handover.finishing:
+            await asyncio.wait({writing}, timeout=timeout_s)
+
     async def aclose(self) -> None:
         """Stop the recipients' fetches and a large row's writing; give the rows held for the
         fetches, and the row being written, back to `pending` at once (the next expansion stores

@@ -68,6 +68,12 @@ class Handover:
         return self._plan is not None and not self.ended.is_set()
 
     @property
+    def finishing(self) -> bool:
+        """Whether the hand-over has ended and its row is being finished (the rest written, the row
+        marked expanded): what is left no longer waits on the worker's rounds."""
+        return self._plan is not None and self.ended.is_set()
+
+    @property
     def outbox_id(self) -> int | None:
         """The row being handed over, if any."""
         plan = self._plan
@@ -101,6 +107,7 @@ class Handover:
             if ahead is not None:
                 await self._release(ahead)
         await self._writer.write_from(plan, self.next)
+        self._plan = None
 
     def stop(self, why: str) -> None:
         """End the hand-over: the rest of the row is written ahead, to be claimed."""
@@ -135,6 +142,7 @@ class Handover:
         ahead = self._ahead
         if ahead is None:
             chunk = await self._written(plan, room, in_flight, host_cap)
+            hosts = _hosts(chunk)
         elif room < self._ahead_rows:
             return [], 0.0  # taken once the window has room for all of it
         else:
@@ -144,12 +152,13 @@ class Handover:
             except asyncio.CancelledError:  # the worker stops: these will not be sent
                 await self._release(ahead)
                 raise
-            if any(in_flight.get(host, 0) + count > host_cap for host, count in _hosts(chunk).items()):
+            hosts = _hosts(chunk)
+            if any(in_flight.get(host, 0) + count > host_cap for host, count in hosts.items()):
                 self.stop("a host has its share of the window in flight")
                 await self._release(ahead)
                 return [], 0.0
         self._handed += len(chunk[0])
-        self._write_ahead(plan, _hosts(chunk), host_cap)
+        self._write_ahead(plan, hosts, host_cap)
         return chunk
 
     def _write_ahead(self, plan: Plan, handed: Counter[str], host_cap: int) -> None:

@@ -373,7 +373,8 @@ class Worker:
                 waiter.cancel()
 
     async def _finish_or_release(self, step: asyncio.Task[int | None] | None) -> None:
-        """Give the step and the sends in flight the grace period; cancel the rest, release their leases."""
+        """Give the step, the sends in flight and a large row's finishing writes the grace period;
+        cancel the rest, release their leases."""
         grace_s = self.settings.shutdown_grace_seconds
         deadline = asyncio.get_running_loop().time() + grace_s
         if step is not None and not step.done():
@@ -381,7 +382,8 @@ class Worker:
             step.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await step
-        await self.dispatcher.settle(max(0.0, deadline - asyncio.get_running_loop().time()))
+        left_s = max(0.0, deadline - asyncio.get_running_loop().time())
+        await asyncio.gather(self.dispatcher.settle(left_s), self.fanout.finish_writing(left_s))
         await self.dispatcher.cancel()
         await self.dispatcher.flush()
         unfinished = sorted(self.dispatcher.in_flight)

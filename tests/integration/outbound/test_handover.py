@@ -14,7 +14,8 @@ import pytest
 from aiohttp import web
 from sqlalchemy import update
 
-from fedqueue.outbound.fanout_writes import CHUNK_ROWS
+from fedqueue.outbound.fanout_plan import Plan
+from fedqueue.outbound.fanout_writes import CHUNK_ROWS, PlanWriter
 from fedqueue.outbound.worker import Worker
 from fedqueue.remote.http_client import HttpClient
 from fedqueue.rules.attempt_results import Claimed, Result
@@ -255,6 +256,33 @@ async def test_a_worker_that_stops_mid_hand_over_releases_the_chunk_it_wrote_ahe
 
     assert await states(store, row) == {"delivered": handed, "queued": handed}
     await run_burst(one_host(settings), store)  # the same clock: no lease waited out
+    assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]
+    assert await states(store, row) == {"delivered": LARGE}
+    assert received_once_each(remote)
+
+
+async def test_a_worker_asked_to_stop_as_a_handed_over_row_is_finished_finishes_it_not_to_be_planned_again(
+    settings: Settings,
+    store: Store,
+    remote: LoopbackServer,
+    http_client: HttpClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    row = await large_row(store, remote)
+    stop = asyncio.Event()
+    real = PlanWriter.finish
+
+    async def finish(self: PlanWriter, plan: Plan) -> None:
+        stop.set()  # the worker is asked to stop as the row's last writes begin,
+        await asyncio.sleep(1.0)  # which take a while
+        await real(self, plan)
+
+    monkeypatch.setattr(PlanWriter, "finish", finish)
+
+    await asyncio.wait_for(Worker(one_host(settings), store, http_client).run(stop), 60)
+
+    # Given back `pending` instead, the row would be planned again by the next worker, every
+    # delivery offered again, and the row after it would wait behind it.
     assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]
     assert await states(store, row) == {"delivered": LARGE}
     assert received_once_each(remote)
