@@ -133,9 +133,12 @@ class Fanout:
 
     async def wait_for_progress(self, timeout_s: float | None) -> None:
         """Until a held row's fetches have ended, or a large row's writing stored more deliveries
-        or ended (or `timeout_s` passes; None: no limit)."""
+        or ended (or `timeout_s` passes; None: no limit). At once if the writing ended since the
+        worker last looked (`take_stored`): one that ends as the worker turns to idle must still
+        wake it, or an activity posted meanwhile waits a poll interval."""
         if not self._still_writing:
-            await self._fetches.wait_for_progress(timeout_s)
+            if not self._stored.is_set():
+                await self._fetches.wait_for_progress(timeout_s)
             return
         waits = [
             asyncio.create_task(self._fetches.wait_for_progress(None)),

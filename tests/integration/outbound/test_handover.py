@@ -286,3 +286,21 @@ async def test_a_worker_asked_to_stop_as_a_handed_over_row_is_finished_finishes_
     assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]
     assert await states(store, row) == {"delivered": LARGE}
     assert received_once_each(remote)
+
+
+async def test_a_worker_that_turns_to_idle_just_after_a_large_rows_writing_ended_is_woken_by_it(
+    settings: Settings, store: Store, remote: LoopbackServer, http_client: HttpClient
+) -> None:
+    await large_row(store, remote)
+    worker = await handing_over(settings, store, http_client)
+    while worker.fanout.holding:  # the last round looks before the row is finished
+        await worker.step()
+        await asyncio.sleep(0.01)
+
+    # An activity posted while the row was finished found the worker's expansion waiting for it;
+    # the worker must look again now, not after a poll interval (a Create's first POST came
+    # about a second late in a running instance's 20,000 fan-out, one run in four).
+    await asyncio.wait_for(worker.fanout.wait_for_progress(None), 5)
+
+    await worker.dispatcher.settle(30)
+    await worker.dispatcher.flush()
