@@ -87,9 +87,12 @@ async def written(store: Store, row: int, count: int) -> None:
     raise AssertionError(f"{count} deliveries of row {row} not written within 10 s")
 
 
-def received_once_each(remote: LoopbackServer) -> bool:
+async def sent_whole_once(store: Store, row: int, remote: LoopbackServer) -> None:
+    """The row is expanded, all its deliveries delivered, and each inbox was sent it once."""
+    assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]
+    assert await states(store, row) == {"delivered": LARGE}
     posts = Counter(r.path for r in remote.requests if r.method == "POST")
-    return all(posts[f"/inbox/{n}"] == 1 for n in range(LARGE))
+    assert all(posts[f"/inbox/{n}"] == 1 for n in range(LARGE))
 
 
 async def test_a_lone_workers_large_fan_out_is_sent_whole_and_none_of_it_is_claimed(
@@ -100,9 +103,7 @@ async def test_a_lone_workers_large_fan_out_is_sent_whole_and_none_of_it_is_clai
 
     await run_burst(one_host(settings), store)
 
-    assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]
-    assert await states(store, row) == {"delivered": LARGE}
-    assert received_once_each(remote)
+    await sent_whole_once(store, row, remote)
     assert claims and sum(claims) == 0  # the worker claimed, and found nothing else due
 
 
@@ -186,9 +187,7 @@ async def test_deliveries_handed_to_a_worker_that_died_are_sent_after_their_leas
     later = Clock(utcnow() + timedelta(seconds=dying.settings.lease_seconds + 1))
     await run_burst(one_host(settings), store, clock=later)
 
-    assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]
-    assert await states(store, row) == {"delivered": LARGE}
-    assert received_once_each(remote)
+    await sent_whole_once(store, row, remote)
 
 
 async def test_a_row_expanded_again_is_handed_over_past_the_deliveries_stored_before_without_a_pause(
@@ -256,9 +255,7 @@ async def test_a_worker_that_stops_mid_hand_over_releases_the_chunk_it_wrote_ahe
 
     assert await states(store, row) == {"delivered": handed, "queued": handed}
     await run_burst(one_host(settings), store)  # the same clock: no lease waited out
-    assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]
-    assert await states(store, row) == {"delivered": LARGE}
-    assert received_once_each(remote)
+    await sent_whole_once(store, row, remote)
 
 
 async def test_a_worker_asked_to_stop_as_a_handed_over_row_is_finished_finishes_it_not_to_be_planned_again(
@@ -283,9 +280,7 @@ async def test_a_worker_asked_to_stop_as_a_handed_over_row_is_finished_finishes_
 
     # Given back `pending` instead, the row would be planned again by the next worker, every
     # delivery offered again, and the row after it would wait behind it.
-    assert (await store.outbox.state(row)).state == "expanded"  # type: ignore[union-attr]
-    assert await states(store, row) == {"delivered": LARGE}
-    assert received_once_each(remote)
+    await sent_whole_once(store, row, remote)
 
 
 async def test_a_worker_that_turns_to_idle_just_after_a_large_rows_writing_ended_is_woken_by_it(
